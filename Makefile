@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: MIT
+# tensorfs: one GNU Makefile. Knobs: CC, CFLAGS, PREFIX, DESTDIR, SANITIZE=1, CUDA=0|1, NVCC.
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+LIBDIR   ?= $(PREFIX)/lib
+INCDIR   ?= $(PREFIX)/include
+DESTDIR  ?=
+PYTHON   ?= /usr/bin/python3
+PKG_CONFIG ?= pkg-config
+CFLAGS   ?= -O2 -g
+SANITIZE ?= 0
+
+ifeq ($(SANITIZE),1)
+BUILD    ?= build/san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else
+BUILD    ?= build/rel
+SANFLAGS :=
+endif
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
+DEPS     := fuse3 libzstd libxxhash libcrypto
+DEPCFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS))
+DEPLIBS  := $(shell $(PKG_CONFIG) --libs $(DEPS))
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -MP \
+	     -Icore $(DEPCFLAGS)
+ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS) -pthread
+
+CORE_SRC := $(wildcard core/*.c)
+FS_SRC   := $(wildcard fs/*.c)
+GPU_SRC  := $(wildcard gpu/*.c)
+MOUNT_SRC := $(wildcard mount/*.c)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+FS_OBJ   := $(FS_SRC:%.c=$(BUILD)/%.o)
+GPU_OBJ  := $(GPU_SRC:%.c=$(BUILD)/%.o)
+MOUNT_OBJ := $(MOUNT_SRC:%.c=$(BUILD)/%.o)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+CORE_LIB := $(BUILD)/libtensorfs-core.a
+BIN      := $(BUILD)/tensorfs
+
+.PHONY: all clean install test unit integration demo bench
+all: $(BIN) tensorfs
+
+# The top-level ./tensorfs is always the regular build; sanitizer builds stay in build/san.
+tensorfs: $(BIN)
+ifeq ($(SANITIZE),1)
+	@true
+else
+	cp $(BIN) $@
+endif
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/fs/%.o $(BUILD)/gpu/%.o: ALL_CFLAGS += -Ifs -Igpu
+$(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu
+
+$(CORE_LIB): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BIN): $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB) $(DEPLIBS) -lm
+
+$(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) \
+		$(shell $(PKG_CONFIG) --cflags --libs cmocka) -lm
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+integration: $(BIN)
+	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q tests/integration
+
+test: unit integration
+
+demo: all
+	./tests/demo.sh
+
+bench: all
+	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) tests/bench/bench.py
+
+install: all
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tensorfs
+	ln -sf tensorfs $(DESTDIR)$(BINDIR)/mount.tensorfs
+	install -D -m 0644 $(CORE_LIB) $(DESTDIR)$(LIBDIR)/libtensorfs-core.a
+
+clean:
+	rm -rf build tensorfs
+
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(GPU_OBJ:.o=.d) $(MOUNT_OBJ:.o=.d)

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* cache: a byte-budgeted memory cache of decoded chunks with refcounted get/put, LRU eviction and
+ * one load per key however many readers miss on it at once. */
+#ifndef TFS_CACHE_H
+#define TFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "object.h"
+
+struct tfs_cache;
+
+/* A cached chunk. data/len are valid from get until the matching put. */
+struct tfs_cache_entry {
+	const uint8_t *data;
+	size_t len;
+};
+
+/* Fill a missing entry: allocate the decoded bytes with malloc and hand them over through
+ * data and len, or return -errno (nothing is cached then; the next get tries again). */
+typedef int (*tfs_cache_load_fn)(void *arg, const struct tfs_id *key, uint8_t **data,
+				 size_t *len);
+
+struct tfs_cache_stats {
+	uint64_t hits, misses, waits; /* waits: misses that joined a load already under way */
+	uint64_t load_errors;
+	uint64_t evictions;
+	uint64_t bytes_loaded;
+	uint64_t bytes, entries; /* now */
+	uint64_t budget;
+};
+
+/* budget: bytes of decoded data kept once no reader holds them. Entries in use are never freed,
+ * so the cache may exceed the budget by what readers hold at that moment. */
+int tfs_cache_create(uint64_t budget, struct tfs_cache **out);
+void tfs_cache_destroy(struct tfs_cache *c);
+
+/* Get the entry for key, loading it with load(arg, ...) on a miss. Returns 0 with *e pinned, or
+ * the loader's error. */
+int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,
+		  void *arg, struct tfs_cache_entry **e);
+void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *e);
+
+void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st);
+
+#endif

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/* format: the on-store layout of a lake (datasets, objects, refs) and the manifest and commit
+ * objects. The specification is core/FORMAT.md; this module is its only implementation. */
+#ifndef TFS_FORMAT_H
+#define TFS_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npy.h"
+#include "object.h"
+#include "store.h"
+
+#define TFS_FORMAT_VERSION 1
+#define TFS_DEFAULT_CHUNK_BYTES (4u << 20)
+#define TFS_KEY_MAX 512
+
+/* One chunk as a manifest names it. Its row range follows from its position. */
+struct tfs_chunk_ref {
+	struct tfs_id id;
+	uint64_t stored_size; /* bytes of the whole object, header included */
+};
+
+/* A fixed-shape column of a version. */
+struct tfs_column {
+	char *name;
+	struct tfs_dtype dtype;
+	unsigned ndim; /* dimensions of one row (0: a scalar per row) */
+	uint64_t shape[TFS_MAX_DIMS - 1];
+	uint64_t row_bytes;
+	uint64_t rows;
+	uint64_t rows_per_chunk; /* every chunk but the last holds exactly this many rows */
+	uint64_t chunk_bytes;	 /* the chunk target the column was created with */
+	enum tfs_codec_id codec;
+	int level;
+	size_t nchunks;
+	struct tfs_chunk_ref *chunks;
+};
+
+/* Everything a version holds: its row count and columns. Every column has `rows` rows. */
+struct tfs_manifest {
+	uint64_t rows;
+	size_t ncols;
+	struct tfs_column *cols;
+};
+
+struct tfs_commit {
+	struct tfs_id id;
+	struct tfs_id manifest;
+	size_t nparents;
+	struct tfs_id *parents;
+	int64_t time; /* seconds since the epoch */
+	uint64_t rows;
+	char *message;
+};
+
+/* Object keys: "<ds>/objects/ab/cdef...". */
+void tfs_object_key(const char *ds, const struct tfs_id *id, char out[TFS_KEY_MAX]);
+
+/* Encode raw bytes as an object of the given type, store it (skipping objects already there)
+ * and return its id. */
+int tfs_object_put(struct tfs_store *s, const char *ds, enum tfs_obj_type type,
+		   enum tfs_codec_id codec, int level, const void *raw, size_t len,
+		   struct tfs_id *id);
+/* Put an already encoded object. */
+int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj, size_t len,
+			   struct tfs_id *id);
+/* Fetch and decode a whole object; the buffer (NUL-terminated) is handed to the caller. A
+ * damaged object is -EIO with a log line naming it. */
+int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,
+		   enum tfs_obj_type type, uint8_t **raw, size_t *len);
+
+/* Datasets. create writes an empty root commit and points `main` at it; -EEXIST if the dataset
+ * exists. check returns 0 for a dataset this code can read, -ENOENT for none, -EPROTO for a
+ * newer format. */
+int tfs_dataset_create(struct tfs_store *s, const char *ds);
+int tfs_dataset_check(struct tfs_store *s, const char *ds);
+/* Calls fn for every dataset in the lake, in no particular order. */
+int tfs_lake_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg);
+
+/* Refs. Branches live under refs/heads, tags under refs/tags. */
+enum tfs_ref_kind { TFS_REF_BRANCH, TFS_REF_TAG };
+int tfs_ref_read(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
+		 struct tfs_id *id);
+/* Move a branch from old (NULL: it must not exist) to new. -EAGAIN when it moved meanwhile. */
+int tfs_ref_update(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
+		   const struct tfs_id *old, const struct tfs_id *new_id);
+int tfs_ref_list(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind,
+		 tfs_store_list_fn fn, void *arg);
+/* Resolve a branch, a tag or a full commit id. */
+int tfs_ref_resolve(struct tfs_store *s, const char *ds, const char *ref, struct tfs_id *id);
+
+/* Manifests. */
+int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out);
+/* Returns -EIO with a message in err when the text is not a valid manifest. */
+int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, char *err,
+		       size_t err_cap);
+int tfs_manifest_load(struct tfs_store *s, const char *ds, const struct tfs_id *id,
+		      struct tfs_manifest *m);
+void tfs_manifest_free(struct tfs_manifest *m);
+const struct tfs_column *tfs_manifest_column(const struct tfs_manifest *m, const char *name);
+/* Deep copy of a column (for building a new manifest from an old one). */
+int tfs_column_copy(struct tfs_column *dst, const struct tfs_column *src);
+void tfs_column_free(struct tfs_column *c);
+
+/* Commits. */
+int tfs_commit_serialize(const struct tfs_commit *c, struct tfs_buf *out);
+int tfs_commit_parse(const char *text, size_t len, struct tfs_commit *c);
+int tfs_commit_load(struct tfs_store *s, const char *ds, const struct tfs_id *id,
+		    struct tfs_commit *c);
+void tfs_commit_free(struct tfs_commit *c);
+/* Store a manifest and a commit naming it, with the given parent (NULL for a root commit). */
+int tfs_commit_write(struct tfs_store *s, const char *ds, const struct tfs_manifest *m,
+		     const struct tfs_id *parent, const char *message, struct tfs_id *commit_id);
+
+/* Write the schema of a version as JSON (the mount's schema.json and `tensorfs info`). */
+int tfs_schema_json(const char *ds, const struct tfs_commit *c, const struct tfs_manifest *m,
+		    struct tfs_buf *out);
+
+#endif

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* import: append rows from NPY files to a branch's columns and commit, streaming any size. */
+#ifndef TFS_IMPORT_H
+#define TFS_IMPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+struct tfs_import_src {
+	const char *column;
+	const char *path; /* an NPY file */
+};
+
+struct tfs_import_opts {
+	const char *branch;	  /* NULL: "main" */
+	const char *message;	  /* NULL: "" */
+	uint64_t chunk_bytes;	  /* chunk target for columns this import creates; 0: default */
+	enum tfs_codec_id codec;  /* for columns this import creates */
+	int level;		  /* zstd level */
+	unsigned threads;	  /* encoding threads; 0: one per CPU */
+};
+
+/* Append the rows of every source to its column (creating it with the source's dtype and row
+ * shape if the branch has no such column) and commit the result on the branch.
+ *
+ * Every check happens before anything is written: sources of differing row counts, a dtype or
+ * row shape that differs from the column's, an unsupported NPY, or a result in which columns
+ * would have different row counts are errors (-EINVAL, logged) that leave the dataset as it
+ * was. Objects are written before the branch moves; -EAGAIN means another writer moved the
+ * branch meanwhile and nothing was committed. */
+int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src *src, size_t n,
+	       const struct tfs_import_opts *opts, struct tfs_id *commit);
+
+#endif

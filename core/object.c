@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/* object: content ids and the envelope (header, codec, checksum) every stored object carries. */
+#include "object.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+static const char obj_magic[4] = { 'T', 'F', 'S', 'O' };
+
+void tfs_id_of(const void *data, size_t len, struct tfs_id *out)
+{
+	unsigned int n = TFS_ID_LEN;
+
+	/* EVP_Digest with SHA-256 cannot fail for in-memory input short of allocation failure;
+	 * a zero id is never valid so a failure is caught at the next lookup. */
+	if (!EVP_Digest(data, len, out->b, &n, EVP_sha256(), NULL))
+		memset(out->b, 0, sizeof(out->b));
+}
+
+void tfs_id_hex(const struct tfs_id *id, char out[TFS_ID_HEX])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (int i = 0; i < TFS_ID_LEN; i++) {
+		out[2 * i] = digits[id->b[i] >> 4];
+		out[2 * i + 1] = digits[id->b[i] & 15];
+	}
+	out[TFS_ID_HEX - 1] = 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int tfs_id_parse(const char *hex, struct tfs_id *out)
+{
+	for (int i = 0; i < TFS_ID_LEN; i++) {
+		int hi = hexval(hex[2 * i]), lo;
+
+		if (hi < 0)
+			return -EINVAL;
+		lo = hexval(hex[2 * i + 1]);
+		if (lo < 0)
+			return -EINVAL;
+		out->b[i] = (uint8_t)(hi << 4 | lo);
+	}
+	if (hex[2 * TFS_ID_LEN] && hex[2 * TFS_ID_LEN] != '\n' && hex[2 * TFS_ID_LEN] != ' ')
+		return -EINVAL;
+	return 0;
+}
+
+int tfs_id_eq(const struct tfs_id *a, const struct tfs_id *b)
+{
+	return !memcmp(a->b, b->b, TFS_ID_LEN);
+}
+
+int tfs_id_is_zero(const struct tfs_id *id)
+{
+	static const struct tfs_id zero;
+
+	return tfs_id_eq(id, &zero);
+}
+
+/* --- codecs --------------------------------------------------------------------------------- */
+
+static size_t raw_bound(size_t n)
+{
+	return n;
+}
+
+static long long raw_compress(void *dst, size_t cap, const void *src, size_t len, int level)
+{
+	(void)level;
+	if (cap < len)
+		return -ENOSPC;
+	if (len)
+		memcpy(dst, src, len);
+	return (long long)len;
+}
+
+static int raw_decompress(void *dst, size_t raw_len, const void *src, size_t len)
+{
+	if (len != raw_len)
+		return -EIO;
+	if (len)
+		memcpy(dst, src, len);
+	return 0;
+}
+
+static size_t zstd_bound(size_t n)
+{
+	return ZSTD_compressBound(n);
+}
+
+/* Contexts are per thread and live as long as the thread (freed by the key destructors): creating
+ * one per call costs more than decompressing a small chunk. */
+static pthread_once_t zstd_once = PTHREAD_ONCE_INIT;
+static pthread_key_t zstd_ckey, zstd_dkey;
+
+static void free_cctx(void *p)
+{
+	ZSTD_freeCCtx(p);
+}
+
+static void free_dctx(void *p)
+{
+	ZSTD_freeDCtx(p);
+}
+
+static void zstd_keys(void)
+{
+	pthread_key_create(&zstd_ckey, free_cctx);
+	pthread_key_create(&zstd_dkey, free_dctx);
+}
+
+static long long zstd_compress(void *dst, size_t cap, const void *src, size_t len, int level)
+{
+	ZSTD_CCtx *zstd_cctx;
+	size_t r;
+
+	pthread_once(&zstd_once, zstd_keys);
+	zstd_cctx = pthread_getspecific(zstd_ckey);
+	if (!zstd_cctx) {
+		zstd_cctx = ZSTD_createCCtx();
+		if (!zstd_cctx)
+			return -ENOMEM;
+		pthread_setspecific(zstd_ckey, zstd_cctx);
+	}
+	r = ZSTD_compressCCtx(zstd_cctx, dst, cap, src, len, level);
+	if (ZSTD_isError(r))
+		return -EIO;
+	return (long long)r;
+}
+
+static int zstd_decompress(void *dst, size_t raw_len, const void *src, size_t len)
+{
+	ZSTD_DCtx *zstd_dctx;
+	size_t r;
+
+	pthread_once(&zstd_once, zstd_keys);
+	zstd_dctx = pthread_getspecific(zstd_dkey);
+	if (!zstd_dctx) {
+		zstd_dctx = ZSTD_createDCtx();
+		if (!zstd_dctx)
+			return -ENOMEM;
+		pthread_setspecific(zstd_dkey, zstd_dctx);
+	}
+	r = ZSTD_decompressDCtx(zstd_dctx, dst, raw_len, src, len);
+	if (ZSTD_isError(r) || r != raw_len)
+		return -EIO;
+	return 0;
+}
+
+static const struct tfs_codec codecs[] = {
+	[TFS_CODEC_RAW] = {
+		.name = "raw",
+		.id = TFS_CODEC_RAW,
+		.bound = raw_bound,
+		.compress = raw_compress,
+		.decompress = raw_decompress,
+	},
+	[TFS_CODEC_ZSTD] = {
+		.name = "zstd",
+		.id = TFS_CODEC_ZSTD,
+		.bound = zstd_bound,
+		.compress = zstd_compress,
+		.decompress = zstd_decompress,
+	},
+};
+
+const struct tfs_codec *tfs_codec_by_name(const char *name)
+{
+	for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++)
+		if (!strcmp(codecs[i].name, name))
+			return &codecs[i];
+	return NULL;
+}
+
+const struct tfs_codec *tfs_codec_by_id(unsigned id)
+{
+	if (id >= sizeof(codecs) / sizeof(codecs[0]))
+		return NULL;
+	return &codecs[id];
+}
+
+/* --- envelope ------------------------------------------------------------------------------- */
+
+static void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+int tfs_object_encode(enum tfs_obj_type type, enum tfs_codec_id codec, int level, const void *raw,
+		      size_t raw_len, struct tfs_buf *out)
+{
+	const struct tfs_codec *c = tfs_codec_by_id(codec);
+	uint8_t *h;
+	long long stored;
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	out->len = 0;
+	rc = tfs_buf_reserve(out, TFS_OBJ_HEADER_SIZE + c->bound(raw_len));
+	if (rc)
+		return rc;
+	stored = c->compress(out->data + TFS_OBJ_HEADER_SIZE, out->cap - 1 - TFS_OBJ_HEADER_SIZE,
+			     raw, raw_len, level);
+	if (stored < 0)
+		return (int)stored;
+	/* Compression that saves under 1/32 is not worth a decompression on every read. */
+	if (codec != TFS_CODEC_RAW && (size_t)stored + raw_len / 32 >= raw_len) {
+		c = tfs_codec_by_id(TFS_CODEC_RAW);
+		rc = tfs_buf_reserve(out, TFS_OBJ_HEADER_SIZE + raw_len);
+		if (rc)
+			return rc;
+		if (raw_len)
+			memcpy(out->data + TFS_OBJ_HEADER_SIZE, raw, raw_len);
+		stored = (long long)raw_len;
+	}
+	h = out->data;
+	memcpy(h, obj_magic, 4);
+	put_le16(h + 4, TFS_OBJ_VERSION);
+	h[6] = (uint8_t)type;
+	h[7] = (uint8_t)c->id;
+	put_le32(h + 8, TFS_OBJ_HEADER_SIZE);
+	put_le32(h + 12, 0);
+	put_le64(h + 16, raw_len);
+	put_le64(h + 24, (uint64_t)stored);
+	put_le64(h + 32, XXH3_64bits(h + TFS_OBJ_HEADER_SIZE, (size_t)stored));
+	put_le64(h + 40, XXH3_64bits(h, 40));
+	out->len = TFS_OBJ_HEADER_SIZE + (size_t)stored;
+	out->data[out->len] = 0;
+	return 0;
+}
+
+int tfs_object_header(const void *obj, size_t len, struct tfs_obj_header *hdr)
+{
+	const uint8_t *h = obj;
+
+	if (len < TFS_OBJ_HEADER_SIZE || memcmp(h, obj_magic, 4))
+		return -EIO;
+	if (get_le(h + 40, 8) != XXH3_64bits(h, 40))
+		return -EIO;
+	hdr->version = (unsigned)get_le(h + 4, 2);
+	if (hdr->version > TFS_OBJ_VERSION)
+		return -EPROTO;
+	if (get_le(h + 8, 4) != TFS_OBJ_HEADER_SIZE)
+		return -EIO;
+	hdr->type = (enum tfs_obj_type)h[6];
+	hdr->codec = (enum tfs_codec_id)h[7];
+	if (!tfs_codec_by_id(hdr->codec))
+		return -EPROTO;
+	hdr->raw_size = get_le(h + 16, 8);
+	hdr->stored_size = get_le(h + 24, 8);
+	hdr->checksum = get_le(h + 32, 8);
+	return 0;
+}
+
+int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, void *dst,
+		      size_t dst_len)
+{
+	struct tfs_obj_header h;
+	const uint8_t *payload = (const uint8_t *)obj + TFS_OBJ_HEADER_SIZE;
+	int rc = tfs_object_header(obj, len, &h);
+
+	if (rc)
+		return rc;
+	if (h.type != expect || h.raw_size != dst_len ||
+	    h.stored_size != len - TFS_OBJ_HEADER_SIZE)
+		return -EIO;
+	if (XXH3_64bits(payload, h.stored_size) != h.checksum)
+		return -EIO;
+	return tfs_codec_by_id(h.codec)->decompress(dst, dst_len, payload, h.stored_size);
+}
+
+int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expect, uint8_t **out,
+			    size_t *out_len)
+{
+	struct tfs_obj_header h;
+	uint8_t *p;
+	int rc = tfs_object_header(obj, len, &h);
+
+	if (rc)
+		return rc;
+	if (h.raw_size > ((uint64_t)1 << 40))
+		return -EIO;
+	p = malloc(h.raw_size + 1);
+	if (!p)
+		return -ENOMEM;
+	rc = tfs_object_decode(obj, len, expect, p, h.raw_size);
+	if (rc) {
+		free(p);
+		return rc;
+	}
+	p[h.raw_size] = 0;
+	*out = p;
+	*out_len = h.raw_size;
+	return 0;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* store: backend registry and URL handling. */
+#include "store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct tfs_store_ops *const backends[] = {
+	&tfs_store_file_ops,
+};
+
+int tfs_store_open(const char *url, unsigned flags, struct tfs_store **out)
+{
+	const char *colon = strstr(url, "://");
+	size_t n;
+
+	if (url[0] == '/')
+		return tfs_store_file_ops.open(url, flags, out);
+	if (!colon) {
+		tfs_err("%s: not a store URL (expected file:///absolute/path)", url);
+		return -EINVAL;
+	}
+	n = (size_t)(colon - url);
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		if (strlen(backends[i]->scheme) == n && !strncmp(url, backends[i]->scheme, n))
+			return backends[i]->open(url, flags, out);
+	tfs_err("%s: unsupported store scheme '%.*s'", url, (int)n, url);
+	return -EPROTONOSUPPORT;
+}
+
+void tfs_store_close(struct tfs_store *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+int tfs_url_split(const char *url, char **lake_url, char **dataset)
+{
+	size_t n = strlen(url);
+	const char *slash, *scheme_end = strstr(url, "://");
+	const char *min = scheme_end ? scheme_end + 3 : url;
+
+	while (n > 1 && url[n - 1] == '/')
+		n--;
+	slash = NULL;
+	for (size_t i = n; i > (size_t)(min - url); i--)
+		if (url[i - 1] == '/') {
+			slash = url + i - 1;
+			break;
+		}
+	if (!slash || slash + 1 >= url + n)
+		return -EINVAL;
+	*dataset = strndup(slash + 1, (size_t)(url + n - slash - 1));
+	/* A lake at the file-system root keeps its one '/'. */
+	*lake_url = strndup(url, slash == min ? (size_t)(slash - url + 1) : (size_t)(slash - url));
+	if (!*dataset || !*lake_url) {
+		free(*dataset);
+		free(*lake_url);
+		return -ENOMEM;
+	}
+	if (!tfs_name_valid(*dataset)) {
+		free(*dataset);
+		free(*lake_url);
+		return -EINVAL;
+	}
+	return 0;
+}

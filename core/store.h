@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/* store: the object-store interface (get, ranged get, put, compare-and-swap, list) and its
+ * backends. Keys are '/'-separated paths relative to the store's root URL. */
+#ifndef TFS_STORE_H
+#define TFS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+struct tfs_store;
+
+/* list callback: one call per child of the listed prefix; is_dir says it has children itself.
+ * A non-zero return stops the listing and is returned by tfs_store_list. */
+typedef int (*tfs_store_list_fn)(void *arg, const char *name, int is_dir);
+
+/* A backend: a const operation table. Every function returns 0 or -errno; -ENOENT when the key
+ * does not exist. */
+struct tfs_store_ops {
+	const char *scheme; /* "file" */
+	int (*open)(const char *url, unsigned flags, struct tfs_store **out);
+	void (*close)(struct tfs_store *s);
+	/* Whole object into out (reset first). */
+	int (*get)(struct tfs_store *s, const char *key, struct tfs_buf *out);
+	/* Up to len bytes at off; returns the count (short only at the end of the object). */
+	ssize_t (*get_range)(struct tfs_store *s, const char *key, uint64_t off, void *buf,
+			     size_t len);
+	int (*head)(struct tfs_store *s, const char *key, uint64_t *size);
+	/* Atomic replace: a reader sees the old or the new content, never a mix. */
+	int (*put)(struct tfs_store *s, const char *key, const void *data, size_t len);
+	/* Create only if absent; -EEXIST (nothing written) when the key exists. */
+	int (*put_new)(struct tfs_store *s, const char *key, const void *data, size_t len);
+	/* Compare-and-swap: replace key's content with data only if it is exactly `old` (old NULL:
+	 * only if the key does not exist). -EAGAIN when the current content differs. */
+	int (*cas)(struct tfs_store *s, const char *key, const void *old, size_t old_len,
+		   const void *data, size_t len);
+	int (*list)(struct tfs_store *s, const char *prefix, tfs_store_list_fn fn, void *arg);
+	int (*del)(struct tfs_store *s, const char *key);
+};
+
+/* Fields every backend's store begins with. */
+struct tfs_store {
+	const struct tfs_store_ops *ops;
+	char *url; /* the root URL, without a trailing '/' */
+};
+
+extern const struct tfs_store_ops tfs_store_file_ops;
+
+/* TFS_STORE_CREATE: create the lake root if it does not exist (writers only). */
+#define TFS_STORE_CREATE 1u
+
+/* Open the store for a URL: file:///abs/path (or a bare absolute path). */
+int tfs_store_open(const char *url, unsigned flags, struct tfs_store **out);
+void tfs_store_close(struct tfs_store *s);
+
+/* Split "<lake-url>/<dataset>" into its parts. Both outputs are allocated for the caller.
+ * -EINVAL when the URL has no dataset component or the name is not a valid name. */
+int tfs_url_split(const char *url, char **lake_url, char **dataset);
+
+static inline int tfs_store_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
+{
+	return s->ops->get(s, key, out);
+}
+
+static inline ssize_t tfs_store_get_range(struct tfs_store *s, const char *key, uint64_t off,
+					  void *buf, size_t len)
+{
+	return s->ops->get_range(s, key, off, buf, len);
+}
+
+static inline int tfs_store_head(struct tfs_store *s, const char *key, uint64_t *size)
+{
+	return s->ops->head(s, key, size);
+}
+
+static inline int tfs_store_put(struct tfs_store *s, const char *key, const void *d, size_t n)
+{
+	return s->ops->put(s, key, d, n);
+}
+
+static inline int tfs_store_put_new(struct tfs_store *s, const char *key, const void *d, size_t n)
+{
+	return s->ops->put_new(s, key, d, n);
+}
+
+static inline int tfs_store_cas(struct tfs_store *s, const char *key, const void *old,
+				size_t old_len, const void *d, size_t n)
+{
+	return s->ops->cas(s, key, old, old_len, d, n);
+}
+
+static inline int tfs_store_list(struct tfs_store *s, const char *prefix, tfs_store_list_fn fn,
+				 void *arg)
+{
+	return s->ops->list(s, prefix, fn, arg);
+}
+
+static inline int tfs_store_del(struct tfs_store *s, const char *key)
+{
+	return s->ops->del(s, key);
+}
+
+#endif

@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/* store_file: the file:// backend. Writes go to a temporary file that is fsync'ed and renamed
+ * (or linked, for create-only puts) into place, so a reader never sees a partial object. */
+#include "store.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct file_store {
+	struct tfs_store base;
+	int root_fd; /* O_PATH directory descriptor of the lake root */
+};
+
+static atomic_uint tmp_counter;
+
+static struct file_store *fs_of(struct tfs_store *s)
+{
+	return (struct file_store *)s;
+}
+
+static int key_ok(const char *key)
+{
+	/* Keys come from our own code, but a name from a listing or a URL ends up here too:
+	 * refuse anything that could climb out of the root. */
+	if (!*key || key[0] == '/' || strstr(key, "..") || strlen(key) >= PATH_MAX - 64)
+		return 0;
+	return 1;
+}
+
+static int file_open(const char *url, unsigned flags, struct tfs_store **out)
+{
+	const char *path = url;
+	struct file_store *s;
+	int fd;
+
+	if (!strncmp(url, "file://", 7))
+		path = url + 7;
+	if (path[0] != '/') {
+		tfs_err("%s: file URLs need an absolute path (file:///path)", url);
+		return -EINVAL;
+	}
+	if (flags & TFS_STORE_CREATE) {
+		char p[PATH_MAX];
+
+		if (strlen(path) >= sizeof(p))
+			return -ENAMETOOLONG;
+		strcpy(p, path);
+		for (char *q = p + 1; (q = strchr(q, '/')); q++) {
+			*q = 0;
+			mkdir(p, 0777);
+			*q = '/';
+		}
+		mkdir(p, 0777);
+	}
+	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+
+		tfs_err("%s: cannot open lake directory: %s", url, strerror(e));
+		return -e;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->base.ops = &tfs_store_file_ops;
+	s->base.url = strdup(url);
+	if (!s->base.url) {
+		close(fd);
+		free(s);
+		return -ENOMEM;
+	}
+	{
+		size_t n = strlen(s->base.url);
+
+		while (n > 8 && s->base.url[n - 1] == '/')
+			s->base.url[--n] = 0;
+	}
+	s->root_fd = fd;
+	*out = &s->base;
+	return 0;
+}
+
+static void file_close(struct tfs_store *st)
+{
+	struct file_store *s = fs_of(st);
+
+	close(s->root_fd);
+	free(s->base.url);
+	free(s);
+}
+
+static int file_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
+{
+	struct stat sb;
+	int fd, rc;
+
+	out->len = 0;
+	if (!key_ok(key))
+		return -EINVAL;
+	fd = openat(fs_of(st)->root_fd, key, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		rc = -EISDIR;
+		goto out;
+	}
+	rc = tfs_buf_reserve(out, (size_t)sb.st_size);
+	if (rc)
+		goto out;
+	rc = tfs_pread_full(fd, out->data, (size_t)sb.st_size, 0);
+	if (rc)
+		goto out;
+	out->len = (size_t)sb.st_size;
+	out->data[out->len] = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+static ssize_t file_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
+			      size_t len)
+{
+	size_t done = 0;
+	ssize_t rc;
+	int fd;
+
+	if (!key_ok(key))
+		return -EINVAL;
+	fd = openat(fs_of(st)->root_fd, key, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (done < len) {
+		rc = pread(fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0) {
+			rc = -errno;
+			close(fd);
+			return rc;
+		}
+		if (rc == 0)
+			break;
+		done += (size_t)rc;
+	}
+	close(fd);
+	return (ssize_t)done;
+}
+
+static int file_head(struct tfs_store *st, const char *key, uint64_t *size)
+{
+	struct stat sb;
+
+	if (!key_ok(key))
+		return -EINVAL;
+	if (fstatat(fs_of(st)->root_fd, key, &sb, 0) < 0)
+		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return -EISDIR;
+	*size = (uint64_t)sb.st_size;
+	return 0;
+}
+
+/* mkdir -p for the directories leading to key. */
+static int make_parents(int root_fd, const char *key)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(key);
+
+	if (n >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, key, n + 1);
+	for (char *p = path; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		if (mkdirat(root_fd, path, 0777) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return 0;
+}
+
+static void dir_of(const char *key, char *dir, size_t cap)
+{
+	const char *slash = strrchr(key, '/');
+	size_t n = slash ? (size_t)(slash - key) : 0;
+
+	if (n >= cap)
+		n = cap - 1;
+	if (n == 0) {
+		snprintf(dir, cap, ".");
+		return;
+	}
+	memcpy(dir, key, n);
+	dir[n] = 0;
+}
+
+static int sync_dir(int root_fd, const char *key)
+{
+	char dir[PATH_MAX];
+	int fd, rc = 0;
+
+	dir_of(key, dir, sizeof(dir));
+	fd = openat(root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Write data to a fresh temporary file beside key and fsync it. */
+static int write_temp(int root_fd, const char *key, const void *data, size_t len, char *tmp,
+		      size_t tmp_cap)
+{
+	char dir[PATH_MAX];
+	int fd, rc;
+
+	rc = make_parents(root_fd, key);
+	if (rc)
+		return rc;
+	dir_of(key, dir, sizeof(dir));
+	if ((size_t)snprintf(tmp, tmp_cap, "%s/.tmp-%d-%u", dir, (int)getpid(),
+			     atomic_fetch_add(&tmp_counter, 1)) >= tmp_cap)
+		return -ENAMETOOLONG;
+	fd = openat(root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return -errno;
+	rc = tfs_write_full(fd, data, len);
+	if (!rc && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	if (rc)
+		unlinkat(root_fd, tmp, 0);
+	return rc;
+}
+
+static int file_put(struct tfs_store *st, const char *key, const void *data, size_t len)
+{
+	int root = fs_of(st)->root_fd, rc;
+	char tmp[PATH_MAX];
+
+	if (!key_ok(key))
+		return -EINVAL;
+	rc = write_temp(root, key, data, len, tmp, sizeof(tmp));
+	if (rc)
+		return rc;
+	if (renameat(root, tmp, root, key) < 0) {
+		rc = -errno;
+		unlinkat(root, tmp, 0);
+		return rc;
+	}
+	return sync_dir(root, key);
+}
+
+static int file_put_new(struct tfs_store *st, const char *key, const void *data, size_t len)
+{
+	int root = fs_of(st)->root_fd, rc;
+	char tmp[PATH_MAX];
+	struct stat sb;
+
+	if (!key_ok(key))
+		return -EINVAL;
+	if (fstatat(root, key, &sb, 0) == 0)
+		return -EEXIST;
+	rc = write_temp(root, key, data, len, tmp, sizeof(tmp));
+	if (rc)
+		return rc;
+	/* link() refuses to replace: two writers racing on the same content-addressed key both
+	 * succeed in effect, and neither can clobber a file a reader has open. */
+	if (linkat(root, tmp, root, key, 0) < 0)
+		rc = -errno;
+	unlinkat(root, tmp, 0);
+	if (rc)
+		return rc;
+	return sync_dir(root, key);
+}
+
+static int file_cas(struct tfs_store *st, const char *key, const void *old, size_t old_len,
+		    const void *data, size_t len)
+{
+	int root = fs_of(st)->root_fd, lock_fd = -1, rc;
+	char lock[PATH_MAX + 8], dir[PATH_MAX];
+	struct tfs_buf cur = { 0 };
+
+	if (!key_ok(key))
+		return -EINVAL;
+	rc = make_parents(root, key);
+	if (rc)
+		return rc;
+	/* flock is dropped by the kernel when its holder dies: a killed writer never leaves a
+	 * stale lock behind. The lock file itself is harmless and stays. */
+	dir_of(key, dir, sizeof(dir));
+	snprintf(lock, sizeof(lock), "%s/.lock", dir);
+	lock_fd = openat(root, lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (lock_fd < 0)
+		return -errno;
+	while (flock(lock_fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			rc = -errno;
+			goto out;
+		}
+	}
+	rc = file_get(st, key, &cur);
+	if (rc == -ENOENT) {
+		if (old) {
+			rc = -EAGAIN;
+			goto out;
+		}
+	} else if (rc) {
+		goto out;
+	} else if (!old || cur.len != old_len || memcmp(cur.data, old, old_len)) {
+		rc = -EAGAIN;
+		goto out;
+	}
+	rc = file_put(st, key, data, len);
+out:
+	tfs_buf_free(&cur);
+	close(lock_fd); /* releases the flock */
+	return rc;
+}
+
+static int file_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, void *arg)
+{
+	int root = fs_of(st)->root_fd, fd, rc = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (*prefix && !key_ok(prefix))
+		return -EINVAL;
+	fd = openat(root, *prefix ? prefix : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((de = readdir(d))) {
+		struct stat sb;
+		int is_dir;
+
+		if (de->d_name[0] == '.')
+			continue; /* temporaries, locks, . and .. */
+		if (de->d_type == DT_UNKNOWN || de->d_type == DT_LNK) {
+			if (fstatat(dirfd(d), de->d_name, &sb, 0) < 0)
+				continue;
+			is_dir = S_ISDIR(sb.st_mode);
+		} else {
+			is_dir = de->d_type == DT_DIR;
+		}
+		rc = fn(arg, de->d_name, is_dir);
+		if (rc)
+			break;
+	}
+	closedir(d);
+	return rc;
+}
+
+static int file_del(struct tfs_store *st, const char *key)
+{
+	if (!key_ok(key))
+		return -EINVAL;
+	if (unlinkat(fs_of(st)->root_fd, key, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+const struct tfs_store_ops tfs_store_file_ops = {
+	.scheme = "file",
+	.open = file_open,
+	.close = file_close,
+	.get = file_get,
+	.get_range = file_get_range,
+	.head = file_head,
+	.put = file_put,
+	.put_new = file_put_new,
+	.cas = file_cas,
+	.list = file_list,
+	.del = file_del,
+};

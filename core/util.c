@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/* util: growable buffers, logging, size parsing and name rules shared by every module. */
+#include "util.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+int tfs_buf_reserve(struct tfs_buf *b, size_t extra)
+{
+	size_t need, ncap;
+	uint8_t *p;
+
+	if (__builtin_add_overflow(b->len, extra, &need) || need == SIZE_MAX)
+		return -ENOMEM;
+	need += 1; /* room for a terminating NUL */
+	if (need <= b->cap)
+		return 0;
+	ncap = b->cap ? b->cap : 256;
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+	p = realloc(b->data, ncap);
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = ncap;
+	return 0;
+}
+
+int tfs_buf_append(struct tfs_buf *b, const void *p, size_t n)
+{
+	int rc = tfs_buf_reserve(b, n);
+
+	if (rc)
+		return rc;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = 0;
+	return 0;
+}
+
+int tfs_buf_printf(struct tfs_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n, rc;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	rc = tfs_buf_reserve(b, (size_t)n);
+	if (rc)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+uint8_t *tfs_buf_take(struct tfs_buf *b, size_t *len)
+{
+	uint8_t *p = b->data;
+
+	if (len)
+		*len = b->len;
+	b->data = NULL;
+	b->len = b->cap = 0;
+	return p;
+}
+
+void tfs_buf_free(struct tfs_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *log_file;		/* protected by log_lock; NULL means stderr */
+static int log_syslog;		/* protected by log_lock */
+static enum tfs_log_level log_level = TFS_LOG_INFO;
+
+int tfs_log_open(const char *path)
+{
+	FILE *f = fopen(path, "ae");
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	setvbuf(f, NULL, _IOLBF, 0);
+	pthread_mutex_lock(&log_lock);
+	if (log_file)
+		fclose(log_file);
+	log_file = f;
+	pthread_mutex_unlock(&log_lock);
+	return rc;
+}
+
+void tfs_log_use_syslog(int on)
+{
+	pthread_mutex_lock(&log_lock);
+	log_syslog = on;
+	if (on)
+		openlog("tensorfs", LOG_PID, LOG_DAEMON);
+	pthread_mutex_unlock(&log_lock);
+}
+
+void tfs_log_set_level(enum tfs_log_level lvl)
+{
+	log_level = lvl;
+}
+
+void tfs_log(enum tfs_log_level lvl, const char *fmt, ...)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+	char msg[1024];
+	va_list ap;
+
+	if (lvl > log_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+
+	pthread_mutex_lock(&log_lock);
+	if (log_syslog && !log_file) {
+		syslog(prio[lvl], "%s", msg);
+	} else {
+		FILE *f = log_file ? log_file : stderr;
+		struct timespec ts;
+		struct tm tm;
+		char when[32];
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+		fprintf(f, "tensorfs[%d] %s.%03ldZ %s: %s\n", (int)getpid(), when,
+			ts.tv_nsec / 1000000, names[lvl], msg);
+		fflush(f);
+	}
+	pthread_mutex_unlock(&log_lock);
+}
+
+int tfs_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mult = 1;
+
+	if (!s || !*s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (tolower((unsigned char)*end)) {
+	case 0:
+		break;
+	case 'k':
+		mult = 1ull << 10;
+		break;
+	case 'm':
+		mult = 1ull << 20;
+		break;
+	case 'g':
+		mult = 1ull << 30;
+		break;
+	case 't':
+		mult = 1ull << 40;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end) {
+		end++;
+		if (!strcasecmp(end, "ib") || !strcasecmp(end, "b"))
+			end += strlen(end);
+		if (*end)
+			return -EINVAL;
+	}
+	if (tfs_mul_u64(v, mult, out))
+		return -EINVAL;
+	return 0;
+}
+
+int tfs_name_valid(const char *name)
+{
+	size_t n = 0;
+
+	if (!name || !*name || name[0] == '.' || name[0] == '-')
+		return 0;
+	for (const char *p = name; *p; p++, n++) {
+		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '.' && *p != '-')
+			return 0;
+	}
+	return n <= 128;
+}
+
+int tfs_pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (n) {
+		ssize_t r = pread(fd, p, n, (off_t)off);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		p += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int tfs_write_full(int fd, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+
+	while (n) {
+		ssize_t r = write(fd, p, n);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+uint64_t tfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/* util: growable buffers, logging, size parsing and name rules shared by every module. */
+#ifndef TFS_UTIL_H
+#define TFS_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A growable byte buffer. Zero-initialise, then tfs_buf_free() when done. */
+struct tfs_buf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+};
+
+/* Make room for at least `extra` more bytes after len. Returns 0 or -ENOMEM. */
+int tfs_buf_reserve(struct tfs_buf *b, size_t extra);
+int tfs_buf_append(struct tfs_buf *b, const void *p, size_t n);
+/* printf-style append; the buffer stays NUL-terminated (the NUL is not counted in len). */
+int tfs_buf_printf(struct tfs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hand the data over to the caller (who frees it) and reset the buffer. */
+uint8_t *tfs_buf_take(struct tfs_buf *b, size_t *len);
+void tfs_buf_free(struct tfs_buf *b);
+
+enum tfs_log_level { TFS_LOG_ERROR = 0, TFS_LOG_WARN = 1, TFS_LOG_INFO = 2, TFS_LOG_DEBUG = 3 };
+
+/* Log sink: stderr by default. tfs_log_open() appends to a file instead; with use_syslog the
+ * daemon logs to syslog. Safe to call from any thread. */
+int tfs_log_open(const char *path);
+void tfs_log_use_syslog(int on);
+void tfs_log_set_level(enum tfs_log_level lvl);
+void tfs_log(enum tfs_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define tfs_err(...) tfs_log(TFS_LOG_ERROR, __VA_ARGS__)
+#define tfs_warn(...) tfs_log(TFS_LOG_WARN, __VA_ARGS__)
+#define tfs_info(...) tfs_log(TFS_LOG_INFO, __VA_ARGS__)
+#define tfs_debug(...) tfs_log(TFS_LOG_DEBUG, __VA_ARGS__)
+
+/* Parse "123", "4k", "8M", "1G", "2GiB" (powers of 1024). Returns 0 or -EINVAL. */
+int tfs_parse_size(const char *s, uint64_t *out);
+
+/* Names of datasets, columns and refs: 1..128 chars of [A-Za-z0-9_.-], not starting with '.'
+ * or '-'. They become file names in the mount, so nothing else is allowed. */
+int tfs_name_valid(const char *name);
+
+/* Read exactly n bytes at off (retries on EINTR/short reads). Returns 0, -EIO on EOF, or -errno. */
+int tfs_pread_full(int fd, void *buf, size_t n, uint64_t off);
+int tfs_write_full(int fd, const void *buf, size_t n);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t tfs_now_ns(void);
+
+/* Overflow-checked multiply: returns 0 and stores a*b, or -EOVERFLOW. */
+static inline int tfs_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (__builtin_mul_overflow(a, b, out))
+		return -75; /* EOVERFLOW; avoid <errno.h> in every includer */
+	return 0;
+}
+
+#endif

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/* version: one commit of a dataset opened for reading: its manifest, schema and chunk reads through
+ * the chunk cache. Refcounted; immutable once open. */
+#include "version.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+int tfs_version_open(struct tfs_store *s, const char *ds, const struct tfs_id *id,
+		     struct tfs_version **out)
+{
+	struct tfs_version *v = calloc(1, sizeof(*v));
+	int rc;
+
+	if (!v)
+		return -ENOMEM;
+	v->store = s;
+	v->refs = 1;
+	v->ds = strdup(ds);
+	if (!v->ds) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = tfs_commit_load(s, ds, id, &v->commit);
+	if (rc)
+		goto fail;
+	rc = tfs_manifest_load(s, ds, &v->commit.manifest, &v->manifest);
+	if (rc)
+		goto fail;
+	rc = tfs_schema_json(ds, &v->commit, &v->manifest, &v->schema);
+	if (rc)
+		goto fail;
+	*out = v;
+	return 0;
+fail:
+	tfs_version_put(v);
+	return rc;
+}
+
+void tfs_version_get(struct tfs_version *v)
+{
+	__atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
+}
+
+void tfs_version_put(struct tfs_version *v)
+{
+	if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	tfs_manifest_free(&v->manifest);
+	tfs_commit_free(&v->commit);
+	tfs_buf_free(&v->schema);
+	free(v->ds);
+	free(v);
+}
+
+int tfs_version_column(const struct tfs_version *v, const char *name)
+{
+	for (size_t i = 0; i < v->manifest.ncols; i++)
+		if (!strcmp(v->manifest.cols[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* Damaged objects are logged once each, not on every read that trips over them. */
+#define BAD_SLOTS 256
+static pthread_mutex_t bad_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tfs_id bad_ids[BAD_SLOTS]; /* protected by bad_lock */
+static unsigned bad_next;		  /* protected by bad_lock */
+
+static int first_report(const struct tfs_id *id)
+{
+	int first = 1;
+
+	pthread_mutex_lock(&bad_lock);
+	for (unsigned i = 0; i < BAD_SLOTS && first; i++)
+		if (tfs_id_eq(&bad_ids[i], id))
+			first = 0;
+	if (first)
+		bad_ids[bad_next++ % BAD_SLOTS] = *id;
+	pthread_mutex_unlock(&bad_lock);
+	return first;
+}
+
+struct load_ctx {
+	struct tfs_version *v;
+	const struct tfs_column *col;
+	size_t k;
+};
+
+static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t *len)
+{
+	const struct load_ctx *l = arg;
+	const struct tfs_column *c = l->col;
+	const uint64_t r0 = (uint64_t)l->k * c->rows_per_chunk;
+	const uint64_t nr = c->rows - r0 < c->rows_per_chunk ? c->rows - r0 : c->rows_per_chunk;
+	const size_t raw = (size_t)(nr * c->row_bytes);
+	struct tfs_buf obj = { 0 };
+	char key[TFS_KEY_MAX];
+	const char *why = NULL;
+	uint8_t *p = NULL;
+	int rc;
+
+	tfs_object_key(l->v->ds, id, key);
+	rc = tfs_store_get(l->v->store, key, &obj);
+	if (rc) {
+		why = rc == -ENOENT ? "object is missing" : strerror(-rc);
+		rc = rc == -ENOENT ? -EIO : rc;
+		goto out;
+	}
+	p = malloc(raw ? raw : 1);
+	if (!p) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, p, raw);
+	if (rc) {
+		why = rc == -EPROTO ? "written by a newer tensorfs" : "checksum or size mismatch";
+		rc = -EIO;
+		goto out;
+	}
+	*data = p;
+	*len = raw;
+	p = NULL;
+out:
+	if (why && first_report(id))
+		tfs_err("%s/%s: chunk %zu of column %s (rows %" PRIu64 "..%" PRIu64
+			") is damaged: %s; reads of those rows fail with EIO",
+			l->v->store->url, key, l->k, c->name, r0, r0 + nr - 1, why);
+	free(p);
+	tfs_buf_free(&obj);
+	return rc;
+}
+
+int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
+			  struct tfs_cache_entry **e)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	struct load_ctx l = { v, c, k };
+
+	if (k >= c->nchunks)
+		return -EINVAL;
+	return tfs_cache_get(cache, &c->chunks[k].id, load_chunk, &l, e);
+}
+
+ssize_t tfs_version_read(struct tfs_version *v, struct tfs_cache *cache, size_t col, uint64_t off,
+			 void *buf, size_t len)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	const uint64_t total = c->rows * c->row_bytes;
+	const uint64_t chunk_bytes = c->rows_per_chunk * c->row_bytes;
+	size_t done = 0;
+
+	if (off >= total || chunk_bytes == 0)
+		return 0;
+	if (len > total - off)
+		len = (size_t)(total - off);
+	while (done < len) {
+		uint64_t pos = off + done;
+		size_t k = (size_t)(pos / chunk_bytes), in = (size_t)(pos % chunk_bytes), n;
+		struct tfs_cache_entry *e;
+		int rc = tfs_version_chunk_get(v, cache, col, k, &e);
+
+		if (rc)
+			return rc;
+		n = e->len - in;
+		if (n > len - done)
+			n = len - done;
+		memcpy((uint8_t *)buf + done, e->data + in, n);
+		tfs_cache_put(cache, e);
+		done += n;
+	}
+	return (ssize_t)done;
+}

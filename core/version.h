@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* version: one commit of a dataset opened for reading: its manifest, schema and chunk reads through
+ * the chunk cache. Refcounted; immutable once open. */
+#ifndef TFS_VERSION_H
+#define TFS_VERSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cache.h"
+#include "format.h"
+
+struct tfs_version {
+	struct tfs_store *store; /* borrowed: outlives every version */
+	char *ds;
+	struct tfs_commit commit;
+	struct tfs_manifest manifest;
+	struct tfs_buf schema; /* schema.json */
+	unsigned refs;	       /* atomic */
+};
+
+/* Open commit `id` of dataset ds; the version starts with one reference. */
+int tfs_version_open(struct tfs_store *s, const char *ds, const struct tfs_id *id,
+		     struct tfs_version **out);
+void tfs_version_get(struct tfs_version *v);
+void tfs_version_put(struct tfs_version *v);
+
+/* Index of a column by name, or -1. */
+int tfs_version_column(const struct tfs_version *v, const char *name);
+
+/* Pin chunk k of column col in the cache, fetching and verifying it on a miss. A damaged chunk is
+ * -EIO (logged once per object, naming it and the rows it covers). */
+int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
+			  struct tfs_cache_entry **e);
+
+/* Copy len bytes of column col's row-major data starting at data offset off into buf. Returns the
+ * byte count (short at the end of the data) or -errno. */
+ssize_t tfs_version_read(struct tfs_version *v, struct tfs_cache *cache, size_t col, uint64_t off,
+			 void *buf, size_t len);
+
+#endif

@@ -1,0 +1,823 @@
+/* SPDX-License-Identifier: MIT */
+/* fs: the FUSE file system that shows a lake as directories of datasets, refs and NPY files. */
+#define FUSE_USE_VERSION 314
+#include "fs.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "format.h"
+#include "store.h"
+#include "version.h"
+
+#define MAX_IO (1u << 20)
+#define MAX_IOV 256 /* well under writev's UIO_MAXIOV */
+
+enum ntype { N_ROOT, N_DATASET, N_REF, N_COLUMN, N_SCHEMA };
+
+/* Nodes live as long as the mount: the kernel may name an inode number long after it forgot
+ * the path, and the set of names grows only with what users look at. */
+struct node {
+	fuse_ino_t ino;
+	enum ntype type;
+	struct node *parent;
+	char *name;
+	struct node *hnext;	   /* (parent, name) hash chain; protected by fs->lock */
+	struct tfs_version *ver;   /* N_REF: the head last resolved; protected by fs->lock */
+	uint64_t resolved_ns;	   /* N_REF: when ver was last confirmed; protected by fs->lock */
+	struct tfs_id seen;	   /* files: commit last opened; protected by fs->lock */
+	int seen_valid;		   /* protected by fs->lock */
+};
+
+struct fs {
+	const struct tfs_fs_config *cfg;
+	struct tfs_store *store;
+	struct tfs_cache *cache;
+	pthread_mutex_t lock;
+	struct node **nodes;   /* by ino - 1; protected by lock */
+	size_t nnodes, cap;    /* protected by lock */
+	struct node **htab;    /* protected by lock */
+	size_t hsize;	       /* protected by lock */
+	uint64_t ttl_ns;
+	uid_t uid;
+	gid_t gid;
+	time_t started;
+};
+
+/* An open file: pinned to the version it was opened at, whatever the branch does later. */
+struct handle {
+	struct tfs_version *ver;
+	enum ntype type;
+	size_t col;
+	uint64_t size;
+	char header[TFS_NPY_ALIGN];
+};
+
+/* An open directory: its listing, taken at opendir. */
+struct dirlist {
+	struct tfs_buf names; /* NUL-separated */
+	size_t n;
+	struct entry {
+		size_t name_off;
+		fuse_ino_t ino;
+		mode_t mode;
+	} *ents;
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static size_t hash_of(fuse_ino_t parent, const char *name)
+{
+	uint64_t h = 1469598103934665603ull ^ parent;
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211ull;
+	return (size_t)h;
+}
+
+static struct node *node_get(struct fs *fs, fuse_ino_t ino)
+{
+	struct node *n = NULL;
+
+	pthread_mutex_lock(&fs->lock);
+	if (ino >= 1 && ino <= fs->nnodes)
+		n = fs->nodes[ino - 1];
+	pthread_mutex_unlock(&fs->lock);
+	return n;
+}
+
+/* Find or make the child node `name` of parent. */
+static struct node *node_child(struct fs *fs, struct node *parent, const char *name,
+			       enum ntype type)
+{
+	size_t b;
+	struct node *n;
+
+	pthread_mutex_lock(&fs->lock);
+	b = hash_of(parent->ino, name) & (fs->hsize - 1);
+	for (n = fs->htab[b]; n; n = n->hnext)
+		if (n->parent == parent && !strcmp(n->name, name) && n->type == type)
+			goto out;
+	if (fs->nnodes == fs->cap) {
+		size_t cap = fs->cap * 2;
+		struct node **nn = realloc(fs->nodes, cap * sizeof(*nn));
+
+		if (!nn)
+			goto out;
+		fs->nodes = nn;
+		fs->cap = cap;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n || !(n->name = strdup(name))) {
+		free(n);
+		n = NULL;
+		goto out;
+	}
+	n->type = type;
+	n->parent = parent;
+	fs->nodes[fs->nnodes++] = n;
+	n->ino = fs->nnodes;
+	n->hnext = fs->htab[b];
+	fs->htab[b] = n;
+out:
+	pthread_mutex_unlock(&fs->lock);
+	return n;
+}
+
+static const char *node_dataset(const struct node *n)
+{
+	while (n && n->type != N_DATASET)
+		n = n->parent;
+	return n ? n->name : NULL;
+}
+
+/* The version a ref directory shows now: its head as of at most ttl ago. */
+static int ref_version(struct fs *fs, struct node *ref, struct tfs_version **out)
+{
+	const uint64_t now = tfs_now_ns();
+	struct tfs_version *v = NULL, *old = NULL;
+	struct tfs_id id;
+	int rc;
+
+	assert(ref->type == N_REF);
+	pthread_mutex_lock(&fs->lock);
+	if (ref->ver && now - ref->resolved_ns < fs->ttl_ns) {
+		v = ref->ver;
+		tfs_version_get(v);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (v) {
+		*out = v;
+		return 0;
+	}
+
+	rc = tfs_ref_resolve(fs->store, node_dataset(ref), ref->name, &id);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&fs->lock);
+	if (ref->ver && tfs_id_eq(&ref->ver->commit.id, &id)) {
+		ref->resolved_ns = now;
+		v = ref->ver;
+		tfs_version_get(v);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (v) {
+		*out = v;
+		return 0;
+	}
+
+	rc = tfs_version_open(fs->store, node_dataset(ref), &id, &v);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&fs->lock);
+	old = ref->ver;
+	ref->ver = v;
+	ref->resolved_ns = now;
+	tfs_version_get(v);
+	pthread_mutex_unlock(&fs->lock);
+	tfs_version_put(old);
+	*out = v;
+	return 0;
+}
+
+static uint64_t column_size(const struct tfs_column *c)
+{
+	return TFS_NPY_ALIGN + c->rows * c->row_bytes;
+}
+
+/* Attributes of a node; for files, those of the version v (which the caller resolved). */
+static void fill_attr(struct fs *fs, const struct node *n, const struct tfs_version *v,
+		      struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_mtime = st->st_ctime = st->st_atime = v ? (time_t)v->commit.time : fs->started;
+	st->st_blksize = MAX_IO;
+	switch (n->type) {
+	case N_ROOT:
+	case N_DATASET:
+	case N_REF:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		break;
+	case N_COLUMN: {
+		int col = tfs_version_column(v, n->name);
+
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = col >= 0 ? (off_t)column_size(&v->manifest.cols[col]) : 0;
+		break;
+	}
+	case N_SCHEMA:
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)v->schema.len;
+		break;
+	}
+	st->st_blocks = (st->st_size + 511) / 512;
+}
+
+/* Column name of a "<col>.npy" file name, into buf; NULL if it is not one. */
+static const char *column_of(const char *name, char *buf, size_t cap)
+{
+	size_t n = strlen(name);
+
+	if (n <= 4 || n - 4 >= cap || strcmp(name + n - 4, ".npy"))
+		return NULL;
+	memcpy(buf, name, n - 4);
+	buf[n - 4] = 0;
+	return buf;
+}
+
+/* For a file node: the version of its ref directory. */
+static int file_version(struct fs *fs, const struct node *n, struct tfs_version **v)
+{
+	int rc = ref_version(fs, n->parent, v);
+
+	if (rc)
+		return rc;
+	if (n->type == N_COLUMN && tfs_version_column(*v, n->name) < 0) {
+		/* The column is gone from the head the branch moved to. */
+		tfs_version_put(*v);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static double ttl_s(const struct fs *fs)
+{
+	return fs->cfg->ref_ttl;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	struct node *p = node_get(fs, parent), *n = NULL;
+	struct tfs_version *v = NULL;
+	struct fuse_entry_param e;
+	char col[256];
+	int rc = -ENOENT;
+
+	memset(&e, 0, sizeof(e));
+	if (!p)
+		goto out;
+	switch (p->type) {
+	case N_ROOT:
+		if (tfs_name_valid(name) && !(rc = tfs_dataset_check(fs->store, name)))
+			n = node_child(fs, p, name, N_DATASET);
+		break;
+	case N_DATASET:
+		if (!tfs_name_valid(name))
+			break;
+		n = node_child(fs, p, name, N_REF);
+		if (n && (rc = ref_version(fs, n, &v)))
+			n = NULL;
+		break;
+	case N_REF:
+		rc = ref_version(fs, p, &v);
+		if (rc)
+			break;
+		rc = -ENOENT;
+		if (!strcmp(name, "schema.json"))
+			n = node_child(fs, p, name, N_SCHEMA);
+		else if (column_of(name, col, sizeof(col)) && tfs_version_column(v, col) >= 0)
+			n = node_child(fs, p, col, N_COLUMN);
+		break;
+	default:
+		rc = -ENOTDIR;
+	}
+	if (!n) {
+		if (rc == -ENOENT) {
+			/* Negative entries expire like positive ones: a dataset or ref created
+			 * later shows up within the TTL. */
+			e.entry_timeout = ttl_s(fs);
+			fuse_reply_entry(req, &e);
+			tfs_version_put(v);
+			return;
+		}
+		goto out;
+	}
+	e.ino = n->ino;
+	fill_attr(fs, n, n->type == N_DATASET ? NULL : v, &e.attr);
+	e.attr_timeout = ttl_s(fs);
+	e.entry_timeout = ttl_s(fs);
+	tfs_version_put(v);
+	fuse_reply_entry(req, &e);
+	return;
+out:
+	tfs_version_put(v);
+	fuse_reply_err(req, rc == -ENOMEM || rc == -EIO || rc == -ENOENT || rc == -ENOTDIR
+				    ? -rc
+				    : EIO);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct node *n = node_get(fs, ino);
+	struct tfs_version *v = NULL;
+	struct stat st;
+	int rc = 0;
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (fi && fi->fh && (n->type == N_COLUMN || n->type == N_SCHEMA)) {
+		/* fstat on an open file describes what that file reads. */
+		v = ((struct handle *)fi->fh)->ver;
+		tfs_version_get(v);
+	} else if (n->type == N_REF) {
+		rc = ref_version(fs, n, &v);
+	} else if (n->type == N_COLUMN || n->type == N_SCHEMA) {
+		rc = file_version(fs, n, &v);
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fill_attr(fs, n, v, &st);
+	tfs_version_put(v);
+	fuse_reply_attr(req, &st, ttl_s(fs));
+}
+
+static int dir_add(struct dirlist *d, const char *name, fuse_ino_t ino, mode_t mode)
+{
+	struct entry *e = realloc(d->ents, (d->n + 1) * sizeof(*e));
+	int rc;
+
+	if (!e)
+		return -ENOMEM;
+	d->ents = e;
+	e[d->n].name_off = d->names.len;
+	e[d->n].ino = ino;
+	e[d->n].mode = mode;
+	rc = tfs_buf_append(&d->names, name, strlen(name) + 1);
+	if (rc)
+		return rc;
+	d->n++;
+	return 0;
+}
+
+struct list_ctx {
+	struct fs *fs;
+	struct node *parent;
+	struct dirlist *d;
+	enum ntype type;
+};
+
+static int list_child(void *arg, const char *name, int is_dir)
+{
+	struct list_ctx *l = arg;
+	struct node *n;
+
+	(void)is_dir;
+	if (!tfs_name_valid(name))
+		return 0;
+	n = node_child(l->fs, l->parent, name, l->type);
+	if (!n)
+		return -ENOMEM;
+	return dir_add(l->d, name, n->ino, S_IFDIR);
+}
+
+static void dirlist_free(struct dirlist *d)
+{
+	if (!d)
+		return;
+	tfs_buf_free(&d->names);
+	free(d->ents);
+	free(d);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct node *n = node_get(fs, ino);
+	struct dirlist *d = calloc(1, sizeof(*d));
+	struct tfs_version *v = NULL;
+	struct list_ctx l = { fs, n, d, N_DATASET };
+	int rc;
+
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (!n) {
+		rc = -ENOENT;
+		goto out;
+	}
+	rc = dir_add(d, ".", n->ino, S_IFDIR);
+	if (!rc)
+		rc = dir_add(d, "..", n->parent ? n->parent->ino : n->ino, S_IFDIR);
+	if (rc)
+		goto out;
+	switch (n->type) {
+	case N_ROOT:
+		rc = tfs_lake_list(fs->store, list_child, &l);
+		break;
+	case N_DATASET:
+		l.type = N_REF;
+		rc = tfs_ref_list(fs->store, n->name, TFS_REF_BRANCH, list_child, &l);
+		if (!rc)
+			rc = tfs_ref_list(fs->store, n->name, TFS_REF_TAG, list_child, &l);
+		break;
+	case N_REF:
+		rc = ref_version(fs, n, &v);
+		for (size_t i = 0; !rc && i < v->manifest.ncols; i++) {
+			const char *name = v->manifest.cols[i].name;
+			struct node *c = node_child(fs, n, name, N_COLUMN);
+			char file[160];
+
+			snprintf(file, sizeof(file), "%s.npy", name);
+			rc = c ? dir_add(d, file, c->ino, S_IFREG) : -ENOMEM;
+		}
+		if (!rc) {
+			struct node *c = node_child(fs, n, "schema.json", N_SCHEMA);
+
+			rc = c ? dir_add(d, "schema.json", c->ino, S_IFREG) : -ENOMEM;
+		}
+		break;
+	default:
+		rc = -ENOTDIR;
+	}
+out:
+	tfs_version_put(v);
+	if (rc) {
+		dirlist_free(d);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct dirlist *d = (struct dirlist *)fi->fh;
+	char *buf = malloc(size);
+	size_t used = 0;
+
+	(void)ino;
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off; i < d->n; i++) {
+		struct stat st = { .st_ino = d->ents[i].ino, .st_mode = d->ents[i].mode };
+		size_t need = fuse_add_direntry(req, buf + used, size - used,
+						(const char *)d->names.data + d->ents[i].name_off,
+						&st, (off_t)(i + 1));
+
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	dirlist_free((struct dirlist *)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct node *n = node_get(fs, ino);
+	struct handle *h;
+	int rc;
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->type != N_COLUMN && n->type != N_SCHEMA) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = file_version(fs, n, &h->ver);
+	if (rc) {
+		free(h);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	h->type = n->type;
+	if (n->type == N_COLUMN) {
+		const struct tfs_column *c;
+
+		h->col = (size_t)tfs_version_column(h->ver, n->name);
+		c = &h->ver->manifest.cols[h->col];
+		h->size = column_size(c);
+		rc = tfs_npy_header_build(&c->dtype, c->rows, c->ndim, c->shape, h->header);
+		if (rc) {
+			tfs_version_put(h->ver);
+			free(h);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	} else {
+		h->size = h->ver->schema.len;
+	}
+	/* The page cache of a file stays valid while the commit behind it is the same one. */
+	pthread_mutex_lock(&fs->lock);
+	fi->keep_cache = n->seen_valid && tfs_id_eq(&n->seen, &h->ver->commit.id);
+	n->seen = h->ver->commit.id;
+	n->seen_valid = 1;
+	pthread_mutex_unlock(&fs->lock);
+	fi->fh = (uintptr_t)h;
+	fuse_reply_open(req, fi);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)fi->fh;
+
+	(void)ino;
+	tfs_version_put(h->ver);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+/* Tiny chunks would need more iovecs than writev takes: assemble the reply in one buffer. */
+static void read_column_copy(fuse_req_t req, struct fs *fs, struct handle *h, uint64_t pos,
+			     uint64_t end)
+{
+	size_t len = (size_t)(end - pos), hdr = 0;
+	char *buf = malloc(len);
+	ssize_t r;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (pos < TFS_NPY_ALIGN) {
+		hdr = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
+		memcpy(buf, h->header + pos, hdr);
+	}
+	r = tfs_version_read(h->ver, fs->cache, h->col, pos + hdr - TFS_NPY_ALIGN, buf + hdr,
+			     len - hdr);
+	if (r < 0 || (size_t)r != len - hdr)
+		fuse_reply_err(req, r == -ENOMEM ? ENOMEM : EIO);
+	else
+		fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+static void read_column(fuse_req_t req, struct fs *fs, struct handle *h, size_t size, off_t off)
+{
+	const struct tfs_column *c = &h->ver->manifest.cols[h->col];
+	const uint64_t chunk_bytes = c->rows_per_chunk * c->row_bytes;
+	uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
+	struct tfs_cache_entry **pinned = NULL;
+	struct iovec *iov = NULL;
+	size_t npinned = 0, maxbufs, count = 0;
+	int rc = 0;
+
+	if (end > h->size)
+		end = h->size;
+	if (pos >= end) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	/* One buffer for the header part plus one per chunk touched. */
+	maxbufs = 2 + (chunk_bytes ? (size_t)((end - pos) / chunk_bytes) + 1 : 0);
+	if (maxbufs > MAX_IOV) {
+		read_column_copy(req, fs, h, pos, end);
+		return;
+	}
+	iov = calloc(maxbufs, sizeof(*iov));
+	pinned = calloc(maxbufs, sizeof(*pinned));
+	if (!iov || !pinned) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (pos < TFS_NPY_ALIGN) {
+		size_t n = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
+
+		iov[count].iov_base = h->header + pos;
+		iov[count].iov_len = n;
+		count++;
+		pos += n;
+	}
+	while (pos < end) {
+		uint64_t dpos = pos - TFS_NPY_ALIGN;
+		size_t k = (size_t)(dpos / chunk_bytes), in = (size_t)(dpos % chunk_bytes), n;
+		struct tfs_cache_entry *e;
+
+		assert(count < maxbufs);
+		rc = tfs_version_chunk_get(h->ver, fs->cache, h->col, k, &e);
+		if (rc)
+			goto out;
+		pinned[npinned++] = e;
+		n = e->len - in;
+		if (n > end - pos)
+			n = (size_t)(end - pos);
+		iov[count].iov_base = (void *)(e->data + in);
+		iov[count].iov_len = n;
+		count++;
+		pos += n;
+	}
+	/* The reply is written straight from the cache entries (one writev), which stay pinned
+	 * until it returns. */
+	fuse_reply_iov(req, iov, (int)count);
+out:
+	for (size_t i = 0; i < npinned; i++)
+		tfs_cache_put(fs->cache, pinned[i]);
+	free(pinned);
+	free(iov);
+	if (rc)
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)fi->fh;
+
+	(void)ino;
+	if (h->type == N_COLUMN) {
+		read_column(req, fs_of(req), h, size, off);
+		return;
+	}
+	if ((uint64_t)off >= h->size) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > h->size - (uint64_t)off)
+		size = (size_t)(h->size - (uint64_t)off);
+	fuse_reply_buf(req, (const char *)h->ver->schema.data + off, size);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* 1 MiB requests: libfuse derives max_pages from max_write. */
+	conn->max_write = MAX_IO;
+	conn->max_readahead = MAX_IO;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA; /* we decide at open, see op_open */
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.release = op_release,
+	.read = op_read,
+};
+
+static void fs_free(struct fs *fs)
+{
+	for (size_t i = 0; i < fs->nnodes; i++) {
+		tfs_version_put(fs->nodes[i]->ver);
+		free(fs->nodes[i]->name);
+		free(fs->nodes[i]);
+	}
+	free(fs->nodes);
+	free(fs->htab);
+	tfs_cache_destroy(fs->cache);
+	tfs_store_close(fs->store);
+	pthread_mutex_destroy(&fs->lock);
+}
+
+static void log_stats(struct fs *fs)
+{
+	struct tfs_cache_stats st;
+
+	tfs_cache_stats(fs->cache, &st);
+	tfs_info("cache: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64 " joined loads, %" PRIu64
+		 " load errors, %" PRIu64 " evictions, %" PRIu64 " bytes decoded; %" PRIu64
+		 " bytes in %" PRIu64 " entries (budget %" PRIu64 ")",
+		 st.hits, st.misses, st.waits, st.load_errors, st.evictions, st.bytes_loaded,
+		 st.bytes, st.entries, st.budget);
+}
+
+int tfs_fs_main(const struct tfs_fs_config *cfg)
+{
+	struct fs fs = { .cfg = cfg };
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *loop = NULL;
+	struct node *root;
+	char opts[4096];
+	int rc = 1, mounted = 0, handlers = 0;
+
+	pthread_mutex_init(&fs.lock, NULL);
+	fs.uid = getuid();
+	fs.gid = getgid();
+	fs.started = time(NULL);
+	fs.ttl_ns = (uint64_t)(cfg->ref_ttl * 1e9);
+	fs.cap = 1024;
+	fs.hsize = 4096;
+	fs.nodes = calloc(fs.cap, sizeof(*fs.nodes));
+	fs.htab = calloc(fs.hsize, sizeof(*fs.htab));
+	root = calloc(1, sizeof(*root));
+	if (!fs.nodes || !fs.htab || !root || !(root->name = strdup(""))) {
+		free(root);
+		tfs_err("out of memory");
+		goto out;
+	}
+	root->type = N_ROOT;
+	root->ino = FUSE_ROOT_ID;
+	fs.nodes[fs.nnodes++] = root;
+
+	if (tfs_store_open(cfg->lake_url, 0, &fs.store))
+		goto out; /* the backend said why */
+	if (tfs_cache_create(cfg->cache_mem, &fs.cache)) {
+		tfs_err("out of memory");
+		goto out;
+	}
+
+	/* fsname shows the lake in mount(8) and df; commas would split the option list. */
+	snprintf(opts, sizeof(opts), "ro,default_permissions,fsname=%s,subtype=tensorfs%s%s",
+		 strchr(cfg->lake_url, ',') ? "tensorfs" : cfg->lake_url,
+		 cfg->fuse_opts ? "," : "", cfg->fuse_opts ? cfg->fuse_opts : "");
+	if (fuse_opt_add_arg(&args, "tensorfs") || fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, opts) || (cfg->debug && fuse_opt_add_arg(&args, "-d"))) {
+		tfs_err("out of memory");
+		goto out;
+	}
+	se = fuse_session_new(&args, &ops, sizeof(ops), &fs);
+	if (!se) {
+		tfs_err("cannot set up the FUSE session (bad mount options: %s?)", opts);
+		goto out;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		tfs_err("cannot install signal handlers");
+		goto out;
+	}
+	handlers = 1;
+	if (fuse_session_mount(se, cfg->mountpoint)) {
+		tfs_err("cannot mount %s on %s (see the message above)", cfg->lake_url,
+			cfg->mountpoint);
+		goto out;
+	}
+	mounted = 1;
+	tfs_info("mounted %s on %s", cfg->lake_url, cfg->mountpoint);
+	if (!cfg->foreground) {
+		if (!cfg->log_path)
+			tfs_log_use_syslog(1);
+		if (fuse_daemonize(0)) {
+			tfs_err("cannot become a daemon");
+			goto out;
+		}
+	}
+	loop = fuse_loop_cfg_create();
+	if (!loop) {
+		tfs_err("out of memory");
+		goto out;
+	}
+	fuse_loop_cfg_set_clone_fd(loop, 1);
+	fuse_loop_cfg_set_max_threads(loop, cfg->max_threads ? cfg->max_threads : 16);
+	rc = fuse_session_loop_mt(se, loop) ? 1 : 0;
+	log_stats(&fs);
+	tfs_info("unmounted %s", cfg->mountpoint);
+out:
+	if (loop)
+		fuse_loop_cfg_destroy(loop);
+	if (mounted)
+		fuse_session_unmount(se);
+	if (handlers)
+		fuse_remove_signal_handlers(se);
+	if (se)
+		fuse_session_destroy(se);
+	fuse_opt_free_args(&args);
+	fs_free(&fs);
+	return rc;
+}

@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+/* main: the tensorfs command line (create, import, ls, info, mount) and mount.tensorfs. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "fs.h"
+#include "import.h"
+#include "store.h"
+#include "util.h"
+#include "version.h"
+
+#define TFS_VERSION_STRING "0.1.0"
+
+static const char usage_text[] =
+	"usage: tensorfs COMMAND [ARGS]\n"
+	"\n"
+	"  create URL                      create a dataset (URL = LAKE_URL/DATASET)\n"
+	"  import URL COL=FILE.npy ...     append rows to columns and commit\n"
+	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
+	"         [--level N] [--threads N]\n"
+	"  ls LAKE_URL                     list the datasets of a lake\n"
+	"  info URL [--ref REF] [--json]   show a dataset version's schema\n"
+	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
+	"                                  mount a lake (daemonises unless -f)\n"
+	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
+	"               log=FILE, threads=N, and libfuse options such as allow_other\n"
+	"  version                         print the version\n"
+	"\n"
+	"LAKE_URL: file:///absolute/path. Unmount with `fusermount3 -u MOUNTPOINT`.\n";
+
+static int usage(int rc)
+{
+	fputs(usage_text, rc ? stderr : stdout);
+	return rc;
+}
+
+/* Open the store and name the dataset of "<lake-url>/<dataset>". */
+static int open_dataset(const char *url, unsigned flags, struct tfs_store **s, char **ds)
+{
+	char *lake;
+	int rc = tfs_url_split(url, &lake, ds);
+
+	if (rc) {
+		tfs_err("%s: expected LAKE_URL/DATASET with a dataset name of letters, digits, "
+			"'_', '.', '-'",
+			url);
+		return rc;
+	}
+	rc = tfs_store_open(lake, flags, s);
+	free(lake);
+	if (rc) {
+		free(*ds);
+		*ds = NULL;
+	}
+	return rc;
+}
+
+static int cmd_create(int argc, char **argv)
+{
+	struct tfs_store *s;
+	char *ds;
+	int rc;
+
+	if (argc != 2)
+		return usage(2);
+	if (open_dataset(argv[1], TFS_STORE_CREATE, &s, &ds))
+		return 1;
+	rc = tfs_dataset_create(s, ds);
+	if (rc == -EEXIST)
+		tfs_err("%s: dataset already exists", argv[1]);
+	else if (rc)
+		tfs_err("%s: cannot create dataset: %s", argv[1], strerror(-rc));
+	else
+		printf("created dataset %s in %s (branch main)\n", ds, s->url);
+	free(ds);
+	tfs_store_close(s);
+	return rc ? 1 : 0;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "message", required_argument, NULL, 'm' },
+		{ "branch", required_argument, NULL, 'b' },
+		{ "chunk-size", required_argument, NULL, 'c' },
+		{ "codec", required_argument, NULL, 'C' },
+		{ "level", required_argument, NULL, 'l' },
+		{ "threads", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 3 };
+	struct tfs_import_src *src = NULL;
+	struct tfs_store *s = NULL;
+	struct tfs_id commit;
+	size_t n = 0;
+	char *ds = NULL, hex[TFS_ID_HEX];
+	int opt, rc = 1;
+
+	while ((opt = getopt_long(argc, argv, "m:b:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'm':
+			o.message = optarg;
+			break;
+		case 'b':
+			o.branch = optarg;
+			break;
+		case 'c':
+			if (tfs_parse_size(optarg, &o.chunk_bytes) || o.chunk_bytes == 0 ||
+			    o.chunk_bytes > (1ull << 31)) {
+				tfs_err("--chunk-size %s: expected a size like 256k, 4M (up to 2G)",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'C': {
+			const struct tfs_codec *c = tfs_codec_by_name(optarg);
+
+			if (!c) {
+				tfs_err("--codec %s: expected zstd or raw", optarg);
+				return 2;
+			}
+			o.codec = c->id;
+			break;
+		}
+		case 'l':
+			o.level = atoi(optarg);
+			if (o.level < -7 || o.level > 19) {
+				tfs_err("--level %s: expected -7..19", optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			o.threads = (unsigned)atoi(optarg);
+			break;
+		default:
+			return usage(2);
+		}
+	}
+	if (argc - optind < 2)
+		return usage(2);
+	src = calloc((size_t)(argc - optind - 1), sizeof(*src));
+	if (!src)
+		return 1;
+	for (int i = optind + 1; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+
+		if (!eq || eq == argv[i] || !eq[1]) {
+			tfs_err("'%s': expected COLUMN=FILE.npy", argv[i]);
+			rc = 2;
+			goto out;
+		}
+		*eq = 0;
+		src[n].column = argv[i];
+		src[n].path = eq + 1;
+		n++;
+	}
+	if (open_dataset(argv[optind], 0, &s, &ds))
+		goto out;
+	rc = tfs_import(s, ds, src, n, &o, &commit);
+	if (rc) {
+		tfs_err("import into %s failed; the dataset is unchanged", argv[optind]);
+		rc = 1;
+		goto out;
+	}
+	tfs_id_hex(&commit, hex);
+	printf("committed %s to %s/%s\n", hex, ds, o.branch ? o.branch : "main");
+	rc = 0;
+out:
+	free(src);
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
+
+static int print_name(void *arg, const char *name, int is_dir)
+{
+	(void)is_dir;
+	return tfs_buf_append(arg, name, strlen(name) + 1);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Print NUL-separated names sorted, one per line. */
+static void print_sorted(const struct tfs_buf *b, const char *prefix)
+{
+	size_t n = 0, k = 0;
+	char **v;
+
+	for (size_t i = 0; i < b->len; i++)
+		n += b->data[i] == 0;
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		return;
+	for (size_t i = 0; i < b->len; i += strlen((char *)b->data + i) + 1)
+		v[k++] = (char *)b->data + i;
+	qsort(v, n, sizeof(*v), cmp_str);
+	for (size_t i = 0; i < n; i++)
+		printf("%s%s\n", prefix, v[i]);
+	free(v);
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+	struct tfs_store *s;
+	struct tfs_buf names = { 0 };
+	int rc;
+
+	if (argc != 2)
+		return usage(2);
+	if (tfs_store_open(argv[1], 0, &s))
+		return 1;
+	rc = tfs_lake_list(s, print_name, &names);
+	if (rc)
+		tfs_err("%s: cannot list: %s", argv[1], strerror(-rc));
+	else
+		print_sorted(&names, "");
+	tfs_buf_free(&names);
+	tfs_store_close(s);
+	return rc ? 1 : 0;
+}
+
+static void print_info(const struct tfs_version *v)
+{
+	const struct tfs_manifest *m = &v->manifest;
+	char hex[TFS_ID_HEX], when[32];
+	time_t t = (time_t)v->commit.time;
+	struct tm tm;
+
+	tfs_id_hex(&v->commit.id, hex);
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	printf("dataset  %s\ncommit   %s\ndate     %s\nmessage  %s\nrows     %" PRIu64
+	       "\ncolumns  %zu\n",
+	       v->ds, hex, when, v->commit.message, m->rows, m->ncols);
+	if (m->ncols)
+		printf("\n  %-20s %-6s %-20s %12s %10s %6s %14s\n", "column", "dtype", "row shape",
+		       "row bytes", "chunk rows", "codec", "stored bytes");
+	for (size_t i = 0; i < m->ncols; i++) {
+		const struct tfs_column *c = &m->cols[i];
+		uint64_t stored = 0;
+		char shape[TFS_MAX_DIMS * 22];
+
+		for (size_t k = 0; k < c->nchunks; k++)
+			stored += c->chunks[k].stored_size;
+		tfs_shape_str(c->shape, c->ndim, shape, sizeof(shape));
+		printf("  %-20s %-6s %-20s %12" PRIu64 " %10" PRIu64 " %6s %14" PRIu64 "\n", c->name,
+		       c->dtype.descr, shape, c->row_bytes, c->rows_per_chunk,
+		       tfs_codec_by_id(c->codec)->name, stored);
+	}
+}
+
+static int cmd_info(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "ref", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *ref = "main";
+	struct tfs_version *v = NULL;
+	struct tfs_store *s;
+	struct tfs_id id;
+	char *ds;
+	int opt, json = 0, rc;
+
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt == 'r')
+			ref = optarg;
+		else if (opt == 'j')
+			json = 1;
+		else
+			return usage(2);
+	}
+	if (argc - optind != 1)
+		return usage(2);
+	if (open_dataset(argv[optind], 0, &s, &ds))
+		return 1;
+	rc = tfs_dataset_check(s, ds);
+	if (rc == -ENOENT)
+		tfs_err("%s: no such dataset", argv[optind]);
+	if (!rc) {
+		rc = tfs_ref_resolve(s, ds, ref, &id);
+		if (rc == -ENOENT)
+			tfs_err("%s: no branch, tag or commit '%s'", argv[optind], ref);
+	}
+	if (!rc)
+		rc = tfs_version_open(s, ds, &id, &v);
+	if (!rc) {
+		if (json)
+			fwrite(v->schema.data, 1, v->schema.len, stdout);
+		else
+			print_info(v);
+	}
+	tfs_version_put(v);
+	free(ds);
+	tfs_store_close(s);
+	return rc ? 1 : 0;
+}
+
+/* Options mount(8) hands every helper that mean nothing to a FUSE mount. */
+static int mount8_option(const char *o)
+{
+	static const char *const ignored[] = { "rw",	 "ro",	   "auto",  "noauto",   "user",
+					       "nouser", "users",  "_netdev", "nofail", "defaults",
+					       NULL };
+
+	for (int i = 0; ignored[i]; i++)
+		if (!strcmp(o, ignored[i]))
+			return 1;
+	return !strncmp(o, "x-", 2);
+}
+
+static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_buf *fuse_opts)
+{
+	char *save, *o;
+
+	for (o = strtok_r(list, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		char *val = strchr(o, '=');
+
+		if (val)
+			*val++ = 0;
+		if (!strcmp(o, "cache_mem") && val) {
+			if (tfs_parse_size(val, &cfg->cache_mem)) {
+				tfs_err("-o cache_mem=%s: expected a size like 512M", val);
+				return -EINVAL;
+			}
+		} else if (!strcmp(o, "ref_ttl") && val) {
+			char *end;
+
+			cfg->ref_ttl = strtod(val, &end);
+			if (*end || cfg->ref_ttl < 0) {
+				tfs_err("-o ref_ttl=%s: expected seconds", val);
+				return -EINVAL;
+			}
+		} else if (!strcmp(o, "log") && val) {
+			cfg->log_path = val;
+		} else if (!strcmp(o, "threads") && val) {
+			cfg->max_threads = (unsigned)atoi(val);
+		} else if (!strcmp(o, "debug") && !val) {
+			cfg->debug = 1;
+		} else if (mount8_option(o)) {
+			continue;
+		} else {
+			if (fuse_opts->len)
+				tfs_buf_append(fuse_opts, ",", 1);
+			if (val)
+				tfs_buf_printf(fuse_opts, "%s=%s", o, val);
+			else
+				tfs_buf_printf(fuse_opts, "%s", o);
+		}
+	}
+	return 0;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct tfs_fs_config cfg = {
+		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
+		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
+	};
+	struct tfs_buf fuse_opts = { 0 };
+	char *pos[2], mnt[PATH_MAX], logpath[PATH_MAX];
+	int npos = 0, rc = 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-f")) {
+			cfg.foreground = 1;
+		} else if (!strcmp(argv[i], "-d")) {
+			cfg.foreground = 1;
+			cfg.debug = 1;
+		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+			if (parse_mount_opts(argv[++i], &cfg, &fuse_opts))
+				goto out;
+		} else if (!strncmp(argv[i], "-o", 2) && argv[i][2]) {
+			if (parse_mount_opts(argv[i] + 2, &cfg, &fuse_opts))
+				goto out;
+		} else if (argv[i][0] == '-' || npos == 2) {
+			rc = usage(2);
+			goto out;
+		} else {
+			pos[npos++] = argv[i];
+		}
+	}
+	if (npos != 2) {
+		rc = usage(2);
+		goto out;
+	}
+	/* A daemon changes directory to /: make paths absolute first. */
+	if (!realpath(pos[1], mnt)) {
+		tfs_err("mount point %s: %s", pos[1], strerror(errno));
+		goto out;
+	}
+	if (cfg.log_path) {
+		if (cfg.log_path[0] != '/' && getcwd(logpath, sizeof(logpath) - 1) &&
+		    strlen(logpath) + strlen(cfg.log_path) + 2 < sizeof(logpath)) {
+			strcat(logpath, "/");
+			strcat(logpath, cfg.log_path);
+			cfg.log_path = logpath;
+		}
+		if (tfs_log_open(cfg.log_path)) {
+			tfs_err("-o log=%s: cannot open: %s", cfg.log_path, strerror(errno));
+			goto out;
+		}
+	}
+	cfg.lake_url = pos[0];
+	cfg.mountpoint = mnt;
+	cfg.fuse_opts = fuse_opts.len ? (const char *)fuse_opts.data : NULL;
+	rc = tfs_fs_main(&cfg);
+out:
+	tfs_buf_free(&fuse_opts);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *prog = basename(argv[0]);
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* mount(8) runs mount.tensorfs SOURCE DIR -o OPTIONS. */
+	if (!strcmp(prog, "mount.tensorfs"))
+		return cmd_mount(argc, argv);
+	if (argc < 2)
+		return usage(2);
+	argc--;
+	argv++;
+	if (!strcmp(argv[0], "create"))
+		return cmd_create(argc, argv);
+	if (!strcmp(argv[0], "import"))
+		return cmd_import(argc, argv);
+	if (!strcmp(argv[0], "ls"))
+		return cmd_ls(argc, argv);
+	if (!strcmp(argv[0], "info"))
+		return cmd_info(argc, argv);
+	if (!strcmp(argv[0], "mount"))
+		return cmd_mount(argc, argv);
+	if (!strcmp(argv[0], "version") || !strcmp(argv[0], "--version")) {
+		printf("tensorfs %s (format %d)\n", TFS_VERSION_STRING, TFS_FORMAT_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[0], "help") || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
+		return usage(0);
+	tfs_err("unknown command '%s'", argv[0]);
+	return usage(2);
+}
