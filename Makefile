@@ -78,7 +78,7 @@ unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 integration: $(BIN)
-	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q tests/integration
+	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) $(PYTHON) -m pytest -q tests/integration
 
 test: unit integration
 
@@ -88,10 +88,17 @@ demo: all
 bench: all
 	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) tests/bench/bench.py
 
+VERSION  := 0.1.0
+
 install: all
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tensorfs
 	ln -sf tensorfs $(DESTDIR)$(BINDIR)/mount.tensorfs
 	install -D -m 0644 $(CORE_LIB) $(DESTDIR)$(LIBDIR)/libtensorfs-core.a
+	install -d $(DESTDIR)$(INCDIR)/tensorfs
+	install -m 0644 $(wildcard core/*.h) $(DESTDIR)$(INCDIR)/tensorfs/
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
+		packaging/tensorfs-core.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensorfs-core.pc
 
 clean:
 	rm -rf build tensorfs
