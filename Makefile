@@ -51,7 +51,7 @@ tensorfs: $(BIN)
 ifeq ($(SANITIZE),1)
 	@true
 else
-	cp $(BIN) $@
+	cp $(BIN) $@.tmp && mv -f $@.tmp $@
 endif
 
 $(BUILD)/%.o: %.c

@@ -232,6 +232,49 @@ int tfs_ref_resolve(struct tfs_store *s, const char *ds, const char *ref, struct
 	return -ENOENT;
 }
 
+int tfs_ref_lookup(struct tfs_store *s, const char *ds, const char *name, enum tfs_ref_kind *kind,
+		   struct tfs_id *id)
+{
+	int rc = tfs_ref_read(s, ds, TFS_REF_BRANCH, name, id);
+
+	*kind = TFS_REF_BRANCH;
+	if (rc != -ENOENT)
+		return rc;
+	*kind = TFS_REF_TAG;
+	return tfs_ref_read(s, ds, TFS_REF_TAG, name, id);
+}
+
+int tfs_ref_name_ok(const char *name)
+{
+	struct tfs_id id;
+
+	if (!tfs_name_valid(name) || !strcmp(name, "commits") || !strcmp(name, "log"))
+		return 0;
+	return !(strlen(name) == TFS_ID_HEX - 1 && tfs_id_parse(name, &id) == 0);
+}
+
+int tfs_ref_create(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
+		   const struct tfs_id *id)
+{
+	struct tfs_commit c;
+	struct tfs_id other;
+	int rc;
+
+	if (!tfs_ref_name_ok(name))
+		return -EINVAL;
+	rc = tfs_ref_read(s, ds, kind == TFS_REF_TAG ? TFS_REF_BRANCH : TFS_REF_TAG, name, &other);
+	if (rc == 0)
+		return -EEXIST;
+	if (rc != -ENOENT)
+		return rc;
+	rc = tfs_commit_load(s, ds, id, &c);
+	if (rc)
+		return rc;
+	tfs_commit_free(&c);
+	rc = tfs_ref_update(s, ds, kind, name, NULL, id);
+	return rc == -EAGAIN ? -EEXIST : rc;
+}
+
 /* --- manifests ------------------------------------------------------------------------------ */
 
 int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out)

@@ -89,6 +89,16 @@ int tfs_ref_list(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind,
 		 tfs_store_list_fn fn, void *arg);
 /* Resolve a branch, a tag or a full commit id. */
 int tfs_ref_resolve(struct tfs_store *s, const char *ds, const char *ref, struct tfs_id *id);
+/* Resolve a branch or a tag (not a commit id) and say which it is. */
+int tfs_ref_lookup(struct tfs_store *s, const char *ds, const char *name, enum tfs_ref_kind *kind,
+		   struct tfs_id *id);
+/* A name a new branch or tag may take: a valid name that is not reserved for the mount
+ * ("commits", "log") and not 64 hex digits (which would read as a commit id). */
+int tfs_ref_name_ok(const char *name);
+/* Create branch or tag `name` at commit id. -EEXIST if a branch or a tag of that name exists
+ * (tags never move), -EINVAL for a bad name, -ENOENT if id is not a commit of ds. */
+int tfs_ref_create(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
+		   const struct tfs_id *id);
 
 /* Manifests. */
 int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out);

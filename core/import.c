@@ -204,21 +204,21 @@ static void gather_fortran(const uint8_t *data, const struct tfs_npy_info *in, u
 	}
 }
 
-/* Fetch and decode the last (partial) chunk of a column so new rows can fill it up. */
-static int load_tail(struct tfs_store *s, const char *ds, const struct tfs_column *c, uint8_t *dst,
-		     uint64_t rows)
+/* Fetch and decode chunk k of a column (rows of it) into dst. */
+static int load_chunk(struct tfs_store *s, const char *ds, const struct tfs_column *c, size_t k,
+		      uint8_t *dst, uint64_t rows)
 {
 	struct tfs_buf obj = { 0 };
 	char key[TFS_KEY_MAX];
 	int rc;
 
-	tfs_object_key(ds, &c->chunks[c->nchunks - 1].id, key);
+	tfs_object_key(ds, &c->chunks[k].id, key);
 	rc = tfs_store_get(s, key, &obj);
 	if (!rc)
 		rc = tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, rows * c->row_bytes);
 	if (rc)
-		tfs_err("%s/%s: cannot read the last chunk of column %s to append to it: %s", s->url,
-			key, c->name, strerror(-rc));
+		tfs_err("%s/%s: cannot read chunk %zu of column %s: %s", s->url, key, k, c->name,
+			rc == -EIO ? "damaged" : strerror(-rc));
 	tfs_buf_free(&obj);
 	return rc;
 }
@@ -270,7 +270,7 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 			break;
 		}
 		if (have) {
-			rc = load_tail(s, ds, c, raw, have);
+			rc = load_chunk(s, ds, c, c->nchunks - 1, raw, have);
 			if (rc) {
 				free(raw);
 				break;
@@ -383,23 +383,24 @@ static int same_row_shape(const struct tfs_column *c, const struct tfs_npy_info 
 	return 1;
 }
 
-int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src *srcs, size_t n,
-	       const struct tfs_import_opts *o, struct tfs_id *commit_id)
-{
-	const char *branch = o->branch ? o->branch : "main";
-	struct tfs_manifest old = { 0 }, m = { 0 };
-	struct tfs_commit head = { 0 };
-	struct source *src = NULL;
-	struct pool pool = { .s = s, .ds = ds };
+/* A write against a branch: its head when the write began, and the manifest there. */
+struct txn {
+	struct tfs_store *s;
+	const char *ds;
+	const char *branch;
 	struct tfs_id head_id;
-	uint64_t add = 0;
-	int rc, pool_up = 0;
-	long ncpu;
+	struct tfs_commit head;
+	struct tfs_manifest old;
+};
 
-	if (n == 0) {
-		tfs_err("nothing to import (give COLUMN=FILE.npy)");
-		return -EINVAL;
-	}
+static int txn_begin(struct txn *t, struct tfs_store *s, const char *ds, const char *branch)
+{
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->s = s;
+	t->ds = ds;
+	t->branch = branch ? branch : "main";
 	rc = tfs_dataset_check(s, ds);
 	if (rc) {
 		if (rc == -ENOENT)
@@ -407,33 +408,93 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 				ds);
 		return rc;
 	}
-	rc = tfs_ref_read(s, ds, TFS_REF_BRANCH, branch, &head_id);
+	rc = tfs_ref_read(s, ds, TFS_REF_BRANCH, t->branch, &t->head_id);
 	if (rc) {
 		if (rc == -ENOENT)
-			tfs_err("%s/%s: no branch '%s'", s->url, ds, branch);
+			tfs_err("%s/%s: no branch '%s'", s->url, ds, t->branch);
 		return rc;
 	}
-	rc = tfs_commit_load(s, ds, &head_id, &head);
+	rc = tfs_commit_load(s, ds, &t->head_id, &t->head);
+	if (!rc)
+		rc = tfs_manifest_load(s, ds, &t->head.manifest, &t->old);
+	return rc;
+}
+
+/* Write the commit of manifest m on top of the head and move the branch to it, unless another
+ * writer moved it first (-EAGAIN: then nothing is committed). */
+static int txn_commit(struct txn *t, const struct tfs_manifest *m, const char *message,
+		      struct tfs_id *commit_id)
+{
+	int rc = tfs_commit_write(t->s, t->ds, m, &t->head_id, message, commit_id);
+
 	if (rc)
 		return rc;
-	rc = tfs_manifest_load(s, ds, &head.manifest, &old);
+	rc = tfs_ref_update(t->s, t->ds, TFS_REF_BRANCH, t->branch, &t->head_id, commit_id);
+	if (rc == -EAGAIN)
+		tfs_err("%s/%s: branch %s moved while writing (another writer committed); "
+			"branch moved, retry: nothing was committed",
+			t->s->url, t->ds, t->branch);
+	return rc;
+}
+
+static void txn_end(struct txn *t)
+{
+	tfs_manifest_free(&t->old);
+	tfs_commit_free(&t->head);
+}
+
+/* A copy of the head's manifest to modify; room for `extra` more columns. */
+static int copy_manifest(const struct tfs_manifest *old, size_t extra, struct tfs_manifest *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->rows = old->rows;
+	m->cols = calloc(old->ncols + extra + 1, sizeof(*m->cols));
+	if (!m->cols)
+		return -ENOMEM;
+	for (size_t i = 0; i < old->ncols; i++) {
+		int rc = tfs_column_copy(&m->cols[m->ncols], &old->cols[i]);
+
+		if (rc)
+			return rc;
+		m->ncols++;
+	}
+	return 0;
+}
+
+static unsigned default_threads(const struct tfs_import_opts *o)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return o->threads ? o->threads : (unsigned)(ncpu > 0 ? ncpu : 1);
+}
+
+int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src *srcs, size_t n,
+	       const struct tfs_import_opts *o, struct tfs_id *commit_id)
+{
+	struct tfs_manifest m = { 0 };
+	struct source *src = NULL;
+	struct pool pool = { .s = s, .ds = ds };
+	struct txn t;
+	uint64_t add = 0;
+	int rc, pool_up = 0;
+
+	if (n == 0) {
+		tfs_err("nothing to import (give COLUMN=FILE.npy)");
+		return -EINVAL;
+	}
+	rc = txn_begin(&t, s, ds, o->branch);
 	if (rc)
 		goto out;
-
 	src = calloc(n, sizeof(*src));
-	m.cols = calloc(old.ncols + n, sizeof(*m.cols));
-	if (!src || !m.cols) {
+	if (!src) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++)
 		src[i].fd = -1;
-	for (size_t i = 0; i < old.ncols; i++) {
-		rc = tfs_column_copy(&m.cols[m.ncols], &old.cols[i]);
-		if (rc)
-			goto out;
-		m.ncols++;
-	}
+	rc = copy_manifest(&t.old, n, &m);
+	if (rc)
+		goto out;
 
 	/* Check everything before writing anything. */
 	for (size_t i = 0; i < n; i++) {
@@ -510,7 +571,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 					"; a dataset's columns always have the same number of rows "
 					"(import them together, or add a new column with exactly "
 					"%" PRIu64 " rows)",
-					m.cols[0].name, rows, m.cols[k].name, r, old.rows);
+					m.cols[0].name, rows, m.cols[k].name, r, t.old.rows);
 				rc = -EINVAL;
 				goto out;
 			}
@@ -518,8 +579,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		m.rows = rows == UINT64_MAX ? 0 : rows;
 	}
 
-	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	rc = pool_start(&pool, o->threads ? o->threads : (unsigned)(ncpu > 0 ? ncpu : 1));
+	rc = pool_start(&pool, default_threads(o));
 	pool_up = 1;
 	if (rc)
 		goto out;
@@ -528,14 +588,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		if (rc)
 			goto out;
 	}
-	rc = tfs_commit_write(s, ds, &m, &head_id, o->message, commit_id);
-	if (rc)
-		goto out;
-	rc = tfs_ref_update(s, ds, TFS_REF_BRANCH, branch, &head_id, commit_id);
-	if (rc == -EAGAIN)
-		tfs_err("%s/%s: branch %s moved while importing (another writer committed); "
-			"nothing was committed, retry",
-			s->url, ds, branch);
+	rc = txn_commit(&t, &m, o->message, commit_id);
 out:
 	if (pool_up)
 		pool_stop(&pool);
@@ -544,7 +597,152 @@ out:
 			close(src[i].fd);
 	free(src);
 	tfs_manifest_free(&m);
-	tfs_manifest_free(&old);
-	tfs_commit_free(&head);
+	txn_end(&t);
+	return rc;
+}
+
+int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t row_start,
+	       const char *path, const struct tfs_import_opts *o, struct tfs_id *commit_id)
+{
+	struct tfs_import_src isrc = { column, path };
+	struct source src = { .src = &isrc, .fd = -1 };
+	struct pool pool = { .s = s, .ds = ds };
+	struct tfs_manifest m = { 0 };
+	struct tfs_column *c = NULL;
+	struct txn t;
+	uint64_t nrows, k0, k1;
+	int rc, pool_up = 0;
+
+	rc = txn_begin(&t, s, ds, o->branch);
+	if (rc)
+		goto out;
+	rc = copy_manifest(&t.old, 0, &m);
+	if (rc)
+		goto out;
+	for (size_t i = 0; i < m.ncols; i++)
+		if (!strcmp(m.cols[i].name, column))
+			c = &m.cols[i];
+	if (!c) {
+		tfs_err("%s/%s: branch %s has no column '%s'", s->url, ds, t.branch, column);
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = open_source(&src);
+	if (rc)
+		goto out;
+	if (strcmp(c->dtype.descr, src.info.dtype.descr) || !same_row_shape(c, &src.info)) {
+		tfs_err("column %s holds rows of dtype %s; %s has dtype %s or another row shape",
+			column, c->dtype.descr, path, src.info.dtype.descr);
+		rc = -EINVAL;
+		goto out;
+	}
+	nrows = src.info.shape[0];
+	if (row_start > c->rows || nrows > c->rows - row_start) {
+		tfs_err("rows %" PRIu64 "..%" PRIu64 " are outside column %s (%" PRIu64
+			" rows); update overwrites existing rows, import appends",
+			row_start, row_start + nrows - 1, column, c->rows);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (nrows == 0)
+		goto commit;
+	if (src.info.fortran_order && src.info.ndim > 1) {
+		tfs_err("%s: Fortran-ordered input is not supported by update; save it in C order",
+			path);
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = pool_start(&pool, default_threads(o));
+	pool_up = 1;
+	if (rc)
+		goto out;
+	/* Copy-on-write at chunk granularity: only the chunks the range touches are rewritten. */
+	k0 = row_start / c->rows_per_chunk;
+	k1 = (row_start + nrows - 1) / c->rows_per_chunk;
+	for (uint64_t k = k0; k <= k1; k++) {
+		const uint64_t r0 = k * c->rows_per_chunk;
+		const uint64_t nr = c->rows - r0 < c->rows_per_chunk ? c->rows - r0
+								      : c->rows_per_chunk;
+		const uint64_t lo = row_start > r0 ? row_start : r0;
+		const uint64_t hi = row_start + nrows < r0 + nr ? row_start + nrows : r0 + nr;
+		uint8_t *raw = malloc((size_t)(nr * c->row_bytes));
+
+		if (!raw) {
+			rc = -ENOMEM;
+			break;
+		}
+		rc = load_chunk(s, ds, c, (size_t)k, raw, nr);
+		if (!rc) {
+			rc = tfs_pread_full(src.fd, raw + (lo - r0) * c->row_bytes,
+					    (size_t)((hi - lo) * c->row_bytes),
+					    src.info.data_offset + (lo - row_start) * c->row_bytes);
+			if (rc)
+				tfs_err("%s: %s", path, strerror(-rc));
+		}
+		if (rc) {
+			free(raw);
+			break;
+		}
+		if (src.info.big_endian)
+			tfs_dtype_swap(&c->dtype, raw + (lo - r0) * c->row_bytes,
+				       (size_t)((hi - lo) * c->row_bytes));
+		rc = pool_submit(&pool, raw, (size_t)(nr * c->row_bytes), c->codec, c->level,
+				 &c->chunks[k]);
+		if (rc)
+			break;
+	}
+	{
+		int rc2 = pool_drain(&pool);
+
+		if (!rc)
+			rc = rc2;
+	}
+	if (rc)
+		goto out;
+commit:
+	rc = txn_commit(&t, &m, o->message, commit_id);
+out:
+	if (pool_up)
+		pool_stop(&pool);
+	if (src.fd >= 0)
+		close(src.fd);
+	tfs_manifest_free(&m);
+	txn_end(&t);
+	return rc;
+}
+
+int tfs_drop(struct tfs_store *s, const char *ds, const char *column,
+	     const struct tfs_import_opts *o, struct tfs_id *commit_id)
+{
+	struct tfs_manifest m = { 0 };
+	struct txn t;
+	int rc, found = 0;
+
+	rc = txn_begin(&t, s, ds, o->branch);
+	if (rc)
+		goto out;
+	rc = copy_manifest(&t.old, 0, &m);
+	if (rc)
+		goto out;
+	for (size_t i = 0; i < m.ncols; i++) {
+		if (strcmp(m.cols[i].name, column))
+			continue;
+		tfs_column_free(&m.cols[i]);
+		memmove(&m.cols[i], &m.cols[i + 1], (m.ncols - i - 1) * sizeof(m.cols[0]));
+		m.ncols--;
+		found = 1;
+		break;
+	}
+	if (!found) {
+		tfs_err("%s/%s: branch %s has no column '%s'", s->url, ds, t.branch, column);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (m.ncols == 0)
+		m.rows = 0; /* no columns, no rows: the next import starts afresh */
+	rc = txn_commit(&t, &m, o->message, commit_id);
+out:
+	tfs_manifest_free(&m);
+	txn_end(&t);
 	return rc;
 }

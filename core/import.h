@@ -33,4 +33,14 @@ struct tfs_import_opts {
 int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src *src, size_t n,
 	       const struct tfs_import_opts *opts, struct tfs_id *commit);
 
+/* Overwrite rows [row_start, row_start + rows of path) of an existing column with the rows of an
+ * NPY file of the same dtype and row shape, and commit. Only the chunks the range touches are
+ * rewritten (copy-on-write); the others are shared with the parent commit. */
+int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t row_start,
+	       const char *path, const struct tfs_import_opts *opts, struct tfs_id *commit);
+
+/* Remove a column from the branch and commit. Its chunks stay for older commits. */
+int tfs_drop(struct tfs_store *s, const char *ds, const char *column,
+	     const struct tfs_import_opts *opts, struct tfs_id *commit);
+
 #endif

@@ -74,6 +74,71 @@ int tfs_id_is_zero(const struct tfs_id *id)
 	return tfs_id_eq(id, &zero);
 }
 
+/* --- id sets ------------------------------------------------------------------------------- */
+
+static size_t slot_of(const struct tfs_id *id, size_t cap)
+{
+	uint64_t h;
+
+	memcpy(&h, id->b, sizeof(h));
+	return (size_t)(h & (cap - 1));
+}
+
+/* The zero id marks an empty slot; it is never the SHA-256 of anything we store. */
+static int idset_insert(struct tfs_id *slots, size_t cap, const struct tfs_id *id)
+{
+	for (size_t i = slot_of(id, cap);; i = (i + 1) & (cap - 1)) {
+		if (tfs_id_is_zero(&slots[i])) {
+			slots[i] = *id;
+			return 1;
+		}
+		if (tfs_id_eq(&slots[i], id))
+			return 0;
+	}
+}
+
+int tfs_idset_add(struct tfs_idset *set, const struct tfs_id *id)
+{
+	int added;
+
+	if (tfs_id_is_zero(id))
+		return -EINVAL;
+	if ((set->n + 1) * 2 > set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 64;
+		struct tfs_id *slots = calloc(cap, sizeof(*slots));
+
+		if (!slots)
+			return -ENOMEM;
+		for (size_t i = 0; i < set->cap; i++)
+			if (!tfs_id_is_zero(&set->slots[i]))
+				idset_insert(slots, cap, &set->slots[i]);
+		free(set->slots);
+		set->slots = slots;
+		set->cap = cap;
+	}
+	added = idset_insert(set->slots, set->cap, id);
+	set->n += (size_t)added;
+	return added;
+}
+
+int tfs_idset_has(const struct tfs_idset *set, const struct tfs_id *id)
+{
+	if (!set->cap)
+		return 0;
+	for (size_t i = slot_of(id, set->cap);; i = (i + 1) & (set->cap - 1)) {
+		if (tfs_id_is_zero(&set->slots[i]))
+			return 0;
+		if (tfs_id_eq(&set->slots[i], id))
+			return 1;
+	}
+}
+
+void tfs_idset_free(struct tfs_idset *set)
+{
+	free(set->slots);
+	memset(set, 0, sizeof(*set));
+}
+
 /* --- codecs --------------------------------------------------------------------------------- */
 
 static size_t raw_bound(size_t n)

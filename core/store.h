@@ -28,9 +28,12 @@ struct tfs_store_ops {
 	ssize_t (*get_range)(struct tfs_store *s, const char *key, uint64_t off, void *buf,
 			     size_t len);
 	int (*head)(struct tfs_store *s, const char *key, uint64_t *size);
+	/* Size and last-modified time (seconds since the epoch). */
+	int (*stat)(struct tfs_store *s, const char *key, uint64_t *size, int64_t *mtime);
 	/* Atomic replace: a reader sees the old or the new content, never a mix. */
 	int (*put)(struct tfs_store *s, const char *key, const void *data, size_t len);
-	/* Create only if absent; -EEXIST (nothing written) when the key exists. */
+	/* Create only if absent; -EEXIST (nothing written) when the key exists, in which case its
+	 * modification time is refreshed so a concurrent gc's grace period covers it again. */
 	int (*put_new)(struct tfs_store *s, const char *key, const void *data, size_t len);
 	/* Compare-and-swap: replace key's content with data only if it is exactly `old` (old NULL:
 	 * only if the key does not exist). -EAGAIN when the current content differs. */
@@ -38,6 +41,9 @@ struct tfs_store_ops {
 		   const void *data, size_t len);
 	int (*list)(struct tfs_store *s, const char *prefix, tfs_store_list_fn fn, void *arg);
 	int (*del)(struct tfs_store *s, const char *key);
+	/* Remove writers' leftovers (temporary files) under prefix older than the given time;
+	 * NULL for backends that leave none. Returns the count removed or -errno. */
+	int (*sweep)(struct tfs_store *s, const char *prefix, int64_t older_than);
 };
 
 /* Fields every backend's store begins with. */
@@ -73,6 +79,17 @@ static inline ssize_t tfs_store_get_range(struct tfs_store *s, const char *key, 
 static inline int tfs_store_head(struct tfs_store *s, const char *key, uint64_t *size)
 {
 	return s->ops->head(s, key, size);
+}
+
+static inline int tfs_store_stat(struct tfs_store *s, const char *key, uint64_t *size,
+				 int64_t *mtime)
+{
+	return s->ops->stat(s, key, size, mtime);
+}
+
+static inline int tfs_store_sweep(struct tfs_store *s, const char *prefix, int64_t older_than)
+{
+	return s->ops->sweep ? s->ops->sweep(s, prefix, older_than) : 0;
 }
 
 static inline int tfs_store_put(struct tfs_store *s, const char *key, const void *d, size_t n)

@@ -176,6 +176,21 @@ static int file_head(struct tfs_store *st, const char *key, uint64_t *size)
 	return 0;
 }
 
+static int file_stat(struct tfs_store *st, const char *key, uint64_t *size, int64_t *mtime)
+{
+	struct stat sb;
+
+	if (!key_ok(key))
+		return -EINVAL;
+	if (fstatat(fs_of(st)->root_fd, key, &sb, 0) < 0)
+		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return -EISDIR;
+	*size = (uint64_t)sb.st_size;
+	*mtime = (int64_t)sb.st_mtime;
+	return 0;
+}
+
 /* mkdir -p for the directories leading to key. */
 static int make_parents(int root_fd, const char *key)
 {
@@ -277,15 +292,20 @@ static int file_put_new(struct tfs_store *st, const char *key, const void *data,
 
 	if (!key_ok(key))
 		return -EINVAL;
-	if (fstatat(root, key, &sb, 0) == 0)
+	if (fstatat(root, key, &sb, 0) == 0) {
+		utimensat(root, key, NULL, 0);
 		return -EEXIST;
+	}
 	rc = write_temp(root, key, data, len, tmp, sizeof(tmp));
 	if (rc)
 		return rc;
 	/* link() refuses to replace: two writers racing on the same content-addressed key both
 	 * succeed in effect, and neither can clobber a file a reader has open. */
-	if (linkat(root, tmp, root, key, 0) < 0)
+	if (linkat(root, tmp, root, key, 0) < 0) {
 		rc = -errno;
+		if (rc == -EEXIST)
+			utimensat(root, key, NULL, 0);
+	}
 	unlinkat(root, tmp, 0);
 	if (rc)
 		return rc;
@@ -383,6 +403,61 @@ static int file_del(struct tfs_store *st, const char *key)
 	return 0;
 }
 
+struct sweep_ctx {
+	int root;
+	char dir[PATH_MAX];
+	int64_t older_than;
+	int removed;
+};
+
+static int sweep_dir(struct sweep_ctx *c, int depth)
+{
+	struct dirent *de;
+	size_t n = strlen(c->dir);
+	int fd = openat(c->root, c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		struct stat sb;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(sb.st_mode) && depth < 8 &&
+		    n + strlen(de->d_name) + 2 < sizeof(c->dir)) {
+			snprintf(c->dir + n, sizeof(c->dir) - n, "/%s", de->d_name);
+			sweep_dir(c, depth + 1);
+			c->dir[n] = 0;
+		} else if (S_ISREG(sb.st_mode) && !strncmp(de->d_name, ".tmp-", 5) &&
+			   (int64_t)sb.st_mtime < c->older_than) {
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+				c->removed++;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+static int file_sweep(struct tfs_store *st, const char *prefix, int64_t older_than)
+{
+	struct sweep_ctx c = { .root = fs_of(st)->root_fd, .older_than = older_than };
+	int rc;
+
+	if (!key_ok(prefix) || strlen(prefix) >= sizeof(c.dir))
+		return -EINVAL;
+	strcpy(c.dir, prefix);
+	rc = sweep_dir(&c, 0);
+	return rc ? rc : c.removed;
+}
+
 const struct tfs_store_ops tfs_store_file_ops = {
 	.scheme = "file",
 	.open = file_open,
@@ -390,9 +465,11 @@ const struct tfs_store_ops tfs_store_file_ops = {
 	.get = file_get,
 	.get_range = file_get_range,
 	.head = file_head,
+	.stat = file_stat,
 	.put = file_put,
 	.put_new = file_put_new,
 	.cas = file_cas,
 	.list = file_list,
 	.del = file_del,
+	.sweep = file_sweep,
 };

@@ -20,12 +20,18 @@
 #include "cache.h"
 #include "format.h"
 #include "store.h"
+#include "history.h"
 #include "version.h"
 
 #define MAX_IO (1u << 20)
 #define MAX_IOV 256 /* well under writev's UIO_MAXIOV */
 
-enum ntype { N_ROOT, N_DATASET, N_REF, N_COLUMN, N_SCHEMA };
+#define IMMUTABLE_TTL 86400.0 /* commits and tags never change: let the kernel keep them */
+
+enum ntype { N_ROOT, N_DATASET, N_VERSION, N_COMMITS, N_LOG, N_COLUMN, N_SCHEMA };
+
+/* What a version directory names: a branch moves, a tag or a commit never does. */
+enum vkind { V_BRANCH, V_TAG, V_COMMIT };
 
 /* Nodes live as long as the mount: the kernel may name an inode number long after it forgot
  * the path, and the set of names grows only with what users look at. */
@@ -35,8 +41,11 @@ struct node {
 	struct node *parent;
 	char *name;
 	struct node *hnext;	   /* (parent, name) hash chain; protected by fs->lock */
-	struct tfs_version *ver;   /* N_REF: the head last resolved; protected by fs->lock */
-	uint64_t resolved_ns;	   /* N_REF: when ver was last confirmed; protected by fs->lock */
+	enum vkind kind;	   /* N_VERSION; protected by fs->lock */
+	struct tfs_version *ver;   /* N_VERSION: the commit last resolved; protected by fs->lock */
+	uint64_t resolved_ns;	   /* N_VERSION: when ver was last confirmed; protected by fs->lock */
+	struct tfs_buf log;	   /* N_LOG: the log text of log_head; protected by fs->lock */
+	struct tfs_id log_head;	   /* protected by fs->lock */
 	struct tfs_id seen;	   /* files: commit last opened; protected by fs->lock */
 	int seen_valid;		   /* protected by fs->lock */
 };
@@ -58,7 +67,8 @@ struct fs {
 
 /* An open file: pinned to the version it was opened at, whatever the branch does later. */
 struct handle {
-	struct tfs_version *ver;
+	struct tfs_version *ver; /* NULL for the log file */
+	struct tfs_buf text;	 /* the log file's content, taken at open */
 	enum ntype type;
 	size_t col;
 	uint64_t size;
@@ -146,18 +156,42 @@ static const char *node_dataset(const struct node *n)
 	return n ? n->name : NULL;
 }
 
-/* The version a ref directory shows now: its head as of at most ttl ago. */
-static int ref_version(struct fs *fs, struct node *ref, struct tfs_version **out)
+static int is_immutable(const struct fs *fs, const struct node *vn)
+{
+	int imm;
+
+	pthread_mutex_lock((pthread_mutex_t *)&fs->lock);
+	imm = vn->kind != V_BRANCH;
+	pthread_mutex_unlock((pthread_mutex_t *)&fs->lock);
+	return imm;
+}
+
+/* The commit a version directory names now: for a branch, its head as of at most ttl ago; for a
+ * tag or a commit, the one resolved first, for good. */
+static int resolve_id(struct fs *fs, struct node *vn, struct tfs_id *id)
+{
+	enum vkind kind;
+
+	pthread_mutex_lock(&fs->lock);
+	kind = vn->kind;
+	pthread_mutex_unlock(&fs->lock);
+	if (kind == V_COMMIT)
+		return tfs_id_parse(vn->name, id) ? -ENOENT : 0;
+	return tfs_ref_read(fs->store, node_dataset(vn), kind == V_TAG ? TFS_REF_TAG : TFS_REF_BRANCH,
+			    vn->name, id);
+}
+
+static int ref_version(struct fs *fs, struct node *vn, struct tfs_version **out)
 {
 	const uint64_t now = tfs_now_ns();
 	struct tfs_version *v = NULL, *old = NULL;
 	struct tfs_id id;
 	int rc;
 
-	assert(ref->type == N_REF);
+	assert(vn->type == N_VERSION);
 	pthread_mutex_lock(&fs->lock);
-	if (ref->ver && now - ref->resolved_ns < fs->ttl_ns) {
-		v = ref->ver;
+	if (vn->ver && (vn->kind != V_BRANCH || now - vn->resolved_ns < fs->ttl_ns)) {
+		v = vn->ver;
 		tfs_version_get(v);
 	}
 	pthread_mutex_unlock(&fs->lock);
@@ -166,13 +200,13 @@ static int ref_version(struct fs *fs, struct node *ref, struct tfs_version **out
 		return 0;
 	}
 
-	rc = tfs_ref_resolve(fs->store, node_dataset(ref), ref->name, &id);
+	rc = resolve_id(fs, vn, &id);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&fs->lock);
-	if (ref->ver && tfs_id_eq(&ref->ver->commit.id, &id)) {
-		ref->resolved_ns = now;
-		v = ref->ver;
+	if (vn->ver && tfs_id_eq(&vn->ver->commit.id, &id)) {
+		vn->resolved_ns = now;
+		v = vn->ver;
 		tfs_version_get(v);
 	}
 	pthread_mutex_unlock(&fs->lock);
@@ -181,18 +215,57 @@ static int ref_version(struct fs *fs, struct node *ref, struct tfs_version **out
 		return 0;
 	}
 
-	rc = tfs_version_open(fs->store, node_dataset(ref), &id, &v);
+	rc = tfs_version_open(fs->store, node_dataset(vn), &id, &v);
 	if (rc)
-		return rc;
+		return rc == -EIO ? -EIO : -ENOENT;
 	pthread_mutex_lock(&fs->lock);
-	old = ref->ver;
-	ref->ver = v;
-	ref->resolved_ns = now;
+	old = vn->ver;
+	vn->ver = v;
+	vn->resolved_ns = now;
 	tfs_version_get(v);
 	pthread_mutex_unlock(&fs->lock);
 	tfs_version_put(old);
 	*out = v;
 	return 0;
+}
+
+/* The dataset's log file: the history of main, regenerated when main moves. */
+static int log_text(struct fs *fs, struct node *ln, struct tfs_buf *copy, uint64_t *size)
+{
+	const char *ds = node_dataset(ln);
+	struct tfs_buf text = { 0 };
+	struct tfs_id head;
+	int rc = tfs_ref_read(fs->store, ds, TFS_REF_BRANCH, "main", &head);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&fs->lock);
+	if (!ln->log.data || !tfs_id_eq(&ln->log_head, &head)) {
+		pthread_mutex_unlock(&fs->lock);
+		rc = tfs_log_text(fs->store, ds, &head, 0, &text);
+		if (rc) {
+			tfs_buf_free(&text);
+			return rc;
+		}
+		pthread_mutex_lock(&fs->lock);
+		tfs_buf_free(&ln->log);
+		ln->log = text;
+		ln->log_head = head;
+	}
+	*size = ln->log.len;
+	if (copy)
+		rc = tfs_buf_append(copy, ln->log.data, ln->log.len);
+	pthread_mutex_unlock(&fs->lock);
+	return rc;
+}
+
+/* How long the kernel may trust what it learns about n. */
+static double node_ttl(struct fs *fs, const struct node *n)
+{
+	for (const struct node *p = n; p; p = p->parent)
+		if (p->type == N_VERSION)
+			return is_immutable(fs, p) ? IMMUTABLE_TTL : fs->cfg->ref_ttl;
+	return fs->cfg->ref_ttl;
 }
 
 static uint64_t column_size(const struct tfs_column *c)
@@ -202,7 +275,7 @@ static uint64_t column_size(const struct tfs_column *c)
 
 /* Attributes of a node; for files, those of the version v (which the caller resolved). */
 static void fill_attr(struct fs *fs, const struct node *n, const struct tfs_version *v,
-		      struct stat *st)
+		      uint64_t log_size, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->ino;
@@ -213,9 +286,15 @@ static void fill_attr(struct fs *fs, const struct node *n, const struct tfs_vers
 	switch (n->type) {
 	case N_ROOT:
 	case N_DATASET:
-	case N_REF:
+	case N_VERSION:
+	case N_COMMITS:
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
+		break;
+	case N_LOG:
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)log_size;
 		break;
 	case N_COLUMN: {
 		int col = tfs_version_column(v, n->name);
@@ -261,17 +340,15 @@ static int file_version(struct fs *fs, const struct node *n, struct tfs_version 
 	return 0;
 }
 
-static double ttl_s(const struct fs *fs)
-{
-	return fs->cfg->ref_ttl;
-}
-
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	struct node *p = node_get(fs, parent), *n = NULL;
 	struct tfs_version *v = NULL;
 	struct fuse_entry_param e;
+	uint64_t log_size = 0;
+	enum tfs_ref_kind kind;
+	struct tfs_id id;
 	char col[256];
 	int rc = -ENOENT;
 
@@ -284,13 +361,41 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			n = node_child(fs, p, name, N_DATASET);
 		break;
 	case N_DATASET:
-		if (!tfs_name_valid(name))
+		if (!strcmp(name, "commits")) {
+			n = node_child(fs, p, name, N_COMMITS);
 			break;
-		n = node_child(fs, p, name, N_REF);
-		if (n && (rc = ref_version(fs, n, &v)))
+		}
+		if (!strcmp(name, "log")) {
+			n = node_child(fs, p, name, N_LOG);
+			if (n && (rc = log_text(fs, n, NULL, &log_size)))
+				n = NULL;
+			break;
+		}
+		if (!tfs_name_valid(name) || (rc = tfs_ref_lookup(fs->store, p->name, name, &kind,
+								  &id)))
+			break;
+		n = node_child(fs, p, name, N_VERSION);
+		if (!n)
+			break;
+		pthread_mutex_lock(&fs->lock);
+		n->kind = kind == TFS_REF_TAG ? V_TAG : V_BRANCH;
+		pthread_mutex_unlock(&fs->lock);
+		if ((rc = ref_version(fs, n, &v)))
 			n = NULL;
 		break;
-	case N_REF:
+	case N_COMMITS:
+		if (strlen(name) != TFS_ID_HEX - 1 || tfs_id_parse(name, &id))
+			break;
+		n = node_child(fs, p, name, N_VERSION);
+		if (!n)
+			break;
+		pthread_mutex_lock(&fs->lock);
+		n->kind = V_COMMIT;
+		pthread_mutex_unlock(&fs->lock);
+		if ((rc = ref_version(fs, n, &v)))
+			n = NULL;
+		break;
+	case N_VERSION:
 		rc = ref_version(fs, p, &v);
 		if (rc)
 			break;
@@ -307,7 +412,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (rc == -ENOENT) {
 			/* Negative entries expire like positive ones: a dataset or ref created
 			 * later shows up within the TTL. */
-			e.entry_timeout = ttl_s(fs);
+			e.entry_timeout = node_ttl(fs, p);
 			fuse_reply_entry(req, &e);
 			tfs_version_put(v);
 			return;
@@ -315,9 +420,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	}
 	e.ino = n->ino;
-	fill_attr(fs, n, n->type == N_DATASET ? NULL : v, &e.attr);
-	e.attr_timeout = ttl_s(fs);
-	e.entry_timeout = ttl_s(fs);
+	fill_attr(fs, n, n->type == N_VERSION || n->type == N_COLUMN || n->type == N_SCHEMA ? v
+											       : NULL,
+		  log_size, &e.attr);
+	e.attr_timeout = node_ttl(fs, n);
+	e.entry_timeout = node_ttl(fs, n);
 	tfs_version_put(v);
 	fuse_reply_entry(req, &e);
 	return;
@@ -333,6 +440,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct fs *fs = fs_of(req);
 	struct node *n = node_get(fs, ino);
 	struct tfs_version *v = NULL;
+	uint64_t log_size = 0;
 	struct stat st;
 	int rc = 0;
 
@@ -344,18 +452,20 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		/* fstat on an open file describes what that file reads. */
 		v = ((struct handle *)fi->fh)->ver;
 		tfs_version_get(v);
-	} else if (n->type == N_REF) {
+	} else if (n->type == N_VERSION) {
 		rc = ref_version(fs, n, &v);
 	} else if (n->type == N_COLUMN || n->type == N_SCHEMA) {
 		rc = file_version(fs, n, &v);
+	} else if (n->type == N_LOG) {
+		rc = log_text(fs, n, NULL, &log_size);
 	}
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fill_attr(fs, n, v, &st);
+	fill_attr(fs, n, v, log_size, &st);
 	tfs_version_put(v);
-	fuse_reply_attr(req, &st, ttl_s(fs));
+	fuse_reply_attr(req, &st, node_ttl(fs, n));
 }
 
 static int dir_add(struct dirlist *d, const char *name, fuse_ino_t ino, mode_t mode)
@@ -381,6 +491,7 @@ struct list_ctx {
 	struct node *parent;
 	struct dirlist *d;
 	enum ntype type;
+	enum vkind kind; /* for N_VERSION children */
 };
 
 static int list_child(void *arg, const char *name, int is_dir)
@@ -394,6 +505,11 @@ static int list_child(void *arg, const char *name, int is_dir)
 	n = node_child(l->fs, l->parent, name, l->type);
 	if (!n)
 		return -ENOMEM;
+	if (l->type == N_VERSION) {
+		pthread_mutex_lock(&l->fs->lock);
+		n->kind = l->kind;
+		pthread_mutex_unlock(&l->fs->lock);
+	}
 	return dir_add(l->d, name, n->ino, S_IFDIR);
 }
 
@@ -412,7 +528,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct node *n = node_get(fs, ino);
 	struct dirlist *d = calloc(1, sizeof(*d));
 	struct tfs_version *v = NULL;
-	struct list_ctx l = { fs, n, d, N_DATASET };
+	struct list_ctx l = { fs, n, d, N_DATASET, V_BRANCH };
 	int rc;
 
 	if (!d) {
@@ -432,13 +548,40 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	case N_ROOT:
 		rc = tfs_lake_list(fs->store, list_child, &l);
 		break;
-	case N_DATASET:
-		l.type = N_REF;
-		rc = tfs_ref_list(fs->store, n->name, TFS_REF_BRANCH, list_child, &l);
+	case N_DATASET: {
+		struct node *c = node_child(fs, n, "commits", N_COMMITS);
+		struct node *lg = node_child(fs, n, "log", N_LOG);
+
+		rc = c && lg ? dir_add(d, "commits", c->ino, S_IFDIR) : -ENOMEM;
+		if (!rc)
+			rc = dir_add(d, "log", lg->ino, S_IFREG);
+		l.type = N_VERSION;
+		l.kind = V_BRANCH;
+		if (!rc)
+			rc = tfs_ref_list(fs->store, n->name, TFS_REF_BRANCH, list_child, &l);
+		l.kind = V_TAG;
 		if (!rc)
 			rc = tfs_ref_list(fs->store, n->name, TFS_REF_TAG, list_child, &l);
 		break;
-	case N_REF:
+	}
+	case N_COMMITS: {
+		struct tfs_idset all = { 0 };
+
+		l.type = N_VERSION;
+		l.kind = V_COMMIT;
+		rc = tfs_reachable_commits(fs->store, node_dataset(n), &all);
+		for (size_t i = 0; !rc && i < all.cap; i++) {
+			char hex[TFS_ID_HEX];
+
+			if (tfs_id_is_zero(&all.slots[i]))
+				continue;
+			tfs_id_hex(&all.slots[i], hex);
+			rc = list_child(&l, hex, 1);
+		}
+		tfs_idset_free(&all);
+		break;
+	}
+	case N_VERSION:
 		rc = ref_version(fs, n, &v);
 		for (size_t i = 0; !rc && i < v->manifest.ncols; i++) {
 			const char *name = v->manifest.cols[i].name;
@@ -513,7 +656,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (n->type != N_COLUMN && n->type != N_SCHEMA) {
+	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -526,13 +669,27 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	h->type = n->type;
+	if (n->type == N_LOG) {
+		/* Generated text whose size may change between stat and read: no page cache. */
+		rc = log_text(fs, n, &h->text, &h->size);
+		if (rc) {
+			tfs_buf_free(&h->text);
+			free(h);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		fi->direct_io = 1;
+		fi->fh = (uintptr_t)h;
+		fuse_reply_open(req, fi);
+		return;
+	}
 	rc = file_version(fs, n, &h->ver);
 	if (rc) {
 		free(h);
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	h->type = n->type;
 	if (n->type == N_COLUMN) {
 		const struct tfs_column *c;
 
@@ -551,7 +708,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* The page cache of a file stays valid while the commit behind it is the same one. */
 	pthread_mutex_lock(&fs->lock);
-	fi->keep_cache = n->seen_valid && tfs_id_eq(&n->seen, &h->ver->commit.id);
+	fi->keep_cache = (n->parent->kind != V_BRANCH) ||
+			 (n->seen_valid && tfs_id_eq(&n->seen, &h->ver->commit.id));
 	n->seen = h->ver->commit.id;
 	n->seen_valid = 1;
 	pthread_mutex_unlock(&fs->lock);
@@ -565,6 +723,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 	(void)ino;
 	tfs_version_put(h->ver);
+	tfs_buf_free(&h->text);
 	free(h);
 	fuse_reply_err(req, 0);
 }
@@ -676,7 +835,127 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > h->size - (uint64_t)off)
 		size = (size_t)(h->size - (uint64_t)off);
-	fuse_reply_buf(req, (const char *)h->ver->schema.data + off, size);
+	fuse_reply_buf(req, (const char *)(h->type == N_LOG ? h->text.data : h->ver->schema.data) +
+				    off,
+		       size);
+}
+
+/* Extended attributes: which commit a directory or file shows and what a column holds. */
+#define XATTR_PREFIX "user.tensorfs."
+#define MAX_XATTRS 6
+
+struct xattrs {
+	size_t n;
+	const char *names[MAX_XATTRS];
+	char values[MAX_XATTRS][TFS_MAX_DIMS * 22];
+};
+
+static int node_xattrs(struct fs *fs, struct node *n, struct xattrs *x)
+{
+	struct tfs_version *v = NULL;
+	char hex[TFS_ID_HEX];
+	int rc;
+
+	x->n = 0;
+	if (n->type == N_VERSION)
+		rc = ref_version(fs, n, &v);
+	else if (n->type == N_COLUMN || n->type == N_SCHEMA)
+		rc = file_version(fs, n, &v);
+	else
+		return 0;
+	if (rc)
+		return rc;
+	tfs_id_hex(&v->commit.id, hex);
+	x->names[x->n] = "commit";
+	snprintf(x->values[x->n++], sizeof(x->values[0]), "%s", hex);
+	if (n->type == N_COLUMN) {
+		const struct tfs_column *c = &v->manifest.cols[tfs_version_column(v, n->name)];
+		char *shape = x->values[x->n + 1];
+		size_t len = 0;
+
+		x->names[x->n] = "dtype";
+		snprintf(x->values[x->n++], sizeof(x->values[0]), "%s", c->dtype.descr);
+		/* The shape of one row, as in schema.json. */
+		len += (size_t)snprintf(shape, sizeof(x->values[0]), "[");
+		for (unsigned d = 0; d < c->ndim && len < sizeof(x->values[0]); d++)
+			len += (size_t)snprintf(shape + len, sizeof(x->values[0]) - len,
+						"%s%" PRIu64, d ? ", " : "", c->shape[d]);
+		if (len < sizeof(x->values[0]))
+			snprintf(shape + len, sizeof(x->values[0]) - len, "]");
+		x->names[x->n++] = "shape";
+		x->names[x->n] = "rows";
+		snprintf(x->values[x->n++], sizeof(x->values[0]), "%" PRIu64, c->rows);
+		x->names[x->n] = "chunk_bytes";
+		snprintf(x->values[x->n++], sizeof(x->values[0]), "%" PRIu64,
+			 c->rows_per_chunk * c->row_bytes);
+		x->names[x->n] = "codec";
+		snprintf(x->values[x->n++], sizeof(x->values[0]), "%s",
+			 tfs_codec_by_id(c->codec)->name);
+	}
+	tfs_version_put(v);
+	return 0;
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fs *fs = fs_of(req);
+	struct node *n = node_get(fs, ino);
+	struct xattrs x;
+	int rc;
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	rc = node_xattrs(fs, n, &x);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	for (size_t i = 0; i < x.n; i++) {
+		size_t len = strlen(x.values[i]);
+
+		if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX)) ||
+		    strcmp(name + strlen(XATTR_PREFIX), x.names[i]))
+			continue;
+		if (size == 0)
+			fuse_reply_xattr(req, len);
+		else if (size < len)
+			fuse_reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, x.values[i], len);
+		return;
+	}
+	fuse_reply_err(req, ENODATA);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *fs = fs_of(req);
+	struct node *n = node_get(fs, ino);
+	struct tfs_buf list = { 0 };
+	struct xattrs x;
+	int rc;
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	rc = node_xattrs(fs, n, &x);
+	for (size_t i = 0; !rc && i < x.n; i++) {
+		rc = tfs_buf_printf(&list, XATTR_PREFIX "%s", x.names[i]);
+		if (!rc)
+			rc = tfs_buf_append(&list, "", 1); /* names are NUL-separated */
+	}
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, list.len);
+	else if (size < list.len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, (const char *)list.data, list.len);
+	tfs_buf_free(&list);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -700,12 +979,15 @@ static const struct fuse_lowlevel_ops ops = {
 	.open = op_open,
 	.release = op_release,
 	.read = op_read,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
 };
 
 static void fs_free(struct fs *fs)
 {
 	for (size_t i = 0; i < fs->nnodes; i++) {
 		tfs_version_put(fs->nodes[i]->ver);
+		tfs_buf_free(&fs->nodes[i]->log);
 		free(fs->nodes[i]->name);
 		free(fs->nodes[i]);
 	}
@@ -789,7 +1071,6 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 		goto out;
 	}
 	mounted = 1;
-	tfs_info("mounted %s on %s", cfg->lake_url, cfg->mountpoint);
 	if (!cfg->foreground) {
 		if (!cfg->log_path)
 			tfs_log_use_syslog(1);
@@ -798,6 +1079,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 			goto out;
 		}
 	}
+	tfs_info("mounted %s on %s", cfg->lake_url, cfg->mountpoint);
 	loop = fuse_loop_cfg_create();
 	if (!loop) {
 		tfs_err("out of memory");

@@ -13,12 +13,14 @@
 
 #include "format.h"
 #include "fs.h"
+#include "history.h"
 #include "import.h"
 #include "store.h"
 #include "util.h"
 #include "version.h"
 
 #define TFS_VERSION_STRING "0.1.0"
+#define EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe */
 
 static const char usage_text[] =
 	"usage: tensorfs COMMAND [ARGS]\n"
@@ -33,6 +35,17 @@ static const char usage_text[] =
 	"                                  mount a lake (daemonises unless -f)\n"
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
 	"               log=FILE, threads=N, and libfuse options such as allow_other\n"
+	"  branch URL NAME [--from REF]    create a branch (default: from main)\n"
+	"  tag URL NAME [--at REF]         create a tag; tags never move\n"
+	"  log URL [REF] [-n N]            history of a ref (default main), newest first\n"
+	"  diff URL REF1 REF2              columns and row ranges that differ\n"
+	"  update URL COL ROWSTART=FILE.npy [-m MSG] [--branch B]\n"
+	"                                  overwrite rows of a column and commit\n"
+	"  drop URL COL [-m MSG] [--branch B]\n"
+	"                                  remove a column and commit\n"
+	"  verify URL                      re-read and check everything every ref reaches\n"
+	"  gc URL [--grace SECONDS] [--dry-run]\n"
+	"                                  delete objects no ref reaches (default grace 86400)\n"
 	"  version                         print the version\n"
 	"\n"
 	"LAKE_URL: file:///absolute/path. Unmount with `fusermount3 -u MOUNTPOINT`.\n";
@@ -168,7 +181,7 @@ static int cmd_import(int argc, char **argv)
 	rc = tfs_import(s, ds, src, n, &o, &commit);
 	if (rc) {
 		tfs_err("import into %s failed; the dataset is unchanged", argv[optind]);
-		rc = 1;
+		rc = rc == -EAGAIN ? EXIT_RETRY : 1;
 		goto out;
 	}
 	tfs_id_hex(&commit, hex);
@@ -304,6 +317,282 @@ static int cmd_info(int argc, char **argv)
 			print_info(v);
 	}
 	tfs_version_put(v);
+	free(ds);
+	tfs_store_close(s);
+	return rc ? 1 : 0;
+}
+
+/* Parse "-m MSG" and "--branch B" for the commands that write one commit. */
+static int write_opts(int argc, char **argv, struct tfs_import_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "message", required_argument, NULL, 'm' },
+		{ "branch", required_argument, NULL, 'b' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "m:b:", longopts, NULL)) != -1) {
+		if (opt == 'm')
+			o->message = optarg;
+		else if (opt == 'b')
+			o->branch = optarg;
+		else
+			return -1;
+	}
+	return 0;
+}
+
+static int report_commit(int rc, const char *url, const char *ds, const char *branch,
+			 const struct tfs_id *commit)
+{
+	char hex[TFS_ID_HEX];
+
+	if (rc) {
+		tfs_err("%s: nothing was committed", url);
+		return rc == -EAGAIN ? EXIT_RETRY : 1;
+	}
+	tfs_id_hex(commit, hex);
+	printf("committed %s to %s/%s\n", hex, ds, branch ? branch : "main");
+	return 0;
+}
+
+static int cmd_update(int argc, char **argv)
+{
+	struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 3 };
+	struct tfs_store *s;
+	struct tfs_id commit;
+	unsigned long long start;
+	char *ds, *eq, *end;
+	int rc;
+
+	if (write_opts(argc, argv, &o) || argc - optind != 3)
+		return usage(2);
+	eq = strchr(argv[optind + 2], '=');
+	errno = 0;
+	start = strtoull(argv[optind + 2], &end, 10);
+	if (!eq || end != eq || errno || !eq[1]) {
+		tfs_err("'%s': expected ROWSTART=FILE.npy", argv[optind + 2]);
+		return 2;
+	}
+	if (open_dataset(argv[optind], 0, &s, &ds))
+		return 1;
+	rc = tfs_update(s, ds, argv[optind + 1], start, eq + 1, &o, &commit);
+	rc = report_commit(rc, argv[optind], ds, o.branch, &commit);
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
+
+static int cmd_drop(int argc, char **argv)
+{
+	struct tfs_import_opts o = { 0 };
+	struct tfs_store *s;
+	struct tfs_id commit;
+	char *ds;
+	int rc;
+
+	if (write_opts(argc, argv, &o) || argc - optind != 2)
+		return usage(2);
+	if (open_dataset(argv[optind], 0, &s, &ds))
+		return 1;
+	rc = tfs_drop(s, ds, argv[optind + 1], &o, &commit);
+	rc = report_commit(rc, argv[optind], ds, o.branch, &commit);
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
+
+/* Resolve REF of a dataset with a message when it does not exist. */
+static int resolve(struct tfs_store *s, const char *url, const char *ds, const char *ref,
+		   struct tfs_id *id)
+{
+	int rc = tfs_dataset_check(s, ds);
+
+	if (rc == -ENOENT) {
+		tfs_err("%s: no such dataset", url);
+		return rc;
+	}
+	if (!rc)
+		rc = tfs_ref_resolve(s, ds, ref, id);
+	if (rc == -ENOENT)
+		tfs_err("%s: no branch, tag or commit '%s'", url, ref);
+	return rc;
+}
+
+static int cmd_ref(int argc, char **argv, enum tfs_ref_kind kind)
+{
+	static const struct option longopts[] = {
+		{ "from", required_argument, NULL, 'f' },
+		{ "at", required_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *from = "main", *what = kind == TFS_REF_TAG ? "tag" : "branch";
+	struct tfs_store *s;
+	struct tfs_id id;
+	char *ds, hex[TFS_ID_HEX];
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt != 'f')
+			return usage(2);
+		from = optarg;
+	}
+	if (argc - optind != 2)
+		return usage(2);
+	if (open_dataset(argv[optind], 0, &s, &ds))
+		return 1;
+	rc = resolve(s, argv[optind], ds, from, &id);
+	if (!rc) {
+		const char *name = argv[optind + 1];
+
+		rc = tfs_ref_create(s, ds, kind, name, &id);
+		if (rc == -EEXIST)
+			tfs_err("%s: a branch or tag named '%s' exists already%s", argv[optind], name,
+				kind == TFS_REF_TAG ? " (tags never move)" : "");
+		else if (rc == -EINVAL)
+			tfs_err("'%s' is not a valid %s name (letters, digits, '_', '.', '-'; not "
+				"'commits', 'log' or a commit id)",
+				name, what);
+		else if (rc)
+			tfs_err("%s: cannot create %s %s: %s", argv[optind], what, name,
+				strerror(-rc));
+		else {
+			tfs_id_hex(&id, hex);
+			printf("created %s %s at %s\n", what, name, hex);
+		}
+	}
+	free(ds);
+	tfs_store_close(s);
+	return rc ? 1 : 0;
+}
+
+static int cmd_log(int argc, char **argv)
+{
+	struct tfs_buf out = { 0 };
+	struct tfs_store *s;
+	struct tfs_id id;
+	long max = 0;
+	char *ds;
+	int opt, rc;
+
+	while ((opt = getopt(argc, argv, "n:")) != -1) {
+		if (opt != 'n')
+			return usage(2);
+		max = atol(optarg);
+	}
+	if (argc - optind < 1 || argc - optind > 2)
+		return usage(2);
+	if (open_dataset(argv[optind], 0, &s, &ds))
+		return 1;
+	rc = resolve(s, argv[optind], ds, argc - optind == 2 ? argv[optind + 1] : "main", &id);
+	if (!rc)
+		rc = tfs_log_text(s, ds, &id, max > 0 ? (size_t)max : 0, &out);
+	if (!rc)
+		fwrite(out.data, 1, out.len, stdout);
+	tfs_buf_free(&out);
+	free(ds);
+	tfs_store_close(s);
+	return rc ? 1 : 0;
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+	struct tfs_version *a = NULL, *b = NULL;
+	struct tfs_buf out = { 0 };
+	struct tfs_store *s;
+	struct tfs_id ia, ib;
+	char *ds;
+	int rc;
+
+	if (argc != 4)
+		return usage(2);
+	if (open_dataset(argv[1], 0, &s, &ds))
+		return 1;
+	rc = resolve(s, argv[1], ds, argv[2], &ia);
+	if (!rc)
+		rc = resolve(s, argv[1], ds, argv[3], &ib);
+	if (!rc)
+		rc = tfs_version_open(s, ds, &ia, &a);
+	if (!rc)
+		rc = tfs_version_open(s, ds, &ib, &b);
+	if (!rc)
+		rc = tfs_diff_text(s, ds, &a->manifest, &b->manifest, &out);
+	if (!rc)
+		fwrite(out.data, 1, out.len, stdout);
+	tfs_version_put(a);
+	tfs_version_put(b);
+	tfs_buf_free(&out);
+	free(ds);
+	tfs_store_close(s);
+	return rc ? 1 : 0;
+}
+
+static int cmd_verify(int argc, char **argv)
+{
+	struct tfs_verify_report r;
+	struct tfs_store *s;
+	char *ds;
+	int rc;
+
+	if (argc != 2)
+		return usage(2);
+	if (open_dataset(argv[1], 0, &s, &ds))
+		return 1;
+	rc = tfs_verify(s, ds, &r);
+	if (rc == -ENOENT)
+		tfs_err("%s: no such dataset", argv[1]);
+	else if (rc)
+		tfs_err("%s: verify could not complete: %s", argv[1], strerror(-rc));
+	else
+		printf("%s: %" PRIu64 " commits, %" PRIu64 " manifests, %" PRIu64 " chunks (%" PRIu64
+		       " bytes) checked: %" PRIu64 " problem%s\n",
+		       argv[1], r.commits, r.manifests, r.chunks, r.bytes, r.problems,
+		       r.problems == 1 ? "" : "s");
+	free(ds);
+	tfs_store_close(s);
+	return rc || r.problems ? 1 : 0;
+}
+
+static int cmd_gc(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "grace", required_argument, NULL, 'g' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tfs_gc_report r;
+	struct tfs_store *s;
+	long long grace = 86400;
+	int opt, dry = 0, rc;
+	char *ds, *end;
+
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt == 'g') {
+			grace = strtoll(optarg, &end, 10);
+			if (*end || grace < 0) {
+				tfs_err("--grace %s: expected seconds", optarg);
+				return 2;
+			}
+		} else if (opt == 'n') {
+			dry = 1;
+		} else {
+			return usage(2);
+		}
+	}
+	if (argc - optind != 1)
+		return usage(2);
+	if (open_dataset(argv[optind], 0, &s, &ds))
+		return 1;
+	rc = tfs_gc(s, ds, grace, dry, &r);
+	if (rc == -ENOENT)
+		tfs_err("%s: no such dataset", argv[optind]);
+	else if (!rc)
+		printf("%s: %s%" PRIu64 " unreachable objects (%" PRIu64 " bytes), kept %" PRIu64
+		       " reachable and %" PRIu64 " younger than %llds; removed %" PRIu64
+		       " temporary files\n",
+		       argv[optind], dry ? "would delete " : "deleted ", r.deleted, r.deleted_bytes,
+		       r.kept, r.young, grace, r.temp_removed);
 	free(ds);
 	tfs_store_close(s);
 	return rc ? 1 : 0;
@@ -445,6 +734,22 @@ int main(int argc, char **argv)
 		return cmd_info(argc, argv);
 	if (!strcmp(argv[0], "mount"))
 		return cmd_mount(argc, argv);
+	if (!strcmp(argv[0], "branch"))
+		return cmd_ref(argc, argv, TFS_REF_BRANCH);
+	if (!strcmp(argv[0], "tag"))
+		return cmd_ref(argc, argv, TFS_REF_TAG);
+	if (!strcmp(argv[0], "log"))
+		return cmd_log(argc, argv);
+	if (!strcmp(argv[0], "diff"))
+		return cmd_diff(argc, argv);
+	if (!strcmp(argv[0], "update"))
+		return cmd_update(argc, argv);
+	if (!strcmp(argv[0], "drop"))
+		return cmd_drop(argc, argv);
+	if (!strcmp(argv[0], "verify"))
+		return cmd_verify(argc, argv);
+	if (!strcmp(argv[0], "gc"))
+		return cmd_gc(argc, argv);
 	if (!strcmp(argv[0], "version") || !strcmp(argv[0], "--version")) {
 		printf("tensorfs %s (format %d)\n", TFS_VERSION_STRING, TFS_FORMAT_VERSION);
 		return 0;
