@@ -310,10 +310,12 @@ int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out)
 struct cursor {
 	const char *p, *end;
 	int lineno;
-	char line[256];
+	int overlong; /* set when a line did not fit: the text is malformed */
+	char line[1024]; /* a shape line of 31 dimensions of 20 digits fits */
 };
 
-/* Next line into c->line (without '\n'); -1 at end or for an over-long line. */
+/* Next line into c->line (without '\n'); -1 at the end or for an over-long line (which also
+ * sets c->overlong so that callers treating -1 as the end can tell). */
 static int next_line(struct cursor *c)
 {
 	const char *nl;
@@ -323,8 +325,10 @@ static int next_line(struct cursor *c)
 		return -1;
 	nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
 	n = nl ? (size_t)(nl - c->p) : (size_t)(c->end - c->p);
-	if (n >= sizeof(c->line))
+	if (n >= sizeof(c->line)) {
+		c->overlong = 1;
 		return -1;
+	}
 	memcpy(c->line, c->p, n);
 	c->line[n] = 0;
 	c->p += n + (nl ? 1 : 0);
@@ -491,6 +495,8 @@ int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, cha
 			goto bad;
 		}
 	}
+	if (cur.overlong)
+		goto bad;
 	return 0;
 bad:
 	if (!err[0])

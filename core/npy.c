@@ -27,6 +27,10 @@ int tfs_dtype_parse(const char *descr, struct tfs_dtype *out, int *big_endian, c
 
 	if (*p == '<' || *p == '>' || *p == '|' || *p == '=')
 		order = *p++;
+	if (!*p) {
+		SET_ERR("dtype '%s' is not supported", descr);
+		return -EINVAL;
+	}
 	kind = *p++;
 	if (!isdigit((unsigned char)*p)) {
 		SET_ERR("dtype '%s' is not supported (only bool, integer, float and complex)", descr);
@@ -224,19 +228,21 @@ int tfs_npy_parse(const void *buf, size_t len, struct tfs_npy_info *out, size_t 
 				goto bad;
 			out->ndim = 0;
 			for (;;) {
-				char *end;
-				unsigned long long v;
+				uint64_t v = 0;
 
 				if (expect(&l, ')'))
 					break;
 				skip_ws(&l);
 				if (l.p >= l.end || !isdigit((unsigned char)*l.p))
 					goto bad;
-				errno = 0;
-				v = strtoull(l.p, &end, 10);
-				if (errno || end > l.end)
-					goto bad;
-				l.p = end;
+				/* The header is not NUL-terminated: parse within its bounds. */
+				while (l.p < l.end && isdigit((unsigned char)*l.p)) {
+					const uint64_t digit = (uint64_t)(*l.p++ - '0');
+
+					if (v > (UINT64_MAX - digit) / 10)
+						goto bad;
+					v = v * 10 + digit;
+				}
 				if (l.p < l.end && *l.p == 'L') /* Python 2 longs */
 					l.p++;
 				if (out->ndim >= TFS_MAX_DIMS) {

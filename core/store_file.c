@@ -31,9 +31,12 @@ static struct file_store *fs_of(struct tfs_store *s)
 static int key_ok(const char *key)
 {
 	/* Keys come from our own code, but a name from a listing or a URL ends up here too:
-	 * refuse anything that could climb out of the root. */
-	if (!*key || key[0] == '/' || strstr(key, "..") || strlen(key) >= PATH_MAX - 64)
+	 * refuse anything that could climb out of the root ("a..b" is a fine name, ".." is not). */
+	if (!*key || key[0] == '/' || strlen(key) >= PATH_MAX - 64)
 		return 0;
+	for (const char *p = key; p; p = strchr(p, '/'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, "..", 2) && (p[2] == '/' || p[2] == 0))
+			return 0;
 	return 1;
 }
 

@@ -125,10 +125,14 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	*len = raw;
 	p = NULL;
 out:
-	if (why && first_report(id))
-		tfs_err("%s/%s: chunk %zu of column %s (rows %" PRIu64 "..%" PRIu64
-			") is damaged: %s; reads of those rows fail with EIO",
-			l->v->store->url, key, l->k, c->name, r0, r0 + nr - 1, why);
+	if (why && first_report(id)) {
+		char hex[TFS_ID_HEX];
+
+		tfs_id_hex(id, hex);
+		tfs_err("%s/%s: object %s, chunk %zu of column %s (rows %" PRIu64 "..%" PRIu64
+			"), is damaged: %s; reads of those rows fail with EIO",
+			l->v->store->url, key, hex, l->k, c->name, r0, r0 + nr - 1, why);
+	}
 	free(p);
 	tfs_buf_free(&obj);
 	return rc;
