@@ -497,6 +497,10 @@ int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, cha
 	}
 	if (cur.overlong)
 		goto bad;
+	if (m->ncols == 0 && m->rows != 0) {
+		snprintf(err, err_cap, "%" PRIu64 " rows but no columns", m->rows);
+		goto bad;
+	}
 	return 0;
 bad:
 	if (!err[0])

@@ -383,7 +383,15 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 
 	if (rc)
 		return rc;
-	if (h.raw_size > ((uint64_t)1 << 40))
+	/* Check everything that costs no allocation first: a damaged header must not make us
+	 * allocate whatever raw size it claims. */
+	if (h.type != expect || h.stored_size != len - TFS_OBJ_HEADER_SIZE ||
+	    XXH3_64bits((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE, h.stored_size) != h.checksum)
+		return -EIO;
+	if (h.codec == TFS_CODEC_RAW ? h.raw_size != h.stored_size
+				     : ZSTD_getFrameContentSize((const uint8_t *)obj +
+								    TFS_OBJ_HEADER_SIZE,
+								h.stored_size) != h.raw_size)
 		return -EIO;
 	p = malloc(h.raw_size + 1);
 	if (!p)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -761,6 +762,7 @@ static void read_column(fuse_req_t req, struct fs *fs, struct handle *h, size_t 
 	struct tfs_cache_entry **pinned = NULL;
 	struct iovec *iov = NULL;
 	size_t npinned = 0, maxbufs, count = 0;
+	char header[TFS_NPY_ALIGN];
 	int rc = 0;
 
 	if (end > h->size)
@@ -784,7 +786,10 @@ static void read_column(fuse_req_t req, struct fs *fs, struct handle *h, size_t 
 	if (pos < TFS_NPY_ALIGN) {
 		size_t n = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
 
-		iov[count].iov_base = h->header + pos;
+		/* A copy: once the reply is written the reader may close the file, and its release
+		 * (on another thread) frees the handle while writev is still returning. */
+		memcpy(header, h->header + pos, n);
+		iov[count].iov_base = header;
 		iov[count].iov_len = n;
 		count++;
 		pos += n;
@@ -823,6 +828,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct handle *h = (struct handle *)fi->fh;
+	char *copy;
 
 	(void)ino;
 	if (h->type == N_COLUMN) {
@@ -835,9 +841,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > h->size - (uint64_t)off)
 		size = (size_t)(h->size - (uint64_t)off);
-	fuse_reply_buf(req, (const char *)(h->type == N_LOG ? h->text.data : h->ver->schema.data) +
-				    off,
-		       size);
+	/* Small generated files: reply from a copy, for the same reason as the NPY header. */
+	copy = malloc(size ? size : 1);
+	if (!copy) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(copy, (const char *)(h->type == N_LOG ? h->text.data : h->ver->schema.data) + off,
+	       size);
+	fuse_reply_buf(req, copy, size);
+	free(copy);
 }
 
 /* Extended attributes: which commit a directory or file shows and what a column holds. */
@@ -1020,6 +1033,10 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	char opts[4096];
 	int rc = 1, mounted = 0, handlers = 0;
 
+	/* Chunk buffers are MiB-sized and short-lived. With glibc's adaptive threshold they would
+	 * come from per-thread heaps that keep freed memory; mapped, they go back to the system
+	 * when freed and the daemon's RSS follows the cache budget. */
+	mallopt(M_MMAP_THRESHOLD, 256 << 10);
 	pthread_mutex_init(&fs.lock, NULL);
 	fs.uid = getuid();
 	fs.gid = getgid();

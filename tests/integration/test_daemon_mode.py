@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+"""`tensorfs mount` without -f daemonises: exits 0 once the mount is up, serves reads, and
+goes away after the unmount."""
+
+import os
+import select
+import subprocess
+import time
+
+import numpy as np
+
+from conftest import (FUSERMOUNT, SLOW, TENSORFS_BIN, check_column_file, cmdline, is_mounted,
+                      kill_pids, pids_for_path, require_binary, unmount)
+
+
+def build(lake):
+    rng = np.random.default_rng(8)
+    src = rng.standard_normal((2000, 10)).astype("<f4")
+    lake.build("dd", {"x": src})
+    return src
+
+
+def wait_gone(mnt, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if not pids_for_path(mnt):
+            return []
+        time.sleep(0.05)
+    return pids_for_path(mnt)
+
+
+def cleanup(mnt):
+    unmount(mnt)
+    left = wait_gone(mnt, 5)
+    if left:
+        kill_pids(left)
+
+
+def test_daemon_mode(lake, tmp_path):
+    require_binary()
+    src = build(lake)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "daemon.log"
+    cmd = [TENSORFS_BIN, "mount", lake.url, str(mnt), "-o", f"log={log}"]
+    try:
+        t0 = time.time()
+        with open(tmp_path / "parent.out", "wb") as fo, open(tmp_path / "parent.err", "wb") as fe:
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe)
+            try:
+                rc = p.wait(timeout=20 * SLOW)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                raise AssertionError("`tensorfs mount` without -f did not return in time")
+        perr = (tmp_path / "parent.err").read_text(errors="replace")
+        assert rc == 0, f"`tensorfs mount` exited {rc}: {perr}"
+        assert time.time() - t0 < 15 * SLOW
+        # the mount is up by the time the command returns
+        assert is_mounted(mnt) and os.path.ismount(mnt), "mount not up when the command returned"
+        daemons = pids_for_path(mnt)
+        assert daemons, "no daemon process mentions the mount point"
+
+        check_column_file(mnt / "dd" / "main" / "x.npy", src)
+        assert "dd" in os.listdir(mnt)
+
+        r = subprocess.run([FUSERMOUNT, "-u", str(mnt)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        left = wait_gone(mnt, 5 * SLOW)
+        assert not left, "daemon still running 5s after the unmount: " + \
+            "; ".join(cmdline(x) for x in left)
+        assert not is_mounted(mnt)
+    finally:
+        cleanup(mnt)
+    assert log.exists(), "-o log=FILE did not create the log file"
+    if log.exists():
+        text = log.read_text(errors="replace")
+        assert "ERROR: AddressSanitizer" not in text and "runtime error:" not in text, text
+
+
+def test_daemon_detaches_stdio(lake, tmp_path):
+    """A daemon must not hold the caller's stdout/stderr (`x=$(tensorfs mount ...)` returns)."""
+    require_binary()
+    build(lake)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.Popen([TENSORFS_BIN, "mount", lake.url, str(mnt)], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        try:
+            rc = p.wait(timeout=20 * SLOW)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise AssertionError("`tensorfs mount` without -f did not return in time")
+        data = {p.stdout.fileno(): b"", p.stderr.fileno(): b""}
+        pending = set(data)
+        deadline = time.time() + 5 * SLOW
+        while pending and time.time() < deadline:
+            ready, _, _ = select.select(list(pending), [], [], 0.1)
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    data[fd] += chunk
+                else:
+                    pending.discard(fd)
+        assert rc == 0, f"`tensorfs mount` exited {rc}: {data[p.stderr.fileno()][-4000:]!r}"
+        assert not pending, "the daemon keeps the caller's stdout/stderr open"
+        assert is_mounted(mnt)
+    finally:
+        p.stdout.close()
+        p.stderr.close()
+        cleanup(mnt)
+    assert not pids_for_path(mnt)

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: MIT
+"""Daemon RSS stays within its configured cache budget while scanning a much larger column."""
+
+import os
+
+import numpy as np
+import pytest
+
+from conftest import HEADER_SIZE, SANITIZE, RssSampler, opened, vm_rss
+
+MiB = 1 << 20
+CACHE = 16 * MiB
+OVERHEAD = 48 * MiB  # decode buffers, zstd contexts, thread stacks, FUSE buffers
+ROWS, ROW = 30_000, 4096  # ~117 MiB, more than 7x the cache
+
+
+@pytest.mark.skipif(SANITIZE, reason="TENSORFS_SANITIZE=1: AddressSanitizer inflates RSS, "
+                    "so a memory bound cannot be checked on a sanitizer build")
+def test_memory_bounded(lake, mount):
+    rng = np.random.default_rng(2026)
+    # random nibbles: compress to about half, not trivially
+    src = (np.frombuffer(rng.bytes(ROWS * ROW), dtype=np.uint8) & 0x0F).reshape(ROWS, ROW)
+    lake.build("big", {"px": src}, timeout=300)
+    path_npy = lake.scratch
+    for f in path_npy.iterdir():  # the input copy is no longer needed
+        f.unlink()
+
+    m = mount(lake, opts=["cache_mem=16M"])
+    pid = m.pid
+    path = m.path / "big" / "main" / "px.npy"
+    size = os.stat(path).st_size
+    assert size == HEADER_SIZE + src.nbytes
+    baseline = vm_rss(pid)
+    assert baseline, "cannot read the daemon's VmRSS"
+    data = memoryview(src.reshape(-1))
+    with RssSampler(pid) as rss, opened(path) as fd:
+        off = HEADER_SIZE
+        while off < size:
+            n = min(MiB, size - off)
+            got = os.pread(fd, n, off)
+            if got != data[off - HEADER_SIZE:off - HEADER_SIZE + n]:
+                raise AssertionError(f"scan: bytes at {off}..{off + n} differ")
+            off += n
+            rss.sample()
+    growth = rss.peak - baseline
+    assert rss.samples > 10
+    assert growth < CACHE + OVERHEAD, (
+        f"daemon RSS grew by {growth / MiB:.1f} MiB (baseline {baseline / MiB:.1f} MiB, peak "
+        f"{rss.peak / MiB:.1f} MiB) scanning {src.nbytes / MiB:.0f} MiB with cache_mem=16M; "
+        f"allowed {(CACHE + OVERHEAD) / MiB:.0f} MiB")
