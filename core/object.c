@@ -357,6 +357,19 @@ int tfs_object_header(const void *obj, size_t len, struct tfs_obj_header *hdr)
 	return 0;
 }
 
+int tfs_object_check(const void *obj, size_t len)
+{
+	struct tfs_obj_header h;
+	int rc = tfs_object_header(obj, len, &h);
+
+	if (rc)
+		return rc;
+	if (h.stored_size != len - TFS_OBJ_HEADER_SIZE ||
+	    XXH3_64bits((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE, h.stored_size) != h.checksum)
+		return -EIO;
+	return 0;
+}
+
 int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, void *dst,
 		      size_t dst_len)
 {

@@ -74,6 +74,10 @@ int tfs_object_encode(enum tfs_obj_type type, enum tfs_codec_id codec, int level
  * Returns 0, or -EIO for a damaged header, -EPROTO for a newer format version. */
 int tfs_object_header(const void *obj, size_t len, struct tfs_obj_header *h);
 
+/* Check an encoded object's header, length and payload checksum without decoding it (the
+ * disk cache does this before serving a file). Returns 0, -EIO or -EPROTO. */
+int tfs_object_check(const void *obj, size_t len);
+
 /* Verify the checksum and decode the payload of a whole object into dst (raw_size bytes,
  * which the caller learns from tfs_object_header). `expect` is the type the caller wants.
  * Returns 0 or -EIO (any damage, or the wrong type). */

@@ -29,6 +29,15 @@ int tfs_store_open(const char *url, unsigned flags, struct tfs_store **out)
 	return -EPROTONOSUPPORT;
 }
 
+void tfs_store_counters(const struct tfs_store *s, struct tfs_store_counters *out)
+{
+	const uint64_t *src = (const uint64_t *)&s->count;
+	uint64_t *dst = (uint64_t *)out;
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
 void tfs_store_close(struct tfs_store *s)
 {
 	if (s)

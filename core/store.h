@@ -46,11 +46,21 @@ struct tfs_store_ops {
 	int (*sweep)(struct tfs_store *s, const char *prefix, int64_t older_than);
 };
 
+/* Requests made through a store (the inline wrappers below count them, atomically). */
+struct tfs_store_counters {
+	uint64_t gets, ranged_gets, heads, puts, lists, deletes;
+	uint64_t bytes_read, bytes_written;
+};
+
 /* Fields every backend's store begins with. */
 struct tfs_store {
 	const struct tfs_store_ops *ops;
 	char *url; /* the root URL, without a trailing '/' */
+	struct tfs_store_counters count; /* atomic */
 };
+
+/* A consistent-enough snapshot of a store's counters. */
+void tfs_store_counters(const struct tfs_store *s, struct tfs_store_counters *out);
 
 extern const struct tfs_store_ops tfs_store_file_ops;
 
@@ -65,25 +75,39 @@ void tfs_store_close(struct tfs_store *s);
  * -EINVAL when the URL has no dataset component or the name is not a valid name. */
 int tfs_url_split(const char *url, char **lake_url, char **dataset);
 
+#define TFS_STORE_COUNT(s, field, n) __atomic_add_fetch(&(s)->count.field, (n), __ATOMIC_RELAXED)
+
 static inline int tfs_store_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
 {
-	return s->ops->get(s, key, out);
+	int rc = s->ops->get(s, key, out);
+
+	TFS_STORE_COUNT(s, gets, 1);
+	if (!rc)
+		TFS_STORE_COUNT(s, bytes_read, out->len);
+	return rc;
 }
 
 static inline ssize_t tfs_store_get_range(struct tfs_store *s, const char *key, uint64_t off,
 					  void *buf, size_t len)
 {
-	return s->ops->get_range(s, key, off, buf, len);
+	ssize_t rc = s->ops->get_range(s, key, off, buf, len);
+
+	TFS_STORE_COUNT(s, ranged_gets, 1);
+	if (rc > 0)
+		TFS_STORE_COUNT(s, bytes_read, (uint64_t)rc);
+	return rc;
 }
 
 static inline int tfs_store_head(struct tfs_store *s, const char *key, uint64_t *size)
 {
+	TFS_STORE_COUNT(s, heads, 1);
 	return s->ops->head(s, key, size);
 }
 
 static inline int tfs_store_stat(struct tfs_store *s, const char *key, uint64_t *size,
 				 int64_t *mtime)
 {
+	TFS_STORE_COUNT(s, heads, 1);
 	return s->ops->stat(s, key, size, mtime);
 }
 
@@ -94,28 +118,35 @@ static inline int tfs_store_sweep(struct tfs_store *s, const char *prefix, int64
 
 static inline int tfs_store_put(struct tfs_store *s, const char *key, const void *d, size_t n)
 {
+	TFS_STORE_COUNT(s, puts, 1);
+	TFS_STORE_COUNT(s, bytes_written, n);
 	return s->ops->put(s, key, d, n);
 }
 
 static inline int tfs_store_put_new(struct tfs_store *s, const char *key, const void *d, size_t n)
 {
+	TFS_STORE_COUNT(s, puts, 1);
+	TFS_STORE_COUNT(s, bytes_written, n);
 	return s->ops->put_new(s, key, d, n);
 }
 
 static inline int tfs_store_cas(struct tfs_store *s, const char *key, const void *old,
 				size_t old_len, const void *d, size_t n)
 {
+	TFS_STORE_COUNT(s, puts, 1);
 	return s->ops->cas(s, key, old, old_len, d, n);
 }
 
 static inline int tfs_store_list(struct tfs_store *s, const char *prefix, tfs_store_list_fn fn,
 				 void *arg)
 {
+	TFS_STORE_COUNT(s, lists, 1);
 	return s->ops->list(s, prefix, fn, arg);
 }
 
 static inline int tfs_store_del(struct tfs_store *s, const char *key)
 {
+	TFS_STORE_COUNT(s, deletes, 1);
 	return s->ops->del(s, key);
 }
 
