@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* cache: a byte-budgeted memory cache of decoded chunks with refcounted get/put, LRU eviction and
- * one load per key however many readers miss on it at once. */
+/* cache: a byte-budgeted memory cache of decoded chunks with refcounted get/put, sharded locking,
+ * LRU eviction, one load per key however many readers miss on it at once, and prefetch loads. */
 #include "cache.h"
 
 #include <assert.h>
@@ -9,35 +9,56 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NSHARDS 16
+
 enum state { LOADING, READY, FAILED };
 
 struct entry {
 	struct tfs_cache_entry pub; /* first: tfs_cache_entry pointers are entry pointers */
 	struct tfs_id key;
-	enum state state; /* protected by cache->lock */
-	int err;	  /* protected by cache->lock; set when FAILED */
-	unsigned refs;	  /* protected by cache->lock */
-	int hashed;	  /* in the table; protected by cache->lock */
-	struct entry *hnext;		/* hash chain; protected by cache->lock */
-	struct entry *lru_prev, *lru_next; /* protected by cache->lock; READY entries only */
+	unsigned shard;
+	enum state state;  /* protected by shard->lock */
+	int err;	   /* protected by shard->lock; set when FAILED */
+	unsigned refs;	   /* protected by shard->lock */
+	int prefetched;	   /* loaded ahead, no reader yet; protected by shard->lock */
+	struct entry *hnext;		   /* hash chain; protected by shard->lock */
+	struct entry *lru_prev, *lru_next; /* protected by shard->lock; READY entries only */
+};
+
+/* Keys are SHA-256 digests, uniformly distributed: byte 0 picks the shard, bytes 8.. the bucket.
+ * Readers of different chunks rarely share a lock. */
+struct shard {
+	pthread_mutex_t lock;
+	pthread_cond_t loaded; /* broadcast when a load in this shard finishes */
+	struct entry **table;  /* protected by lock */
+	size_t nbuckets;       /* protected by lock */
+	size_t n;	       /* protected by lock */
+	struct entry lru;      /* sentinel: lru.lru_next is the most recently used */
+	uint64_t bytes;	       /* protected by lock */
+};
+
+/* Counters, updated with relaxed atomics outside any lock. */
+struct counters {
+	uint64_t hits, misses, waits, load_errors, evictions, bytes_loaded;
+	uint64_t prefetch_loads, prefetch_hits, prefetch_wasted, prefetch_pending;
 };
 
 struct tfs_cache {
-	pthread_mutex_t lock;
-	pthread_cond_t loaded; /* broadcast when a load finishes */
-	struct entry **table;  /* protected by lock */
-	size_t nbuckets;       /* protected by lock */
-	struct entry lru;      /* sentinel: lru.lru_next is the most recently used */
-	struct tfs_cache_stats st; /* protected by lock */
+	struct shard shards[NSHARDS];
+	uint64_t budget;
+	uint64_t total;	       /* bytes over all shards; atomic */
+	unsigned evict_cursor; /* next shard to evict from; atomic */
+	struct counters n;     /* atomic */
 };
 
-static size_t bucket_of(const struct tfs_cache *c, const struct tfs_id *key)
+#define COUNT(c, f, v) __atomic_add_fetch(&(c)->n.f, (v), __ATOMIC_RELAXED)
+
+static uint64_t hash_of(const struct tfs_id *key)
 {
 	uint64_t h;
 
-	/* Keys are SHA-256 digests: any 8 bytes are uniformly distributed. */
-	memcpy(&h, key->b, sizeof(h));
-	return (size_t)(h & (c->nbuckets - 1));
+	memcpy(&h, key->b + 8, sizeof(h));
+	return h;
 }
 
 int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
@@ -46,16 +67,22 @@ int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 
 	if (!c)
 		return -ENOMEM;
-	c->nbuckets = 1024;
-	c->table = calloc(c->nbuckets, sizeof(*c->table));
-	if (!c->table) {
-		free(c);
-		return -ENOMEM;
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		struct shard *s = &c->shards[i];
+
+		s->nbuckets = 64;
+		s->table = calloc(s->nbuckets, sizeof(*s->table));
+		if (!s->table) {
+			while (i--)
+				free(c->shards[i].table);
+			free(c);
+			return -ENOMEM;
+		}
+		pthread_mutex_init(&s->lock, NULL);
+		pthread_cond_init(&s->loaded, NULL);
+		s->lru.lru_next = s->lru.lru_prev = &s->lru;
 	}
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->loaded, NULL);
-	c->lru.lru_next = c->lru.lru_prev = &c->lru;
-	c->st.budget = budget;
+	c->budget = budget;
 	*out = c;
 	return 0;
 }
@@ -70,18 +97,22 @@ void tfs_cache_destroy(struct tfs_cache *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct entry *e = c->table[i], *next;
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		struct shard *s = &c->shards[i];
 
-		for (; e; e = next) {
-			next = e->hnext;
-			assert(e->refs == 0);
-			free_entry(e);
+		for (size_t b = 0; b < s->nbuckets; b++) {
+			struct entry *e = s->table[b], *next;
+
+			for (; e; e = next) {
+				next = e->hnext;
+				assert(e->refs == 0);
+				free_entry(e);
+			}
 		}
+		free(s->table);
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->loaded);
 	}
-	free(c->table);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->loaded);
 	free(c);
 }
 
@@ -92,71 +123,108 @@ static void lru_unlink(struct entry *e)
 	e->lru_prev = e->lru_next = NULL;
 }
 
-static void lru_push_front(struct tfs_cache *c, struct entry *e)
+static void lru_push_front(struct shard *s, struct entry *e)
 {
-	e->lru_next = c->lru.lru_next;
-	e->lru_prev = &c->lru;
-	c->lru.lru_next->lru_prev = e;
-	c->lru.lru_next = e;
+	e->lru_next = s->lru.lru_next;
+	e->lru_prev = &s->lru;
+	s->lru.lru_next->lru_prev = e;
+	s->lru.lru_next = e;
 }
 
-static void unhash(struct tfs_cache *c, struct entry *e)
+static struct entry **bucket(struct shard *s, const struct tfs_id *key)
 {
-	struct entry **pp = &c->table[bucket_of(c, &e->key)];
+	return &s->table[hash_of(key) & (s->nbuckets - 1)];
+}
+
+static struct entry *lookup(struct shard *s, const struct tfs_id *key)
+{
+	struct entry *e = *bucket(s, key);
+
+	while (e && !tfs_id_eq(&e->key, key))
+		e = e->hnext;
+	return e;
+}
+
+static void unhash(struct shard *s, struct entry *e)
+{
+	struct entry **pp = bucket(s, &e->key);
 
 	while (*pp != e)
 		pp = &(*pp)->hnext;
 	*pp = e->hnext;
-	e->hashed = 0;
-	c->st.entries--;
+	e->hnext = NULL;
+	s->n--;
 }
 
-static void grow(struct tfs_cache *c)
+static void grow(struct shard *s)
 {
-	size_t n = c->nbuckets * 2;
+	size_t n = s->nbuckets * 2;
 	struct entry **t = calloc(n, sizeof(*t));
 
 	if (!t)
 		return; /* longer chains, still correct */
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct entry *e = c->table[i], *next;
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		struct entry *e = s->table[i], *next;
 
 		for (; e; e = next) {
-			size_t b;
-			uint64_t h;
+			size_t b = hash_of(&e->key) & (n - 1);
 
 			next = e->hnext;
-			memcpy(&h, e->key.b, sizeof(h));
-			b = (size_t)(h & (n - 1));
 			e->hnext = t[b];
 			t[b] = e;
 		}
 	}
-	free(c->table);
-	c->table = t;
-	c->nbuckets = n;
+	free(s->table);
+	s->table = t;
+	s->nbuckets = n;
 }
 
-/* Evict unused entries from the cold end until the cache fits its budget. Called with the lock
- * held; returns the evicted entries as a list (through hnext) to be freed after unlocking. */
-static struct entry *evict(struct tfs_cache *c)
+/* A new LOADING entry with one reference, hashed into s. Called with s->lock held. */
+static struct entry *insert_loading(struct shard *s, unsigned idx, const struct tfs_id *key)
 {
-	struct entry *e = c->lru.lru_prev, *freed = NULL;
+	struct entry *e = calloc(1, sizeof(*e));
+	struct entry **b;
 
-	while (c->st.bytes > c->st.budget && e != &c->lru) {
+	if (!e)
+		return NULL;
+	e->key = *key;
+	e->shard = idx;
+	e->state = LOADING;
+	e->refs = 1;
+	if (s->n >= s->nbuckets)
+		grow(s);
+	b = bucket(s, key);
+	e->hnext = *b;
+	*b = e;
+	s->n++;
+	return e;
+}
+
+/* Evict unused entries from the cold end of shard s while the cache is over budget. Called with
+ * s->lock held; the evicted entries are chained through hnext for freeing after unlocking. */
+static void evict_shard(struct tfs_cache *c, struct shard *s, struct entry **freed)
+{
+	struct entry *e = s->lru.lru_prev;
+
+	while (__atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget && e != &s->lru) {
 		struct entry *prev = e->lru_prev;
 
 		if (e->refs == 0) {
 			lru_unlink(e);
-			unhash(c, e);
-			c->st.bytes -= e->pub.len;
-			c->st.evictions++;
-			e->hnext = freed;
-			freed = e;
+			unhash(s, e);
+			s->bytes -= e->pub.len;
+			__atomic_sub_fetch(&c->total, e->pub.len, __ATOMIC_RELAXED);
+			COUNT(c, evictions, 1);
+			if (e->prefetched) {
+				COUNT(c, prefetch_wasted, 1);
+				__atomic_sub_fetch(&c->n.prefetch_pending, e->pub.len,
+						   __ATOMIC_RELAXED);
+			}
+			e->hnext = *freed;
+			*freed = e;
 		}
 		e = prev;
 	}
-	return freed;
 }
 
 static void free_list(struct entry *e)
@@ -169,103 +237,207 @@ static void free_list(struct entry *e)
 	}
 }
 
+/* Bring the cache back under budget: the shard just used first, then the others in turn. Takes
+ * one shard lock at a time. */
+static void shrink(struct tfs_cache *c, unsigned first)
+{
+	struct entry *freed = NULL;
+	unsigned start = __atomic_fetch_add(&c->evict_cursor, 1, __ATOMIC_RELAXED);
+
+	for (unsigned i = 0; i <= NSHARDS; i++) {
+		unsigned idx = i == 0 ? first : (start + i) % NSHARDS;
+		struct shard *s = &c->shards[idx];
+
+		if (__atomic_load_n(&c->total, __ATOMIC_RELAXED) <= c->budget)
+			break;
+		pthread_mutex_lock(&s->lock);
+		evict_shard(c, s, &freed);
+		pthread_mutex_unlock(&s->lock);
+	}
+	free_list(freed);
+}
+
+/* Mark a reader's first use of an entry; called with its shard lock held. */
+static void first_use(struct tfs_cache *c, struct entry *e)
+{
+	if (!e->prefetched)
+		return;
+	e->prefetched = 0;
+	COUNT(c, prefetch_hits, 1);
+	if (e->state == READY)
+		__atomic_sub_fetch(&c->n.prefetch_pending, e->pub.len, __ATOMIC_RELAXED);
+}
+
+/* Finish a load: publish the data or the error. Returns 1 when the caller should shrink. */
+static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, int rc,
+		       uint8_t *data, size_t len, struct entry **freed)
+{
+	if (rc) {
+		/* Waiters see the error; the entry leaves the table so the next get retries. */
+		e->state = FAILED;
+		e->err = rc;
+		unhash(s, e);
+		COUNT(c, load_errors, 1);
+		if (--e->refs == 0)
+			*freed = e;
+		pthread_cond_broadcast(&s->loaded);
+		return 0;
+	}
+	e->pub.data = data;
+	e->pub.len = len;
+	e->state = READY;
+	s->bytes += len;
+	__atomic_add_fetch(&c->total, len, __ATOMIC_RELAXED);
+	COUNT(c, bytes_loaded, len);
+	if (e->prefetched)
+		__atomic_add_fetch(&c->n.prefetch_pending, len, __ATOMIC_RELAXED);
+	lru_push_front(s, e);
+	pthread_cond_broadcast(&s->loaded);
+	return __atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget;
+}
+
 int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,
 		  void *arg, struct tfs_cache_entry **out)
 {
+	const unsigned idx = key->b[0] % NSHARDS;
+	struct shard *s = &c->shards[idx];
 	struct entry *e, *freed = NULL;
 	uint8_t *data = NULL;
 	size_t len = 0;
-	int rc;
+	int rc, over;
 
-	pthread_mutex_lock(&c->lock);
-	for (e = c->table[bucket_of(c, key)]; e; e = e->hnext)
-		if (tfs_id_eq(&e->key, key))
-			break;
+	pthread_mutex_lock(&s->lock);
+	e = lookup(s, key);
 	if (e) {
 		e->refs++;
+		first_use(c, e);
 		if (e->state == LOADING) {
-			c->st.waits++;
+			COUNT(c, waits, 1);
 			while (e->state == LOADING)
-				pthread_cond_wait(&c->loaded, &c->lock);
+				pthread_cond_wait(&s->loaded, &s->lock);
 		} else {
-			c->st.hits++;
+			COUNT(c, hits, 1);
 		}
 		if (e->state == FAILED) {
 			rc = e->err;
 			if (--e->refs == 0)
 				freed = e;
-			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&s->lock);
 			if (freed)
 				free_entry(freed);
 			return rc;
 		}
 		lru_unlink(e);
-		lru_push_front(c, e);
-		pthread_mutex_unlock(&c->lock);
+		lru_push_front(s, e);
+		pthread_mutex_unlock(&s->lock);
 		*out = &e->pub;
 		return 0;
 	}
-
-	c->st.misses++;
-	e = calloc(1, sizeof(*e));
-	if (!e) {
-		pthread_mutex_unlock(&c->lock);
+	COUNT(c, misses, 1);
+	e = insert_loading(s, idx, key);
+	pthread_mutex_unlock(&s->lock);
+	if (!e)
 		return -ENOMEM;
-	}
-	e->key = *key;
-	e->state = LOADING;
-	e->refs = 1;
-	e->hashed = 1;
-	if (c->st.entries >= c->nbuckets)
-		grow(c);
-	e->hnext = c->table[bucket_of(c, key)];
-	c->table[bucket_of(c, key)] = e;
-	c->st.entries++;
-	pthread_mutex_unlock(&c->lock);
 
 	rc = load(arg, key, &data, &len);
 
-	pthread_mutex_lock(&c->lock);
-	if (rc) {
-		/* Waiters see the error; the entry leaves the table so the next get retries. */
-		e->state = FAILED;
-		e->err = rc;
-		unhash(c, e);
-		e->hnext = NULL;
-		c->st.load_errors++;
-		if (--e->refs == 0)
-			freed = e;
-	} else {
-		e->pub.data = data;
-		e->pub.len = len;
-		e->state = READY;
-		c->st.bytes += len;
-		c->st.bytes_loaded += len;
-		lru_push_front(c, e);
-		freed = evict(c);
-		*out = &e->pub;
-	}
-	pthread_cond_broadcast(&c->loaded);
-	pthread_mutex_unlock(&c->lock);
-	free_list(freed);
-	return rc;
+	pthread_mutex_lock(&s->lock);
+	over = finish_load(c, s, e, rc, data, len, &freed);
+	pthread_mutex_unlock(&s->lock);
+	if (freed)
+		free_entry(freed);
+	if (rc)
+		return rc;
+	if (over)
+		shrink(c, idx);
+	*out = &e->pub;
+	return 0;
 }
 
 void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *pub)
 {
-	struct entry *e = (struct entry *)pub, *freed;
+	struct entry *e = (struct entry *)pub;
+	struct shard *s = &c->shards[e->shard];
+	int over;
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&s->lock);
 	assert(e->refs > 0 && e->state == READY);
 	e->refs--;
-	freed = e->refs == 0 ? evict(c) : NULL;
-	pthread_mutex_unlock(&c->lock);
-	free_list(freed);
+	over = e->refs == 0 && __atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget;
+	pthread_mutex_unlock(&s->lock);
+	if (over)
+		shrink(c, e->shard);
+}
+
+int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,
+		       void *arg)
+{
+	const unsigned idx = key->b[0] % NSHARDS;
+	struct shard *s = &c->shards[idx];
+	struct entry *e, *freed = NULL;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	int rc, over;
+
+	pthread_mutex_lock(&s->lock);
+	if (lookup(s, key)) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	e = insert_loading(s, idx, key);
+	if (e) {
+		e->prefetched = 1;
+		COUNT(c, prefetch_loads, 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!e)
+		return -ENOMEM;
+
+	rc = load(arg, key, &data, &len);
+
+	pthread_mutex_lock(&s->lock);
+	over = finish_load(c, s, e, rc, data, len, &freed);
+	if (!rc)
+		e->refs--; /* the loader's own reference; readers that joined hold theirs */
+	pthread_mutex_unlock(&s->lock);
+	if (freed)
+		free_entry(freed);
+	if (rc)
+		return rc;
+	if (over)
+		shrink(c, idx);
+	return 1;
+}
+
+int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key)
+{
+	struct shard *s = &c->shards[key->b[0] % NSHARDS];
+	int found;
+
+	pthread_mutex_lock(&s->lock);
+	found = lookup(s, key) != NULL;
+	pthread_mutex_unlock(&s->lock);
+	return found;
 }
 
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 {
-	pthread_mutex_lock(&c->lock);
-	*st = c->st;
-	pthread_mutex_unlock(&c->lock);
+	memset(st, 0, sizeof(*st));
+	st->hits = __atomic_load_n(&c->n.hits, __ATOMIC_RELAXED);
+	st->misses = __atomic_load_n(&c->n.misses, __ATOMIC_RELAXED);
+	st->waits = __atomic_load_n(&c->n.waits, __ATOMIC_RELAXED);
+	st->load_errors = __atomic_load_n(&c->n.load_errors, __ATOMIC_RELAXED);
+	st->evictions = __atomic_load_n(&c->n.evictions, __ATOMIC_RELAXED);
+	st->bytes_loaded = __atomic_load_n(&c->n.bytes_loaded, __ATOMIC_RELAXED);
+	st->prefetch_loads = __atomic_load_n(&c->n.prefetch_loads, __ATOMIC_RELAXED);
+	st->prefetch_hits = __atomic_load_n(&c->n.prefetch_hits, __ATOMIC_RELAXED);
+	st->prefetch_wasted = __atomic_load_n(&c->n.prefetch_wasted, __ATOMIC_RELAXED);
+	st->prefetch_pending = __atomic_load_n(&c->n.prefetch_pending, __ATOMIC_RELAXED);
+	st->bytes = __atomic_load_n(&c->total, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		pthread_mutex_lock(&c->shards[i].lock);
+		st->entries += c->shards[i].n;
+		pthread_mutex_unlock(&c->shards[i].lock);
+	}
+	st->budget = c->budget;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* cache: a byte-budgeted memory cache of decoded chunks with refcounted get/put, LRU eviction and
- * one load per key however many readers miss on it at once. */
+/* cache: a byte-budgeted memory cache of decoded chunks with refcounted get/put, sharded locking,
+ * LRU eviction, one load per key however many readers miss on it at once, and prefetch loads. */
 #ifndef TFS_CACHE_H
 #define TFS_CACHE_H
 
@@ -23,11 +23,16 @@ typedef int (*tfs_cache_load_fn)(void *arg, const struct tfs_id *key, uint8_t **
 				 size_t *len);
 
 struct tfs_cache_stats {
-	uint64_t hits, misses, waits; /* waits: misses that joined a load already under way */
+	uint64_t hits, misses;
+	uint64_t waits;		   /* misses that joined a load already under way */
 	uint64_t load_errors;
 	uint64_t evictions;
-	uint64_t bytes_loaded;
-	uint64_t bytes, entries; /* now */
+	uint64_t bytes_loaded;	   /* decoded bytes loaded, by readers and prefetch */
+	uint64_t prefetch_loads;   /* entries loaded ahead of readers */
+	uint64_t prefetch_hits;	   /* of those, ones a reader then used */
+	uint64_t prefetch_wasted;  /* of those, ones evicted before any reader used them */
+	uint64_t prefetch_pending; /* bytes loaded ahead and not used yet (now) */
+	uint64_t bytes, entries;   /* now */
 	uint64_t budget;
 };
 
@@ -41,6 +46,12 @@ void tfs_cache_destroy(struct tfs_cache *c);
 int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,
 		  void *arg, struct tfs_cache_entry **e);
 void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *e);
+
+/* Load key ahead of any reader unless it is cached or loading already. Returns 1 if it loaded
+ * the entry, 0 if there was nothing to do, or the loader's error. Nothing stays pinned. */
+int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,
+		       void *arg);
+int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key);
 
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st);
 

@@ -149,6 +149,17 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 	return tfs_cache_get(cache, &c->chunks[k].id, load_chunk, &l, e);
 }
 
+int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col,
+			       size_t k)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	struct load_ctx l = { v, c, k };
+
+	if (k >= c->nchunks)
+		return -EINVAL;
+	return tfs_cache_prefetch(cache, &c->chunks[k].id, load_chunk, &l);
+}
+
 ssize_t tfs_version_read(struct tfs_version *v, struct tfs_cache *cache, size_t col, uint64_t off,
 			 void *buf, size_t len)
 {

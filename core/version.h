@@ -34,6 +34,11 @@ int tfs_version_column(const struct tfs_version *v, const char *name);
 int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
 			  struct tfs_cache_entry **e);
 
+/* Load chunk k of column col into the cache ahead of readers (tfs_cache_prefetch). Returns 1 if
+ * it loaded the chunk, 0 if it was cached or loading already, or -errno. */
+int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col,
+			       size_t k);
+
 /* Copy len bytes of column col's row-major data starting at data offset off into buf. Returns the
  * byte count (short at the end of the data) or -errno. */
 ssize_t tfs_version_read(struct tfs_version *v, struct tfs_cache *cache, size_t col, uint64_t off,

@@ -22,14 +22,16 @@
 #include "format.h"
 #include "store.h"
 #include "history.h"
+#include "prefetch.h"
 #include "version.h"
 
 #define MAX_IO (1u << 20)
+#define CTL_DIR ".tensorfs"
 #define MAX_IOV 256 /* well under writev's UIO_MAXIOV */
 
 #define IMMUTABLE_TTL 86400.0 /* commits and tags never change: let the kernel keep them */
 
-enum ntype { N_ROOT, N_DATASET, N_VERSION, N_COMMITS, N_LOG, N_COLUMN, N_SCHEMA };
+enum ntype { N_ROOT, N_DATASET, N_VERSION, N_COMMITS, N_LOG, N_COLUMN, N_SCHEMA, N_CTLDIR, N_STATS };
 
 /* What a version directory names: a branch moves, a tag or a commit never does. */
 enum vkind { V_BRANCH, V_TAG, V_COMMIT };
@@ -55,6 +57,7 @@ struct fs {
 	const struct tfs_fs_config *cfg;
 	struct tfs_store *store;
 	struct tfs_cache *cache;
+	struct tfs_prefetcher *prefetch;
 	pthread_mutex_t lock;
 	struct node **nodes;   /* by ino - 1; protected by lock */
 	size_t nnodes, cap;    /* protected by lock */
@@ -64,12 +67,14 @@ struct fs {
 	uid_t uid;
 	gid_t gid;
 	time_t started;
+	uint64_t started_ns;
 };
 
 /* An open file: pinned to the version it was opened at, whatever the branch does later. */
 struct handle {
-	struct tfs_version *ver; /* NULL for the log file */
-	struct tfs_buf text;	 /* the log file's content, taken at open */
+	struct tfs_version *ver;   /* NULL for generated files (log, stats) */
+	struct tfs_stream *stream; /* column files: drives the prefetcher */
+	struct tfs_buf text;	   /* generated files' content, taken at open */
 	enum ntype type;
 	size_t col;
 	uint64_t size;
@@ -289,10 +294,12 @@ static void fill_attr(struct fs *fs, const struct node *n, const struct tfs_vers
 	case N_DATASET:
 	case N_VERSION:
 	case N_COMMITS:
+	case N_CTLDIR:
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 		break;
 	case N_LOG:
+	case N_STATS:
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
 		st->st_size = (off_t)log_size;
@@ -341,6 +348,46 @@ static int file_version(struct fs *fs, const struct node *n, struct tfs_version 
 	return 0;
 }
 
+/* The .tensorfs/stats file: every counter the daemon keeps, as JSON. */
+static int stats_json(struct fs *fs, struct tfs_buf *out)
+{
+	struct tfs_cache_stats c;
+	struct tfs_prefetch_stats p = { 0 };
+	struct tfs_store_counters sc;
+
+	tfs_cache_stats(fs->cache, &c);
+	if (fs->prefetch)
+		tfs_prefetcher_stats(fs->prefetch, &p);
+	tfs_store_counters(fs->store, &sc);
+	return tfs_buf_printf(
+		out,
+		"{\n  \"uptime_s\": %.3f,\n"
+		"  \"cache\": {\"budget\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"entries\": %" PRIu64
+		", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"joined_loads\": %" PRIu64
+		", \"load_errors\": %" PRIu64 ", \"evictions\": %" PRIu64
+		", \"bytes_decompressed\": %" PRIu64 "},\n"
+		"  \"prefetch\": {\"threads\": %u, \"scheduled\": %" PRIu64 ", \"loaded\": %" PRIu64
+		", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 ", \"pending_bytes\": %" PRIu64
+		", \"already_cached\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"errors\": %" PRIu64
+		", \"sequential_streams\": %" PRIu64 ", \"random_resets\": %" PRIu64 "},\n"
+		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"ranged_gets\": %" PRIu64
+		", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64 ", \"bytes_fetched\": %" PRIu64 "}\n}\n",
+		(double)(tfs_now_ns() - fs->started_ns) / 1e9, c.budget, c.bytes, c.entries, c.hits,
+		c.misses, c.waits, c.load_errors, c.evictions, c.bytes_loaded, p.threads, p.scheduled,
+		c.prefetch_loads, c.prefetch_hits, c.prefetch_wasted, c.prefetch_pending,
+		p.skipped_cached, p.throttled, p.errors, p.sequential_streams, p.random_resets,
+		fs->store->url, sc.gets, sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read);
+}
+
+static uint64_t stats_size(struct fs *fs)
+{
+	struct tfs_buf b = { 0 };
+	uint64_t n = stats_json(fs, &b) ? 0 : b.len;
+
+	tfs_buf_free(&b);
+	return n;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
@@ -358,8 +405,16 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	switch (p->type) {
 	case N_ROOT:
-		if (tfs_name_valid(name) && !(rc = tfs_dataset_check(fs->store, name)))
+		if (!strcmp(name, CTL_DIR))
+			n = node_child(fs, p, name, N_CTLDIR);
+		else if (tfs_name_valid(name) && !(rc = tfs_dataset_check(fs->store, name)))
 			n = node_child(fs, p, name, N_DATASET);
+		break;
+	case N_CTLDIR:
+		if (!strcmp(name, "stats")) {
+			n = node_child(fs, p, name, N_STATS);
+			log_size = stats_size(fs);
+		}
 		break;
 	case N_DATASET:
 		if (!strcmp(name, "commits")) {
@@ -459,6 +514,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		rc = file_version(fs, n, &v);
 	} else if (n->type == N_LOG) {
 		rc = log_text(fs, n, NULL, &log_size);
+	} else if (n->type == N_STATS) {
+		log_size = stats_size(fs);
 	}
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -546,9 +603,20 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (rc)
 		goto out;
 	switch (n->type) {
-	case N_ROOT:
-		rc = tfs_lake_list(fs->store, list_child, &l);
+	case N_ROOT: {
+		struct node *c = node_child(fs, n, CTL_DIR, N_CTLDIR);
+
+		rc = c ? dir_add(d, CTL_DIR, c->ino, S_IFDIR) : -ENOMEM;
+		if (!rc)
+			rc = tfs_lake_list(fs->store, list_child, &l);
 		break;
+	}
+	case N_CTLDIR: {
+		struct node *c = node_child(fs, n, "stats", N_STATS);
+
+		rc = c ? dir_add(d, "stats", c->ino, S_IFREG) : -ENOMEM;
+		break;
+	}
 	case N_DATASET: {
 		struct node *c = node_child(fs, n, "commits", N_COMMITS);
 		struct node *lg = node_child(fs, n, "log", N_LOG);
@@ -657,7 +725,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG) {
+	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG &&
+	    n->type != N_STATS) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -671,9 +740,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	h->type = n->type;
-	if (n->type == N_LOG) {
+	if (n->type == N_LOG || n->type == N_STATS) {
 		/* Generated text whose size may change between stat and read: no page cache. */
-		rc = log_text(fs, n, &h->text, &h->size);
+		if (n->type == N_STATS) {
+			rc = stats_json(fs, &h->text);
+			h->size = h->text.len;
+		} else {
+			rc = log_text(fs, n, &h->text, &h->size);
+		}
 		if (rc) {
 			tfs_buf_free(&h->text);
 			free(h);
@@ -698,6 +772,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		c = &h->ver->manifest.cols[h->col];
 		h->size = column_size(c);
 		rc = tfs_npy_header_build(&c->dtype, c->rows, c->ndim, c->shape, h->header);
+		if (!rc && fs->prefetch)
+			rc = tfs_stream_create(fs->prefetch, h->ver, h->col, NULL, c->nchunks,
+					       &h->stream);
 		if (rc) {
 			tfs_version_put(h->ver);
 			free(h);
@@ -723,6 +800,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct handle *h = (struct handle *)fi->fh;
 
 	(void)ino;
+	tfs_stream_destroy(h->stream);
 	tfs_version_put(h->ver);
 	tfs_buf_free(&h->text);
 	free(h);
@@ -782,6 +860,12 @@ static void read_column(fuse_req_t req, struct fs *fs, struct handle *h, size_t 
 	if (!iov || !pinned) {
 		rc = -ENOMEM;
 		goto out;
+	}
+	if (h->stream && end > TFS_NPY_ALIGN && chunk_bytes) {
+		uint64_t d0 = pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0;
+
+		tfs_stream_access(h->stream, (size_t)(d0 / chunk_bytes),
+				  (size_t)((end - 1 - TFS_NPY_ALIGN) / chunk_bytes));
 	}
 	if (pos < TFS_NPY_ALIGN) {
 		size_t n = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
@@ -847,8 +931,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	memcpy(copy, (const char *)(h->type == N_LOG ? h->text.data : h->ver->schema.data) + off,
-	       size);
+	memcpy(copy, (const char *)(h->ver ? h->ver->schema.data : h->text.data) + off, size);
 	fuse_reply_buf(req, copy, size);
 	free(copy);
 }
@@ -998,6 +1081,8 @@ static const struct fuse_lowlevel_ops ops = {
 
 static void fs_free(struct fs *fs)
 {
+	/* Loaders reference versions and the cache: stop them first. */
+	tfs_prefetcher_destroy(fs->prefetch);
 	for (size_t i = 0; i < fs->nnodes; i++) {
 		tfs_version_put(fs->nodes[i]->ver);
 		tfs_buf_free(&fs->nodes[i]->log);
@@ -1013,14 +1098,16 @@ static void fs_free(struct fs *fs)
 
 static void log_stats(struct fs *fs)
 {
-	struct tfs_cache_stats st;
+	struct tfs_buf b = { 0 };
 
-	tfs_cache_stats(fs->cache, &st);
-	tfs_info("cache: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64 " joined loads, %" PRIu64
-		 " load errors, %" PRIu64 " evictions, %" PRIu64 " bytes decoded; %" PRIu64
-		 " bytes in %" PRIu64 " entries (budget %" PRIu64 ")",
-		 st.hits, st.misses, st.waits, st.load_errors, st.evictions, st.bytes_loaded,
-		 st.bytes, st.entries, st.budget);
+	if (stats_json(fs, &b))
+		return;
+	/* One line: the JSON of .tensorfs/stats without its newlines. */
+	for (size_t i = 0; i < b.len; i++)
+		if (b.data[i] == '\n')
+			b.data[i] = ' ';
+	tfs_info("stats at exit: %s", (char *)b.data);
+	tfs_buf_free(&b);
 }
 
 int tfs_fs_main(const struct tfs_fs_config *cfg)
@@ -1041,6 +1128,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	fs.uid = getuid();
 	fs.gid = getgid();
 	fs.started = time(NULL);
+	fs.started_ns = tfs_now_ns();
 	fs.ttl_ns = (uint64_t)(cfg->ref_ttl * 1e9);
 	fs.cap = 1024;
 	fs.hsize = 4096;
@@ -1097,6 +1185,14 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 		}
 	}
 	tfs_info("mounted %s on %s", cfg->lake_url, cfg->mountpoint);
+	/* After fuse_daemonize: its fork would not carry the loader threads along. Half the cache
+	 * may hold chunks loaded ahead; the rest stays for chunks readers are using. */
+	if (cfg->prefetch_threads &&
+	    tfs_prefetcher_create(fs.cache, cfg->prefetch_threads, cfg->cache_mem / 2,
+				  &fs.prefetch)) {
+		tfs_err("out of memory");
+		goto out;
+	}
 	loop = fuse_loop_cfg_create();
 	if (!loop) {
 		tfs_err("out of memory");

@@ -14,6 +14,7 @@ struct tfs_fs_config {
 	double ref_ttl;		/* seconds a branch head is trusted before it is read again */
 	const char *log_path;	/* NULL: stderr in the foreground, syslog as a daemon */
 	unsigned max_threads;	/* FUSE worker threads */
+	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: no prefetch */
 	const char *fuse_opts;	/* extra -o options for libfuse (allow_other, ...), or NULL */
 };
 

@@ -34,6 +34,7 @@ static const char usage_text[] =
 	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
 	"                                  mount a lake (daemonises unless -f)\n"
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
+	"               prefetch_threads=N (default: one per CPU; 0 disables),\n"
 	"               log=FILE, threads=N, and libfuse options such as allow_other\n"
 	"  branch URL NAME [--from REF]    create a branch (default: from main)\n"
 	"  tag URL NAME [--at REF]         create a tag; tags never move\n"
@@ -637,6 +638,15 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 			cfg->log_path = val;
 		} else if (!strcmp(o, "threads") && val) {
 			cfg->max_threads = (unsigned)atoi(val);
+		} else if (!strcmp(o, "prefetch_threads") && val) {
+			char *end;
+			long n = strtol(val, &end, 10);
+
+			if (*end || n < 0 || n > 256) {
+				tfs_err("-o prefetch_threads=%s: expected 0..256", val);
+				return -EINVAL;
+			}
+			cfg->prefetch_threads = (unsigned)n;
 		} else if (!strcmp(o, "debug") && !val) {
 			cfg->debug = 1;
 		} else if (mount8_option(o)) {
@@ -658,6 +668,9 @@ static int cmd_mount(int argc, char **argv)
 	struct tfs_fs_config cfg = {
 		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
 		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
+		.prefetch_threads = (unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0
+						       ? sysconf(_SC_NPROCESSORS_ONLN)
+						       : 1),
 	};
 	struct tfs_buf fuse_opts = { 0 };
 	char *pos[2], mnt[PATH_MAX], logpath[PATH_MAX];

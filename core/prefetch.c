@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/* prefetch: a thread pool that loads chunks into the cache ahead of readers. */
+#include "prefetch.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIN_WINDOW 2	/* chunks ahead once a stream looks sequential */
+#define MAX_WINDOW 64	/* chunks ahead at most, whatever the budget */
+#define SEQ_STREAK 2	/* chunk-to-chunk advances before a stream counts as sequential */
+
+struct job {
+	struct job *next;
+	struct tfs_version *v; /* referenced by the job */
+	size_t col, k;
+	uint64_t bytes;
+};
+
+struct tfs_prefetcher {
+	struct tfs_cache *cache;
+	uint64_t max_ahead;
+	pthread_mutex_t lock;
+	pthread_cond_t work;
+	struct job *head, *tail; /* protected by lock */
+	uint64_t queued_bytes;	 /* queued or loading; protected by lock */
+	int stopping;		 /* protected by lock */
+	unsigned nthreads;
+	pthread_t *threads;
+	struct tfs_prefetch_stats st; /* protected by lock */
+};
+
+struct tfs_stream {
+	struct tfs_prefetcher *pf;
+	struct tfs_version *v;
+	size_t col;
+	uint32_t *order; /* NULL: identity */
+	size_t n;
+	pthread_mutex_t lock;
+	size_t pos;	      /* last position seen; protected by lock */
+	int seen;	      /* protected by lock */
+	unsigned streak;      /* consecutive forward advances; protected by lock */
+	size_t window;	      /* chunks kept ahead; protected by lock */
+	size_t scheduled_end; /* positions below this were scheduled; protected by lock */
+};
+
+static void *loader(void *arg)
+{
+	struct tfs_prefetcher *pf = arg;
+
+	for (;;) {
+		struct job *j;
+		int rc;
+
+		pthread_mutex_lock(&pf->lock);
+		while (!pf->head && !pf->stopping)
+			pthread_cond_wait(&pf->work, &pf->lock);
+		if (pf->stopping) {
+			pthread_mutex_unlock(&pf->lock);
+			return NULL;
+		}
+		j = pf->head;
+		pf->head = j->next;
+		if (!pf->head)
+			pf->tail = NULL;
+		pthread_mutex_unlock(&pf->lock);
+
+		rc = tfs_version_chunk_prefetch(j->v, pf->cache, j->col, j->k);
+
+		pthread_mutex_lock(&pf->lock);
+		pf->queued_bytes -= j->bytes;
+		if (rc == 0)
+			pf->st.skipped_cached++;
+		else if (rc < 0)
+			pf->st.errors++;
+		pthread_mutex_unlock(&pf->lock);
+		tfs_version_put(j->v);
+		free(j);
+	}
+}
+
+int tfs_prefetcher_create(struct tfs_cache *cache, unsigned nthreads, uint64_t max_ahead,
+			  struct tfs_prefetcher **out)
+{
+	struct tfs_prefetcher *pf = calloc(1, sizeof(*pf));
+
+	if (!pf)
+		return -ENOMEM;
+	pf->cache = cache;
+	pf->max_ahead = max_ahead;
+	pthread_mutex_init(&pf->lock, NULL);
+	pthread_cond_init(&pf->work, NULL);
+	pf->threads = calloc(nthreads ? nthreads : 1, sizeof(*pf->threads));
+	if (!pf->threads) {
+		free(pf);
+		return -ENOMEM;
+	}
+	for (pf->nthreads = 0; pf->nthreads < nthreads; pf->nthreads++)
+		if (pthread_create(&pf->threads[pf->nthreads], NULL, loader, pf))
+			break;
+	pf->st.threads = pf->nthreads;
+	*out = pf;
+	return 0;
+}
+
+void tfs_prefetcher_destroy(struct tfs_prefetcher *pf)
+{
+	if (!pf)
+		return;
+	pthread_mutex_lock(&pf->lock);
+	pf->stopping = 1;
+	pthread_cond_broadcast(&pf->work);
+	pthread_mutex_unlock(&pf->lock);
+	for (unsigned i = 0; i < pf->nthreads; i++)
+		pthread_join(pf->threads[i], NULL);
+	while (pf->head) {
+		struct job *j = pf->head;
+
+		pf->head = j->next;
+		tfs_version_put(j->v);
+		free(j);
+	}
+	free(pf->threads);
+	pthread_mutex_destroy(&pf->lock);
+	pthread_cond_destroy(&pf->work);
+	free(pf);
+}
+
+void tfs_prefetcher_stats(struct tfs_prefetcher *pf, struct tfs_prefetch_stats *st)
+{
+	pthread_mutex_lock(&pf->lock);
+	*st = pf->st;
+	pthread_mutex_unlock(&pf->lock);
+}
+
+int tfs_stream_create(struct tfs_prefetcher *pf, struct tfs_version *v, size_t col,
+		      const uint32_t *order, size_t n, struct tfs_stream **out)
+{
+	struct tfs_stream *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	if (order) {
+		st->order = malloc((n ? n : 1) * sizeof(*order));
+		if (!st->order) {
+			free(st);
+			return -ENOMEM;
+		}
+		memcpy(st->order, order, n * sizeof(*order));
+	}
+	st->pf = pf;
+	st->v = v;
+	tfs_version_get(v);
+	st->col = col;
+	st->n = n;
+	pthread_mutex_init(&st->lock, NULL);
+	*out = st;
+	return 0;
+}
+
+void tfs_stream_destroy(struct tfs_stream *st)
+{
+	if (!st)
+		return;
+	tfs_version_put(st->v);
+	free(st->order);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+static size_t chunk_at(const struct tfs_stream *st, size_t pos)
+{
+	return st->order ? st->order[pos] : pos;
+}
+
+/* Queue chunk k unless that would exceed the ahead budget. Returns 0, or -ENOSPC when throttled. */
+static int schedule(struct tfs_stream *st, size_t k)
+{
+	struct tfs_prefetcher *pf = st->pf;
+	const struct tfs_column *c = &st->v->manifest.cols[st->col];
+	struct tfs_cache_stats cs;
+	struct job *j;
+	uint64_t bytes = c->rows_per_chunk * c->row_bytes;
+
+	tfs_cache_stats(pf->cache, &cs);
+	pthread_mutex_lock(&pf->lock);
+	if (pf->queued_bytes + cs.prefetch_pending + bytes > pf->max_ahead) {
+		pf->st.throttled++;
+		pthread_mutex_unlock(&pf->lock);
+		return -ENOSPC;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		pthread_mutex_unlock(&pf->lock);
+		return -ENOMEM;
+	}
+	j->v = st->v;
+	tfs_version_get(j->v);
+	j->col = st->col;
+	j->k = k;
+	j->bytes = bytes;
+	if (pf->tail)
+		pf->tail->next = j;
+	else
+		pf->head = j;
+	pf->tail = j;
+	pf->queued_bytes += bytes;
+	pf->st.scheduled++;
+	pthread_cond_signal(&pf->work);
+	pthread_mutex_unlock(&pf->lock);
+	return 0;
+}
+
+void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
+{
+	const struct tfs_column *c = &st->v->manifest.cols[st->col];
+	uint64_t chunk_bytes = c->rows_per_chunk * c->row_bytes;
+	size_t max_window, end;
+
+	if (!st->pf->nthreads || st->n == 0 || chunk_bytes == 0)
+		return;
+	max_window = (size_t)(st->pf->max_ahead / chunk_bytes);
+	if (max_window > MAX_WINDOW)
+		max_window = MAX_WINDOW;
+	if (max_window == 0)
+		return;
+	if (last >= st->n)
+		last = st->n - 1;
+
+	pthread_mutex_lock(&st->lock);
+	if (!st->seen) {
+		st->seen = 1;
+		st->pos = last;
+	} else if (first > st->pos + 1 + st->window || last + 1 < st->pos) {
+		/* A jump: random access. Load nothing ahead until progress is sequential again.
+		 * A step back by one chunk is tolerated: page faults and readahead arrive out of
+		 * order from several threads. */
+		if (st->streak >= SEQ_STREAK) {
+			pthread_mutex_lock(&st->pf->lock);
+			st->pf->st.random_resets++;
+			pthread_mutex_unlock(&st->pf->lock);
+		}
+		st->streak = 0;
+		st->window = 0;
+		st->scheduled_end = 0;
+		st->pos = last;
+	} else if (last > st->pos) {
+		st->streak++;
+		if (st->streak == SEQ_STREAK) {
+			pthread_mutex_lock(&st->pf->lock);
+			st->pf->st.sequential_streams++;
+			pthread_mutex_unlock(&st->pf->lock);
+		}
+		/* The reader keeps up: widen the window, up to what the budget allows. */
+		if (st->streak >= SEQ_STREAK)
+			st->window = st->window ? st->window * 2 : MIN_WINDOW;
+		if (st->window > max_window)
+			st->window = max_window;
+		st->pos = last;
+	}
+	end = st->pos + 1 + st->window;
+	if (end > st->n)
+		end = st->n;
+	if (st->scheduled_end < st->pos + 1)
+		st->scheduled_end = st->pos + 1;
+	while (st->window && st->scheduled_end < end) {
+		if (schedule(st, chunk_at(st, st->scheduled_end)))
+			break;
+		st->scheduled_end++;
+	}
+	pthread_mutex_unlock(&st->lock);
+}

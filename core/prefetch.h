@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* prefetch: a thread pool that loads chunks into the cache ahead of readers. Each reader is a
+ * stream over a sequence of chunks (a column in order, or an explicit order for views); the
+ * stream detects sequential progress and keeps a growing window of upcoming chunks loading. */
+#ifndef TFS_PREFETCH_H
+#define TFS_PREFETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "version.h"
+
+struct tfs_prefetcher;
+struct tfs_stream;
+
+struct tfs_prefetch_stats {
+	unsigned threads;
+	uint64_t scheduled;	 /* chunks queued for loading ahead */
+	uint64_t skipped_cached; /* queued chunks found cached or loading already */
+	uint64_t throttled;	 /* chunks not queued because the ahead budget was used up */
+	uint64_t errors;
+	uint64_t sequential_streams, random_resets;
+};
+
+/* nthreads loaders; at most max_ahead bytes of chunks queued, loading, or loaded and not yet
+ * used (the memory cache's prefetch_pending) at any time. */
+int tfs_prefetcher_create(struct tfs_cache *cache, unsigned nthreads, uint64_t max_ahead,
+			  struct tfs_prefetcher **out);
+/* Stops the threads; queued work is dropped. */
+void tfs_prefetcher_destroy(struct tfs_prefetcher *pf);
+void tfs_prefetcher_stats(struct tfs_prefetcher *pf, struct tfs_prefetch_stats *st);
+
+/* A stream over column col of version v (which it references until destroyed). order lists the
+ * chunk indices in the order the reader will consume them (copied); NULL means 0..nchunks-1.
+ * n is the length of the sequence. */
+int tfs_stream_create(struct tfs_prefetcher *pf, struct tfs_version *v, size_t col,
+		      const uint32_t *order, size_t n, struct tfs_stream **out);
+void tfs_stream_destroy(struct tfs_stream *st);
+
+/* The reader consumed sequence positions first..last (inclusive). Sequential progress schedules
+ * the next chunks; a jump resets the window so random access loads nothing ahead. */
+void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last);
+
+#endif
