@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1060,6 +1061,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* 1 MiB requests: libfuse derives max_pages from max_write. */
 	conn->max_write = MAX_IO;
 	conn->max_readahead = MAX_IO;
+	/* Readahead and mmap faults arrive as background requests: let enough be in flight to
+	 * keep the prefetcher's window busy (the kernel default is 12). */
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA; /* we decide at open, see op_open */
@@ -1108,6 +1113,38 @@ static void log_stats(struct fs *fs)
 			b.data[i] = ' ';
 	tfs_info("stats at exit: %s", (char *)b.data);
 	tfs_buf_free(&b);
+}
+
+/* The kernel reads ahead at most the mount's bdi read_ahead_kb (128 by default for FUSE),
+ * whatever max_readahead says. Raise it when we may (root); found through mountinfo, since a
+ * stat of the mount point would wait for the INIT we have not answered yet. */
+static void set_readahead(const char *mountpoint, unsigned kb)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], dev[32] = "", path[PATH_MAX + 64];
+	unsigned maj, min;
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char mnt[PATH_MAX];
+
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) == 3 &&
+		    !strcmp(mnt, mountpoint))
+			snprintf(dev, sizeof(dev), "%u:%u", maj, min);
+	}
+	fclose(f);
+	if (!dev[0])
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "we");
+	if (!f) {
+		tfs_debug("cannot set %s: %s", path, strerror(errno));
+		return;
+	}
+	fprintf(f, "%u\n", kb);
+	if (fclose(f))
+		tfs_debug("cannot set %s: %s", path, strerror(errno));
 }
 
 int tfs_fs_main(const struct tfs_fs_config *cfg)
@@ -1176,6 +1213,8 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 		goto out;
 	}
 	mounted = 1;
+	if (cfg->readahead_kb)
+		set_readahead(cfg->mountpoint, cfg->readahead_kb);
 	if (!cfg->foreground) {
 		if (!cfg->log_path)
 			tfs_log_use_syslog(1);

@@ -15,11 +15,13 @@ struct tfs_fs_config {
 	const char *log_path;	/* NULL: stderr in the foreground, syslog as a daemon */
 	unsigned max_threads;	/* FUSE worker threads */
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: no prefetch */
+	unsigned readahead_kb;	   /* kernel readahead for the mount (needs root); 0: leave it */
 	const char *fuse_opts;	/* extra -o options for libfuse (allow_other, ...), or NULL */
 };
 
 #define TFS_FS_DEFAULT_CACHE_MEM (512ull << 20)
 #define TFS_FS_DEFAULT_REF_TTL 5.0
+#define TFS_FS_DEFAULT_READAHEAD_KB 1024
 
 /* Mount and serve until unmounted. Returns 0, or non-zero (after logging why) when the lake
  * cannot be opened or the mount fails; in daemon mode, returns in the parent only once the

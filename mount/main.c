@@ -35,6 +35,7 @@ static const char usage_text[] =
 	"                                  mount a lake (daemonises unless -f)\n"
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
 	"               prefetch_threads=N (default: one per CPU; 0 disables),\n"
+	"               readahead_kb=N (kernel readahead, default 1024, needs root),\n"
 	"               log=FILE, threads=N, and libfuse options such as allow_other\n"
 	"  branch URL NAME [--from REF]    create a branch (default: from main)\n"
 	"  tag URL NAME [--at REF]         create a tag; tags never move\n"
@@ -638,6 +639,8 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 			cfg->log_path = val;
 		} else if (!strcmp(o, "threads") && val) {
 			cfg->max_threads = (unsigned)atoi(val);
+		} else if (!strcmp(o, "readahead_kb") && val) {
+			cfg->readahead_kb = (unsigned)strtoul(val, NULL, 10);
 		} else if (!strcmp(o, "prefetch_threads") && val) {
 			char *end;
 			long n = strtol(val, &end, 10);
@@ -668,6 +671,7 @@ static int cmd_mount(int argc, char **argv)
 	struct tfs_fs_config cfg = {
 		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
 		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
+		.readahead_kb = TFS_FS_DEFAULT_READAHEAD_KB,
 		.prefetch_threads = (unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0
 						       ? sysconf(_SC_NPROCESSORS_ONLN)
 						       : 1),
