@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "diskcache.h"
 #include "format.h"
 #include "store.h"
 #include "history.h"
@@ -359,8 +360,13 @@ static int stats_json(struct fs *fs, struct tfs_buf *out)
 	tfs_cache_stats(fs->cache, &c);
 	if (fs->prefetch)
 		tfs_prefetcher_stats(fs->prefetch, &p);
-	tfs_store_counters(fs->store, &sc);
-	return tfs_buf_printf(
+	struct tfs_diskcache_stats dc;
+	int has_dc = tfs_diskcache_stats(fs->store, &dc) == 0;
+	int rc;
+
+	/* The backend's own counters: with a disk cache, what really went over the wire. */
+	tfs_store_counters(tfs_diskcache_inner(fs->store), &sc);
+	rc = tfs_buf_printf(
 		out,
 		"{\n  \"uptime_s\": %.3f,\n"
 		"  \"cache\": {\"budget\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"entries\": %" PRIu64
@@ -372,12 +378,23 @@ static int stats_json(struct fs *fs, struct tfs_buf *out)
 		", \"already_cached\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"errors\": %" PRIu64
 		", \"sequential_streams\": %" PRIu64 ", \"random_resets\": %" PRIu64 "},\n"
 		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"ranged_gets\": %" PRIu64
-		", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64 ", \"bytes_fetched\": %" PRIu64 "}\n}\n",
+		", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64 ", \"bytes_fetched\": %" PRIu64 "},\n",
 		(double)(tfs_now_ns() - fs->started_ns) / 1e9, c.budget, c.bytes, c.entries, c.hits,
 		c.misses, c.waits, c.load_errors, c.evictions, c.bytes_loaded, p.threads, p.scheduled,
 		c.prefetch_loads, c.prefetch_hits, c.prefetch_wasted, c.prefetch_pending,
 		p.skipped_cached, p.throttled, p.errors, p.sequential_streams, p.random_resets,
 		fs->store->url, sc.gets, sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read);
+	if (rc)
+		return rc;
+	if (!has_dc)
+		return tfs_buf_printf(out, "  \"disk_cache\": null\n}\n");
+	return tfs_buf_printf(out,
+			      "  \"disk_cache\": {\"dir\": \"%s\", \"budget\": %" PRIu64
+			      ", \"bytes\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
+			      ", \"fills\": %" PRIu64 ", \"evictions\": %" PRIu64
+			      ", \"bad_files\": %" PRIu64 ", \"bypassed\": %" PRIu64 "}\n}\n",
+			      fs->cfg->cache_dir, dc.budget, dc.bytes_used, dc.hits, dc.misses, dc.fills,
+			      dc.evictions, dc.bad_files, dc.bypassed);
 }
 
 static uint64_t stats_size(struct fs *fs)
@@ -1183,6 +1200,15 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 
 	if (tfs_store_open(cfg->lake_url, 0, &fs.store))
 		goto out; /* the backend said why */
+	if (cfg->cache_dir) {
+		struct tfs_store *cached;
+
+		if (tfs_diskcache_wrap(fs.store, cfg->cache_dir, cfg->cache_disk, &cached)) {
+			tfs_err("cannot set up the disk cache in %s", cfg->cache_dir);
+			goto out;
+		}
+		fs.store = cached;
+	}
 	if (tfs_cache_create(cfg->cache_mem, &fs.cache)) {
 		tfs_err("out of memory");
 		goto out;

@@ -12,6 +12,8 @@ struct tfs_fs_config {
 	int debug;		/* libfuse request tracing */
 	uint64_t cache_mem;	/* bytes of decoded chunks kept in memory */
 	double ref_ttl;		/* seconds a branch head is trusted before it is read again */
+	const char *cache_dir;	/* disk cache of fetched objects; NULL: none */
+	uint64_t cache_disk;	/* its budget in bytes */
 	const char *log_path;	/* NULL: stderr in the foreground, syslog as a daemon */
 	unsigned max_threads;	/* FUSE worker threads */
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: no prefetch */
@@ -22,6 +24,7 @@ struct tfs_fs_config {
 #define TFS_FS_DEFAULT_CACHE_MEM (512ull << 20)
 #define TFS_FS_DEFAULT_REF_TTL 5.0
 #define TFS_FS_DEFAULT_READAHEAD_KB 1024
+#define TFS_FS_DEFAULT_CACHE_DISK (8ull << 30)
 
 /* Mount and serve until unmounted. Returns 0, or non-zero (after logging why) when the lake
  * cannot be opened or the mount fails; in daemon mode, returns in the parent only once the

@@ -36,6 +36,8 @@ static const char usage_text[] =
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
 	"               prefetch_threads=N (default: one per CPU; 0 disables),\n"
 	"               readahead_kb=N (kernel readahead, default 1024, needs root),\n"
+	"               cache_dir=DIR,cache_disk=SIZE (disk cache of fetched objects,\n"
+	"               default size 8G),\n"
 	"               log=FILE, threads=N, and libfuse options such as allow_other\n"
 	"  branch URL NAME [--from REF]    create a branch (default: from main)\n"
 	"  tag URL NAME [--at REF]         create a tag; tags never move\n"
@@ -637,6 +639,13 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 			}
 		} else if (!strcmp(o, "log") && val) {
 			cfg->log_path = val;
+		} else if (!strcmp(o, "cache_dir") && val) {
+			cfg->cache_dir = val;
+		} else if (!strcmp(o, "cache_disk") && val) {
+			if (tfs_parse_size(val, &cfg->cache_disk)) {
+				tfs_err("-o cache_disk=%s: expected a size like 20G", val);
+				return -EINVAL;
+			}
 		} else if (!strcmp(o, "threads") && val) {
 			cfg->max_threads = (unsigned)atoi(val);
 		} else if (!strcmp(o, "readahead_kb") && val) {
@@ -672,6 +681,7 @@ static int cmd_mount(int argc, char **argv)
 		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
 		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
 		.readahead_kb = TFS_FS_DEFAULT_READAHEAD_KB,
+		.cache_disk = TFS_FS_DEFAULT_CACHE_DISK,
 		.prefetch_threads = (unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0
 						       ? sysconf(_SC_NPROCESSORS_ONLN)
 						       : 1),
@@ -719,6 +729,18 @@ static int cmd_mount(int argc, char **argv)
 			tfs_err("-o log=%s: cannot open: %s", cfg.log_path, strerror(errno));
 			goto out;
 		}
+	}
+	if (cfg.cache_dir && cfg.cache_dir[0] != '/') {
+		static char dirpath[PATH_MAX];
+
+		if (!getcwd(dirpath, sizeof(dirpath) - 1) ||
+		    strlen(dirpath) + strlen(cfg.cache_dir) + 2 >= sizeof(dirpath)) {
+			tfs_err("-o cache_dir=%s: path too long", cfg.cache_dir);
+			goto out;
+		}
+		strcat(dirpath, "/");
+		strcat(dirpath, cfg.cache_dir);
+		cfg.cache_dir = dirpath;
 	}
 	cfg.lake_url = pos[0];
 	cfg.mountpoint = mnt;
