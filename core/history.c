@@ -451,7 +451,7 @@ static int sweep_object(void *arg, const char *name, int is_dir)
 	rc = tfs_store_stat(g->s, key, &size, &mtime);
 	if (rc)
 		return rc == -ENOENT ? 0 : rc;
-	if (mtime >= g->cutoff) {
+	if (mtime > g->cutoff) {
 		g->r->young++;
 		return 0;
 	}

@@ -39,7 +39,8 @@ struct tfs_gc_report {
 	uint64_t kept, deleted, deleted_bytes, young, temp_removed;
 };
 
-/* Delete the objects of ds that no ref reaches and that are older than grace_s seconds (younger
+/* Delete the objects of ds that no ref reaches and that were last written grace_s or more
+ * seconds ago, in whole seconds, so 0 means everything unreachable (younger
  * ones may belong to a writer that has not moved its ref yet), and writers' temporary files
  * older than that. With dry_run nothing is deleted. If anything reachable cannot be read the
  * collection stops before deleting anything (-EIO). */

@@ -41,7 +41,8 @@ struct tfs_store_ops {
 		   const void *data, size_t len);
 	int (*list)(struct tfs_store *s, const char *prefix, tfs_store_list_fn fn, void *arg);
 	int (*del)(struct tfs_store *s, const char *key);
-	/* Remove writers' leftovers (temporary files) under prefix older than the given time;
+	/* Remove writers' leftovers (temporary files) under prefix last modified at or before the
+	 * given time (seconds since the epoch);
 	 * NULL for backends that leave none. Returns the count removed or -errno. */
 	int (*sweep)(struct tfs_store *s, const char *prefix, int64_t older_than);
 };

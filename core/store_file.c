@@ -440,7 +440,7 @@ static int sweep_dir(struct sweep_ctx *c, int depth)
 			sweep_dir(c, depth + 1);
 			c->dir[n] = 0;
 		} else if (S_ISREG(sb.st_mode) && !strncmp(de->d_name, ".tmp-", 5) &&
-			   (int64_t)sb.st_mtime < c->older_than) {
+			   (int64_t)sb.st_mtime <= c->older_than) {
 			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
 				c->removed++;
 		}

@@ -26,6 +26,7 @@
 #include "history.h"
 #include "prefetch.h"
 #include "version.h"
+#include "view.h"
 
 #define MAX_IO (1u << 20)
 #define CTL_DIR ".tensorfs"
@@ -33,7 +34,10 @@
 
 #define IMMUTABLE_TTL 86400.0 /* commits and tags never change: let the kernel keep them */
 
-enum ntype { N_ROOT, N_DATASET, N_VERSION, N_COMMITS, N_LOG, N_COLUMN, N_SCHEMA, N_CTLDIR, N_STATS };
+enum ntype {
+	N_ROOT, N_DATASET, N_VERSION, N_COMMITS, N_LOG, N_COLUMN, N_SCHEMA, N_CTLDIR, N_STATS,
+	N_VIEWS, N_VIEW, N_README
+};
 
 /* What a version directory names: a branch moves, a tag or a commit never does. */
 enum vkind { V_BRANCH, V_TAG, V_COMMIT };
@@ -49,10 +53,13 @@ struct node {
 	enum vkind kind;	   /* N_VERSION; protected by fs->lock */
 	struct tfs_version *ver;   /* N_VERSION: the commit last resolved; protected by fs->lock */
 	uint64_t resolved_ns;	   /* N_VERSION: when ver was last confirmed; protected by fs->lock */
+	struct fview *view;	   /* N_VIEW: built for view->commit; protected by fs->lock */
 	struct tfs_buf log;	   /* N_LOG: the log text of log_head; protected by fs->lock */
 	struct tfs_id log_head;	   /* protected by fs->lock */
-	struct tfs_id seen;	   /* files: commit last opened; protected by fs->lock */
-	int seen_valid;		   /* protected by fs->lock */
+	/* Files are one inode per commit: a branch file whose branch moved is a new inode, so the
+	 * kernel never mixes two commits' pages, and an open file or mapping keeps its own. */
+	struct tfs_id commit;	   /* files: the commit this inode shows (part of its key) */
+	uint64_t nlookup;	   /* files: kernel references; protected by fs->lock */
 };
 
 struct fs {
@@ -72,9 +79,31 @@ struct fs {
 	uint64_t started_ns;
 };
 
+/* A built view and the commit it was built on; shared by its directory node and open files. */
+struct fview {
+	unsigned refs; /* atomic */
+	struct tfs_view *v;
+	struct tfs_id commit;
+};
+
+static void fview_get(struct fview *f)
+{
+	__atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED);
+}
+
+static void fview_put(struct fview *f)
+{
+	if (!f || __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	tfs_view_free(f->v);
+	free(f);
+}
+
 /* An open file: pinned to the version it was opened at, whatever the branch does later. */
 struct handle {
 	struct tfs_version *ver;   /* NULL for generated files (log, stats) */
+	struct fview *view;	   /* view column files: the rows, in view order */
+	uint32_t *chunk_pos;	   /* view column files: chunk -> position in the stream's order */
 	struct tfs_stream *stream; /* column files: drives the prefetcher */
 	struct tfs_buf text;	   /* generated files' content, taken at open */
 	enum ntype type;
@@ -119,9 +148,10 @@ static struct node *node_get(struct fs *fs, fuse_ino_t ino)
 	return n;
 }
 
-/* Find or make the child node `name` of parent. */
-static struct node *node_child(struct fs *fs, struct node *parent, const char *name,
-			       enum ntype type)
+/* Find or make the child node `name` of parent; file nodes also match on the commit of v (NULL
+ * for other nodes), and hold a reference on v while the kernel knows them. */
+static struct node *node_child_at(struct fs *fs, struct node *parent, const char *name,
+				  enum ntype type, struct tfs_version *v)
 {
 	size_t b;
 	struct node *n;
@@ -129,7 +159,8 @@ static struct node *node_child(struct fs *fs, struct node *parent, const char *n
 	pthread_mutex_lock(&fs->lock);
 	b = hash_of(parent->ino, name) & (fs->hsize - 1);
 	for (n = fs->htab[b]; n; n = n->hnext)
-		if (n->parent == parent && !strcmp(n->name, name) && n->type == type)
+		if (n->parent == parent && !strcmp(n->name, name) && n->type == type &&
+		    (!v || tfs_id_eq(&n->commit, &v->commit.id)))
 			goto out;
 	if (fs->nnodes == fs->cap) {
 		size_t cap = fs->cap * 2;
@@ -148,13 +179,25 @@ static struct node *node_child(struct fs *fs, struct node *parent, const char *n
 	}
 	n->type = type;
 	n->parent = parent;
+	if (v)
+		n->commit = v->commit.id;
 	fs->nodes[fs->nnodes++] = n;
 	n->ino = fs->nnodes;
 	n->hnext = fs->htab[b];
 	fs->htab[b] = n;
 out:
+	if (n && v && !n->ver) {
+		n->ver = v;
+		tfs_version_get(v);
+	}
 	pthread_mutex_unlock(&fs->lock);
 	return n;
+}
+
+static struct node *node_child(struct fs *fs, struct node *parent, const char *name,
+			       enum ntype type)
+{
+	return node_child_at(fs, parent, name, type, NULL);
 }
 
 static const char *node_dataset(const struct node *n)
@@ -297,11 +340,14 @@ static void fill_attr(struct fs *fs, const struct node *n, const struct tfs_vers
 	case N_VERSION:
 	case N_COMMITS:
 	case N_CTLDIR:
+	case N_VIEWS:
+	case N_VIEW:
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 		break;
 	case N_LOG:
 	case N_STATS:
+	case N_README:
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
 		st->st_size = (off_t)log_size;
@@ -311,7 +357,10 @@ static void fill_attr(struct fs *fs, const struct node *n, const struct tfs_vers
 
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
-		st->st_size = col >= 0 ? (off_t)column_size(&v->manifest.cols[col]) : 0;
+		if (n->parent->type == N_VIEW)
+			st->st_size = (off_t)log_size; /* the caller knows the view's size */
+		else
+			st->st_size = col >= 0 ? (off_t)column_size(&v->manifest.cols[col]) : 0;
 		break;
 	}
 	case N_SCHEMA:
@@ -336,18 +385,94 @@ static const char *column_of(const char *name, char *buf, size_t cap)
 }
 
 /* For a file node: the version of its ref directory. */
-static int file_version(struct fs *fs, const struct node *n, struct tfs_version **v)
+/* The version directory a node lives under. */
+static struct node *version_dir(const struct node *n)
 {
-	int rc = ref_version(fs, n->parent, v);
+	while (n && n->type != N_VERSION)
+		n = n->parent;
+	return (struct node *)n;
+}
+
+/* The version a file node shows: the commit it was made for, whatever its branch does. */
+static int file_version(struct fs *fs, struct node *n, struct tfs_version **v)
+{
+	struct tfs_version *nv;
+	int rc;
+
+	pthread_mutex_lock(&fs->lock);
+	*v = n->ver;
+	if (*v)
+		tfs_version_get(*v);
+	pthread_mutex_unlock(&fs->lock);
+	if (*v)
+		return 0;
+	/* Forgotten by the kernel and named again (by inode number, e.g. through NFS-style
+	 * handles): open its commit afresh. */
+	rc = tfs_version_open(fs->store, node_dataset(n), &n->commit, &nv);
+	if (rc)
+		return rc == -EIO ? -EIO : -ENOENT;
+	pthread_mutex_lock(&fs->lock);
+	if (!n->ver) {
+		n->ver = nv;
+		tfs_version_get(nv);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	*v = nv;
+	return 0;
+}
+
+/* The view a views/<params> directory shows: built once per commit of its version. A bad name
+ * is ENOENT, with the reason in the log. */
+static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout,
+		     struct fview **fout)
+{
+	struct tfs_view_params params;
+	struct tfs_version *v;
+	struct fview *f = NULL, *old;
+	char err[256];
+	int rc = ref_version(fs, version_dir(vn), &v);
 
 	if (rc)
 		return rc;
-	if (n->type == N_COLUMN && tfs_version_column(*v, n->name) < 0) {
-		/* The column is gone from the head the branch moved to. */
-		tfs_version_put(*v);
-		return -ENOENT;
+	pthread_mutex_lock(&fs->lock);
+	if (vn->view && tfs_id_eq(&vn->view->commit, &v->commit.id)) {
+		f = vn->view;
+		fview_get(f);
 	}
+	pthread_mutex_unlock(&fs->lock);
+	if (f)
+		goto done;
+	rc = tfs_view_parse(vn->name, &params, err, sizeof(err));
+	if (!rc) {
+		f = calloc(1, sizeof(*f));
+		rc = f ? tfs_view_build(v, fs->cache, &params, &f->v, err, sizeof(err)) : -ENOMEM;
+		tfs_view_params_free(&params);
+	}
+	if (rc) {
+		free(f);
+		tfs_version_put(v);
+		if (rc == -EINVAL) {
+			tfs_warn("view '%s' of %s: %s", vn->name, node_dataset(vn), err);
+			rc = -ENOENT;
+		}
+		return rc;
+	}
+	f->commit = v->commit.id;
+	f->refs = 2; /* the node's and the caller's */
+	pthread_mutex_lock(&fs->lock);
+	old = vn->view;
+	vn->view = f;
+	pthread_mutex_unlock(&fs->lock);
+	fview_put(old);
+done:
+	*vout = v;
+	*fout = f;
 	return 0;
+}
+
+static uint64_t view_file_size(const struct fview *f, const struct tfs_column *c)
+{
+	return TFS_NPY_ALIGN + f->v->n * c->row_bytes;
 }
 
 /* The .tensorfs/stats file: every counter the daemon keeps, as JSON. */
@@ -412,6 +537,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct node *p = node_get(fs, parent), *n = NULL;
 	struct tfs_version *v = NULL;
 	struct fuse_entry_param e;
+	struct fview *fv = NULL;
 	uint64_t log_size = 0;
 	enum tfs_ref_kind kind;
 	struct tfs_id id;
@@ -475,13 +601,36 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			break;
 		rc = -ENOENT;
 		if (!strcmp(name, "schema.json"))
-			n = node_child(fs, p, name, N_SCHEMA);
+			n = node_child_at(fs, p, name, N_SCHEMA, v);
+		else if (!strcmp(name, "views"))
+			n = node_child(fs, p, name, N_VIEWS);
 		else if (column_of(name, col, sizeof(col)) && tfs_version_column(v, col) >= 0)
-			n = node_child(fs, p, col, N_COLUMN);
+			n = node_child_at(fs, p, col, N_COLUMN, v);
+		break;
+	case N_VIEWS:
+		if (!strcmp(name, "README")) {
+			n = node_child(fs, p, name, N_README);
+			log_size = strlen(tfs_view_readme);
+			break;
+		}
+		n = node_child(fs, p, name, N_VIEW);
+		if (n && (rc = node_view(fs, n, &v, &fv)))
+			n = NULL;
+		break;
+	case N_VIEW:
+		rc = node_view(fs, p, &v, &fv);
+		if (rc)
+			break;
+		rc = -ENOENT;
+		if (column_of(name, col, sizeof(col)) && tfs_version_column(v, col) >= 0) {
+			n = node_child_at(fs, p, col, N_COLUMN, v);
+			log_size = view_file_size(fv, &v->manifest.cols[tfs_version_column(v, col)]);
+		}
 		break;
 	default:
 		rc = -ENOTDIR;
 	}
+	fview_put(fv);
 	if (!n) {
 		if (rc == -ENOENT) {
 			/* Negative entries expire like positive ones: a dataset or ref created
@@ -494,12 +643,20 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	}
 	e.ino = n->ino;
-	fill_attr(fs, n, n->type == N_VERSION || n->type == N_COLUMN || n->type == N_SCHEMA ? v
-											       : NULL,
+	fill_attr(fs, n,
+		  n->type == N_VERSION || n->type == N_COLUMN || n->type == N_SCHEMA ||
+				  n->type == N_VIEW
+			  ? v
+			  : NULL,
 		  log_size, &e.attr);
 	e.attr_timeout = node_ttl(fs, n);
 	e.entry_timeout = node_ttl(fs, n);
 	tfs_version_put(v);
+	if (n->type == N_COLUMN || n->type == N_SCHEMA) {
+		pthread_mutex_lock(&fs->lock);
+		n->nlookup++;
+		pthread_mutex_unlock(&fs->lock);
+	}
 	fuse_reply_entry(req, &e);
 	return;
 out:
@@ -507,6 +664,39 @@ out:
 	fuse_reply_err(req, rc == -ENOMEM || rc == -EIO || rc == -ENOENT || rc == -ENOTDIR
 				    ? -rc
 				    : EIO);
+}
+
+/* The kernel dropped nlookup references to ino. A file inode nobody knows any more lets go of
+ * its commit (the node itself stays: inode numbers are never reused). */
+static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct tfs_version *drop = NULL;
+	struct node *n;
+
+	pthread_mutex_lock(&fs->lock);
+	n = ino >= 1 && ino <= fs->nnodes ? fs->nodes[ino - 1] : NULL;
+	if (n && (n->type == N_COLUMN || n->type == N_SCHEMA)) {
+		n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+		if (n->nlookup == 0) {
+			drop = n->ver;
+			n->ver = NULL;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	tfs_version_put(drop);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	forget_one(fs_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		forget_one(fs_of(req), forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -525,11 +715,33 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (fi && fi->fh && (n->type == N_COLUMN || n->type == N_SCHEMA)) {
 		/* fstat on an open file describes what that file reads. */
 		v = ((struct handle *)fi->fh)->ver;
+		log_size = ((struct handle *)fi->fh)->size;
 		tfs_version_get(v);
 	} else if (n->type == N_VERSION) {
 		rc = ref_version(fs, n, &v);
+	} else if (n->type == N_VIEW) {
+		struct fview *fv;
+
+		rc = node_view(fs, n, &v, &fv);
+		if (!rc)
+			fview_put(fv);
+	} else if (n->type == N_COLUMN && n->parent->type == N_VIEW) {
+		struct fview *fv;
+
+		rc = node_view(fs, n->parent, &v, &fv);
+		if (!rc && tfs_version_column(v, n->name) < 0) {
+			fview_put(fv);
+			tfs_version_put(v);
+			v = NULL;
+			rc = -ENOENT;
+		} else if (!rc) {
+			log_size = view_file_size(fv, &v->manifest.cols[tfs_version_column(v, n->name)]);
+			fview_put(fv);
+		}
 	} else if (n->type == N_COLUMN || n->type == N_SCHEMA) {
 		rc = file_version(fs, n, &v);
+	} else if (n->type == N_README) {
+		log_size = strlen(tfs_view_readme);
 	} else if (n->type == N_LOG) {
 		rc = log_text(fs, n, NULL, &log_size);
 	} else if (n->type == N_STATS) {
@@ -672,18 +884,46 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		rc = ref_version(fs, n, &v);
 		for (size_t i = 0; !rc && i < v->manifest.ncols; i++) {
 			const char *name = v->manifest.cols[i].name;
-			struct node *c = node_child(fs, n, name, N_COLUMN);
+			struct node *c = node_child_at(fs, n, name, N_COLUMN, v);
 			char file[160];
 
 			snprintf(file, sizeof(file), "%s.npy", name);
 			rc = c ? dir_add(d, file, c->ino, S_IFREG) : -ENOMEM;
 		}
 		if (!rc) {
-			struct node *c = node_child(fs, n, "schema.json", N_SCHEMA);
+			struct node *c = node_child_at(fs, n, "schema.json", N_SCHEMA, v);
 
 			rc = c ? dir_add(d, "schema.json", c->ino, S_IFREG) : -ENOMEM;
 		}
+		if (!rc) {
+			struct node *c = node_child(fs, n, "views", N_VIEWS);
+
+			rc = c ? dir_add(d, "views", c->ino, S_IFDIR) : -ENOMEM;
+		}
 		break;
+	case N_VIEWS: {
+		/* Views are named by their parameters: nothing to list but the grammar. */
+		struct node *c = node_child(fs, n, "README", N_README);
+
+		rc = c ? dir_add(d, "README", c->ino, S_IFREG) : -ENOMEM;
+		break;
+	}
+	case N_VIEW: {
+		struct fview *fv;
+
+		rc = node_view(fs, n, &v, &fv);
+		if (!rc)
+			fview_put(fv);
+		for (size_t i = 0; !rc && i < v->manifest.ncols; i++) {
+			const char *name = v->manifest.cols[i].name;
+			struct node *c = node_child_at(fs, n, name, N_COLUMN, v);
+			char file[160];
+
+			snprintf(file, sizeof(file), "%s.npy", name);
+			rc = c ? dir_add(d, file, c->ino, S_IFREG) : -ENOMEM;
+		}
+		break;
+	}
 	default:
 		rc = -ENOTDIR;
 	}
@@ -732,6 +972,62 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
+static void handle_free(struct handle *h)
+{
+	tfs_stream_destroy(h->stream);
+	tfs_version_put(h->ver);
+	fview_put(h->view);
+	free(h->chunk_pos);
+	tfs_buf_free(&h->text);
+	free(h);
+}
+
+/* A column file of a view: the view's rows in view order; the prefetcher follows the order in
+ * which the view first needs each chunk. */
+static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, struct handle *h,
+			     struct fuse_file_info *fi)
+{
+	const struct tfs_column *c;
+	uint32_t *order = NULL;
+	size_t norder;
+	int rc = node_view(fs, n->parent, &h->ver, &h->view);
+
+	if (rc) {
+		free(h);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (!tfs_id_eq(&h->ver->commit.id, &n->commit)) {
+		/* The branch moved since this name was looked up: look it up again. */
+		handle_free(h);
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (tfs_version_column(h->ver, n->name) < 0) {
+		handle_free(h);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	h->col = (size_t)tfs_version_column(h->ver, n->name);
+	c = &h->ver->manifest.cols[h->col];
+	h->size = view_file_size(h->view, c);
+	rc = tfs_npy_header_build(&c->dtype, h->view->v->n, c->ndim, c->shape, h->header);
+	if (!rc)
+		rc = tfs_view_chunk_order(h->view->v, c, &order, &norder, &h->chunk_pos);
+	if (!rc && fs->prefetch)
+		rc = tfs_stream_create(fs->prefetch, h->ver, h->col, order, norder, &h->stream);
+	free(order);
+	if (rc) {
+		handle_free(h);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* One inode per commit: what the kernel cached for it stays true. */
+	fi->keep_cache = 1;
+	fi->fh = (uintptr_t)h;
+	fuse_reply_open(req, fi);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
@@ -744,7 +1040,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG &&
-	    n->type != N_STATS) {
+	    n->type != N_STATS && n->type != N_README) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -758,10 +1054,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	h->type = n->type;
-	if (n->type == N_LOG || n->type == N_STATS) {
+	if (n->type == N_LOG || n->type == N_STATS || n->type == N_README) {
 		/* Generated text whose size may change between stat and read: no page cache. */
 		if (n->type == N_STATS) {
 			rc = stats_json(fs, &h->text);
+			h->size = h->text.len;
+		} else if (n->type == N_README) {
+			rc = tfs_buf_append(&h->text, tfs_view_readme, strlen(tfs_view_readme));
 			h->size = h->text.len;
 		} else {
 			rc = log_text(fs, n, &h->text, &h->size);
@@ -775,6 +1074,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 		fi->fh = (uintptr_t)h;
 		fuse_reply_open(req, fi);
+		return;
+	}
+	if (n->type == N_COLUMN && n->parent->type == N_VIEW) {
+		open_view_column(req, fs, n, h, fi);
 		return;
 	}
 	rc = file_version(fs, n, &h->ver);
@@ -802,26 +1105,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else {
 		h->size = h->ver->schema.len;
 	}
-	/* The page cache of a file stays valid while the commit behind it is the same one. */
-	pthread_mutex_lock(&fs->lock);
-	fi->keep_cache = (n->parent->kind != V_BRANCH) ||
-			 (n->seen_valid && tfs_id_eq(&n->seen, &h->ver->commit.id));
-	n->seen = h->ver->commit.id;
-	n->seen_valid = 1;
-	pthread_mutex_unlock(&fs->lock);
+	/* One inode per commit: what the kernel cached for it stays true. */
+	fi->keep_cache = 1;
 	fi->fh = (uintptr_t)h;
 	fuse_reply_open(req, fi);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct handle *h = (struct handle *)fi->fh;
-
 	(void)ino;
-	tfs_stream_destroy(h->stream);
-	tfs_version_put(h->ver);
-	tfs_buf_free(&h->text);
-	free(h);
+	handle_free((struct handle *)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -926,6 +1219,82 @@ out:
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
 }
 
+/* Reads of a view column: rows gathered from wherever the view order puts them. */
+static void read_view_column(fuse_req_t req, struct fs *fs, struct handle *h, size_t size,
+			     uint64_t pos)
+{
+	const struct tfs_column *c = &h->ver->manifest.cols[h->col];
+	const struct tfs_view *view = h->view->v;
+	const uint64_t rb = c->row_bytes;
+	uint64_t end = pos + size;
+	struct tfs_cache_entry *e = NULL;
+	size_t k_pinned = SIZE_MAX, len;
+	char *buf;
+	int rc = 0;
+
+	if (end > h->size)
+		end = h->size;
+	if (pos >= end) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	len = (size_t)(end - pos);
+	buf = malloc(len);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (h->stream && end > TFS_NPY_ALIGN && rb) {
+		uint64_t r0 = (pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0) / rb;
+		uint64_t r1 = (end - 1 - TFS_NPY_ALIGN) / rb;
+		size_t lo = SIZE_MAX, hi = 0;
+
+		for (uint64_t r = r0; r <= r1; r++) {
+			size_t p = h->chunk_pos[view->rows[r] / c->rows_per_chunk];
+
+			lo = p < lo ? p : lo;
+			hi = p > hi ? p : hi;
+		}
+		tfs_stream_access(h->stream, lo, hi);
+	}
+	for (uint64_t at = pos; at < end && !rc;) {
+		uint64_t d, row, in, src, n;
+		size_t k;
+
+		if (at < TFS_NPY_ALIGN) {
+			n = (end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - at;
+			memcpy(buf + (at - pos), h->header + at, (size_t)n);
+			at += n;
+			continue;
+		}
+		d = at - TFS_NPY_ALIGN;
+		row = d / rb;
+		in = d % rb;
+		src = view->rows[row];
+		k = (size_t)(src / c->rows_per_chunk);
+		n = rb - in < end - at ? rb - in : end - at;
+		/* Consecutive rows often share a chunk: keep the last one pinned. */
+		if (k != k_pinned) {
+			if (e)
+				tfs_cache_put(fs->cache, e);
+			e = NULL;
+			rc = tfs_version_chunk_get(h->ver, fs->cache, h->col, k, &e);
+			if (rc)
+				break;
+			k_pinned = k;
+		}
+		memcpy(buf + (at - pos), e->data + (src % c->rows_per_chunk) * rb + in, (size_t)n);
+		at += n;
+	}
+	if (e)
+		tfs_cache_put(fs->cache, e);
+	if (rc)
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+	else
+		fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -933,6 +1302,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *copy;
 
 	(void)ino;
+	if (h->type == N_COLUMN && h->view) {
+		read_view_column(req, fs_of(req), h, size, (uint64_t)off);
+		return;
+	}
 	if (h->type == N_COLUMN) {
 		read_column(req, fs_of(req), h, size, off);
 		return;
@@ -1090,6 +1463,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
 	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
 	.getattr = op_getattr,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
@@ -1107,6 +1482,7 @@ static void fs_free(struct fs *fs)
 	tfs_prefetcher_destroy(fs->prefetch);
 	for (size_t i = 0; i < fs->nnodes; i++) {
 		tfs_version_put(fs->nodes[i]->ver);
+		fview_put(fs->nodes[i]->view);
 		tfs_buf_free(&fs->nodes[i]->log);
 		free(fs->nodes[i]->name);
 		free(fs->nodes[i]);

@@ -492,7 +492,7 @@ static int cmd_log(int argc, char **argv)
 	rc = resolve(s, argv[optind], ds, argc - optind == 2 ? argv[optind + 1] : "main", &id);
 	if (!rc)
 		rc = tfs_log_text(s, ds, &id, max > 0 ? (size_t)max : 0, &out);
-	if (!rc)
+	if (!rc && out.len)
 		fwrite(out.data, 1, out.len, stdout);
 	tfs_buf_free(&out);
 	free(ds);
@@ -522,7 +522,7 @@ static int cmd_diff(int argc, char **argv)
 		rc = tfs_version_open(s, ds, &ib, &b);
 	if (!rc)
 		rc = tfs_diff_text(s, ds, &a->manifest, &b->manifest, &out);
-	if (!rc)
+	if (!rc && out.len)
 		fwrite(out.data, 1, out.len, stdout);
 	tfs_version_put(a);
 	tfs_version_put(b);

@@ -1,0 +1,852 @@
+/* SPDX-License-Identifier: MIT */
+/* view: a version's rows in another order: a row filter, a deterministic block shuffle and a DDP
+ * shard, named by a parameter string such as "seed=7,epoch=3,rank=0,world=8". */
+#include "view.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SET_ERR(...) snprintf(err, err_cap, __VA_ARGS__)
+
+const char tfs_view_readme[] =
+	"Views: a version's rows filtered, shuffled and sharded, as a directory name.\n"
+	"\n"
+	"  views/<key>=<value>,<key>=<value>,.../<column>.npy\n"
+	"\n"
+	"  seed=N       shuffle with this seed (any 64-bit number)\n"
+	"  epoch=N      shuffle epoch: every epoch has its own order (default 0)\n"
+	"  block=N      shuffle window, in chunks (default 4)\n"
+	"  rank=R       this shard (default 0)\n"
+	"  world=W      number of shards (default 1)\n"
+	"  drop_last=1  drop the rows that do not divide by world; the default (0) pads the\n"
+	"               last shards with rows from the start of the shuffled order, as\n"
+	"               PyTorch's DistributedSampler does, so every shard has the same length\n"
+	"  start=N      skip the first N rows of this shard (to resume mid-epoch)\n"
+	"  where=EXPR   keep the rows where EXPR holds, over scalar columns:\n"
+	"               comparisons < <= > >= == != , x in (1,2,3), x not in (...),\n"
+	"               and, or, not, parentheses; %XX escapes are decoded, so\n"
+	"               where=label%20in%20(1,2,3) works where a shell or URL needs them\n"
+	"\n"
+	"Example: views/seed=7,epoch=3,rank=0,world=8/image.npy\n"
+	"\n"
+	"Order. The filter runs first, then the shuffle, then the shard, then start. The\n"
+	"shuffle is a block shuffle: rows are grouped by the chunk of the dataset's widest\n"
+	"column they live in, the groups are put in a random order, and the rows of every\n"
+	"window of <block> consecutive groups are shuffled among themselves. The order is\n"
+	"uniform across the whole dataset at the chunk level and within each window at the\n"
+	"row level; a front-to-back reader needs only <block> chunks at a time, so it reads\n"
+	"at close to sequential speed. A larger block mixes rows more at the cost of more\n"
+	"chunks in memory per reader. The generator is xoshiro256** seeded from (seed, epoch)\n"
+	"through splitmix64, with integer arithmetic only: the same parameters give the same\n"
+	"order on every machine. Shards are contiguous slices of the shuffled order: their\n"
+	"union is every row (plus padding), they are pairwise disjoint when world divides\n"
+	"the row count or drop_last=1, and each depends only on the parameters.\n"
+	"\n"
+	"Unknown keys or bad values make the directory not exist (ENOENT); the daemon's log\n"
+	"says why. The view's files have the view's row count in their NPY header.\n";
+
+/* --- parameters ----------------------------------------------------------------------------- */
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static char *percent_decode(const char *s, size_t n)
+{
+	char *out = malloc(n + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '%' && i + 2 < n + 0 + 1 && i + 2 <= n - 1 + 1 && hexval(s[i + 1]) >= 0 &&
+		    i + 2 < n && hexval(s[i + 2]) >= 0) {
+			*o++ = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+			i += 2;
+		} else {
+			*o++ = s[i];
+		}
+	}
+	*o = 0;
+	return out;
+}
+
+static int parse_u64(const char *v, uint64_t *out)
+{
+	char *end;
+
+	if (!isdigit((unsigned char)*v))
+		return -1;
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+void tfs_view_params_free(struct tfs_view_params *p)
+{
+	free(p->where);
+	p->where = NULL;
+}
+
+int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_t err_cap)
+{
+	const char *s = name;
+	int rc = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->world = 1;
+	p->block = TFS_VIEW_DEFAULT_BLOCK;
+	if (!*name) {
+		SET_ERR("empty view name");
+		return -EINVAL;
+	}
+	while (*s && !rc) {
+		const char *end = s, *eq;
+		int depth = 0;
+		char key[16], *val;
+		size_t klen;
+
+		/* A comma ends the pair only outside parentheses: where=x in (1,2). */
+		while (*end && (*end != ',' || depth > 0)) {
+			depth += *end == '(' ? 1 : *end == ')' ? -1 : 0;
+			end++;
+		}
+		eq = memchr(s, '=', (size_t)(end - s));
+		if (!eq || eq == s || (size_t)(eq - s) >= sizeof(key)) {
+			SET_ERR("'%.*s' is not key=value", (int)(end - s), s);
+			rc = -EINVAL;
+			break;
+		}
+		klen = (size_t)(eq - s);
+		memcpy(key, s, klen);
+		key[klen] = 0;
+		val = percent_decode(eq + 1, (size_t)(end - eq - 1));
+		if (!val) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (!strcmp(key, "where")) {
+			free(p->where);
+			p->where = val;
+			val = NULL;
+			if (!*p->where) {
+				SET_ERR("where= needs an expression");
+				rc = -EINVAL;
+			}
+		} else {
+			uint64_t x;
+
+			if (parse_u64(val, &x)) {
+				SET_ERR("%s=%s: expected a non-negative integer", key, val);
+				rc = -EINVAL;
+			} else if (!strcmp(key, "seed")) {
+				p->seed = x;
+				p->shuffle = 1;
+			} else if (!strcmp(key, "epoch")) {
+				p->epoch = x;
+				p->shuffle = 1;
+			} else if (!strcmp(key, "rank")) {
+				p->rank = x;
+			} else if (!strcmp(key, "world")) {
+				p->world = x;
+			} else if (!strcmp(key, "block")) {
+				p->block = x;
+			} else if (!strcmp(key, "start")) {
+				p->start = x;
+			} else if (!strcmp(key, "drop_last")) {
+				if (x > 1) {
+					SET_ERR("drop_last=%s: expected 0 or 1", val);
+					rc = -EINVAL;
+				}
+				p->drop_last = (int)x;
+			} else {
+				SET_ERR("unknown view key '%s' (seed, epoch, block, rank, world, "
+					"drop_last, start, where)",
+					key);
+				rc = -EINVAL;
+			}
+		}
+		free(val);
+		s = *end ? end + 1 : end;
+	}
+	if (!rc && p->world == 0) {
+		SET_ERR("world=0: expected at least 1");
+		rc = -EINVAL;
+	}
+	if (!rc && p->rank >= p->world) {
+		SET_ERR("rank=%" PRIu64 " is not below world=%" PRIu64, p->rank, p->world);
+		rc = -EINVAL;
+	}
+	if (!rc && p->block == 0) {
+		SET_ERR("block=0: expected at least 1");
+		rc = -EINVAL;
+	}
+	if (rc)
+		tfs_view_params_free(p);
+	return rc;
+}
+
+/* --- filter expressions --------------------------------------------------------------------- */
+
+enum node_kind { E_NUM, E_COL, E_CMP, E_IN, E_AND, E_OR, E_NOT };
+enum cmp_op { OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE };
+
+struct expr {
+	enum node_kind kind;
+	enum cmp_op op;
+	long double num;	/* E_NUM */
+	int col;		/* E_COL: index into the filter's column list */
+	struct expr *a, *b;	/* operands */
+	long double *set;	/* E_IN */
+	size_t nset;
+	int negate;		/* E_IN: not in */
+};
+
+struct parser {
+	const char *p;
+	char *err;
+	size_t err_cap;
+	const struct tfs_manifest *m;
+	int cols[16]; /* manifest indices of the columns the expression names */
+	int ncols;
+};
+
+static void expr_free(struct expr *e)
+{
+	if (!e)
+		return;
+	expr_free(e->a);
+	expr_free(e->b);
+	free(e->set);
+	free(e);
+}
+
+static void ws(struct parser *ps)
+{
+	while (isspace((unsigned char)*ps->p))
+		ps->p++;
+}
+
+/* Is the next token the word w (not a prefix of a longer name)? Consumes it if so. */
+static int word(struct parser *ps, const char *w)
+{
+	size_t n = strlen(w);
+
+	ws(ps);
+	if (strncmp(ps->p, w, n) || isalnum((unsigned char)ps->p[n]) || ps->p[n] == '_')
+		return 0;
+	ps->p += n;
+	return 1;
+}
+
+static struct expr *new_expr(enum node_kind k)
+{
+	struct expr *e = calloc(1, sizeof(*e));
+
+	if (e)
+		e->kind = k;
+	return e;
+}
+
+static struct expr *parse_or(struct parser *ps);
+
+static int parse_number(struct parser *ps, long double *out)
+{
+	char *end;
+
+	ws(ps);
+	errno = 0;
+	*out = strtold(ps->p, &end);
+	if (end == ps->p || errno)
+		return -1;
+	ps->p = end;
+	return 0;
+}
+
+static struct expr *parse_primary(struct parser *ps)
+{
+	struct expr *e;
+
+	ws(ps);
+	if (*ps->p == '(') {
+		ps->p++;
+		e = parse_or(ps);
+		ws(ps);
+		if (!e || *ps->p != ')') {
+			if (e)
+				snprintf(ps->err, ps->err_cap, "missing ')'");
+			expr_free(e);
+			return NULL;
+		}
+		ps->p++;
+		return e;
+	}
+	if (isalpha((unsigned char)*ps->p) || *ps->p == '_') {
+		const char *s = ps->p;
+		char name[129];
+		size_t n;
+		int idx = -1;
+
+		while (isalnum((unsigned char)*ps->p) || *ps->p == '_' || *ps->p == '.' ||
+		       *ps->p == '-')
+			ps->p++;
+		n = (size_t)(ps->p - s);
+		if (n >= sizeof(name)) {
+			snprintf(ps->err, ps->err_cap, "column name too long");
+			return NULL;
+		}
+		memcpy(name, s, n);
+		name[n] = 0;
+		for (size_t i = 0; i < ps->m->ncols; i++)
+			if (!strcmp(ps->m->cols[i].name, name))
+				idx = (int)i;
+		if (idx < 0) {
+			snprintf(ps->err, ps->err_cap, "where: no column '%s'", name);
+			return NULL;
+		}
+		if (ps->m->cols[idx].ndim != 0 || ps->m->cols[idx].dtype.kind == 'c') {
+			snprintf(ps->err, ps->err_cap,
+				 "where: column '%s' is not a real scalar per row", name);
+			return NULL;
+		}
+		e = new_expr(E_COL);
+		if (!e)
+			return NULL;
+		for (e->col = 0; e->col < ps->ncols && ps->cols[e->col] != idx; e->col++)
+			;
+		if (e->col == ps->ncols) {
+			if (ps->ncols == (int)(sizeof(ps->cols) / sizeof(ps->cols[0]))) {
+				snprintf(ps->err, ps->err_cap, "where: too many columns");
+				free(e);
+				return NULL;
+			}
+			ps->cols[ps->ncols++] = idx;
+		}
+		return e;
+	}
+	e = new_expr(E_NUM);
+	if (!e)
+		return NULL;
+	if (parse_number(ps, &e->num)) {
+		snprintf(ps->err, ps->err_cap, "where: expected a number, a column or '(' at '%.20s'",
+			 ps->p);
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+static struct expr *parse_cmp(struct parser *ps)
+{
+	static const struct {
+		const char *tok;
+		enum cmp_op op;
+	} ops[] = { { "<=", OP_LE }, { ">=", OP_GE }, { "==", OP_EQ }, { "!=", OP_NE },
+		    { "<", OP_LT },  { ">", OP_GT },  { "=", OP_EQ } };
+	struct expr *a = parse_primary(ps), *e;
+	int negate = 0;
+
+	if (!a)
+		return NULL;
+	ws(ps);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		size_t n = strlen(ops[i].tok);
+
+		if (strncmp(ps->p, ops[i].tok, n))
+			continue;
+		ps->p += n;
+		e = new_expr(E_CMP);
+		if (!e) {
+			expr_free(a);
+			return NULL;
+		}
+		e->op = ops[i].op;
+		e->a = a;
+		e->b = parse_primary(ps);
+		if (!e->b) {
+			expr_free(e);
+			return NULL;
+		}
+		return e;
+	}
+	{
+		const char *save = ps->p;
+
+		if (word(ps, "not") && word(ps, "in"))
+			negate = 1;
+		else
+			ps->p = save;
+	}
+	if (negate || word(ps, "in")) {
+		e = new_expr(E_IN);
+		if (!e) {
+			expr_free(a);
+			return NULL;
+		}
+		e->a = a;
+		e->negate = negate;
+		ws(ps);
+		if (*ps->p++ != '(') {
+			snprintf(ps->err, ps->err_cap, "where: expected '(' after in");
+			expr_free(e);
+			return NULL;
+		}
+		for (;;) {
+			long double v, *set;
+
+			if (parse_number(ps, &v)) {
+				snprintf(ps->err, ps->err_cap, "where: expected a number in the list");
+				expr_free(e);
+				return NULL;
+			}
+			set = realloc(e->set, (e->nset + 1) * sizeof(*set));
+			if (!set) {
+				expr_free(e);
+				return NULL;
+			}
+			e->set = set;
+			e->set[e->nset++] = v;
+			ws(ps);
+			if (*ps->p == ',') {
+				ps->p++;
+				continue;
+			}
+			if (*ps->p == ')') {
+				ps->p++;
+				break;
+			}
+			snprintf(ps->err, ps->err_cap, "where: expected ',' or ')' in the list");
+			expr_free(e);
+			return NULL;
+		}
+		return e;
+	}
+	return a;
+}
+
+static struct expr *parse_not(struct parser *ps)
+{
+	if (word(ps, "not")) {
+		struct expr *e = new_expr(E_NOT);
+
+		if (!e)
+			return NULL;
+		e->a = parse_not(ps);
+		if (!e->a) {
+			free(e);
+			return NULL;
+		}
+		return e;
+	}
+	return parse_cmp(ps);
+}
+
+static struct expr *parse_binary(struct parser *ps, int is_or)
+{
+	struct expr *a = is_or ? parse_binary(ps, 0) : parse_not(ps);
+
+	while (a && word(ps, is_or ? "or" : "and")) {
+		struct expr *e = new_expr(is_or ? E_OR : E_AND);
+
+		if (!e) {
+			expr_free(a);
+			return NULL;
+		}
+		e->a = a;
+		e->b = is_or ? parse_binary(ps, 0) : parse_not(ps);
+		if (!e->b) {
+			expr_free(e);
+			return NULL;
+		}
+		a = e;
+	}
+	return a;
+}
+
+static struct expr *parse_or(struct parser *ps)
+{
+	return parse_binary(ps, 1);
+}
+
+/* vals[c] holds the row's value of the c-th column named by the expression. */
+static long double eval(const struct expr *e, const long double *vals)
+{
+	switch (e->kind) {
+	case E_NUM:
+		return e->num;
+	case E_COL:
+		return vals[e->col];
+	case E_NOT:
+		return eval(e->a, vals) == 0;
+	case E_AND:
+		return eval(e->a, vals) != 0 && eval(e->b, vals) != 0;
+	case E_OR:
+		return eval(e->a, vals) != 0 || eval(e->b, vals) != 0;
+	case E_IN: {
+		long double x = eval(e->a, vals);
+		int found = 0;
+
+		for (size_t i = 0; i < e->nset && !found; i++)
+			found = x == e->set[i];
+		return found != e->negate;
+	}
+	case E_CMP: {
+		long double x = eval(e->a, vals), y = eval(e->b, vals);
+
+		switch (e->op) {
+		case OP_LT:
+			return x < y;
+		case OP_LE:
+			return x <= y;
+		case OP_GT:
+			return x > y;
+		case OP_GE:
+			return x >= y;
+		case OP_EQ:
+			return x == y;
+		case OP_NE:
+			return x != y;
+		}
+	}
+	}
+	return 0;
+}
+
+/* One element of a scalar column as a long double (exact for every integer type). */
+static long double element(const struct tfs_dtype *dt, const uint8_t *p)
+{
+	switch (dt->kind) {
+	case 'b':
+		return *p != 0;
+	case 'i':
+		switch (dt->itemsize) {
+		case 1: return (int8_t)*p;
+		case 2: { int16_t v; memcpy(&v, p, 2); return v; }
+		case 4: { int32_t v; memcpy(&v, p, 4); return v; }
+		default: { int64_t v; memcpy(&v, p, 8); return v; }
+		}
+	case 'u':
+		switch (dt->itemsize) {
+		case 1: return *p;
+		case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+		case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+		default: { uint64_t v; memcpy(&v, p, 8); return v; }
+		}
+	default:
+		switch (dt->itemsize) {
+		case 2: {
+			/* IEEE half to float, by hand: no _Float16 on every compiler we build with. */
+			uint16_t h;
+			int exp;
+			long double m;
+
+			memcpy(&h, p, 2);
+			exp = (h >> 10) & 31;
+			m = h & 1023;
+			if (exp == 0)
+				m = m / 1024.0L * 0x1p-14L;
+			else if (exp == 31)
+				m = m ? __builtin_nanl("") : __builtin_infl();
+			else
+				m = (1 + m / 1024.0L) * __builtin_ldexpl(1, exp - 15);
+			return h & 0x8000 ? -m : m;
+		}
+		case 4: { float v; memcpy(&v, p, 4); return v; }
+		default: { double v; memcpy(&v, p, 8); return v; }
+		}
+	}
+}
+
+/* Rows of v for which the expression holds, ascending. */
+static int filter_rows(struct tfs_version *v, struct tfs_cache *cache, const char *where,
+		       uint64_t **rows, uint64_t *n, char *err, size_t err_cap)
+{
+	const struct tfs_manifest *m = &v->manifest;
+	struct parser ps = { .p = where, .err = err, .err_cap = err_cap, .m = m };
+	const uint64_t batch = 65536;
+	uint8_t *buf[16] = { 0 };
+	uint64_t *out = NULL, count = 0;
+	struct expr *e;
+	int rc = 0;
+
+	err[0] = 0;
+	e = parse_or(&ps);
+	ws(&ps);
+	if (e && *ps.p) {
+		SET_ERR("where: unexpected '%.20s'", ps.p);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (!e) {
+		if (!err[0])
+			SET_ERR("out of memory");
+		rc = err[0] ? -EINVAL : -ENOMEM;
+		goto out;
+	}
+	out = malloc((m->rows ? m->rows : 1) * sizeof(*out));
+	for (int c = 0; c < ps.ncols && out; c++)
+		if (!(buf[c] = malloc(batch * m->cols[ps.cols[c]].row_bytes)))
+			rc = -ENOMEM;
+	if (!out || rc) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t r0 = 0; r0 < m->rows; r0 += batch) {
+		uint64_t nr = m->rows - r0 < batch ? m->rows - r0 : batch;
+		long double vals[16];
+
+		for (int c = 0; c < ps.ncols; c++) {
+			const struct tfs_column *col = &m->cols[ps.cols[c]];
+			ssize_t got = tfs_version_read(v, cache, (size_t)ps.cols[c],
+						       r0 * col->row_bytes, buf[c],
+						       (size_t)(nr * col->row_bytes));
+
+			if (got != (ssize_t)(nr * col->row_bytes)) {
+				SET_ERR("where: cannot read column %s", col->name);
+				rc = got < 0 ? (int)got : -EIO;
+				goto out;
+			}
+		}
+		for (uint64_t i = 0; i < nr; i++) {
+			for (int c = 0; c < ps.ncols; c++) {
+				const struct tfs_column *col = &m->cols[ps.cols[c]];
+
+				vals[c] = element(&col->dtype, buf[c] + i * col->row_bytes);
+			}
+			if (eval(e, vals) != 0)
+				out[count++] = r0 + i;
+		}
+	}
+	*rows = out;
+	*n = count;
+	out = NULL;
+out:
+	for (int c = 0; c < 16; c++)
+		free(buf[c]);
+	free(out);
+	expr_free(e);
+	return rc;
+}
+
+/* --- shuffle -------------------------------------------------------------------------------- */
+
+struct rng {
+	uint64_t s[4];
+};
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void rng_seed(struct rng *r, uint64_t seed, uint64_t epoch)
+{
+	uint64_t x = seed ^ splitmix64(&epoch);
+
+	for (int i = 0; i < 4; i++)
+		r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(struct rng *r)
+{
+	uint64_t *s = r->s, result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return result;
+}
+
+/* Uniform in [0, n) without modulo bias (Lemire). */
+static uint64_t rng_below(struct rng *r, uint64_t n)
+{
+	unsigned __int128 m = (unsigned __int128)rng_next(r) * n;
+	uint64_t low = (uint64_t)m;
+
+	if (low < n) {
+		uint64_t t = -n % n;
+
+		while (low < t) {
+			m = (unsigned __int128)rng_next(r) * n;
+			low = (uint64_t)m;
+		}
+	}
+	return (uint64_t)(m >> 64);
+}
+
+static void shuffle_u64(struct rng *r, uint64_t *a, uint64_t n)
+{
+	for (uint64_t i = n; i > 1; i--) {
+		uint64_t j = rng_below(r, i), t = a[i - 1];
+
+		a[i - 1] = a[j];
+		a[j] = t;
+	}
+}
+
+/* The chunk geometry shuffles follow: the widest column's (it dominates what is read). */
+static uint64_t group_rows(const struct tfs_manifest *m)
+{
+	const struct tfs_column *best = NULL;
+
+	for (size_t i = 0; i < m->ncols; i++)
+		if (!best || m->cols[i].row_bytes > best->row_bytes)
+			best = &m->cols[i];
+	return best && best->rows_per_chunk ? best->rows_per_chunk : 1;
+}
+
+/* Block shuffle of rows (ascending on entry), into out. */
+static int block_shuffle(const uint64_t *rows, uint64_t n, uint64_t per_group, uint64_t block,
+			 uint64_t seed, uint64_t epoch, uint64_t *out)
+{
+	uint64_t ngroups = 0, *start = NULL, *order = NULL, k = 0;
+	struct rng r;
+
+	/* Groups: runs of rows in the same chunk. start[g] indexes rows. */
+	start = malloc((n + 1) * sizeof(*start));
+	if (!start)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++)
+		if (i == 0 || rows[i] / per_group != rows[i - 1] / per_group)
+			start[ngroups++] = i;
+	start[ngroups] = n;
+	order = malloc((ngroups ? ngroups : 1) * sizeof(*order));
+	if (!order) {
+		free(start);
+		return -ENOMEM;
+	}
+	for (uint64_t g = 0; g < ngroups; g++)
+		order[g] = g;
+	rng_seed(&r, seed, epoch);
+	shuffle_u64(&r, order, ngroups);
+	for (uint64_t w = 0; w < ngroups; w += block) {
+		uint64_t first = k;
+
+		for (uint64_t g = w; g < ngroups && g < w + block; g++)
+			for (uint64_t i = start[order[g]]; i < start[order[g] + 1]; i++)
+				out[k++] = rows[i];
+		shuffle_u64(&r, out + first, k - first);
+	}
+	free(order);
+	free(start);
+	return 0;
+}
+
+int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct tfs_view_params *p,
+		   struct tfs_view **out, char *err, size_t err_cap)
+{
+	const uint64_t total = v->manifest.rows;
+	uint64_t *rows = NULL, *order = NULL, n, per, first;
+	struct tfs_view *view = NULL;
+	int rc;
+
+	if (p->where) {
+		rc = filter_rows(v, cache, p->where, &rows, &n, err, err_cap);
+		if (rc)
+			return rc;
+	} else {
+		n = total;
+		rows = malloc((n ? n : 1) * sizeof(*rows));
+		if (!rows)
+			return -ENOMEM;
+		for (uint64_t i = 0; i < n; i++)
+			rows[i] = i;
+	}
+	if (p->shuffle) {
+		order = malloc((n ? n : 1) * sizeof(*order));
+		if (!order) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		rc = block_shuffle(rows, n, group_rows(&v->manifest), p->block, p->seed, p->epoch,
+				   order);
+		if (rc)
+			goto out;
+		free(rows);
+		rows = order;
+		order = NULL;
+	}
+	view = calloc(1, sizeof(*view));
+	if (!view) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	view->matched = n;
+	/* Shard: contiguous slices of the order, padded from its start unless drop_last. */
+	per = p->drop_last ? n / p->world : (n + p->world - 1) / p->world;
+	if (n == 0)
+		per = 0;
+	first = p->start < per ? p->start : per;
+	view->n = per - first;
+	view->rows = malloc((view->n ? view->n : 1) * sizeof(*view->rows));
+	if (!view->rows) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < view->n; i++)
+		view->rows[i] = rows[(p->rank * per + first + i) % n];
+	*out = view;
+	view = NULL;
+	rc = 0;
+out:
+	tfs_view_free(view);
+	free(order);
+	free(rows);
+	return rc;
+}
+
+void tfs_view_free(struct tfs_view *view)
+{
+	if (!view)
+		return;
+	free(view->rows);
+	free(view);
+}
+
+int tfs_view_chunk_order(const struct tfs_view *view, const struct tfs_column *c, uint32_t **order,
+			 size_t *n, uint32_t **pos)
+{
+	uint32_t *o = malloc((c->nchunks ? c->nchunks : 1) * sizeof(*o));
+	uint32_t *p = malloc((c->nchunks ? c->nchunks : 1) * sizeof(*p));
+	size_t count = 0;
+
+	if (!o || !p) {
+		free(o);
+		free(p);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < c->nchunks; k++)
+		p[k] = UINT32_MAX;
+	for (uint64_t i = 0; i < view->n; i++) {
+		size_t k = (size_t)(view->rows[i] / c->rows_per_chunk);
+
+		if (p[k] == UINT32_MAX) {
+			p[k] = (uint32_t)count;
+			o[count++] = (uint32_t)k;
+		}
+	}
+	*order = o;
+	*n = count;
+	*pos = p;
+	return 0;
+}

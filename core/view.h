@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* view: a version's rows in another order: a row filter, a deterministic block shuffle and a DDP
+ * shard, named by a parameter string such as "seed=7,epoch=3,rank=0,world=8". */
+#ifndef TFS_VIEW_H
+#define TFS_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "version.h"
+
+#define TFS_VIEW_DEFAULT_BLOCK 4
+
+struct tfs_view_params {
+	int shuffle;	 /* seed= given */
+	uint64_t seed, epoch;
+	uint64_t rank, world; /* world 1: no sharding */
+	uint64_t block;	 /* shuffle window in chunks */
+	uint64_t start;	 /* rows of the shard to skip (resume mid-epoch) */
+	int drop_last;	 /* 1: drop the tail that does not divide by world; 0: pad (default) */
+	char *where;	 /* filter expression, decoded; NULL: every row */
+};
+
+/* Parse a view directory name: comma-separated key=value pairs (commas inside parentheses
+ * belong to the value), values %-decoded. Keys: seed, epoch, rank, world, block, start,
+ * drop_last, where. Returns 0, or -EINVAL with the reason in err. */
+int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_t err_cap);
+void tfs_view_params_free(struct tfs_view_params *p);
+
+/* A built view: row i of the view is row rows[i] of the version. */
+struct tfs_view {
+	uint64_t n;
+	uint64_t *rows;
+	uint64_t matched; /* rows the filter kept, before sharding */
+};
+
+/* Evaluate the filter (reading the scalar columns it names through the cache), shuffle and shard.
+ * Returns 0, or -EINVAL with the reason in err (a bad expression, an unknown or non-scalar
+ * column, rank >= world), or -EIO if a column cannot be read. */
+int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct tfs_view_params *p,
+		   struct tfs_view **out, char *err, size_t err_cap);
+void tfs_view_free(struct tfs_view *view);
+
+/* The chunks of column col in the order a front-to-back reader of the view first needs them,
+ * and for each chunk its position in that order (UINT32_MAX for chunks the view never reads).
+ * Both arrays are allocated for the caller; pos has one entry per chunk of the column. */
+int tfs_view_chunk_order(const struct tfs_view *view, const struct tfs_column *c, uint32_t **order,
+			 size_t *n, uint32_t **pos);
+
+/* The text of views/README: the grammar and the algorithms. */
+extern const char tfs_view_readme[];
+
+#endif
