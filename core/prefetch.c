@@ -160,6 +160,17 @@ int tfs_stream_create(struct tfs_prefetcher *pf, struct tfs_version *v, size_t c
 	return 0;
 }
 
+void tfs_stream_expect_sequential(struct tfs_stream *st)
+{
+	pthread_mutex_lock(&st->lock);
+	st->streak = SEQ_STREAK;
+	st->window = MIN_WINDOW;
+	pthread_mutex_unlock(&st->lock);
+	pthread_mutex_lock(&st->pf->lock);
+	st->pf->st.sequential_streams++;
+	pthread_mutex_unlock(&st->pf->lock);
+}
+
 void tfs_stream_destroy(struct tfs_stream *st)
 {
 	if (!st)
@@ -217,7 +228,7 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 {
 	const struct tfs_column *c = &st->v->manifest.cols[st->col];
 	uint64_t chunk_bytes = c->rows_per_chunk * c->row_bytes;
-	size_t max_window, end;
+	size_t max_window, end, span;
 
 	if (!st->pf->nthreads || st->n == 0 || chunk_bytes == 0)
 		return;
@@ -230,13 +241,14 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 		last = st->n - 1;
 
 	pthread_mutex_lock(&st->lock);
+	span = last - first + 1;
 	if (!st->seen) {
 		st->seen = 1;
 		st->pos = last;
-	} else if (first > st->pos + 1 + st->window || last + 1 < st->pos) {
+	} else if (first > st->pos + 1 + st->window || last + span + st->window + 1 < st->pos) {
 		/* A jump: random access. Load nothing ahead until progress is sequential again.
-		 * A step back by one chunk is tolerated: page faults and readahead arrive out of
-		 * order from several threads. */
+		 * Reads a little behind are tolerated: page faults and readahead arrive out of order
+		 * from several threads, and one read of a view spans several positions. */
 		if (st->streak >= SEQ_STREAK) {
 			pthread_mutex_lock(&st->pf->lock);
 			st->pf->st.random_resets++;

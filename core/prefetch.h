@@ -38,6 +38,10 @@ int tfs_stream_create(struct tfs_prefetcher *pf, struct tfs_version *v, size_t c
 		      const uint32_t *order, size_t n, struct tfs_stream **out);
 void tfs_stream_destroy(struct tfs_stream *st);
 
+/* The reader will go front to back (a view is made to be read that way): load ahead from the
+ * first access on, instead of waiting for sequential progress to show. A jump still resets. */
+void tfs_stream_expect_sequential(struct tfs_stream *st);
+
 /* The reader consumed sequence positions first..last (inclusive). Sequential progress schedules
  * the next chunks; a jump resets the window so random access loads nothing ahead. */
 void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last);

@@ -20,7 +20,8 @@ const char tfs_view_readme[] =
 	"\n"
 	"  seed=N       shuffle with this seed (any 64-bit number)\n"
 	"  epoch=N      shuffle epoch: every epoch has its own order (default 0)\n"
-	"  block=N      shuffle window, in chunks (default 4)\n"
+	"  block=N      shuffle window, in chunks (default: as many chunks of the widest\n"
+	"               column as make 64 MiB, at least 4)\n"
 	"  rank=R       this shard (default 0)\n"
 	"  world=W      number of shards (default 1)\n"
 	"  drop_last=1  drop the rows that do not divide by world; the default (0) pads the\n"
@@ -41,7 +42,9 @@ const char tfs_view_readme[] =
 	"uniform across the whole dataset at the chunk level and within each window at the\n"
 	"row level; a front-to-back reader needs only <block> chunks at a time, so it reads\n"
 	"at close to sequential speed. A larger block mixes rows more at the cost of more\n"
-	"chunks in memory per reader. The generator is xoshiro256** seeded from (seed, epoch)\n"
+	"chunks in memory per reader: on data sorted by class, a stretch of the view holds\n"
+	"rows of at most <block> chunks, so for near-uniform classes in every 1,000 rows the\n"
+	"window must span many class runs (small chunks or a large block). The generator is xoshiro256** seeded from (seed, epoch)\n"
 	"through splitmix64, with integer arithmetic only: the same parameters give the same\n"
 	"order on every machine. Shards are contiguous slices of the shuffled order: their\n"
 	"union is every row (plus padding), they are pairwise disjoint when world divides\n"
@@ -103,7 +106,6 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 
 	memset(p, 0, sizeof(*p));
 	p->world = 1;
-	p->block = TFS_VIEW_DEFAULT_BLOCK;
 	if (!*name) {
 		SET_ERR("empty view name");
 		return -EINVAL;
@@ -159,6 +161,10 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 				p->world = x;
 			} else if (!strcmp(key, "block")) {
 				p->block = x;
+				if (x == 0) {
+					SET_ERR("block=0: expected at least 1");
+					rc = -EINVAL;
+				}
 			} else if (!strcmp(key, "start")) {
 				p->start = x;
 			} else if (!strcmp(key, "drop_last")) {
@@ -183,10 +189,6 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 	}
 	if (!rc && p->rank >= p->world) {
 		SET_ERR("rank=%" PRIu64 " is not below world=%" PRIu64, p->rank, p->world);
-		rc = -EINVAL;
-	}
-	if (!rc && p->block == 0) {
-		SET_ERR("block=0: expected at least 1");
 		rc = -EINVAL;
 	}
 	if (rc)
@@ -705,14 +707,14 @@ static void shuffle_u64(struct rng *r, uint64_t *a, uint64_t n)
 }
 
 /* The chunk geometry shuffles follow: the widest column's (it dominates what is read). */
-static uint64_t group_rows(const struct tfs_manifest *m)
+static const struct tfs_column *widest(const struct tfs_manifest *m)
 {
 	const struct tfs_column *best = NULL;
 
 	for (size_t i = 0; i < m->ncols; i++)
 		if (!best || m->cols[i].row_bytes > best->row_bytes)
 			best = &m->cols[i];
-	return best && best->rows_per_chunk ? best->rows_per_chunk : 1;
+	return best;
 }
 
 /* Block shuffle of rows (ascending on entry), into out. */
@@ -773,13 +775,22 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 			rows[i] = i;
 	}
 	if (p->shuffle) {
+		const struct tfs_column *w = widest(&v->manifest);
+		const uint64_t per_group = w && w->rows_per_chunk ? w->rows_per_chunk : 1;
+		const uint64_t chunk_bytes = w ? per_group * w->row_bytes : 0;
+		uint64_t block = p->block;
+
+		if (!block) {
+			block = chunk_bytes ? TFS_VIEW_WINDOW_BYTES / chunk_bytes : TFS_VIEW_MAX_BLOCK;
+			block = block < TFS_VIEW_MIN_BLOCK ? TFS_VIEW_MIN_BLOCK : block;
+			block = block > TFS_VIEW_MAX_BLOCK ? TFS_VIEW_MAX_BLOCK : block;
+		}
 		order = malloc((n ? n : 1) * sizeof(*order));
 		if (!order) {
 			rc = -ENOMEM;
 			goto out;
 		}
-		rc = block_shuffle(rows, n, group_rows(&v->manifest), p->block, p->seed, p->epoch,
-				   order);
+		rc = block_shuffle(rows, n, per_group, block, p->seed, p->epoch, order);
 		if (rc)
 			goto out;
 		free(rows);

@@ -10,13 +10,17 @@
 #include "cache.h"
 #include "version.h"
 
-#define TFS_VIEW_DEFAULT_BLOCK 4
+/* Default shuffle window: as many chunks of the widest column as fit in TFS_VIEW_WINDOW_BYTES,
+ * within these bounds. It depends on the manifest only, so it is the same on every machine. */
+#define TFS_VIEW_WINDOW_BYTES (64ull << 20)
+#define TFS_VIEW_MIN_BLOCK 4
+#define TFS_VIEW_MAX_BLOCK 65536
 
 struct tfs_view_params {
 	int shuffle;	 /* seed= given */
 	uint64_t seed, epoch;
 	uint64_t rank, world; /* world 1: no sharding */
-	uint64_t block;	 /* shuffle window in chunks */
+	uint64_t block;	 /* shuffle window in chunks; 0: the default for the dataset */
 	uint64_t start;	 /* rows of the shard to skip (resume mid-epoch) */
 	int drop_last;	 /* 1: drop the tail that does not divide by world; 0: pad (default) */
 	char *where;	 /* filter expression, decoded; NULL: every row */

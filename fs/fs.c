@@ -1014,8 +1014,11 @@ static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, stru
 	rc = tfs_npy_header_build(&c->dtype, h->view->v->n, c->ndim, c->shape, h->header);
 	if (!rc)
 		rc = tfs_view_chunk_order(h->view->v, c, &order, &norder, &h->chunk_pos);
-	if (!rc && fs->prefetch)
+	if (!rc && fs->prefetch) {
 		rc = tfs_stream_create(fs->prefetch, h->ver, h->col, order, norder, &h->stream);
+		if (!rc)
+			tfs_stream_expect_sequential(h->stream);
+	}
 	free(order);
 	if (rc) {
 		handle_free(h);

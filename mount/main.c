@@ -18,6 +18,7 @@
 #include "store.h"
 #include "util.h"
 #include "version.h"
+#include "view.h"
 
 #define TFS_VERSION_STRING "0.1.0"
 #define EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe */
@@ -47,6 +48,9 @@ static const char usage_text[] =
 	"                                  overwrite rows of a column and commit\n"
 	"  drop URL COL [-m MSG] [--branch B]\n"
 	"                                  remove a column and commit\n"
+	"  view URL [--ref REF] [--seed N] [--epoch N] [--rank R --world W] [--block N]\n"
+	"       [--start N] [--drop-last] [--where EXPR] [-n N]\n"
+	"                                  a view's row count and first rows, without mounting\n"
 	"  verify URL                      re-read and check everything every ref reaches\n"
 	"  gc URL [--grace SECONDS] [--dry-run]\n"
 	"                                  delete objects no ref reaches (default grace 86400)\n"
@@ -532,6 +536,98 @@ static int cmd_diff(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
+static int cmd_view(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "ref", required_argument, NULL, 'r' },     { "seed", required_argument, NULL, 's' },
+		{ "epoch", required_argument, NULL, 'e' },   { "rank", required_argument, NULL, 'k' },
+		{ "world", required_argument, NULL, 'w' },   { "block", required_argument, NULL, 'b' },
+		{ "start", required_argument, NULL, 't' },   { "where", required_argument, NULL, 'x' },
+		{ "drop-last", no_argument, NULL, 'd' },     { NULL, 0, NULL, 0 },
+	};
+	const char *ref = "main";
+	struct tfs_buf name = { 0 };
+	struct tfs_view_params p;
+	struct tfs_view *view = NULL;
+	struct tfs_version *v = NULL;
+	struct tfs_cache *cache = NULL;
+	struct tfs_store *s = NULL;
+	struct tfs_id id;
+	long show = 20;
+	char *ds = NULL, err[256];
+	int opt, rc = 0;
+
+	/* The options spell the same key=value name a view directory has. */
+	while ((opt = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
+		const char *key = NULL;
+
+		switch (opt) {
+		case 'r':
+			ref = optarg;
+			continue;
+		case 'n':
+			show = atol(optarg);
+			continue;
+		case 'd':
+			tfs_buf_printf(&name, "%sdrop_last=1", name.len ? "," : "");
+			continue;
+		case 's': key = "seed"; break;
+		case 'e': key = "epoch"; break;
+		case 'k': key = "rank"; break;
+		case 'w': key = "world"; break;
+		case 'b': key = "block"; break;
+		case 't': key = "start"; break;
+		case 'x': key = "where"; break;
+		default:
+			tfs_buf_free(&name);
+			return usage(2);
+		}
+		tfs_buf_printf(&name, "%s%s=%s", name.len ? "," : "", key, optarg);
+	}
+	if (argc - optind != 1) {
+		tfs_buf_free(&name);
+		return usage(2);
+	}
+	rc = tfs_view_parse(name.len ? (char *)name.data : "world=1", &p, err, sizeof(err));
+	if (rc) {
+		tfs_err("%s", err);
+		tfs_buf_free(&name);
+		return 2;
+	}
+	if (open_dataset(argv[optind], 0, &s, &ds)) {
+		rc = 1;
+		goto out;
+	}
+	rc = resolve(s, argv[optind], ds, ref, &id);
+	if (!rc)
+		rc = tfs_version_open(s, ds, &id, &v);
+	if (!rc)
+		rc = tfs_cache_create(256ull << 20, &cache);
+	if (!rc) {
+		rc = tfs_view_build(v, cache, &p, &view, err, sizeof(err));
+		if (rc == -EINVAL)
+			tfs_err("%s", err);
+	}
+	if (!rc) {
+		printf("view %s of %s@%s: %" PRIu64 " rows (%" PRIu64 " of %" PRIu64
+		       " rows match the filter)\n",
+		       name.len ? (char *)name.data : "(all rows)", ds, ref, view->n, view->matched,
+		       v->manifest.rows);
+		for (uint64_t i = 0; i < view->n && (show < 0 || i < (uint64_t)show); i++)
+			printf("%" PRIu64 "\n", view->rows[i]);
+	}
+	rc = rc ? 1 : 0;
+out:
+	tfs_view_free(view);
+	tfs_version_put(v);
+	tfs_cache_destroy(cache);
+	tfs_view_params_free(&p);
+	tfs_buf_free(&name);
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
+
 static int cmd_verify(int argc, char **argv)
 {
 	struct tfs_verify_report r;
@@ -785,6 +881,8 @@ int main(int argc, char **argv)
 		return cmd_update(argc, argv);
 	if (!strcmp(argv[0], "drop"))
 		return cmd_drop(argc, argv);
+	if (!strcmp(argv[0], "view"))
+		return cmd_view(argc, argv);
 	if (!strcmp(argv[0], "verify"))
 		return cmd_verify(argc, argv);
 	if (!strcmp(argv[0], "gc"))

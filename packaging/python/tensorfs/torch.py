@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: MIT
+"""PyTorch helpers for tensorfs mounts: a map-style Dataset over column memmaps, and the view
+of an epoch for this process's rank."""
+
+import os
+
+import numpy as np
+import torch
+import torch.utils.data
+
+import tensorfs
+
+__all__ = ["Dataset", "epoch_view"]
+
+
+class Dataset(torch.utils.data.Dataset):
+    """Rows of a version or view directory as tensors.
+
+    Each item is a dict column -> tensor (or the tensor itself when one column is selected),
+    passed through ``transform`` when given. Memmaps are opened lazily in each process, so the
+    dataset works with ``DataLoader(num_workers=N)``: workers share the daemon's cache and the
+    kernel's page cache, not copies of the data."""
+
+    def __init__(self, path, columns=None, transform=None):
+        self.path = os.fspath(path)
+        cols = tensorfs.open(self.path, columns)
+        self.columns = list(cols.keys())
+        self.rows = cols.rows
+        self.transform = transform
+        self._cols = None  # per process
+
+    def __len__(self):
+        return self.rows
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_cols"] = None  # memmaps are reopened in the worker
+        return state
+
+    def __getitem__(self, i):
+        if self._cols is None:
+            self._cols = tensorfs.open(self.path, self.columns)
+        if i < 0:
+            i += self.rows
+        if not 0 <= i < self.rows:
+            raise IndexError(f"row {i} out of range for {self.rows} rows")
+        item = {c: torch.from_numpy(np.array(self._cols[c][i])) for c in self.columns}
+        if len(self.columns) == 1:
+            item = item[self.columns[0]]
+        return self.transform(item) if self.transform else item
+
+
+def epoch_view(path, seed, epoch, rank=None, world=None, **params):
+    """The view directory of one epoch for this process: a shuffle by (seed, epoch) and, when
+    torch.distributed is initialised and rank/world are not given, this process's shard."""
+    if rank is None and world is None and torch.distributed.is_available() \
+            and torch.distributed.is_initialized():
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return tensorfs.view_path(path, seed=seed, epoch=epoch, rank=rank, world=world, **params)

@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: MIT
+"""Views: shuffle, shards, filters and start as directories; the Python client over them."""
+
+import errno
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO_ROOT, run_proc
+
+sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
+import tensorfs  # noqa: E402
+import tensorfs.torch  # noqa: E402
+
+N = 20_000
+CLASSES = 10
+
+
+def build(lake, chunk="16k"):
+    """Class-sorted labels (the worst case for a shuffle), a row id, and a 64-byte feature."""
+    label = np.repeat(np.arange(CLASSES, dtype=np.int64), N // CLASSES)
+    rid = np.arange(N, dtype=np.int32)
+    feat = (rid[:, None] * 7 + np.arange(16)[None, :]).astype(np.float32)
+    lake.build("d", {"label": label, "rid": rid, "feat": feat}, "--chunk-size", chunk)
+    return label, rid, feat
+
+
+def view(m, **kw):
+    return tensorfs.view_path(m.path / "d" / "main", **kw)
+
+
+def test_shuffle_is_a_permutation_and_deterministic(lake, mount):
+    label, rid, feat = build(lake)
+    m = mount(lake)
+    a = tensorfs.open(view(m, seed=7, epoch=0))
+    order = np.array(a["rid"])
+    assert sorted(order.tolist()) == list(range(N))  # every row exactly once
+    assert not np.array_equal(order, rid)
+    assert np.array_equal(a["label"], label[order])  # columns move together
+    assert np.array_equal(a["feat"], feat[order])
+    again = np.array(tensorfs.open(view(m, seed=7, epoch=0))["rid"])
+    assert np.array_equal(order, again)
+    other_epoch = np.array(tensorfs.open(view(m, seed=7, epoch=1))["rid"])
+    other_seed = np.array(tensorfs.open(view(m, seed=8, epoch=0))["rid"])
+    assert (order != other_epoch).mean() > 0.9
+    assert (order != other_seed).mean() > 0.9
+    # The CLI computes the same order without a mount.
+    p = run_proc(["view", lake.ds_url("d"), "--seed", "7", "--epoch", "0", "-n", "50"],
+                 check=True)
+    lines = p.stdout.splitlines()
+    assert f"{N} rows" in lines[0]
+    assert [int(x) for x in lines[1:]] == order[:50].tolist()
+
+
+def test_same_order_after_remount(lake, mount):
+    build(lake)
+    m = mount(lake, name="m1")
+    first = np.array(tensorfs.open(view(m, seed=3, epoch=5, rank=1, world=3))["rid"])
+    assert not m.stop()
+    m = mount(lake, name="m2")
+    second = np.array(tensorfs.open(view(m, seed=3, epoch=5, rank=1, world=3))["rid"])
+    assert np.array_equal(first, second)
+
+
+def test_shards_partition(lake, mount):
+    build(lake)
+    m = mount(lake)
+    world = 4  # divides N: the shards partition the rows exactly
+    shards = [np.array(tensorfs.open(view(m, seed=11, epoch=2, rank=r, world=world))["rid"])
+              for r in range(world)]
+    assert all(len(s) == N // world for s in shards)
+    allrows = np.concatenate(shards)
+    assert sorted(allrows.tolist()) == list(range(N))
+    # Not dividing: padding (default) keeps lengths equal; drop_last drops the tail.
+    world = 3
+    padded = [np.array(tensorfs.open(view(m, seed=11, epoch=2, rank=r, world=world))["rid"])
+              for r in range(world)]
+    assert {len(s) for s in padded} == {-(-N // world)}
+    assert set(np.concatenate(padded).tolist()) == set(range(N))
+    dropped = [np.array(tensorfs.open(view(m, seed=11, epoch=2, rank=r, world=world,
+                                           drop_last=True))["rid"]) for r in range(world)]
+    assert {len(s) for s in dropped} == {N // world}
+    d = np.concatenate(dropped)
+    assert len(set(d.tolist())) == len(d)  # disjoint
+    # The order of a shard does not depend on who else reads: the same with world=1 slices.
+    full = np.array(tensorfs.open(view(m, seed=11, epoch=2))["rid"])
+    assert np.array_equal(dropped[1], full[N // 3:2 * (N // 3)])
+
+
+def test_start_resumes_mid_epoch(lake, mount):
+    build(lake)
+    m = mount(lake)
+    whole = np.array(tensorfs.open(view(m, seed=5, epoch=1, rank=1, world=2))["rid"])
+    rest = np.array(tensorfs.open(view(m, seed=5, epoch=1, rank=1, world=2, start=1234))["rid"])
+    assert np.array_equal(rest, whole[1234:])
+    assert len(tensorfs.open(view(m, seed=5, rank=0, world=2, start=10**9))["rid"]) == 0
+
+
+def test_filter(lake, mount):
+    label, rid, _ = build(lake)
+    m = mount(lake)
+    a = np.array(tensorfs.open(view(m, where="label<3"))["rid"])
+    assert np.array_equal(a, rid[label < 3])
+    b = np.array(tensorfs.open(view(m, where="label in (1,5) and not rid >= 19000"))["rid"])
+    assert np.array_equal(b, rid[np.isin(label, [1, 5]) & ~(rid >= 19000)])
+    c = np.array(tensorfs.open(view(m, where="(label == 9 or label = 0)"))["rid"])
+    assert np.array_equal(c, rid[(label == 9) | (label == 0)])
+    # filter, then shuffle, then shard
+    parts = [np.array(tensorfs.open(view(m, where="label not in (0,1)", seed=1, rank=r,
+                                         world=2))["rid"]) for r in range(2)]
+    assert sorted(np.concatenate(parts).tolist()) == rid[label >= 2].tolist()
+    # the escaped spelling from the issue works as a literal directory name
+    d = m.path / "d" / "main" / "views" / "where=label%20in%20(1,2,3)"
+    assert np.array_equal(np.load(d / "rid.npy"), rid[np.isin(label, [1, 2, 3])])
+    p = run_proc(["view", lake.ds_url("d"), "--where", "label>=8", "-n", "0"], check=True)
+    assert f"{int((label >= 8).sum())} rows" in p.stdout
+
+
+@pytest.mark.parametrize("name,reason", [
+    ("seed=abc", "expected a non-negative integer"),
+    ("colour=3", "unknown view key"),
+    ("rank=2,world=2", "is not below world"),
+    ("world=0", "world=0"),
+    ("block=0,seed=1", "block=0"),
+    ("where=nope<3", "no column 'nope'"),
+    ("where=feat<3", "not a real scalar"),
+    ("where=label<", "expected a number"),
+    ("where=(label<3", "missing ')'"),
+    ("seed", "not key=value"),
+])
+def test_bad_views_are_enoent_with_a_reason(lake, mount, name, reason):
+    build(lake)
+    m = mount(lake)
+    with pytest.raises(OSError) as ei:
+        os.stat(m.path / "d" / "main" / "views" / name)
+    assert ei.value.errno == errno.ENOENT
+    deadline = time.time() + 5
+    while reason not in m.log() and time.time() < deadline:
+        time.sleep(0.05)
+    assert reason in m.log(), m.log()[-2000:]
+    # the daemon keeps serving
+    assert len(np.load(m.path / "d" / "main" / "rid.npy")) == N
+
+
+def test_views_dir_lists_readme_only(lake, mount):
+    build(lake)
+    m = mount(lake)
+    vdir = m.path / "d" / "main" / "views"
+    assert os.listdir(vdir) == ["README"]
+    text = (vdir / "README").read_text()
+    for key in ("seed=", "epoch=", "rank=", "world=", "block=", "start=", "drop_last", "where="):
+        assert key in text
+    # views of a commit directory work the same
+    commit = json.loads((m.path / "d" / "main" / "schema.json").read_text())["commit"]
+    cdir = m.path / "d" / "commits" / commit
+    a = np.load(cdir / "views" / "seed=1" / "rid.npy")
+    b = np.load(m.path / "d" / "main" / "views" / "seed=1" / "rid.npy")
+    assert np.array_equal(a, b)
+
+
+def test_shuffle_quality(lake, mount):
+    """Class-sorted data: the shuffled label sequence has no long runs and near-uniform class
+    counts in every window of 1,000 rows. Rows of 256 bytes in 8 KiB chunks: the default window
+    (64 MiB of chunks) spans every class run many times over."""
+    n = 50_000
+    label = np.repeat(np.arange(CLASSES, dtype=np.int64), n // CLASSES)
+    pixels = np.zeros((n, 256), dtype=np.uint8)
+    lake.build("q", {"label": label, "pixels": pixels}, "--chunk-size", "8k")
+    m = mount(lake)
+    seq = np.array(np.load(tensorfs.view_path(m.path / "q" / "main", seed=1, epoch=0)
+                           + "/label.npy"))
+    assert sorted(seq.tolist()) == sorted(label.tolist())
+    runs = np.diff(np.flatnonzero(np.diff(np.concatenate(([-1], seq, [-1]))) != 0))
+    assert runs.max() <= 8, runs.max()
+    for w in range(0, n - 1000 + 1, 1000):
+        counts = np.bincount(seq[w:w + 1000], minlength=CLASSES)
+        assert counts.min() >= 50 and counts.max() <= 160, (w, counts)
+
+
+def test_dataloader_over_a_shard(lake, mount):
+    _, rid, feat = build(lake)
+    m = mount(lake)
+    path = tensorfs.torch.epoch_view(m.path / "d" / "main", seed=9, epoch=0, rank=1, world=2)
+    ds = tensorfs.torch.Dataset(path, columns=["rid", "feat"])
+    assert len(ds) == N // 2
+    dl = torch.utils.data.DataLoader(ds, batch_size=256, shuffle=False, num_workers=2)
+    seen = []
+    for batch in dl:
+        seen.append(batch["rid"].numpy())
+        assert torch.equal(batch["feat"], torch.from_numpy(feat[batch["rid"].numpy()]))
+    seen = np.concatenate(seen)
+    shard = np.array(tensorfs.open(path)["rid"])
+    assert np.array_equal(seen, shard)  # every row of the shard, once, in view order
+    assert len(set(seen.tolist())) == len(seen)
+    other = np.array(tensorfs.open(tensorfs.torch.epoch_view(
+        m.path / "d" / "main", seed=9, epoch=0, rank=0, world=2))["rid"])
+    assert sorted(np.concatenate([seen, other]).tolist()) == list(range(N))
+    one = tensorfs.torch.Dataset(path, columns=["rid"], transform=lambda t: t * 2)
+    assert int(one[0]) == 2 * int(shard[0])
+
+
+def test_view_scan_prefetches_in_view_order(lake, mount):
+    """Reading a shuffled view front to back drives the prefetcher through its chunk order."""
+    n = 8192
+    big = (np.arange(n, dtype=np.int64)[:, None] * np.ones((1, 512), np.int64)).astype(np.int64)
+    lake.build("p", {"big": big}, "--chunk-size", "256k")  # 64 rows of 4 KiB per chunk
+    m = mount(lake, opts=["cache_mem=64M", "prefetch_threads=2"])
+    a = np.load(tensorfs.view_path(m.path / "p" / "main", seed=2) + "/big.npy", mmap_mode="r")
+    order = np.array(np.load(tensorfs.view_path(m.path / "p" / "main", seed=2) + "/big.npy",
+                             mmap_mode="r")[:, 0])
+    assert sorted(order.tolist()) == list(range(n))
+    for i in range(0, n, 256):
+        assert np.array_equal(a[i:i + 256, 0], order[i:i + 256])
+    s = json.loads((m.path / ".tensorfs" / "stats").read_text())["prefetch"]
+    assert s["sequential_streams"] >= 1, s
+    assert s["loaded"] > 0 and s["hits"] > 0, s
