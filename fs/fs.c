@@ -77,6 +77,7 @@ struct fs {
 	gid_t gid;
 	time_t started;
 	uint64_t started_ns;
+	uint64_t reads, read_bytes; /* FUSE read requests of column files; atomic */
 };
 
 /* A built view and the commit it was built on; shared by its directory node and open files. */
@@ -502,13 +503,15 @@ static int stats_json(struct fs *fs, struct tfs_buf *out)
 		", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 ", \"pending_bytes\": %" PRIu64
 		", \"already_cached\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"errors\": %" PRIu64
 		", \"sequential_streams\": %" PRIu64 ", \"random_resets\": %" PRIu64 "},\n"
+		"  \"fuse\": {\"reads\": %" PRIu64 ", \"read_bytes_requested\": %" PRIu64 "},\n"
 		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"ranged_gets\": %" PRIu64
 		", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64 ", \"bytes_fetched\": %" PRIu64 "},\n",
 		(double)(tfs_now_ns() - fs->started_ns) / 1e9, c.budget, c.bytes, c.entries, c.hits,
 		c.misses, c.waits, c.load_errors, c.evictions, c.bytes_loaded, p.threads, p.scheduled,
 		c.prefetch_loads, c.prefetch_hits, c.prefetch_wasted, c.prefetch_pending,
 		p.skipped_cached, p.throttled, p.errors, p.sequential_streams, p.random_resets,
-		fs->store->url, sc.gets, sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read);
+		__atomic_load_n(&fs->reads, __ATOMIC_RELAXED),
+		__atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED), fs->store->url, sc.gets, sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read);
 	if (rc)
 		return rc;
 	if (!has_dc)
@@ -1302,9 +1305,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct handle *h = (struct handle *)fi->fh;
+	struct fs *fs = fs_of(req);
 	char *copy;
 
 	(void)ino;
+	if (h->type == N_COLUMN) {
+		__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&fs->read_bytes, size, __ATOMIC_RELAXED);
+	}
 	if (h->type == N_COLUMN && h->view) {
 		read_view_column(req, fs_of(req), h, size, (uint64_t)off);
 		return;
