@@ -21,6 +21,7 @@ struct entry {
 	int err;	   /* protected by shard->lock; set when FAILED */
 	unsigned refs;	   /* protected by shard->lock */
 	int prefetched;	   /* loaded ahead, no reader yet; protected by shard->lock */
+	size_t cap;	   /* capacity of pub.data if it came from tfs_cache_alloc, else 0 */
 	struct entry *hnext;		   /* hash chain; protected by shard->lock */
 	struct entry *lru_prev, *lru_next; /* protected by shard->lock; READY entries only */
 };
@@ -43,8 +44,19 @@ struct counters {
 	uint64_t prefetch_loads, prefetch_hits, prefetch_wasted, prefetch_pending;
 };
 
+/* A free buffer in the pool; the header lives in the buffer itself. */
+struct pbuf {
+	struct pbuf *next;
+	size_t cap;
+};
+
 struct tfs_cache {
 	struct shard shards[NSHARDS];
+	pthread_mutex_t pool_lock;
+	struct pbuf *pool;     /* protected by pool_lock */
+	uint64_t pool_bytes;   /* protected by pool_lock */
+	uint64_t pool_max;
+	uint64_t pool_reuses;  /* protected by pool_lock */
 	uint64_t budget;
 	uint64_t total;	       /* bytes over all shards; atomic */
 	unsigned evict_cursor; /* next shard to evict from; atomic */
@@ -83,13 +95,72 @@ int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 		s->lru.lru_next = s->lru.lru_prev = &s->lru;
 	}
 	c->budget = budget;
+	pthread_mutex_init(&c->pool_lock, NULL);
+	c->pool_max = budget / 8 < (32u << 20) ? budget / 8 : (32u << 20);
 	*out = c;
 	return 0;
 }
 
-static void free_entry(struct entry *e)
+/* Size classes: 64 KiB steps below 1 MiB, 1 MiB steps above, so chunks of one column (and their
+ * compressed objects, give or take) share buffers. */
+static size_t size_class(size_t len)
 {
-	free((void *)e->pub.data);
+	size_t step = len < (1u << 20) ? (64u << 10) : (1u << 20);
+
+	return (len + step - 1) / step * step;
+}
+
+void *tfs_cache_alloc(struct tfs_cache *c, size_t len, size_t *cap)
+{
+	const size_t want = size_class(len ? len : 1);
+	struct pbuf **pp, *b = NULL;
+
+	pthread_mutex_lock(&c->pool_lock);
+	for (pp = &c->pool; *pp; pp = &(*pp)->next)
+		if ((*pp)->cap == want) {
+			b = *pp;
+			*pp = b->next;
+			c->pool_bytes -= b->cap;
+			c->pool_reuses++;
+			break;
+		}
+	pthread_mutex_unlock(&c->pool_lock);
+	if (!b)
+		b = malloc(want);
+	if (b && cap)
+		*cap = want;
+	return b;
+}
+
+void tfs_cache_release(struct tfs_cache *c, void *p, size_t cap)
+{
+	struct pbuf *b = p;
+
+	if (!p)
+		return;
+	/* Only whole size classes go back: anything else came from elsewhere. */
+	if (cap < sizeof(*b) || cap != size_class(cap)) {
+		free(p);
+		return;
+	}
+	pthread_mutex_lock(&c->pool_lock);
+	if (c->pool_bytes + cap <= c->pool_max) {
+		b->cap = cap;
+		b->next = c->pool;
+		c->pool = b;
+		c->pool_bytes += cap;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&c->pool_lock);
+	free(b);
+}
+
+static void free_entry(struct tfs_cache *c, struct entry *e)
+{
+	/* Entry data may come from the pool or from plain malloc: the pool only takes back what
+	 * has a size class's exact capacity, which malloc'd data of another size never claims. */
+	if (e->pub.data)
+		tfs_cache_release(c, (void *)e->pub.data, e->cap);
 	free(e);
 }
 
@@ -106,13 +177,20 @@ void tfs_cache_destroy(struct tfs_cache *c)
 			for (; e; e = next) {
 				next = e->hnext;
 				assert(e->refs == 0);
-				free_entry(e);
+				free_entry(c, e);
 			}
 		}
 		free(s->table);
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->loaded);
 	}
+	while (c->pool) {
+		struct pbuf *b = c->pool;
+
+		c->pool = b->next;
+		free(b);
+	}
+	pthread_mutex_destroy(&c->pool_lock);
 	free(c);
 }
 
@@ -227,12 +305,12 @@ static void evict_shard(struct tfs_cache *c, struct shard *s, struct entry **fre
 	}
 }
 
-static void free_list(struct entry *e)
+static void free_list(struct tfs_cache *c, struct entry *e)
 {
 	while (e) {
 		struct entry *next = e->hnext;
 
-		free_entry(e);
+		free_entry(c, e);
 		e = next;
 	}
 }
@@ -254,7 +332,7 @@ static void shrink(struct tfs_cache *c, unsigned first)
 		evict_shard(c, s, &freed);
 		pthread_mutex_unlock(&s->lock);
 	}
-	free_list(freed);
+	free_list(c, freed);
 }
 
 /* Mark a reader's first use of an entry; called with its shard lock held. */
@@ -270,7 +348,7 @@ static void first_use(struct tfs_cache *c, struct entry *e)
 
 /* Finish a load: publish the data or the error. Returns 1 when the caller should shrink. */
 static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, int rc,
-		       uint8_t *data, size_t len, struct entry **freed)
+		       uint8_t *data, size_t len, size_t cap, struct entry **freed)
 {
 	if (rc) {
 		/* Waiters see the error; the entry leaves the table so the next get retries. */
@@ -285,6 +363,7 @@ static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, in
 	}
 	e->pub.data = data;
 	e->pub.len = len;
+	e->cap = cap;
 	e->state = READY;
 	s->bytes += len;
 	__atomic_add_fetch(&c->total, len, __ATOMIC_RELAXED);
@@ -303,7 +382,7 @@ int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_
 	struct shard *s = &c->shards[idx];
 	struct entry *e, *freed = NULL;
 	uint8_t *data = NULL;
-	size_t len = 0;
+	size_t len = 0, cap = 0;
 	int rc, over;
 
 	pthread_mutex_lock(&s->lock);
@@ -324,7 +403,7 @@ int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_
 				freed = e;
 			pthread_mutex_unlock(&s->lock);
 			if (freed)
-				free_entry(freed);
+				free_entry(c, freed);
 			return rc;
 		}
 		lru_unlink(e);
@@ -339,13 +418,13 @@ int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_
 	if (!e)
 		return -ENOMEM;
 
-	rc = load(arg, key, &data, &len);
+	rc = load(arg, key, &data, &len, &cap);
 
 	pthread_mutex_lock(&s->lock);
-	over = finish_load(c, s, e, rc, data, len, &freed);
+	over = finish_load(c, s, e, rc, data, len, cap, &freed);
 	pthread_mutex_unlock(&s->lock);
 	if (freed)
-		free_entry(freed);
+		free_entry(c, freed);
 	if (rc)
 		return rc;
 	if (over)
@@ -376,7 +455,7 @@ int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_
 	struct shard *s = &c->shards[idx];
 	struct entry *e, *freed = NULL;
 	uint8_t *data = NULL;
-	size_t len = 0;
+	size_t len = 0, cap = 0;
 	int rc, over;
 
 	pthread_mutex_lock(&s->lock);
@@ -393,15 +472,15 @@ int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_
 	if (!e)
 		return -ENOMEM;
 
-	rc = load(arg, key, &data, &len);
+	rc = load(arg, key, &data, &len, &cap);
 
 	pthread_mutex_lock(&s->lock);
-	over = finish_load(c, s, e, rc, data, len, &freed);
+	over = finish_load(c, s, e, rc, data, len, cap, &freed);
 	if (!rc)
 		e->refs--; /* the loader's own reference; readers that joined hold theirs */
 	pthread_mutex_unlock(&s->lock);
 	if (freed)
-		free_entry(freed);
+		free_entry(c, freed);
 	if (rc)
 		return rc;
 	if (over)
@@ -440,4 +519,8 @@ void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 		pthread_mutex_unlock(&c->shards[i].lock);
 	}
 	st->budget = c->budget;
+	pthread_mutex_lock(&c->pool_lock);
+	st->pool_bytes = c->pool_bytes;
+	st->pool_reuses = c->pool_reuses;
+	pthread_mutex_unlock(&c->pool_lock);
 }

@@ -17,10 +17,12 @@ struct tfs_cache_entry {
 	size_t len;
 };
 
-/* Fill a missing entry: allocate the decoded bytes with malloc and hand them over through
- * data and len, or return -errno (nothing is cached then; the next get tries again). */
+/* Fill a missing entry: allocate the decoded bytes and hand them over through data and len, or
+ * return -errno (nothing is cached then; the next get tries again). Bytes from tfs_cache_alloc
+ * set *cap to the capacity it gave (the buffer goes back to the pool when evicted); bytes from
+ * malloc leave *cap at 0. */
 typedef int (*tfs_cache_load_fn)(void *arg, const struct tfs_id *key, uint8_t **data,
-				 size_t *len);
+				 size_t *len, size_t *cap);
 
 struct tfs_cache_stats {
 	uint64_t hits, misses;
@@ -34,6 +36,7 @@ struct tfs_cache_stats {
 	uint64_t prefetch_pending; /* bytes loaded ahead and not used yet (now) */
 	uint64_t bytes, entries;   /* now */
 	uint64_t budget;
+	uint64_t pool_bytes, pool_reuses; /* buffer pool: bytes kept now, allocations it served */
 };
 
 /* budget: bytes of decoded data kept once no reader holds them. Entries in use are never freed,
@@ -54,5 +57,13 @@ int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_
 int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key);
 
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st);
+
+/* Buffers for decoded chunks and fetched objects. Freed buffers are kept in a small bounded pool
+ * (an eighth of the budget, at most 32 MiB) and handed out again, so steady-state loads neither
+ * fault in nor zero fresh pages. Buffers come from malloc: realloc and free work on them too.
+ * tfs_cache_alloc returns a buffer of at least len bytes and its capacity in *cap (may be NULL). */
+void *tfs_cache_alloc(struct tfs_cache *c, size_t len, size_t *cap);
+/* Give a buffer of capacity cap back (NULL is fine). */
+void tfs_cache_release(struct tfs_cache *c, void *p, size_t cap);
 
 #endif

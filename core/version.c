@@ -86,11 +86,13 @@ static int first_report(const struct tfs_id *id)
 
 struct load_ctx {
 	struct tfs_version *v;
+	struct tfs_cache *cache;
 	const struct tfs_column *col;
 	size_t k;
 };
 
-static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t *len)
+static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t *len,
+		      size_t *cap)
 {
 	const struct load_ctx *l = arg;
 	const struct tfs_column *c = l->col;
@@ -101,8 +103,15 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	char key[TFS_KEY_MAX];
 	const char *why = NULL;
 	uint8_t *p = NULL;
+	size_t pcap = 0;
 	int rc;
 
+	/* Both buffers come from the cache's pool: a steady scan reuses the same few. */
+	obj.data = tfs_cache_alloc(l->cache, (size_t)c->chunks[l->k].stored_size + 1, &obj.cap);
+	if (!obj.data) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	tfs_object_key(l->v->ds, id, key);
 	rc = tfs_store_get(l->v->store, key, &obj);
 	if (rc) {
@@ -110,7 +119,7 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 		rc = rc == -ENOENT ? -EIO : rc;
 		goto out;
 	}
-	p = malloc(raw ? raw : 1);
+	p = tfs_cache_alloc(l->cache, raw ? raw : 1, &pcap);
 	if (!p) {
 		rc = -ENOMEM;
 		goto out;
@@ -123,6 +132,7 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	}
 	*data = p;
 	*len = raw;
+	*cap = pcap;
 	p = NULL;
 out:
 	if (why && first_report(id)) {
@@ -133,8 +143,8 @@ out:
 			"), is damaged: %s; reads of those rows fail with EIO",
 			l->v->store->url, key, hex, l->k, c->name, r0, r0 + nr - 1, why);
 	}
-	free(p);
-	tfs_buf_free(&obj);
+	tfs_cache_release(l->cache, p, pcap);
+	tfs_cache_release(l->cache, obj.data, obj.cap);
 	return rc;
 }
 
@@ -142,7 +152,7 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 			  struct tfs_cache_entry **e)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
-	struct load_ctx l = { v, c, k };
+	struct load_ctx l = { v, cache, c, k };
 
 	if (k >= c->nchunks)
 		return -EINVAL;
@@ -153,7 +163,7 @@ int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, s
 			       size_t k)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
-	struct load_ctx l = { v, c, k };
+	struct load_ctx l = { v, cache, c, k };
 
 	if (k >= c->nchunks)
 		return -EINVAL;

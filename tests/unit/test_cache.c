@@ -31,7 +31,7 @@ struct loader {
 };
 
 /* The bytes of entry i: its number repeated, so any mix-up shows. */
-static int load(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len)
+static int load(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len, size_t *cap)
 {
 	struct loader *l = arg;
 	uint8_t *p;
@@ -44,6 +44,7 @@ static int load(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len
 	}
 	if (l->fail)
 		return -EIO;
+	(void)cap; /* plain malloc: the cache frees it */
 	p = malloc(CHUNK);
 	if (!p)
 		return -ENOMEM;
@@ -272,6 +273,47 @@ static void test_prefetch_counters(void **state)
 	tfs_cache_destroy(c);
 }
 
+/* Pool buffers are reused, bounded, and entries loaded into them go back on eviction. */
+static void test_buffer_pool(void **state)
+{
+	struct tfs_cache *c;
+	struct tfs_cache_stats st;
+	size_t cap;
+	void *a, *b;
+
+	(void)state;
+	assert_int_equal(tfs_cache_create(64 << 20, &c), 0); /* pool: 8 MiB */
+	a = tfs_cache_alloc(c, 3000000, &cap);
+	assert_non_null(a);
+	assert_true(cap >= 3000000);
+	memset(a, 1, 3000000);
+	tfs_cache_release(c, a, cap);
+	b = tfs_cache_alloc(c, 2900000, &cap);
+	assert_ptr_equal(a, b); /* same size class: reused */
+	tfs_cache_release(c, b, cap);
+	tfs_cache_stats(c, &st);
+	assert_int_equal(st.pool_reuses, 1);
+	assert_int_equal(st.pool_bytes, cap);
+	/* Bounded: many releases keep at most an eighth of the budget. */
+	for (int i = 0; i < 10; i++) {
+		void *p = tfs_cache_alloc(c, 4 << 20, &cap);
+
+		tfs_cache_release(c, p, cap);
+		(void)p;
+	}
+	{
+		void *ps[10];
+
+		for (int i = 0; i < 10; i++)
+			ps[i] = tfs_cache_alloc(c, 4 << 20, &cap);
+		for (int i = 0; i < 10; i++)
+			tfs_cache_release(c, ps[i], cap);
+	}
+	tfs_cache_stats(c, &st);
+	assert_true(st.pool_bytes <= (8u << 20));
+	tfs_cache_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_readers_under_pressure),
 		cmocka_unit_test(test_one_load_per_key),
 		cmocka_unit_test(test_prefetch_counters),
+		cmocka_unit_test(test_buffer_pool),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
