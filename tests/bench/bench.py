@@ -1191,6 +1191,46 @@ def case6(ctx, res):
                     note=f"{n} rows, batch {a.batch_size}, shuffle")
 
 
+def case7(ctx, res):
+    """Shuffled view scan (front to back, cold) vs random mmap access of a local .npy (a uniform
+    shuffle of every row, cold), vs a sequential scan of the unshuffled version (mount, cold)."""
+    a = ctx.args
+    rows, rb = ctx.data["rows"], ctx.data["row_bytes"]
+    view = f"seed={a.seed},epoch=0"
+    block = max(1, (1 << 20) // rb)  # rows per np.asarray: about 1 MiB
+    times = {"view": [], "seq": [], "local_random": []}
+    order = np.random.default_rng(a.seed + 7).permutation(rows).tolist()
+    for _ in range(a.cold_reps):
+        with ctx.mount() as m:
+            vpath = m.path / DATASET / "main" / "views" / view / f"{COLUMN}.npy"
+            os.stat(vpath)
+            ctx.cache.drop()
+            t0 = time.perf_counter()
+            mm = np.load(vpath, mmap_mode="r")
+            for i in range(0, mm.shape[0], block):
+                np.asarray(mm[i:i + block]).copy()
+            times["view"].append(time.perf_counter() - t0)
+            del mm
+            res.setdefault("view_daemon_stats", []).append(m.stats())
+        with ctx.mount() as m:
+            path = m.file()
+            os.stat(path)
+            ctx.cache.drop()
+            times["seq"].append(scan_mmap(path, a.mmap_block)[1])
+        ctx.cache.drop()
+        times["local_random"].append(random_mmap(ctx.npy, order))
+    nbytes = rows * rb
+    v = {k: nbytes / MB / med(ts) for k, ts in times.items()}
+    res.update({k: {"seconds": ts, "MBps": v[k]} for k, ts in times.items()})
+    log(f"  shuffled view scan {v['view']:,.0f} MB/s, local random mmap "
+        f"{v['local_random']:,.0f} MB/s, sequential scan of the version {v['seq']:,.0f} MB/s")
+    ctx.add(7, "cold shuffled view scan (np.load mmap)", v["view"], "MB/s",
+            "local .npy cold, random mmap of every row", v["local_random"],
+            target=("ratio", 3.0))
+    ctx.add(7, "cold shuffled view scan (np.load mmap)", v["view"], "MB/s",
+            "mount cold sequential scan of the version", v["seq"])
+
+
 CASES = {
     1: ("cold sequential scan of a zstd column", case1),
     2: ("warm re-read", case2),
@@ -1198,6 +1238,7 @@ CASES = {
     4: ("time to first batch", case4),
     5: ("scan 4x cache_mem: daemon RSS", case5),
     6: ("PyTorch DataLoader", case6),
+    7: ("shuffled view scan", case7),
 }
 
 
