@@ -21,9 +21,25 @@ SANFLAGS :=
 endif
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
-DEPS     := fuse3 libzstd libxxhash libcrypto
+DEPS     := fuse3 libzstd libxxhash libcrypto libcurl inih
 DEPCFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS))
 DEPLIBS  := $(shell $(PKG_CONFIG) --libs $(DEPS))
+# CUDA: the cuda staging backend is built when the toolkit is found ($(CUDA_HOME), default
+# /usr/local/cuda) unless CUDA=0 (CUDA=1 insists). The runtime is linked statically: the binary
+# runs anywhere, and `cuda:N` is a clear error reply where no driver or device is present.
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(CUDA),0)
+HAVE_CUDA :=
+else
+HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
+ifeq ($(CUDA)$(HAVE_CUDA),1)
+$(error CUDA=1 but no $(CUDA_HOME)/include/cuda_runtime_api.h; set CUDA_HOME)
+endif
+endif
+ifneq ($(HAVE_CUDA),)
+CUDA_CFLAGS := -DTFS_HAVE_CUDA -isystem $(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+endif
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -MP \
 	     -Icore $(DEPCFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS) -pthread
@@ -58,7 +74,13 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(BUILD)/fs/%.o $(BUILD)/gpu/%.o: ALL_CFLAGS += -Ifs -Igpu
+$(BUILD)/fs/%.o $(BUILD)/gpu/%.o: ALL_CFLAGS += -Ifs -Igpu -Ipackaging/include
+$(BUILD)/gpu/%.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+# gpu/ objects are rebuilt when the CUDA setting changes (the stamp holds it).
+CUDA_STAMP := $(BUILD)/gpu/cuda.flags
+$(shell mkdir -p $(BUILD)/gpu && (echo '$(CUDA_CFLAGS)' | cmp -s - $(CUDA_STAMP) || \
+	echo '$(CUDA_CFLAGS)' > $(CUDA_STAMP)))
+$(GPU_OBJ): $(CUDA_STAMP)
 $(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu
 
 $(CORE_LIB): $(CORE_OBJ)
@@ -67,18 +89,26 @@ $(CORE_LIB): $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
 $(BIN): $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB) $(DEPLIBS) -lm
+	$(CC) $(ALL_LDFLAGS) -o $@ $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB) $(DEPLIBS) -lm \
+		$(CUDA_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) \
 		$(shell $(PKG_CONFIG) --cflags --libs cmocka) -lm
 
+# Test helpers built from tests/unit that are not cmocka suites (the botocore test runs this one).
+SIGV4_CLI := $(BUILD)/tests/sigv4_cli
+$(SIGV4_CLI): tests/unit/sigv4_cli.c $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) -lm
+
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
-integration: $(BIN)
-	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) $(PYTHON) -m pytest -q tests/integration
+integration: $(BIN) $(SIGV4_CLI)
+	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) \
+		TENSORFS_SIGV4_CLI=$(abspath $(SIGV4_CLI)) $(PYTHON) -m pytest -q tests/integration
 
 test: unit integration
 

@@ -8,6 +8,9 @@
 
 static const struct tfs_store_ops *const backends[] = {
 	&tfs_store_file_ops,
+	&tfs_store_s3_ops,
+	&tfs_store_http_ops,
+	&tfs_store_https_ops,
 };
 
 int tfs_store_open(const char *url, unsigned flags, struct tfs_store **out)
@@ -18,7 +21,9 @@ int tfs_store_open(const char *url, unsigned flags, struct tfs_store **out)
 	if (url[0] == '/')
 		return tfs_store_file_ops.open(url, flags, out);
 	if (!colon) {
-		tfs_err("%s: not a store URL (expected file:///absolute/path)", url);
+		tfs_err("%s: not a store URL (expected file:///absolute/path, s3://bucket/prefix or "
+			"http(s)://host/path)",
+			url);
 		return -EINVAL;
 	}
 	n = (size_t)(colon - url);

@@ -51,6 +51,9 @@ struct tfs_store_ops {
 struct tfs_store_counters {
 	uint64_t gets, ranged_gets, heads, puts, lists, deletes;
 	uint64_t bytes_read, bytes_written;
+	/* Attempts repeated by remote backends (transport errors, 5xx/429, short or damaged
+	 * bodies), counted by the backend itself; 0 for file://. */
+	uint64_t retries;
 };
 
 /* Fields every backend's store begins with. */
@@ -64,11 +67,15 @@ struct tfs_store {
 void tfs_store_counters(const struct tfs_store *s, struct tfs_store_counters *out);
 
 extern const struct tfs_store_ops tfs_store_file_ops;
+extern const struct tfs_store_ops tfs_store_http_ops;  /* read-only, see store_http.c */
+extern const struct tfs_store_ops tfs_store_https_ops;
+extern const struct tfs_store_ops tfs_store_s3_ops;
 
 /* TFS_STORE_CREATE: create the lake root if it does not exist (writers only). */
 #define TFS_STORE_CREATE 1u
 
-/* Open the store for a URL: file:///abs/path (or a bare absolute path). */
+/* Open the store for a URL: file:///abs/path (or a bare absolute path),
+ * s3://[REMOTE@]BUCKET[/PREFIX], http(s)://HOST/PATH (read-only). */
 int tfs_store_open(const char *url, unsigned flags, struct tfs_store **out);
 void tfs_store_close(struct tfs_store *s);
 

@@ -19,12 +19,14 @@
 #include "util.h"
 #include "version.h"
 #include "view.h"
+#include "config.h"
+#include "lakeindex.h"
 
 #define TFS_VERSION_STRING "0.1.0"
 #define EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe */
 
 static const char usage_text[] =
-	"usage: tensorfs COMMAND [ARGS]\n"
+	"usage: tensorfs [--config FILE] COMMAND [ARGS]\n"
 	"\n"
 	"  create URL                      create a dataset (URL = LAKE_URL/DATASET)\n"
 	"  import URL COL=FILE.npy ...     append rows to columns and commit\n"
@@ -39,6 +41,7 @@ static const char usage_text[] =
 	"               readahead_kb=N (kernel readahead, default 1024, needs root),\n"
 	"               cache_dir=DIR,cache_disk=SIZE (disk cache of fetched objects,\n"
 	"               default size 8G),\n"
+	"               config=FILE (remotes and credentials, see README),\n"
 	"               log=FILE, threads=N, and libfuse options such as allow_other\n"
 	"  branch URL NAME [--from REF]    create a branch (default: from main)\n"
 	"  tag URL NAME [--at REF]         create a tag; tags never move\n"
@@ -54,9 +57,12 @@ static const char usage_text[] =
 	"  verify URL                      re-read and check everything every ref reaches\n"
 	"  gc URL [--grace SECONDS] [--dry-run]\n"
 	"                                  delete objects no ref reaches (default grace 86400)\n"
+	"  index LAKE_URL                  write the listing files a lake served over\n"
+	"                                  http(s):// needs (run again after writes)\n"
 	"  version                         print the version\n"
 	"\n"
-	"LAKE_URL: file:///absolute/path. Unmount with `fusermount3 -u MOUNTPOINT`.\n";
+	"LAKE_URL: file:///absolute/path, s3://[REMOTE@]BUCKET[/PREFIX] or http(s)://HOST/PATH\n"
+	"(read-only). Unmount with `fusermount3 -u MOUNTPOINT`.\n";
 
 static int usage(int rc)
 {
@@ -737,6 +743,14 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 			cfg->log_path = val;
 		} else if (!strcmp(o, "cache_dir") && val) {
 			cfg->cache_dir = val;
+		} else if (!strcmp(o, "config") && val) {
+			/* Resolved now: a daemon changes directory to /. */
+			char path[PATH_MAX];
+
+			if (!realpath(val, path) || tfs_config_set_path(path)) {
+				tfs_err("-o config=%s: %s", val, strerror(errno));
+				return -EINVAL;
+			}
 		} else if (!strcmp(o, "cache_disk") && val) {
 			if (tfs_parse_size(val, &cfg->cache_disk)) {
 				tfs_err("-o cache_disk=%s: expected a size like 20G", val);
@@ -847,6 +861,24 @@ out:
 	return rc;
 }
 
+static int cmd_index(int argc, char **argv)
+{
+	struct tfs_store *s;
+	int rc;
+
+	if (argc != 2)
+		return usage(2);
+	if (tfs_store_open(argv[1], 0, &s))
+		return 1;
+	rc = tfs_lakeindex_write(s);
+	if (rc < 0)
+		tfs_err("%s: cannot write the index: %s", argv[1], strerror(-rc));
+	else
+		printf("%s: wrote %d index files\n", s->url, rc);
+	tfs_store_close(s);
+	return rc < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *prog = basename(argv[0]);
@@ -859,6 +891,17 @@ int main(int argc, char **argv)
 		return usage(2);
 	argc--;
 	argv++;
+	if (!strcmp(argv[0], "--config") || !strncmp(argv[0], "--config=", 9)) {
+		const char *path = argv[0][8] == '=' ? argv[0] + 9 : argv[1];
+		int used = argv[0][8] == '=' ? 1 : 2;
+
+		if (!path || argc <= used)
+			return usage(2);
+		if (tfs_config_set_path(path))
+			return 1;
+		argc -= used;
+		argv += used;
+	}
 	if (!strcmp(argv[0], "create"))
 		return cmd_create(argc, argv);
 	if (!strcmp(argv[0], "import"))
@@ -885,6 +928,8 @@ int main(int argc, char **argv)
 		return cmd_view(argc, argv);
 	if (!strcmp(argv[0], "verify"))
 		return cmd_verify(argc, argv);
+	if (!strcmp(argv[0], "index"))
+		return cmd_index(argc, argv);
 	if (!strcmp(argv[0], "gc"))
 		return cmd_gc(argc, argv);
 	if (!strcmp(argv[0], "version") || !strcmp(argv[0], "--version")) {

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/* http: the libcurl client under the http(s):// and s3:// stores: one connection pool per
+ * store, bounded in-flight requests, timeouts, retries with jittered exponential backoff, and
+ * large objects fetched as parallel ranges. */
+#ifndef TFS_HTTP_H
+#define TFS_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "util.h"
+
+struct tfs_http;
+
+/* Called before every attempt to produce the request headers, appended to hdrs as
+ * NUL-terminated "Name: value" strings (so that a signature is fresh on each attempt). */
+typedef int (*tfs_http_headers_fn)(void *arg, struct tfs_buf *hdrs);
+
+struct tfs_http_req {
+	const char *method; /* GET HEAD PUT POST DELETE */
+	const char *url;
+	tfs_http_headers_fn headers;
+	void *headers_arg;
+	const void *body; /* PUT and POST */
+	size_t body_len;
+	/* The response body goes into out (reset on every attempt), or into dst (at most dst_cap
+	 * bytes: a longer body is cut there and the transfer stopped), or nowhere. */
+	struct tfs_buf *out;
+	void *dst;
+	size_t dst_cap;
+	/* For a ranged GET: the offset asked for, so that a server that ignores Range (200 with
+	 * the whole object) still fills dst with the right bytes. */
+	uint64_t range_off;
+	int ranged;
+	const char *what; /* "GET s3://bucket/key" for log lines; never holds a secret */
+};
+
+struct tfs_http_resp {
+	long status;
+	size_t body_len;	    /* bytes delivered to out or dst */
+	int64_t content_length;	    /* -1 when absent */
+	int64_t range_total;	    /* total size from Content-Range, -1 when absent */
+	int64_t last_modified;	    /* seconds since the epoch, -1 when absent */
+	char etag[132];		    /* as sent, quotes included; "" when absent */
+};
+
+/* A client with its own connection pool (shared connections, DNS and TLS sessions).
+ * `retries` (may be NULL) is incremented atomically for every retried attempt. */
+int tfs_http_create(const struct tfs_config_http *cfg, uint64_t *retries, struct tfs_http **out);
+void tfs_http_destroy(struct tfs_http *h);
+const struct tfs_config_http *tfs_http_config(const struct tfs_http *h);
+
+/* Perform a request, retrying transport failures (connect errors, resets, timeouts, stalls,
+ * bodies shorter than their Content-Length) and statuses 408, 429, 500, 502, 503 and 504 with
+ * jittered exponential backoff up to the configured number of retries. Returns 0 when a final
+ * response arrived (resp->status says which), -ETIMEDOUT / -ECONNRESET / -EIO when every
+ * attempt failed in transport (logged once, with req->what), -ENOMEM. */
+int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_http_resp *resp);
+
+/* The -errno for a final HTTP status: 404/410 -ENOENT, 401/403 -EACCES, 405/501 -EOPNOTSUPP,
+ * 412 -EAGAIN, 416 -ERANGE, anything else >= 400 -EIO; 0 below 400. */
+int tfs_http_status_errno(long status);
+
+/* Fetch one range [off, off + len) into dst; returns the bytes placed (short only at the end of
+ * the object) and sets *total to the object size when the reply says it (-1 otherwise). */
+typedef ssize_t (*tfs_http_range_fn)(void *arg, uint64_t off, void *dst, size_t len,
+				     int64_t *total);
+
+/* A whole object by ranges: the first part_size bytes first; when the object is larger, the
+ * rest in part_size ranges, `parallel` at a time. out is reset first. Returns 0 or -errno. */
+int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsigned parallel,
+		       struct tfs_buf *out);
+
+/* Fetch a whole object with fn. When key names a content-addressed object
+ * ("<dataset>/objects/<hh>/<62 hex>") whose envelope fails its check (tfs_object_check), it is
+ * fetched once more (counted as a retry); a second failure is -EIO, logged once with `what`. */
+typedef int (*tfs_http_fetch_fn)(void *arg, struct tfs_buf *out);
+int tfs_http_get_verified(struct tfs_http *h, const char *what, const char *key,
+			  tfs_http_fetch_fn fn, void *arg, struct tfs_buf *out);
+
+/* Sleep for the jittered backoff of attempt n (0-based) under h's settings; for callers that
+ * retry at a higher level (a checksum refetch, a lock wait). */
+void tfs_http_backoff(const struct tfs_http *h, unsigned attempt);
+
+#endif

@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: MIT */
+/* store_http: read-only http:// and https:// lakes on any static web server with Range support.
+ * Listings come from ".tensorfs-index" files (tensorfs index) or, failing that, from the
+ * server's HTML directory listing (nginx autoindex, Apache, python -m http.server). */
+#include "store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "http.h"
+#include "lakeindex.h"
+#include "sigv4.h"
+
+struct http_store {
+	struct tfs_store base;
+	struct tfs_http *http;
+	char *root; /* base URL without a trailing '/' */
+};
+
+static struct http_store *hs_of(struct tfs_store *s)
+{
+	return (struct http_store *)s;
+}
+
+static int key_ok(const char *key)
+{
+	if (key[0] == '/' || strlen(key) > 4096)
+		return 0;
+	for (const char *p = key; p; p = strchr(p, '/'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, "..", 2) && (p[2] == '/' || p[2] == 0))
+			return 0;
+	return 1;
+}
+
+/* root + "/" + key, the key percent-encoded ('/' kept). */
+static int key_url(const struct http_store *s, const char *key, int dir, struct tfs_buf *u)
+{
+	int rc = tfs_buf_printf(u, "%s/", s->root);
+
+	if (!rc)
+		rc = tfs_sigv4_uri_encode(u, key, strlen(key), 1);
+	if (!rc && dir && *key)
+		rc = tfs_buf_append(u, "/", 1);
+	return rc;
+}
+
+static void what(char *buf, size_t cap, const char *method, const struct http_store *s,
+		 const char *key)
+{
+	snprintf(buf, cap, "%s %.240s/%.240s", method, s->base.url, key);
+}
+
+struct range_hdr {
+	uint64_t off;
+	size_t len;
+};
+
+static int range_headers(void *arg, struct tfs_buf *h)
+{
+	const struct range_hdr *r = arg;
+	int rc = tfs_buf_printf(h, "Range: bytes=%llu-%llu", (unsigned long long)r->off,
+				(unsigned long long)(r->off + r->len - 1));
+
+	return rc ? rc : tfs_buf_append(h, "", 1);
+}
+
+struct range_ctx {
+	struct http_store *s;
+	const char *key;
+};
+
+static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64_t *total)
+{
+	struct range_ctx *c = arg;
+	struct range_hdr rh = { off, len };
+	struct tfs_buf u = { 0 };
+	struct tfs_http_resp resp;
+	char w[512];
+	int rc;
+
+	*total = -1;
+	if (len == 0)
+		return 0;
+	rc = key_url(c->s, c->key, 0, &u);
+	if (rc)
+		return rc;
+	what(w, sizeof(w), "GET", c->s, c->key);
+	rc = tfs_http_do(c->s->http,
+			 &(struct tfs_http_req){ .method = "GET",
+						 .url = (char *)u.data,
+						 .headers = range_headers,
+						 .headers_arg = &rh,
+						 .dst = dst,
+						 .dst_cap = len,
+						 .range_off = off,
+						 .ranged = 1,
+						 .what = w },
+			 &resp);
+	tfs_buf_free(&u);
+	if (rc)
+		return rc;
+	if (resp.status == 416) {
+		*total = resp.range_total;
+		return 0; /* at or past the end */
+	}
+	rc = tfs_http_status_errno(resp.status);
+	if (rc) {
+		if (rc != -ENOENT)
+			tfs_err("%s: HTTP status %ld", w, resp.status);
+		return rc;
+	}
+	if (resp.status == 206)
+		*total = resp.range_total;
+	else if (resp.content_length >= 0)
+		*total = resp.content_length;
+	return (ssize_t)resp.body_len;
+}
+
+static int fetch_whole(void *arg, struct tfs_buf *out)
+{
+	struct range_ctx *c = arg;
+	const struct tfs_config_http *cfg = tfs_http_config(c->s->http);
+
+	return tfs_http_get_parts(fetch_range, c, cfg->part_size, cfg->parallel, out);
+}
+
+static int http_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
+{
+	struct range_ctx c = { hs_of(st), key };
+	char w[512];
+
+	if (!key_ok(key))
+		return -EINVAL;
+	what(w, sizeof(w), "GET", c.s, key);
+	return tfs_http_get_verified(c.s->http, w, key, fetch_whole, &c, out);
+}
+
+static ssize_t http_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
+			      size_t len)
+{
+	struct range_ctx c = { hs_of(st), key };
+	int64_t total;
+
+	if (!key_ok(key))
+		return -EINVAL;
+	return fetch_range(&c, off, buf, len, &total);
+}
+
+static int http_stat(struct tfs_store *st, const char *key, uint64_t *size, int64_t *mtime)
+{
+	struct http_store *s = hs_of(st);
+	struct tfs_buf u = { 0 };
+	struct tfs_http_resp resp;
+	char w[512];
+	int rc;
+
+	if (!key_ok(key))
+		return -EINVAL;
+	rc = key_url(s, key, 0, &u);
+	if (rc)
+		return rc;
+	what(w, sizeof(w), "HEAD", s, key);
+	rc = tfs_http_do(s->http,
+			 &(struct tfs_http_req){ .method = "HEAD", .url = (char *)u.data, .what = w },
+			 &resp);
+	tfs_buf_free(&u);
+	if (rc)
+		return rc;
+	rc = tfs_http_status_errno(resp.status);
+	if (rc) {
+		if (rc != -ENOENT)
+			tfs_err("%s: HTTP status %ld", w, resp.status);
+		return rc;
+	}
+	if (resp.content_length < 0) {
+		tfs_err("%s: no Content-Length in the reply", w);
+		return -EIO;
+	}
+	*size = (uint64_t)resp.content_length;
+	if (mtime)
+		*mtime = resp.last_modified;
+	return 0;
+}
+
+static int http_head(struct tfs_store *st, const char *key, uint64_t *size)
+{
+	return http_stat(st, key, size, NULL);
+}
+
+static int http_readonly(struct tfs_store *st, const char *key, const void *data, size_t len)
+{
+	(void)key;
+	(void)data;
+	(void)len;
+	tfs_err("%s: http(s) lakes are read-only", st->url);
+	return -EROFS;
+}
+
+static int http_cas(struct tfs_store *st, const char *key, const void *old, size_t old_len,
+		    const void *data, size_t len)
+{
+	(void)old;
+	(void)old_len;
+	return http_readonly(st, key, data, len);
+}
+
+static int http_del(struct tfs_store *st, const char *key)
+{
+	return http_readonly(st, key, NULL, 0);
+}
+
+static int hexv(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* The children named by the href="..." links of an HTML directory listing: relative links
+ * only (no scheme, no leading '/', no '?', '#' or '..'); a trailing '/' marks a directory. */
+static int parse_autoindex(const char *html, size_t len, tfs_store_list_fn fn, void *arg)
+{
+	const char *p = html, *end = html + len;
+
+	while (p < end && (p = strcasestr(p, "href="))) {
+		char name[256], q;
+		const char *v = p + 5, *e;
+		size_t n = 0;
+		int is_dir, rc;
+
+		p = v;
+		q = *v == '"' || *v == '\'' ? *v++ : 0;
+		e = v;
+		while (e < end && *e && (q ? *e != q : (*e != ' ' && *e != '>')))
+			e++;
+		if (e == v || *v == '/' || *v == '?' || *v == '#' || *v == '.' ||
+		    memchr(v, ':', (size_t)(e - v)))
+			continue;
+		for (const char *c = v; c < e && n < sizeof(name) - 1; c++) {
+			if (*c == '%' && c + 2 < e && hexv(c[1]) >= 0 && hexv(c[2]) >= 0) {
+				name[n++] = (char)(hexv(c[1]) * 16 + hexv(c[2]));
+				c += 2;
+			} else if (*c == '&' && !strncmp(c, "&amp;", 5) && c + 4 < e) {
+				name[n++] = '&';
+				c += 4;
+			} else {
+				name[n++] = *c;
+			}
+		}
+		name[n] = 0;
+		is_dir = n && name[n - 1] == '/';
+		if (is_dir)
+			name[--n] = 0;
+		if (!n || strchr(name, '/') || name[0] == '.')
+			continue;
+		rc = fn(arg, name, is_dir);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int http_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, void *arg)
+{
+	struct http_store *s = hs_of(st);
+	struct tfs_buf u = { 0 }, body = { 0 };
+	struct tfs_http_resp resp;
+	char w[512], key[4200];
+	int rc;
+
+	if (*prefix && !key_ok(prefix))
+		return -EINVAL;
+	snprintf(key, sizeof(key), "%s%s" TFS_LAKEINDEX_NAME, prefix, *prefix ? "/" : "");
+	rc = http_get(st, key, &body);
+	if (!rc) {
+		rc = tfs_lakeindex_parse((char *)body.data, body.len, fn, arg);
+		if (rc == -EINVAL)
+			tfs_err("%s/%s: not a tensorfs index", st->url, key);
+		goto out;
+	}
+	if (rc != -ENOENT)
+		goto out;
+	/* No index: try the server's own directory listing. */
+	rc = key_url(s, prefix, 1, &u);
+	if (rc)
+		goto out;
+	what(w, sizeof(w), "GET", s, prefix);
+	rc = tfs_http_do(s->http,
+			 &(struct tfs_http_req){
+				 .method = "GET", .url = (char *)u.data, .out = &body, .what = w },
+			 &resp);
+	if (rc)
+		goto out;
+	if (resp.status == 404) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (resp.status >= 300) {
+		tfs_err("%s: cannot list %s/%s: no %s there and no directory listing (HTTP %ld); "
+			"run `tensorfs index` on the lake",
+			st->url, st->url, prefix, TFS_LAKEINDEX_NAME, resp.status);
+		rc = -EOPNOTSUPP;
+		goto out;
+	}
+	rc = parse_autoindex((char *)body.data, body.len, fn, arg);
+out:
+	tfs_buf_free(&u);
+	tfs_buf_free(&body);
+	return rc;
+}
+
+static int http_open(const char *url, unsigned flags, struct tfs_store **out,
+		     const struct tfs_store_ops *ops)
+{
+	struct tfs_config_http cfg;
+	struct http_store *s;
+	size_t n;
+	int rc;
+
+	if (flags & TFS_STORE_CREATE) {
+		tfs_err("%s: http(s) lakes are read-only; write to the lake's file:// or s3:// "
+			"location",
+			url);
+		return -EROFS;
+	}
+	rc = tfs_config_http(&cfg);
+	if (rc)
+		return rc;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->base.ops = ops;
+	s->base.url = strdup(url);
+	s->root = strdup(url);
+	if (!s->base.url || !s->root) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	n = strlen(s->root);
+	while (n > 0 && s->root[n - 1] == '/')
+		s->root[--n] = 0;
+	n = strlen(s->base.url);
+	while (n > 0 && s->base.url[n - 1] == '/')
+		s->base.url[--n] = 0;
+	{
+		/* "http://user:password@host/...": keep the password out of every log line. */
+		char *auth = strstr(s->base.url, "://") + 3, *at = strchr(auth, '@');
+		char *slash = strchr(auth, '/');
+
+		if (at && (!slash || at < slash))
+			memmove(auth, at + 1, strlen(at + 1) + 1);
+	}
+	rc = tfs_http_create(&cfg, &s->base.count.retries, &s->http);
+	if (rc)
+		goto fail;
+	*out = &s->base;
+	return 0;
+fail:
+	free(s->base.url);
+	free(s->root);
+	free(s);
+	return rc;
+}
+
+static int http_open_plain(const char *url, unsigned flags, struct tfs_store **out)
+{
+	return http_open(url, flags, out, &tfs_store_http_ops);
+}
+
+static int https_open(const char *url, unsigned flags, struct tfs_store **out)
+{
+	return http_open(url, flags, out, &tfs_store_https_ops);
+}
+
+static void http_close(struct tfs_store *st)
+{
+	struct http_store *s = hs_of(st);
+
+	if (s->base.count.retries)
+		tfs_info("%s: %llu request attempts were retried", s->base.url,
+			 (unsigned long long)s->base.count.retries);
+	tfs_http_destroy(s->http);
+	free(s->root);
+	free(s->base.url);
+	free(s);
+}
+
+#define HTTP_OPS                                                                                 \
+	.close = http_close, .get = http_get, .get_range = http_get_range, .head = http_head,   \
+	.stat = http_stat, .put = http_readonly, .put_new = http_readonly, .cas = http_cas,      \
+	.list = http_list, .del = http_del, .sweep = NULL
+
+const struct tfs_store_ops tfs_store_http_ops = {
+	.scheme = "http",
+	.open = http_open_plain,
+	HTTP_OPS,
+};
+
+const struct tfs_store_ops tfs_store_https_ops = {
+	.scheme = "https",
+	.open = https_open,
+	HTTP_OPS,
+};

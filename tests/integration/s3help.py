@@ -1,0 +1,179 @@
+# SPDX-License-Identifier: MIT
+"""Helpers for the remote-store tests: s3rver and nginx on loopback, lakes behind them.
+
+Tools that are missing locally make a test SKIP with the reason; with TENSORFS_REQUIRE_S3=1 (set
+by .ci/run, which installs them) they make it FAIL instead. Every server started here listens on
+127.0.0.1 only, on a free port, and is stopped when its context ends."""
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, Lake
+
+REQUIRE = os.environ.get("TENSORFS_REQUIRE_S3") == "1"
+S3RVER = os.environ.get("TENSORFS_S3RVER") or str(REPO_ROOT / "tests/s3/node_modules/.bin/s3rver")
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+# s3rver's built-in account; it checks SigV4 signatures made with it.
+ACCESS_KEY = "S3RVER"
+SECRET_KEY = "S3RVER"
+
+
+def _die_with_parent():
+    """preexec_fn: the server gets SIGTERM when pytest dies, whatever killed it."""
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def missing(why):
+    if REQUIRE:
+        pytest.fail(f"{why} (TENSORFS_REQUIRE_S3=1: required here)", pytrace=False)
+    pytest.skip(why)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} not listening on 127.0.0.1:{port} after {timeout:.0f}s")
+
+
+def stop_proc(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+class S3Server:
+    """s3rver on 127.0.0.1:<free port> with its data in `root`; buckets made at start."""
+
+    def __init__(self, root, buckets=("lake",)):
+        if not (os.path.isfile(S3RVER) and os.access(S3RVER, os.X_OK)):
+            missing(f"s3rver not installed at {S3RVER} (npm install --prefix tests/s3)")
+        if not shutil.which("node"):
+            missing("node (Debian package nodejs) is not installed")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.log_path = self.root.parent / "s3rver.log"
+        cmd = [S3RVER, "-d", str(self.root), "-a", "127.0.0.1", "-p", str(self.port),
+               "--no-vhost-buckets"]
+        for b in buckets:
+            cmd += ["--configure-bucket", b]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_die_with_parent)
+        try:
+            wait_port(self.port, self.proc, "s3rver")
+        except RuntimeError as e:
+            self.stop()
+            pytest.fail(f"{e}; log:\n{self.log_path.read_text(errors='replace')[-4000:]}")
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        stop_proc(self.proc)
+        self._log.close()
+
+
+def s3_env(monkeypatch, endpoint, **extra):
+    """Point tensorfs (the CLI and mounts, which inherit os.environ) at endpoint."""
+    for k in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "TENSORFS_CONFIG"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    for k, v in extra.items():
+        monkeypatch.setenv(k, str(v))
+
+
+class UrlLake(Lake):
+    """A Lake whose CLI and mount URL is `url` (s3://..., http://...); scratch stays local."""
+
+    def __init__(self, url, scratch, local_root=None):
+        super().__init__(local_root or scratch, scratch)
+        self._url = url.rstrip("/")
+
+    @property
+    def url(self):
+        return self._url
+
+
+class Nginx:
+    """nginx serving directory `root` read-only on 127.0.0.1:<free port> (autoindex optional)."""
+
+    def __init__(self, workdir, root, autoindex=False):
+        if not os.access(NGINX, os.X_OK):
+            missing("nginx (Debian package) is not installed")
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        conf = self.workdir / "nginx.conf"
+        w = self.workdir
+        conf.write_text(f"""
+worker_processes 1;
+pid {w}/nginx.pid;
+error_log {w}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log {w}/access.log;
+    client_body_temp_path {w}/tmp_body;
+    proxy_temp_path {w}/tmp_proxy;
+    fastcgi_temp_path {w}/tmp_fastcgi;
+    uwsgi_temp_path {w}/tmp_uwsgi;
+    scgi_temp_path {w}/tmp_scgi;
+    default_type application/octet-stream;
+    server {{
+        listen 127.0.0.1:{self.port};
+        location /lake/ {{
+            alias {root}/;
+            autoindex {'on' if autoindex else 'off'};
+            limit_except GET HEAD {{ deny all; }}
+        }}
+    }}
+}}
+""")
+        self.proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(w), "-g",
+                                      "daemon off; user root;" if os.getuid() == 0
+                                      else "daemon off;"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=open(w / "stderr.log", "wb"),
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        try:
+            wait_port(self.port, self.proc, "nginx")
+        except RuntimeError as e:
+            self.stop()
+            pytest.fail(f"{e}; log:\n{(w / 'stderr.log').read_text(errors='replace')}"
+                        f"{(w / 'error.log').read_text(errors='replace') if (w / 'error.log').exists() else ''}")
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/lake"
+
+    def stop(self):
+        stop_proc(self.proc)

@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: MIT
+"""s3:// lakes against a real S3-protocol server on loopback (s3rver: it checks the access key
+but not SigV4 signatures, which test_sigv4_botocore.py and the C unit tests cover): create, import, ls, info, log, branch, mount and read everything back; faults injected
+by a proxy; configuration files and named remotes."""
+
+import json
+import os
+import stat
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import TENSORFS_BIN, check_column_file, load_schema, run_proc, tfs
+import s3help
+from faultproxy import FaultProxy
+from s3help import S3Server, UrlLake, s3_env
+
+
+@pytest.fixture
+def s3(tmp_path, monkeypatch):
+    srv = S3Server(tmp_path / "s3data", buckets=("lake", "other"))
+    s3_env(monkeypatch, srv.endpoint)
+    yield srv
+    srv.stop()
+
+
+def columns(seed=0, rows=50_000):
+    rng = np.random.default_rng(seed)
+    return {
+        "image": rng.integers(0, 255, size=(rows, 8, 8), dtype=np.uint8),
+        "label": rng.integers(0, 1000, size=rows).astype(np.int64),
+        "emb": rng.standard_normal((rows, 16)).astype(np.float32),
+    }
+
+
+def stats(mnt):
+    with open(mnt / ".tensorfs" / "stats") as f:
+        return json.load(f)
+
+
+def test_s3_create_import_ls_info_log_mount(s3, tmp_path, mount):
+    lk = UrlLake("s3://lake/lakes/main", tmp_path / "npy")
+    cols = columns(1)
+    lk.create("ds")
+    lk.import_("ds", cols, "-m", "first", "--chunk-size", "256k")
+    more = columns(2, rows=1000)
+    lk.import_("ds", more, "-m", "second")
+    rc, out, err = tfs("branch", lk.ds_url("ds"), "dev")
+    assert rc == 0, err
+    rc, out, err = tfs("ls", lk.url)
+    assert rc == 0, err
+    assert out.split() == ["ds"]
+    info = lk.info("ds")
+    assert info["rows"] == 51_000
+    rc, out, err = tfs("log", lk.ds_url("ds"))
+    assert rc == 0, err
+    assert "second" in out and "first" in out and "create dataset" in out
+    # Nothing but the lake's objects in the bucket, under the prefix.
+    keys = [p.relative_to(s3.root / "lake") for p in (s3.root / "lake").rglob("*")
+            if p.is_file()]
+    assert keys and all(str(k).startswith("lakes/main/ds/") for k in keys), keys[:5]
+
+    m = mount(lk)
+    assert sorted(n for n in os.listdir(m.path) if not n.startswith(".")) == ["ds"]
+    assert {"commits", "dev", "main"} <= set(os.listdir(m / "ds"))
+    for name, src in cols.items():
+        full = np.concatenate([src, more[name]])
+        check_column_file(m / "ds" / "main" / f"{name}.npy", full)
+        check_column_file(m / "ds" / "dev" / f"{name}.npy", full)
+    schema = load_schema(m / "ds" / "main" / "schema.json")
+    assert schema["rows"] == 51_000
+    st = stats(m.path)
+    assert st["store"]["url"] == "s3://lake/lakes/main"
+    assert st["store"]["gets"] > 0
+
+
+def test_s3_large_object_multipart_and_parallel_ranges(s3, tmp_path, mount, monkeypatch):
+    """A single 70 MiB chunk is uploaded in parts and read back as parallel 1 MiB ranges."""
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", "1M")
+    lk = UrlLake("s3://other", tmp_path / "npy")
+    rng = np.random.default_rng(5)
+    big = rng.integers(0, 2**63, size=(70 * 2**20 // 8,), dtype=np.uint64)
+    lk.create("big")
+    lk.import_("big", {"x": big}, "--chunk-size", "80M", "--codec", "raw")
+    objs = [p for p in (s3.root / "other" / "big" / "objects").rglob("*") if p.is_file()
+            and p.stat().st_size > 64 * 2**20]
+    assert objs, "expected one object above the multipart threshold"
+    m = mount(lk, opts=["prefetch_threads=0"])
+    check_column_file(m / "big" / "main" / "x.npy", big)
+    assert stats(m.path)["store"]["bytes_fetched"] >= big.nbytes
+
+
+def test_s3_faults_retried_exact_bytes(s3, tmp_path, mount, monkeypatch):
+    """30% of reads fail (503, 429, resets, truncation, corruption, stalls): the scan returns
+    exactly the right bytes and the retries are counted."""
+    lk_direct = UrlLake("s3://lake/f", tmp_path / "npy")
+    cols = columns(3, rows=40_000)
+    lk_direct.build("ds", cols, "--chunk-size", "128k")
+    proxy = FaultProxy(s3.port, rate=0.3, seed=7, stall_s=2.5, workdir=tmp_path)
+    try:
+        s3_env(monkeypatch, proxy.endpoint, TENSORFS_HTTP_TIMEOUT_MS=1000,
+               TENSORFS_HTTP_STALL_MS=1000, TENSORFS_HTTP_BACKOFF_MS=5,
+               TENSORFS_HTTP_BACKOFF_MAX_MS=50, TENSORFS_HTTP_RETRIES=6)
+        lk = UrlLake("s3://lake/f", tmp_path / "npy")
+        rc, out, err = tfs("info", lk.ds_url("ds"))
+        assert rc == 0, err
+        m = mount(lk)
+        for name, src in cols.items():
+            check_column_file(m / "ds" / "main" / f"{name}.npy", src)
+        st = stats(m.path)
+    finally:
+        proxy.stop()
+    assert proxy.injected() >= 10, proxy.counts
+    for f in ("503", "429", "reset", "truncate", "corrupt"):
+        assert proxy.counts[f] > 0, proxy.counts
+    retries = st["store"].get("retries")
+    if retries is not None:
+        assert retries > 0
+    m.stop()
+    assert "request attempts were retried" in m.log(), m.log()[-3000:]
+
+
+def test_s3_persistent_corruption_is_eio(s3, tmp_path, mount, monkeypatch):
+    lk_direct = UrlLake("s3://lake/c", tmp_path / "npy")
+    cols = {"x": np.arange(200_000, dtype=np.int64)}
+    lk_direct.build("ds", cols, "--chunk-size", "256k", "--codec", "raw")
+    proxy = FaultProxy(s3.port, persistent_corrupt=True, workdir=tmp_path)
+    try:
+        s3_env(monkeypatch, proxy.endpoint, TENSORFS_HTTP_BACKOFF_MS=5)
+        m = mount(UrlLake("s3://lake/c", tmp_path / "npy"))
+        path = m / "ds" / "main" / "x.npy"
+        assert os.path.getsize(path) == 4096 + 200_000 * 8
+        with open(path, "rb") as f:
+            f.read(4096)  # the header is synthesised: fine
+            with pytest.raises(OSError) as e:
+                f.read(8 * 1000)
+        assert e.value.errno == 5  # EIO, never wrong bytes
+    finally:
+        proxy.stop()
+    assert proxy.counts["persistent_corrupt"] >= 2  # fetched, then refetched once
+    m.stop()
+    assert "checksum" in m.log()
+
+
+def test_s3_config_file_named_remote(s3, tmp_path, monkeypatch):
+    """A named remote from a config file (s3://REMOTE@bucket/...) with the secrets in it; a
+    config file holding secrets that others can read is refused, and no secret is printed."""
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(k)
+    cfg = tmp_path / "tensorfs.ini"
+    cfg.write_text(f"""; test configuration
+[http]
+retries = 2
+
+[remote "local"]
+endpoint = {s3.endpoint}
+region = us-east-1
+path_style = true
+access_key = {s3help.ACCESS_KEY}
+secret_key = {s3help.SECRET_KEY}
+""")
+    os.chmod(cfg, 0o600)
+    monkeypatch.setenv("TENSORFS_CONFIG", str(cfg))
+    url = "s3://local@lake/cfg/ds"
+    p = run_proc(["create", url], check=True)
+    lk = UrlLake("s3://local@lake/cfg", tmp_path / "npy")
+    lk.import_("ds", {"a": np.arange(100, dtype=np.int16)})
+    rc, out, err = tfs("ls", "s3://local@lake/cfg")
+    assert rc == 0 and out.split() == ["ds"], err
+    # --config FILE works the same without the environment variable.
+    monkeypatch.delenv("TENSORFS_CONFIG")
+    rc, out, err = tfs("--config", cfg, "ls", "s3://local@lake/cfg")
+    assert rc == 0 and out.split() == ["ds"], err
+    rc, out, err = tfs("--config", cfg, "ls", "s3://nosuch@lake/cfg")
+    assert rc != 0 and "no remote 'nosuch'" in err
+    # Readable by others: refused, with a clear message and without the secret.
+    os.chmod(cfg, 0o644)
+    rc, out, err = tfs("--config", cfg, "ls", "s3://local@lake/cfg")
+    assert rc != 0
+    assert "readable" in err or "accessible" in err
+    assert "chmod 600" in err
+    assert s3help.SECRET_KEY not in (out + err).replace("S3RVER@", "")
+    # Unknown keys are errors (a typo must not silently drop a setting).
+    cfg.write_text("[s3]\nendpont = http://x\n")
+    os.chmod(cfg, 0o600)
+    rc, out, err = tfs("--config", cfg, "ls", "s3://lake/cfg")
+    assert rc != 0 and "unknown key 'endpont'" in err
+
+
+def test_s3_bad_credentials_fail_clearly(s3, tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDUNKNOWN")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
+    rc, out, err = tfs("ls", "s3://lake/x")
+    assert rc != 0
+    assert "403" in err and "InvalidAccessKeyId" in err
+    assert "wrong-secret-value" not in out + err
+
+
+def test_s3_http_readonly_and_unreachable(tmp_path, monkeypatch):
+    """A server that is not there: bounded retries, then a clear error (no hang)."""
+    port = s3help.free_port()
+    s3_env(monkeypatch, f"http://127.0.0.1:{port}", TENSORFS_HTTP_RETRIES=2,
+           TENSORFS_HTTP_BACKOFF_MS=5)
+    rc, out, err = tfs("ls", "s3://lake/x", timeout=30)
+    assert rc != 0
+    assert "attempts" in err
