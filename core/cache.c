@@ -436,7 +436,8 @@ int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_
 void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *pub)
 {
 	struct entry *e = (struct entry *)pub;
-	struct shard *s = &c->shards[e->shard];
+	const unsigned idx = e->shard;
+	struct shard *s = &c->shards[idx];
 	int over;
 
 	pthread_mutex_lock(&s->lock);
@@ -444,8 +445,9 @@ void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *pub)
 	e->refs--;
 	over = e->refs == 0 && __atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget;
 	pthread_mutex_unlock(&s->lock);
+	/* e may be evicted and freed by another thread from here on. */
 	if (over)
-		shrink(c, e->shard);
+		shrink(c, idx);
 }
 
 int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,
