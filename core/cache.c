@@ -17,12 +17,12 @@ struct entry {
 	struct tfs_cache_entry pub; /* first: tfs_cache_entry pointers are entry pointers */
 	struct tfs_id key;
 	unsigned shard;
-	enum state state;  /* protected by shard->lock */
-	int err;	   /* protected by shard->lock; set when FAILED */
-	unsigned refs;	   /* protected by shard->lock */
-	int prefetched;	   /* loaded ahead, no reader yet; protected by shard->lock */
-	size_t cap;	   /* capacity of pub.data if it came from tfs_cache_alloc, else 0 */
-	struct entry *hnext;		   /* hash chain; protected by shard->lock */
+	enum state state;    /* protected by shard->lock */
+	int err;	     /* protected by shard->lock; set when FAILED */
+	unsigned refs;	     /* protected by shard->lock */
+	int prefetched;	     /* loaded ahead, no reader yet; protected by shard->lock */
+	size_t cap;	     /* capacity of pub.data if it came from tfs_cache_alloc, else 0 */
+	struct entry *hnext; /* hash chain; protected by shard->lock */
 	struct entry *lru_prev, *lru_next; /* protected by shard->lock; READY entries only */
 };
 
@@ -53,10 +53,10 @@ struct pbuf {
 struct tfs_cache {
 	struct shard shards[NSHARDS];
 	pthread_mutex_t pool_lock;
-	struct pbuf *pool;     /* protected by pool_lock */
-	uint64_t pool_bytes;   /* protected by pool_lock */
+	struct pbuf *pool;   /* protected by pool_lock */
+	uint64_t pool_bytes; /* protected by pool_lock */
 	uint64_t pool_max;
-	uint64_t pool_reuses;  /* protected by pool_lock */
+	uint64_t pool_reuses; /* protected by pool_lock */
 	uint64_t budget;
 	uint64_t total;	       /* bytes over all shards; atomic */
 	unsigned evict_cursor; /* next shard to evict from; atomic */
@@ -347,8 +347,8 @@ static void first_use(struct tfs_cache *c, struct entry *e)
 }
 
 /* Finish a load: publish the data or the error. Returns 1 when the caller should shrink. */
-static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, int rc,
-		       uint8_t *data, size_t len, size_t cap, struct entry **freed)
+static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, int rc, uint8_t *data,
+		       size_t len, size_t cap, struct entry **freed)
 {
 	if (rc) {
 		/* Waiters see the error; the entry leaves the table so the next get retries. */
@@ -375,8 +375,8 @@ static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, in
 	return __atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget;
 }
 
-int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,
-		  void *arg, struct tfs_cache_entry **out)
+int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load, void *arg,
+		  struct tfs_cache_entry **out)
 {
 	const unsigned idx = key->b[0] % NSHARDS;
 	struct shard *s = &c->shards[idx];

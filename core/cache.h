@@ -21,12 +21,12 @@ struct tfs_cache_entry {
  * return -errno (nothing is cached then; the next get tries again). Bytes from tfs_cache_alloc
  * set *cap to the capacity it gave (the buffer goes back to the pool when evicted); bytes from
  * malloc leave *cap at 0. */
-typedef int (*tfs_cache_load_fn)(void *arg, const struct tfs_id *key, uint8_t **data,
-				 size_t *len, size_t *cap);
+typedef int (*tfs_cache_load_fn)(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len,
+				 size_t *cap);
 
 struct tfs_cache_stats {
 	uint64_t hits, misses;
-	uint64_t waits;		   /* misses that joined a load already under way */
+	uint64_t waits; /* misses that joined a load already under way */
 	uint64_t load_errors;
 	uint64_t evictions;
 	uint64_t bytes_loaded;	   /* decoded bytes loaded, by readers and prefetch */
@@ -46,8 +46,8 @@ void tfs_cache_destroy(struct tfs_cache *c);
 
 /* Get the entry for key, loading it with load(arg, ...) on a miss. Returns 0 with *e pinned, or
  * the loader's error. */
-int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,
-		  void *arg, struct tfs_cache_entry **e);
+int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load, void *arg,
+		  struct tfs_cache_entry **e);
 void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *e);
 
 /* Load key ahead of any reader unless it is cached or loading already. Returns 1 if it loaded

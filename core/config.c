@@ -57,12 +57,12 @@ static void ini_free(struct ini *c)
 }
 
 static const char *const remote_keys[] = {
-	"endpoint", "region", "access_key", "secret_key", "session_token", "path_style",
-	"conditional_writes", NULL,
+	"endpoint",	 "region",     "access_key",	     "secret_key",
+	"session_token", "path_style", "conditional_writes", NULL,
 };
 static const char *const http_keys[] = {
-	"timeout_ms", "connect_timeout_ms", "stall_ms", "retries", "backoff_ms",
-	"backoff_max_ms", "max_inflight", "part_size", "parallel", NULL,
+	"timeout_ms",	  "connect_timeout_ms", "stall_ms",  "retries",	 "backoff_ms",
+	"backoff_max_ms", "max_inflight",	"part_size", "parallel", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -213,7 +213,8 @@ static int load(struct ini *c)
 			if (xdg && *xdg)
 				snprintf(user, sizeof(user), "%s/tensorfs/config.ini", xdg);
 			else
-				snprintf(user, sizeof(user), "%s/.config/tensorfs/config.ini", home);
+				snprintf(user, sizeof(user), "%s/.config/tensorfs/config.ini",
+					 home);
 			rc = load_file(c, user, 0);
 		}
 	}
@@ -313,7 +314,7 @@ int tfs_config_remote(const char *name, struct tfs_config_remote *out)
 			tfs_err("no remote '%s' in the configuration (expected a [remote \"%s\"] "
 				"section in %s)",
 				name, name,
-				config_path	       ? config_path
+				config_path		    ? config_path
 				: getenv("TENSORFS_CONFIG") ? getenv("TENSORFS_CONFIG")
 							    : "/etc/tensorfs.ini or "
 							      "~/.config/tensorfs/config.ini");
@@ -360,7 +361,8 @@ int tfs_config_remote(const char *name, struct tfs_config_remote *out)
 		goto out;
 	}
 	if (!out->access_key != !out->secret_key) {
-		tfs_err("configuration: an access key needs its secret key and the other way round");
+		tfs_err("configuration: an access key needs its secret key and the other way "
+			"round");
 		rc = -EINVAL;
 	}
 out:
@@ -371,8 +373,7 @@ out:
 }
 
 /* A number from the environment or the [http] section; 0 when absent, -EINVAL if malformed. */
-static int http_num(const struct ini *c, const char *key, uint64_t min, uint64_t max,
-		    uint64_t *val)
+static int http_num(const struct ini *c, const char *key, uint64_t min, uint64_t max, uint64_t *val)
 {
 	char envname[64];
 	const char *v;
@@ -413,8 +414,8 @@ int tfs_config_http(struct tfs_config_http *out)
 	struct ini c;
 	uint64_t v[9] = { 60000, 5000, 10000, 6, 100, 5000, 32, 8ull << 20, 4 };
 	static const uint64_t lo[9] = { 100, 100, 100, 0, 1, 1, 1, 1ull << 20, 1 };
-	static const uint64_t hi[9] = { 3600000, 600000, 3600000, 100, 60000, 600000, 1024,
-					1ull << 30, 64 };
+	static const uint64_t hi[9] = { 3600000, 600000, 3600000,    100, 60000,
+					600000,	 1024,	 1ull << 30, 64 };
 	int rc = load(&c);
 
 	if (rc)

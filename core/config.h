@@ -9,13 +9,13 @@
 /* The settings of one S3 remote. Strings are owned (tfs_config_remote_free); NULL when unset.
  * The secrets (secret_key, session_token) are never logged by this module or its callers. */
 struct tfs_config_remote {
-	char *name;	     /* the remote's name, NULL for the unnamed default */
-	char *endpoint;	     /* "http://127.0.0.1:9000"; NULL: AWS (https://s3.<region>.amazonaws.com) */
-	char *region;	     /* never NULL after tfs_config_remote: default "us-east-1" */
-	char *access_key;    /* NULL: anonymous (unsigned) requests */
+	char *name;	/* the remote's name, NULL for the unnamed default */
+	char *endpoint; /* "http://127.0.0.1:9000"; NULL: AWS (https://s3.<region>.amazonaws.com) */
+	char *region;	/* never NULL after tfs_config_remote: default "us-east-1" */
+	char *access_key; /* NULL: anonymous (unsigned) requests */
 	char *secret_key;
 	char *session_token;
-	int path_style;	       /* 1: http://endpoint/bucket/key; 0: http://bucket.endpoint/key */
+	int path_style;		/* 1: http://endpoint/bucket/key; 0: http://bucket.endpoint/key */
 	int conditional_writes; /* -1 probe the server, 0 never, 1 trust If-Match/If-None-Match */
 };
 

@@ -53,20 +53,20 @@
 
 struct entry {
 	struct tfs_id id;
-	uint64_t size;			/* file size in bytes */
-	int64_t used_ns;		/* last use (CLOCK_REALTIME); the LRU list is sorted by it */
-	uint64_t seq;			/* dc->seq when last inserted or used */
-	uint64_t seen;			/* generation of the last scan that found the file */
-	struct entry *hnext;		/* hash chain, or the victim list once removed */
-	struct entry *prev, *next;	/* LRU list: dc->lru.next is the most recently used */
+	uint64_t size;		   /* file size in bytes */
+	int64_t used_ns;	   /* last use (CLOCK_REALTIME); the LRU list is sorted by it */
+	uint64_t seq;		   /* dc->seq when last inserted or used */
+	uint64_t seen;		   /* generation of the last scan that found the file */
+	struct entry *hnext;	   /* hash chain, or the victim list once removed */
+	struct entry *prev, *next; /* LRU list: dc->lru.next is the most recently used */
 };
 
 struct diskcache {
 	struct tfs_store base; /* first: a tfs_store pointer is a diskcache pointer */
 	struct tfs_store *inner;
 	char *dir;
-	int dir_fd;	  /* -1: the directory was unusable at wrap time, everything bypasses */
-	uint64_t budget;  /* constant after wrap (also in st.budget) */
+	int dir_fd;	   /* -1: the directory was unusable at wrap time, everything bypasses */
+	uint64_t budget;   /* constant after wrap (also in st.budget) */
 	atomic_int warned; /* the one bypass warning has been logged */
 
 	pthread_mutex_t lock;

@@ -74,8 +74,8 @@ int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,
 	}
 	rc = tfs_object_decode_alloc(obj.data, obj.len, type, raw, len);
 	if (rc == -EPROTO)
-		tfs_err("%s/%s: object written by a newer tensorfs (format version too new)", s->url,
-			key);
+		tfs_err("%s/%s: object written by a newer tensorfs (format version too new)",
+			s->url, key);
 	else if (rc)
 		tfs_err("%s/%s: object is damaged (%s)", s->url, key, strerror(-rc));
 out:
@@ -202,8 +202,8 @@ int tfs_ref_update(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, 
 	return tfs_store_cas(s, key, old ? oldhex : NULL, TFS_ID_HEX, newhex, TFS_ID_HEX);
 }
 
-int tfs_ref_list(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind,
-		 tfs_store_list_fn fn, void *arg)
+int tfs_ref_list(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, tfs_store_list_fn fn,
+		 void *arg)
 {
 	char key[TFS_KEY_MAX];
 	int rc;
@@ -279,8 +279,8 @@ int tfs_ref_create(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, 
 
 int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out)
 {
-	int rc = tfs_buf_printf(out, "tensorfs-manifest %d\nrows %" PRIu64 "\n",
-				TFS_FORMAT_VERSION, m->rows);
+	int rc = tfs_buf_printf(out, "tensorfs-manifest %d\nrows %" PRIu64 "\n", TFS_FORMAT_VERSION,
+				m->rows);
 
 	for (size_t i = 0; !rc && i < m->ncols; i++) {
 		const struct tfs_column *c = &m->cols[i];
@@ -289,12 +289,12 @@ int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out)
 		for (unsigned d = 0; !rc && d < c->ndim; d++)
 			rc = tfs_buf_printf(out, " %" PRIu64, c->shape[d]);
 		if (!rc)
-			rc = tfs_buf_printf(out,
-					    "\nrow_bytes %" PRIu64 "\nrows %" PRIu64
-					    "\nrows_per_chunk %" PRIu64 "\nchunk_bytes %" PRIu64
-					    "\ncodec %s %d\nchunks %zu\n",
-					    c->row_bytes, c->rows, c->rows_per_chunk, c->chunk_bytes,
-					    tfs_codec_by_id(c->codec)->name, c->level, c->nchunks);
+			rc = tfs_buf_printf(
+				out,
+				"\nrow_bytes %" PRIu64 "\nrows %" PRIu64 "\nrows_per_chunk %" PRIu64
+				"\nchunk_bytes %" PRIu64 "\ncodec %s %d\nchunks %zu\n",
+				c->row_bytes, c->rows, c->rows_per_chunk, c->chunk_bytes,
+				tfs_codec_by_id(c->codec)->name, c->level, c->nchunks);
 		for (size_t k = 0; !rc && k < c->nchunks; k++) {
 			char hex[TFS_ID_HEX];
 
@@ -310,7 +310,7 @@ int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out)
 struct cursor {
 	const char *p, *end;
 	int lineno;
-	int overlong; /* set when a line did not fit: the text is malformed */
+	int overlong;	 /* set when a line did not fit: the text is malformed */
 	char line[1024]; /* a shape line of 31 dimensions of 20 digits fits */
 };
 
@@ -417,8 +417,9 @@ static int parse_column(struct cursor *cur, struct tfs_column *c, char *err, siz
 	}
 	if (line_u64(cur, "row_bytes", &c->row_bytes) || c->row_bytes != expect_bytes)
 		return -1;
-	if (line_u64(cur, "rows", &c->rows) || line_u64(cur, "rows_per_chunk", &c->rows_per_chunk) ||
-	    c->rows_per_chunk == 0 || line_u64(cur, "chunk_bytes", &c->chunk_bytes))
+	if (line_u64(cur, "rows", &c->rows) ||
+	    line_u64(cur, "rows_per_chunk", &c->rows_per_chunk) || c->rows_per_chunk == 0 ||
+	    line_u64(cur, "chunk_bytes", &c->chunk_bytes))
 		return -1;
 	if (next_line(cur) || sscanf(cur->line, "codec %15s %d", codec, &level) != 2 ||
 	    !tfs_codec_by_name(codec))
@@ -429,8 +430,8 @@ static int parse_column(struct cursor *cur, struct tfs_column *c, char *err, siz
 		return -1;
 	want_chunks = c->rows / c->rows_per_chunk + (c->rows % c->rows_per_chunk ? 1 : 0);
 	if (nchunks != want_chunks) {
-		snprintf(err, err_cap, "column %s: %" PRIu64 " chunks for %" PRIu64 " rows", c->name,
-			 nchunks, c->rows);
+		snprintf(err, err_cap, "column %s: %" PRIu64 " chunks for %" PRIu64 " rows",
+			 c->name, nchunks, c->rows);
 		return -1;
 	}
 	c->nchunks = (size_t)nchunks;
@@ -490,8 +491,9 @@ int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, cha
 		if (!c->name || parse_column(&cur, c, err, err_cap))
 			goto bad;
 		if (c->rows != m->rows) {
-			snprintf(err, err_cap, "column %s has %" PRIu64 " rows, the version %" PRIu64,
-				 c->name, c->rows, m->rows);
+			snprintf(err, err_cap,
+				 "column %s has %" PRIu64 " rows, the version %" PRIu64, c->name,
+				 c->rows, m->rows);
 			goto bad;
 		}
 	}
@@ -544,8 +546,8 @@ int tfs_commit_serialize(const struct tfs_commit *c, struct tfs_buf *out)
 		rc = tfs_buf_printf(out, "parent %s\n", hex);
 	}
 	if (!rc)
-		rc = tfs_buf_printf(out, "time %" PRId64 "\nrows %" PRIu64 "\n\n%s", c->time, c->rows,
-				    c->message ? c->message : "");
+		rc = tfs_buf_printf(out, "time %" PRId64 "\nrows %" PRIu64 "\n\n%s", c->time,
+				    c->rows, c->message ? c->message : "");
 	return rc;
 }
 
@@ -712,7 +714,8 @@ int tfs_schema_json(const char *ds, const struct tfs_commit *c, const struct tfs
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	tfs_id_hex(&c->id, hex);
-	rc = tfs_buf_printf(out, "{\n  \"format_version\": %d,\n  \"dataset\": ", TFS_FORMAT_VERSION);
+	rc = tfs_buf_printf(out,
+			    "{\n  \"format_version\": %d,\n  \"dataset\": ", TFS_FORMAT_VERSION);
 	if (!rc)
 		rc = json_str(out, ds);
 	if (!rc)
@@ -741,15 +744,15 @@ int tfs_schema_json(const char *ds, const struct tfs_commit *c, const struct tfs
 		for (unsigned d = 0; !rc && d < col->ndim; d++)
 			rc = tfs_buf_printf(out, "%s%" PRIu64, d ? ", " : "", col->shape[d]);
 		if (!rc)
-			rc = tfs_buf_printf(
-				out,
-				"], \"rows\": %" PRIu64 ", \"row_bytes\": %" PRIu64
-				", \"rows_per_chunk\": %" PRIu64 ", \"chunk_bytes\": %" PRIu64
-				", \"chunks\": %zu, \"codec\": \"%s\", \"level\": %d, "
-				"\"stored_bytes\": %" PRIu64 "}",
-				col->rows, col->row_bytes, col->rows_per_chunk,
-				col->rows_per_chunk * col->row_bytes, col->nchunks,
-				tfs_codec_by_id(col->codec)->name, col->level, stored);
+			rc = tfs_buf_printf(out,
+					    "], \"rows\": %" PRIu64 ", \"row_bytes\": %" PRIu64
+					    ", \"rows_per_chunk\": %" PRIu64
+					    ", \"chunk_bytes\": %" PRIu64
+					    ", \"chunks\": %zu, \"codec\": \"%s\", \"level\": %d, "
+					    "\"stored_bytes\": %" PRIu64 "}",
+					    col->rows, col->row_bytes, col->rows_per_chunk,
+					    col->rows_per_chunk * col->row_bytes, col->nchunks,
+					    tfs_codec_by_id(col->codec)->name, col->level, stored);
 	}
 	if (!rc)
 		rc = tfs_buf_printf(out, "%s]\n}\n", m->ncols ? "\n  " : "");

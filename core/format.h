@@ -85,8 +85,8 @@ int tfs_ref_read(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, co
 /* Move a branch from old (NULL: it must not exist) to new. -EAGAIN when it moved meanwhile. */
 int tfs_ref_update(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
 		   const struct tfs_id *old, const struct tfs_id *new_id);
-int tfs_ref_list(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind,
-		 tfs_store_list_fn fn, void *arg);
+int tfs_ref_list(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, tfs_store_list_fn fn,
+		 void *arg);
 /* Resolve a branch, a tag or a full commit id. */
 int tfs_ref_resolve(struct tfs_store *s, const char *ds, const char *ref, struct tfs_id *id);
 /* Resolve a branch or a tag (not a commit id) and say which it is. */

@@ -96,7 +96,8 @@ static int prefix_equal(struct tfs_store *s, const char *ds, const struct tfs_co
 		raw[i] = malloc(nr * c->row_bytes + 1);
 		tfs_object_key(ds, &c->chunks[k].id, key);
 		if (!raw[i] || tfs_store_get(s, key, &obj) ||
-		    tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, raw[i], nr * c->row_bytes)) {
+		    tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, raw[i],
+				      nr * c->row_bytes)) {
 			tfs_buf_free(&obj);
 			goto out;
 		}
@@ -132,7 +133,8 @@ static int diff_rows(struct tfs_store *s, const char *ds, const struct tfs_colum
 			continue;
 		}
 		if (start != UINT64_MAX) {
-			rc = tfs_buf_printf(out, "~ column %s rows %" PRIu64 "..%" PRIu64 " changed\n",
+			rc = tfs_buf_printf(out,
+					    "~ column %s rows %" PRIu64 "..%" PRIu64 " changed\n",
 					    a->name, start, end - 1);
 			start = UINT64_MAX;
 			if (rc)
@@ -143,8 +145,8 @@ static int diff_rows(struct tfs_store *s, const char *ds, const struct tfs_colum
 		rc = tfs_buf_printf(out, "~ column %s rows %" PRIu64 "..%" PRIu64 " changed\n",
 				    a->name, start, end - 1);
 	if (!rc && b->rows > a->rows)
-		rc = tfs_buf_printf(out, "~ column %s rows %" PRIu64 "..%" PRIu64 " added\n", a->name,
-				    a->rows, b->rows - 1);
+		rc = tfs_buf_printf(out, "~ column %s rows %" PRIu64 "..%" PRIu64 " added\n",
+				    a->name, a->rows, b->rows - 1);
 	else if (!rc && b->rows < a->rows)
 		rc = tfs_buf_printf(out, "~ column %s rows %" PRIu64 "..%" PRIu64 " removed\n",
 				    a->name, b->rows, a->rows - 1);
@@ -326,8 +328,9 @@ static void verify_chunk(struct verify_ctx *v, const struct tfs_id *cid, const s
 	v->r->bytes += obj.len;
 	tfs_id_of(obj.data, obj.len, &got);
 	if (!tfs_id_eq(&got, cid)) {
-		problem(v, cid, "chunk %zu of column %s (commit %.12s): content does not match its id",
-			k, c->name, chex);
+		problem(v, cid,
+			"chunk %zu of column %s (commit %.12s): content does not match its id", k,
+			c->name, chex);
 		goto out;
 	}
 	if (obj.len != c->chunks[k].stored_size)
@@ -494,7 +497,8 @@ int tfs_gc(struct tfs_store *s, const char *ds, int64_t grace_s, int dry_run,
 	/* Mark: everything reachable. Any read failure stops gc before it deletes anything. */
 	rc = walk_commits(s, ds, &seen, mark_commit, &g);
 	if (rc) {
-		tfs_err("%s/%s: gc stopped before deleting anything: the objects reachable from the "
+		tfs_err("%s/%s: gc stopped before deleting anything: the objects reachable from "
+			"the "
 			"refs cannot all be read (%s); run tensorfs verify",
 			s->url, ds, strerror(-rc));
 		goto out;

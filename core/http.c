@@ -25,10 +25,10 @@ struct tfs_http {
 	CURLSH *share;
 	pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST];
 	pthread_mutex_t lock;
-	pthread_cond_t cond;  /* signalled when a slot frees up */
-	CURL **idle;	      /* protected by lock: handles ready for reuse */
-	size_t nidle;	      /* protected by lock */
-	unsigned inflight;    /* protected by lock: requests holding a handle */
+	pthread_cond_t cond; /* signalled when a slot frees up */
+	CURL **idle;	     /* protected by lock: handles ready for reuse */
+	size_t nidle;	     /* protected by lock */
+	unsigned inflight;   /* protected by lock: requests holding a handle */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -381,8 +381,8 @@ static int curl_retryable(CURLcode c, int *err)
 	}
 }
 
-static int setup(CURL *c, const struct tfs_http *h, const struct tfs_http_req *req,
-		 struct xfer *x, struct curl_slist *hl)
+static int setup(CURL *c, const struct tfs_http *h, const struct tfs_http_req *req, struct xfer *x,
+		 struct curl_slist *hl)
 {
 	long stall_s = (h->cfg.stall_ms + 999) / 1000;
 
@@ -532,8 +532,9 @@ int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_h
 			return 0;
 		if (!retry)
 			break;
-		tfs_debug("%s: attempt %u failed (%s%s%ld), retrying", req->what ? req->what : req->url,
-			  a + 1, last, resp->status ? ", status " : "", resp->status);
+		tfs_debug("%s: attempt %u failed (%s%s%ld), retrying",
+			  req->what ? req->what : req->url, a + 1, last,
+			  resp->status ? ", status " : "", resp->status);
 		if (cc == CURLE_OK && a + 1 == attempts)
 			return 0; /* out of retries: the caller maps the final status */
 	}
@@ -652,7 +653,8 @@ int tfs_http_get_verified(struct tfs_http *h, const char *what, const char *key,
 		if (rc || !is_object_key(key) || !tfs_object_check(out->data, out->len))
 			return rc;
 		if (attempt == 1) {
-			tfs_err("%s: object fails its checksum again after a refetch; giving up", what);
+			tfs_err("%s: object fails its checksum again after a refetch; giving up",
+				what);
 			return -EIO;
 		}
 		tfs_warn("%s: object fails its checksum (%zu bytes); fetching it again", what,

@@ -39,11 +39,11 @@ struct tfs_http_req {
 
 struct tfs_http_resp {
 	long status;
-	size_t body_len;	    /* bytes delivered to out or dst */
-	int64_t content_length;	    /* -1 when absent */
-	int64_t range_total;	    /* total size from Content-Range, -1 when absent */
-	int64_t last_modified;	    /* seconds since the epoch, -1 when absent */
-	char etag[132];		    /* as sent, quotes included; "" when absent */
+	size_t body_len;	/* bytes delivered to out or dst */
+	int64_t content_length; /* -1 when absent */
+	int64_t range_total;	/* total size from Content-Range, -1 when absent */
+	int64_t last_modified;	/* seconds since the epoch, -1 when absent */
+	char etag[132];		/* as sent, quotes included; "" when absent */
 };
 
 /* A client with its own connection pool (shared connections, DNS and TLS sessions).

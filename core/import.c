@@ -36,8 +36,8 @@ struct pool {
 	struct job *head, *tail; /* protected by lock */
 	unsigned queued;	 /* jobs queued or running; protected by lock */
 	unsigned max_queued;
-	int closing;		 /* protected by lock */
-	int err;		 /* first error; protected by lock */
+	int closing; /* protected by lock */
+	int err;     /* first error; protected by lock */
 	struct tfs_store *s;
 	const char *ds;
 	enum tfs_codec_id codec;
@@ -534,10 +534,12 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 			char have[TFS_MAX_DIMS * 22], got[TFS_MAX_DIMS * 22];
 
 			tfs_shape_str(c->shape, c->ndim, have, sizeof(have));
-			tfs_shape_str(src[i].info.shape + 1, src[i].info.ndim - 1, got, sizeof(got));
+			tfs_shape_str(src[i].info.shape + 1, src[i].info.ndim - 1, got,
+				      sizeof(got));
 			if (strcmp(c->dtype.descr, src[i].info.dtype.descr) ||
 			    !same_row_shape(c, &src[i].info)) {
-				tfs_err("column %s holds rows of dtype %s and shape %s; %s has dtype "
+				tfs_err("column %s holds rows of dtype %s and shape %s; %s has "
+					"dtype "
 					"%s and row shape %s",
 					name, c->dtype.descr, have, srcs[i].path,
 					src[i].info.dtype.descr, got);
@@ -661,8 +663,8 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 	k1 = (row_start + nrows - 1) / c->rows_per_chunk;
 	for (uint64_t k = k0; k <= k1; k++) {
 		const uint64_t r0 = k * c->rows_per_chunk;
-		const uint64_t nr = c->rows - r0 < c->rows_per_chunk ? c->rows - r0
-								      : c->rows_per_chunk;
+		const uint64_t nr =
+			c->rows - r0 < c->rows_per_chunk ? c->rows - r0 : c->rows_per_chunk;
 		const uint64_t lo = row_start > r0 ? row_start : r0;
 		const uint64_t hi = row_start + nrows < r0 + nr ? row_start + nrows : r0 + nr;
 		uint8_t *raw = malloc((size_t)(nr * c->row_bytes));

@@ -14,12 +14,12 @@ struct tfs_import_src {
 };
 
 struct tfs_import_opts {
-	const char *branch;	  /* NULL: "main" */
-	const char *message;	  /* NULL: "" */
-	uint64_t chunk_bytes;	  /* chunk target for columns this import creates; 0: default */
-	enum tfs_codec_id codec;  /* for columns this import creates */
-	int level;		  /* zstd level */
-	unsigned threads;	  /* encoding threads; 0: one per CPU */
+	const char *branch;	 /* NULL: "main" */
+	const char *message;	 /* NULL: "" */
+	uint64_t chunk_bytes;	 /* chunk target for columns this import creates; 0: default */
+	enum tfs_codec_id codec; /* for columns this import creates */
+	int level;		 /* zstd level */
+	unsigned threads;	 /* encoding threads; 0: one per CPU */
 };
 
 /* Append the rows of every source to its column (creating it with the source's dtype and row

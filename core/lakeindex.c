@@ -11,8 +11,8 @@
 #define INDEX_MAGIC "tensorfs-index 1\n"
 
 struct collect {
-	struct tfs_buf text;  /* the index being built */
-	struct tfs_buf dirs;  /* NUL-separated child directories, for the caller to descend */
+	struct tfs_buf text; /* the index being built */
+	struct tfs_buf dirs; /* NUL-separated child directories, for the caller to descend */
 };
 
 static int collect_one(void *arg, const char *name, int is_dir)

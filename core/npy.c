@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* npy: numpy dtypes and the NPY file header (parsing any version, synthesising page-aligned v1.0). */
+/* npy: numpy dtypes and the NPY file header (parsing any version, synthesising page-aligned v1.0).
+ */
 #include "npy.h"
 
 #include <byteswap.h>
@@ -33,7 +34,8 @@ int tfs_dtype_parse(const char *descr, struct tfs_dtype *out, int *big_endian, c
 	}
 	kind = *p++;
 	if (!isdigit((unsigned char)*p)) {
-		SET_ERR("dtype '%s' is not supported (only bool, integer, float and complex)", descr);
+		SET_ERR("dtype '%s' is not supported (only bool, integer, float and complex)",
+			descr);
 		return -EINVAL;
 	}
 	size = strtoul(p, &end, 10);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* npy: numpy dtypes and the NPY file header (parsing any version, synthesising page-aligned v1.0). */
+/* npy: numpy dtypes and the NPY file header (parsing any version, synthesising page-aligned v1.0).
+ */
 #ifndef TFS_NPY_H
 #define TFS_NPY_H
 

@@ -379,8 +379,7 @@ int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, voi
 
 	if (rc)
 		return rc;
-	if (h.type != expect || h.raw_size != dst_len ||
-	    h.stored_size != len - TFS_OBJ_HEADER_SIZE)
+	if (h.type != expect || h.raw_size != dst_len || h.stored_size != len - TFS_OBJ_HEADER_SIZE)
 		return -EIO;
 	if (XXH3_64bits(payload, h.stored_size) != h.checksum)
 		return -EIO;
@@ -401,10 +400,10 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 	if (h.type != expect || h.stored_size != len - TFS_OBJ_HEADER_SIZE ||
 	    XXH3_64bits((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE, h.stored_size) != h.checksum)
 		return -EIO;
-	if (h.codec == TFS_CODEC_RAW ? h.raw_size != h.stored_size
-				     : ZSTD_getFrameContentSize((const uint8_t *)obj +
-								    TFS_OBJ_HEADER_SIZE,
-								h.stored_size) != h.raw_size)
+	if (h.codec == TFS_CODEC_RAW
+		    ? h.raw_size != h.stored_size
+		    : ZSTD_getFrameContentSize((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE,
+					       h.stored_size) != h.raw_size)
 		return -EIO;
 	p = malloc(h.raw_size + 1);
 	if (!p)

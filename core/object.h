@@ -8,7 +8,7 @@
 
 #include "util.h"
 
-#define TFS_ID_LEN 32		/* SHA-256 of the stored object bytes */
+#define TFS_ID_LEN 32 /* SHA-256 of the stored object bytes */
 #define TFS_ID_HEX (TFS_ID_LEN * 2 + 1)
 
 struct tfs_id {

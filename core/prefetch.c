@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MIN_WINDOW 2	/* chunks ahead once a stream looks sequential */
-#define MAX_WINDOW 64	/* chunks ahead at most, whatever the budget */
-#define SEQ_STREAK 2	/* chunk-to-chunk advances before a stream counts as sequential */
+#define MIN_WINDOW 2  /* chunks ahead once a stream looks sequential */
+#define MAX_WINDOW 64 /* chunks ahead at most, whatever the budget */
+#define SEQ_STREAK 2  /* chunk-to-chunk advances before a stream counts as sequential */
 
 struct job {
 	struct job *next;
@@ -247,8 +247,8 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 		st->pos = last;
 	} else if (first > st->pos + 1 + st->window || last + span + st->window + 1 < st->pos) {
 		/* A jump: random access. Load nothing ahead until progress is sequential again.
-		 * Reads a little behind are tolerated: page faults and readahead arrive out of order
-		 * from several threads, and one read of a view spans several positions. */
+		 * Reads a little behind are tolerated: page faults and readahead arrive out of
+		 * order from several threads, and one read of a view spans several positions. */
 		if (st->streak >= SEQ_STREAK) {
 			pthread_mutex_lock(&st->pf->lock);
 			st->pf->st.random_resets++;

@@ -60,8 +60,8 @@ int tfs_sigv4_uri_encode(struct tfs_buf *out, const char *s, size_t n, int keep_
 			out->data[out->len++] = c;
 		} else {
 			out->data[out->len++] = '%';
-			out->data[out->len++] = (uint8_t)"0123456789ABCDEF"[c >> 4];
-			out->data[out->len++] = (uint8_t)"0123456789ABCDEF"[c & 15];
+			out->data[out->len++] = (uint8_t) "0123456789ABCDEF"[c >> 4];
+			out->data[out->len++] = (uint8_t) "0123456789ABCDEF"[c & 15];
 		}
 	}
 	out->data[out->len] = 0;
@@ -165,7 +165,7 @@ static int canon_query(struct tfs_buf *out, const char *q)
 		v[n].name = (char *)tfs_buf_take(&nb, NULL);
 		v[n].value = (char *)tfs_buf_take(&vb, NULL);
 		n++;
-next:
+	next:
 		p = amp ? amp + 1 : end;
 	}
 	qsort(v, n, sizeof(*v), cmp_qpair);
@@ -181,7 +181,7 @@ out:
 }
 
 struct hdr {
-	char *name;	  /* lower case */
+	char *name;	   /* lower case */
 	const char *value; /* as given */
 	size_t order;
 };
@@ -244,8 +244,8 @@ static int canon_headers(const struct tfs_sigv4_request *r, struct tfs_buf *out,
 		if (first) {
 			rc = tfs_buf_printf(out, "%s:", h[i].name);
 			if (!rc)
-				rc = tfs_buf_printf(signed_list, "%s%s", signed_list->len ? ";" : "",
-						    h[i].name);
+				rc = tfs_buf_printf(signed_list, "%s%s",
+						    signed_list->len ? ";" : "", h[i].name);
 		} else {
 			rc = tfs_buf_append(out, ",", 1);
 		}
@@ -281,7 +281,8 @@ static int canonical(const struct tfs_sigv4_request *r, struct tfs_buf *out,
 	if (!rc)
 		rc = canon_headers(r, out, signed_list);
 	if (!rc)
-		rc = tfs_buf_printf(out, "\n%s\n%s", signed_list->data ? (char *)signed_list->data : "",
+		rc = tfs_buf_printf(out, "\n%s\n%s",
+				    signed_list->data ? (char *)signed_list->data : "",
 				    r->payload_hash);
 	return rc;
 }
@@ -332,8 +333,8 @@ int tfs_sigv4_authorization(const struct tfs_sigv4_request *r, const struct tfs_
 	if (rc)
 		goto out;
 	tfs_sigv4_sha256_hex(creq.data, creq.len, creq_hash);
-	rc = tfs_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s", amz_date, date8,
-			    k->region, k->service, creq_hash);
+	rc = tfs_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s", amz_date,
+			    date8, k->region, k->service, creq_hash);
 	if (rc)
 		goto out;
 	slen = strlen(k->secret_key);

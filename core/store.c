@@ -21,7 +21,8 @@ int tfs_store_open(const char *url, unsigned flags, struct tfs_store **out)
 	if (url[0] == '/')
 		return tfs_store_file_ops.open(url, flags, out);
 	if (!colon) {
-		tfs_err("%s: not a store URL (expected file:///absolute/path, s3://bucket/prefix or "
+		tfs_err("%s: not a store URL (expected file:///absolute/path, s3://bucket/prefix "
+			"or "
 			"http(s)://host/path)",
 			url);
 		return -EINVAL;

@@ -59,7 +59,7 @@ struct tfs_store_counters {
 /* Fields every backend's store begins with. */
 struct tfs_store {
 	const struct tfs_store_ops *ops;
-	char *url; /* the root URL, without a trailing '/' */
+	char *url;			 /* the root URL, without a trailing '/' */
 	struct tfs_store_counters count; /* atomic */
 };
 
@@ -67,7 +67,7 @@ struct tfs_store {
 void tfs_store_counters(const struct tfs_store *s, struct tfs_store_counters *out);
 
 extern const struct tfs_store_ops tfs_store_file_ops;
-extern const struct tfs_store_ops tfs_store_http_ops;  /* read-only, see store_http.c */
+extern const struct tfs_store_ops tfs_store_http_ops; /* read-only, see store_http.c */
 extern const struct tfs_store_ops tfs_store_https_ops;
 extern const struct tfs_store_ops tfs_store_s3_ops;
 

@@ -164,9 +164,10 @@ static int http_stat(struct tfs_store *st, const char *key, uint64_t *size, int6
 	if (rc)
 		return rc;
 	what(w, sizeof(w), "HEAD", s, key);
-	rc = tfs_http_do(s->http,
-			 &(struct tfs_http_req){ .method = "HEAD", .url = (char *)u.data, .what = w },
-			 &resp);
+	rc = tfs_http_do(
+		s->http,
+		&(struct tfs_http_req){ .method = "HEAD", .url = (char *)u.data, .what = w },
+		&resp);
 	tfs_buf_free(&u);
 	if (rc)
 		return rc;
@@ -393,9 +394,9 @@ static void http_close(struct tfs_store *st)
 	free(s);
 }
 
-#define HTTP_OPS                                                                                 \
-	.close = http_close, .get = http_get, .get_range = http_get_range, .head = http_head,   \
-	.stat = http_stat, .put = http_readonly, .put_new = http_readonly, .cas = http_cas,      \
+#define HTTP_OPS                                                                              \
+	.close = http_close, .get = http_get, .get_range = http_get_range, .head = http_head, \
+	.stat = http_stat, .put = http_readonly, .put_new = http_readonly, .cas = http_cas,   \
 	.list = http_list, .del = http_del, .sweep = NULL
 
 const struct tfs_store_ops tfs_store_http_ops = {

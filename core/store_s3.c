@@ -21,9 +21,9 @@
 
 #define MULTIPART_THRESHOLD (64ull << 20) /* larger objects go up in parts */
 #define MULTIPART_PART (16ull << 20)
-#define LOCK_STALE_S 30	     /* a lock object older than this is abandoned */
-#define LOCK_ATTEMPTS 40     /* bounded wait for a lock held by someone else */
-#define LOCK_SETTLE_MS 100   /* between writing a lock and checking it is still ours */
+#define LOCK_STALE_S 30	   /* a lock object older than this is abandoned */
+#define LOCK_ATTEMPTS 40   /* bounded wait for a lock held by someone else */
+#define LOCK_SETTLE_MS 100 /* between writing a lock and checking it is still ours */
 
 struct s3_store {
 	struct tfs_store base;
@@ -82,8 +82,9 @@ static int s3_headers(void *arg, struct tfs_buf *h)
 		struct tfs_sigv4_creds cr = { s->cfg.access_key, s->cfg.secret_key,
 					      s->cfg.session_token };
 
-		return tfs_sigv4_s3_sign(c->method, s->host, (char *)c->path.data, c->query, c->extra,
-					 c->nextra, c->payload, s->cfg.region, &cr, time(NULL), h);
+		return tfs_sigv4_s3_sign(c->method, s->host, (char *)c->path.data, c->query,
+					 c->extra, c->nextra, c->payload, s->cfg.region, &cr,
+					 time(NULL), h);
 	}
 	for (size_t i = 0; i < c->nextra && !rc; i++) {
 		rc = tfs_buf_printf(h, "%s: %s", c->extra[i].name, c->extra[i].value);
@@ -187,7 +188,8 @@ static int etag_check(const char *etag, const void *data, size_t len)
 	unsigned int mdlen = 0;
 	size_t n = strlen(etag);
 
-	if (n != 34 || etag[0] != '"' || etag[33] != '"' || strspn(etag + 1, "0123456789abcdef") != 32)
+	if (n != 34 || etag[0] != '"' || etag[33] != '"' ||
+	    strspn(etag + 1, "0123456789abcdef") != 32)
 		return -1;
 	if (!EVP_Digest(data, len, md, &mdlen, EVP_md5(), NULL) || mdlen != 16)
 		return -1;
@@ -209,8 +211,9 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 	snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)off,
 		 (unsigned long long)(off + len - 1));
 	for (int attempt = 0;; attempt++) {
-		struct tfs_http_req req = { .dst = dst, .dst_cap = len, .range_off = off,
-					    .ranged = 1 };
+		struct tfs_http_req req = {
+			.dst = dst, .dst_cap = len, .range_off = off, .ranged = 1
+		};
 		struct s3_call c;
 
 		rc = call_init(&c, r->s, "GET", r->key, NULL, NULL, 0);
@@ -235,7 +238,8 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 		    etag_check(resp.etag, dst, resp.body_len) != 0)
 			return (ssize_t)resp.body_len;
 		if (attempt == 1) {
-			tfs_err("%s: content does not match its ETag again after a refetch", r->what);
+			tfs_err("%s: content does not match its ETag again after a refetch",
+				r->what);
 			return -EIO;
 		}
 		tfs_warn("%s: content does not match its ETag; fetching it again", r->what);
@@ -442,8 +446,8 @@ static int conditional_ok(struct s3_store *s)
 	s->conditional = c;
 	if (!c)
 		tfs_debug("%s: the server ignores conditional writes; refs are moved under a lock "
-			 "object instead (best effort, see README)",
-			 s->base.url);
+			  "object instead (best effort, see README)",
+			  s->base.url);
 out:
 	pthread_mutex_unlock(&s->probe_lock);
 	return c;
@@ -577,8 +581,8 @@ static int lock_take(struct s3_store *s, const char *lk, const char *token)
 
 			if (sp)
 				t = strtoll(sp + 1, NULL, 10);
-			if (cur.len >= strlen(token) && !strncmp((char *)cur.data, token,
-								strlen(token))) {
+			if (cur.len >= strlen(token) &&
+			    !strncmp((char *)cur.data, token, strlen(token))) {
 				rc = 0; /* ours, and it survived the settle time */
 				break;
 			}
@@ -623,8 +627,8 @@ static int cas_locked(struct s3_store *s, const char *key, const void *old, size
 	rc = lock_take(s, lk, token);
 	if (rc) {
 		if (rc == -EAGAIN)
-			tfs_err("%s/%s: busy (another writer holds %s); try again", s->base.url, key,
-				lk);
+			tfs_err("%s/%s: busy (another writer holds %s); try again", s->base.url,
+				key, lk);
 		return rc;
 	}
 	rc = get_etag(s, key, &cur, etag, sizeof(etag));
@@ -681,8 +685,11 @@ static const char *xml_get(const char *p, const char *end, const char *tag, stru
 		static const struct {
 			const char *ent;
 			char ch;
-		} ents[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' },
-			     { "&quot;", '"' }, { "&apos;", '\'' } };
+		} ents[] = { { "&amp;", '&' },
+			     { "&lt;", '<' },
+			     { "&gt;", '>' },
+			     { "&quot;", '"' },
+			     { "&apos;", '\'' } };
 		char ch = *c;
 
 		if (*c == '&') {
@@ -729,8 +736,8 @@ static int multipart_put(struct s3_store *s, const char *key, const void *data, 
 	}
 	rc = tfs_buf_printf(&done, "<CompleteMultipartUpload>");
 	for (size_t i = 0; i < nparts && !rc; i++) {
-		size_t off = i * MULTIPART_PART, n = len - off < MULTIPART_PART ? len - off
-									 : MULTIPART_PART;
+		size_t off = i * MULTIPART_PART,
+		       n = len - off < MULTIPART_PART ? len - off : MULTIPART_PART;
 		struct tfs_http_req preq = { 0 };
 
 		q.len = 0;
@@ -738,8 +745,8 @@ static int multipart_put(struct s3_store *s, const char *key, const void *data, 
 		if (!rc)
 			rc = tfs_sigv4_uri_encode(&q, (char *)id.data, id.len, 0);
 		if (!rc)
-			rc = call_init(&c, s, "PUT", fk, (char *)q.data, (const uint8_t *)data + off,
-				       n);
+			rc = call_init(&c, s, "PUT", fk, (char *)q.data,
+				       (const uint8_t *)data + off, n);
 		if (!rc)
 			rc = call_do(&c, &preq, (const uint8_t *)data + off, n, w, &resp);
 		if (!rc)
@@ -749,8 +756,9 @@ static int multipart_put(struct s3_store *s, const char *key, const void *data, 
 			rc = -EIO;
 		}
 		if (!rc)
-			rc = tfs_buf_printf(&done, "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag>"
-						   "</Part>",
+			rc = tfs_buf_printf(&done,
+					    "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag>"
+					    "</Part>",
 					    i + 1, resp.etag);
 	}
 	if (!rc)
@@ -935,11 +943,12 @@ static int make_origin(struct s3_store *s)
 			snprintf(origin, sizeof(origin), "https://s3.%s.amazonaws.com",
 				 s->cfg.region);
 		else
-			snprintf(origin, sizeof(origin), "https://%s.s3.%s.amazonaws.com", s->bucket,
-				 s->cfg.region);
+			snprintf(origin, sizeof(origin), "https://%s.s3.%s.amazonaws.com",
+				 s->bucket, s->cfg.region);
 	} else {
 		if (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)) {
-			tfs_err("endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]", ep);
+			tfs_err("endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]",
+				ep);
 			return -EINVAL;
 		}
 		auth = strstr(ep, "://") + 3;
@@ -949,8 +958,8 @@ static int make_origin(struct s3_store *s)
 			return -EINVAL;
 		}
 		if (path_style)
-			snprintf(origin, sizeof(origin), "%.*s%.*s", (int)(auth - ep), ep, (int)alen,
-				 auth);
+			snprintf(origin, sizeof(origin), "%.*s%.*s", (int)(auth - ep), ep,
+				 (int)alen, auth);
 		else
 			snprintf(origin, sizeof(origin), "%.*s%s.%.*s", (int)(auth - ep), ep,
 				 s->bucket, (int)alen, auth);

@@ -86,8 +86,8 @@ void tfs_buf_free(struct tfs_buf *b)
 }
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static FILE *log_file;		/* protected by log_lock; NULL means stderr */
-static int log_syslog;		/* protected by log_lock */
+static FILE *log_file; /* protected by log_lock; NULL means stderr */
+static int log_syslog; /* protected by log_lock */
 static enum tfs_log_level log_level = TFS_LOG_INFO;
 
 int tfs_log_open(const char *path)

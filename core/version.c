@@ -68,7 +68,7 @@ int tfs_version_column(const struct tfs_version *v, const char *name)
 #define BAD_SLOTS 256
 static pthread_mutex_t bad_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tfs_id bad_ids[BAD_SLOTS]; /* protected by bad_lock */
-static unsigned bad_next;		  /* protected by bad_lock */
+static unsigned bad_next;		 /* protected by bad_lock */
 
 static int first_report(const struct tfs_id *id)
 {
@@ -91,8 +91,7 @@ struct load_ctx {
 	size_t k;
 };
 
-static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t *len,
-		      size_t *cap)
+static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t *len, size_t *cap)
 {
 	const struct load_ctx *l = arg;
 	const struct tfs_column *c = l->col;
@@ -159,8 +158,7 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 	return tfs_cache_get(cache, &c->chunks[k].id, load_chunk, &l, e);
 }
 
-int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col,
-			       size_t k)
+int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
 	struct load_ctx l = { v, cache, c, k };

@@ -44,8 +44,9 @@ const char tfs_view_readme[] =
 	"at close to sequential speed. A larger block mixes rows more at the cost of more\n"
 	"chunks in memory per reader: on data sorted by class, a stretch of the view holds\n"
 	"rows of at most <block> chunks, so for near-uniform classes in every 1,000 rows the\n"
-	"window must span many class runs (small chunks or a large block). The generator is xoshiro256** seeded from (seed, epoch)\n"
-	"through splitmix64, with integer arithmetic only: the same parameters give the same\n"
+	"window must span many class runs (small chunks or a large block).\n"
+	"The generator is xoshiro256** seeded from (seed, epoch) through splitmix64, with\n"
+	"integer arithmetic only: the same parameters give the same\n"
 	"order on every machine. Shards are contiguous slices of the shuffled order: their\n"
 	"union is every row (plus padding), they are pairwise disjoint when world divides\n"
 	"the row count or drop_last=1, and each depends only on the parameters.\n"
@@ -70,8 +71,7 @@ static char *percent_decode(const char *s, size_t n)
 	if (!out)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '%' && i + 2 < n + 0 + 1 && i + 2 <= n - 1 + 1 && hexval(s[i + 1]) >= 0 &&
-		    i + 2 < n && hexval(s[i + 2]) >= 0) {
+		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
 			*o++ = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
 			i += 2;
 		} else {
@@ -204,12 +204,12 @@ enum cmp_op { OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE };
 struct expr {
 	enum node_kind kind;
 	enum cmp_op op;
-	long double num;	/* E_NUM */
-	int col;		/* E_COL: index into the filter's column list */
-	struct expr *a, *b;	/* operands */
-	long double *set;	/* E_IN */
+	long double num;    /* E_NUM */
+	int col;	    /* E_COL: index into the filter's column list */
+	struct expr *a, *b; /* operands */
+	long double *set;   /* E_IN */
 	size_t nset;
-	int negate;		/* E_IN: not in */
+	int negate; /* E_IN: not in */
 };
 
 struct parser {
@@ -338,8 +338,8 @@ static struct expr *parse_primary(struct parser *ps)
 	if (!e)
 		return NULL;
 	if (parse_number(ps, &e->num)) {
-		snprintf(ps->err, ps->err_cap, "where: expected a number, a column or '(' at '%.20s'",
-			 ps->p);
+		snprintf(ps->err, ps->err_cap,
+			 "where: expected a number, a column or '(' at '%.20s'", ps->p);
 		free(e);
 		return NULL;
 	}
@@ -405,7 +405,8 @@ static struct expr *parse_cmp(struct parser *ps)
 			long double v, *set;
 
 			if (parse_number(ps, &v)) {
-				snprintf(ps->err, ps->err_cap, "where: expected a number in the list");
+				snprintf(ps->err, ps->err_cap,
+					 "where: expected a number in the list");
 				expr_free(e);
 				return NULL;
 			}
@@ -530,22 +531,49 @@ static long double element(const struct tfs_dtype *dt, const uint8_t *p)
 		return *p != 0;
 	case 'i':
 		switch (dt->itemsize) {
-		case 1: return (int8_t)*p;
-		case 2: { int16_t v; memcpy(&v, p, 2); return v; }
-		case 4: { int32_t v; memcpy(&v, p, 4); return v; }
-		default: { int64_t v; memcpy(&v, p, 8); return v; }
+		case 1:
+			return (int8_t)*p;
+		case 2: {
+			int16_t v;
+			memcpy(&v, p, 2);
+			return v;
+		}
+		case 4: {
+			int32_t v;
+			memcpy(&v, p, 4);
+			return v;
+		}
+		default: {
+			int64_t v;
+			memcpy(&v, p, 8);
+			return v;
+		}
 		}
 	case 'u':
 		switch (dt->itemsize) {
-		case 1: return *p;
-		case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
-		case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
-		default: { uint64_t v; memcpy(&v, p, 8); return v; }
+		case 1:
+			return *p;
+		case 2: {
+			uint16_t v;
+			memcpy(&v, p, 2);
+			return v;
+		}
+		case 4: {
+			uint32_t v;
+			memcpy(&v, p, 4);
+			return v;
+		}
+		default: {
+			uint64_t v;
+			memcpy(&v, p, 8);
+			return v;
+		}
 		}
 	default:
 		switch (dt->itemsize) {
 		case 2: {
-			/* IEEE half to float, by hand: no _Float16 on every compiler we build with. */
+			/* IEEE half to float, by hand: no _Float16 on every compiler we build with.
+			 */
 			uint16_t h;
 			int exp;
 			long double m;
@@ -561,8 +589,16 @@ static long double element(const struct tfs_dtype *dt, const uint8_t *p)
 				m = (1 + m / 1024.0L) * __builtin_ldexpl(1, exp - 15);
 			return h & 0x8000 ? -m : m;
 		}
-		case 4: { float v; memcpy(&v, p, 4); return v; }
-		default: { double v; memcpy(&v, p, 8); return v; }
+		case 4: {
+			float v;
+			memcpy(&v, p, 4);
+			return v;
+		}
+		default: {
+			double v;
+			memcpy(&v, p, 8);
+			return v;
+		}
 		}
 	}
 }
@@ -607,9 +643,9 @@ static int filter_rows(struct tfs_version *v, struct tfs_cache *cache, const cha
 
 		for (int c = 0; c < ps.ncols; c++) {
 			const struct tfs_column *col = &m->cols[ps.cols[c]];
-			ssize_t got = tfs_version_read(v, cache, (size_t)ps.cols[c],
-						       r0 * col->row_bytes, buf[c],
-						       (size_t)(nr * col->row_bytes));
+			ssize_t got =
+				tfs_version_read(v, cache, (size_t)ps.cols[c], r0 * col->row_bytes,
+						 buf[c], (size_t)(nr * col->row_bytes));
 
 			if (got != (ssize_t)(nr * col->row_bytes)) {
 				SET_ERR("where: cannot read column %s", col->name);
@@ -781,7 +817,8 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 		uint64_t block = p->block;
 
 		if (!block) {
-			block = chunk_bytes ? TFS_VIEW_WINDOW_BYTES / chunk_bytes : TFS_VIEW_MAX_BLOCK;
+			block = chunk_bytes ? TFS_VIEW_WINDOW_BYTES / chunk_bytes
+					    : TFS_VIEW_MAX_BLOCK;
 			block = block < TFS_VIEW_MIN_BLOCK ? TFS_VIEW_MIN_BLOCK : block;
 			block = block > TFS_VIEW_MAX_BLOCK ? TFS_VIEW_MAX_BLOCK : block;
 		}

@@ -17,13 +17,13 @@
 #define TFS_VIEW_MAX_BLOCK 65536
 
 struct tfs_view_params {
-	int shuffle;	 /* seed= given */
+	int shuffle; /* seed= given */
 	uint64_t seed, epoch;
 	uint64_t rank, world; /* world 1: no sharding */
-	uint64_t block;	 /* shuffle window in chunks; 0: the default for the dataset */
-	uint64_t start;	 /* rows of the shard to skip (resume mid-epoch) */
-	int drop_last;	 /* 1: drop the tail that does not divide by world; 0: pad (default) */
-	char *where;	 /* filter expression, decoded; NULL: every row */
+	uint64_t block;	      /* shuffle window in chunks; 0: the default for the dataset */
+	uint64_t start;	      /* rows of the shard to skip (resume mid-epoch) */
+	int drop_last;	      /* 1: drop the tail that does not divide by world; 0: pad (default) */
+	char *where;	      /* filter expression, decoded; NULL: every row */
 };
 
 /* Parse a view directory name: comma-separated key=value pairs (commas inside parentheses

@@ -282,8 +282,8 @@ static void print_info(const struct tfs_version *v)
 		for (size_t k = 0; k < c->nchunks; k++)
 			stored += c->chunks[k].stored_size;
 		tfs_shape_str(c->shape, c->ndim, shape, sizeof(shape));
-		printf("  %-20s %-6s %-20s %12" PRIu64 " %10" PRIu64 " %6s %14" PRIu64 "\n", c->name,
-		       c->dtype.descr, shape, c->row_bytes, c->rows_per_chunk,
+		printf("  %-20s %-6s %-20s %12" PRIu64 " %10" PRIu64 " %6s %14" PRIu64 "\n",
+		       c->name, c->dtype.descr, shape, c->row_bytes, c->rows_per_chunk,
 		       tfs_codec_by_id(c->codec)->name, stored);
 	}
 }
@@ -462,8 +462,8 @@ static int cmd_ref(int argc, char **argv, enum tfs_ref_kind kind)
 
 		rc = tfs_ref_create(s, ds, kind, name, &id);
 		if (rc == -EEXIST)
-			tfs_err("%s: a branch or tag named '%s' exists already%s", argv[optind], name,
-				kind == TFS_REF_TAG ? " (tags never move)" : "");
+			tfs_err("%s: a branch or tag named '%s' exists already%s", argv[optind],
+				name, kind == TFS_REF_TAG ? " (tags never move)" : "");
 		else if (rc == -EINVAL)
 			tfs_err("'%s' is not a valid %s name (letters, digits, '_', '.', '-'; not "
 				"'commits', 'log' or a commit id)",
@@ -545,11 +545,16 @@ static int cmd_diff(int argc, char **argv)
 static int cmd_view(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "ref", required_argument, NULL, 'r' },     { "seed", required_argument, NULL, 's' },
-		{ "epoch", required_argument, NULL, 'e' },   { "rank", required_argument, NULL, 'k' },
-		{ "world", required_argument, NULL, 'w' },   { "block", required_argument, NULL, 'b' },
-		{ "start", required_argument, NULL, 't' },   { "where", required_argument, NULL, 'x' },
-		{ "drop-last", no_argument, NULL, 'd' },     { NULL, 0, NULL, 0 },
+		{ "ref", required_argument, NULL, 'r' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "epoch", required_argument, NULL, 'e' },
+		{ "rank", required_argument, NULL, 'k' },
+		{ "world", required_argument, NULL, 'w' },
+		{ "block", required_argument, NULL, 'b' },
+		{ "start", required_argument, NULL, 't' },
+		{ "where", required_argument, NULL, 'x' },
+		{ "drop-last", no_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *ref = "main";
 	struct tfs_buf name = { 0 };
@@ -577,13 +582,27 @@ static int cmd_view(int argc, char **argv)
 		case 'd':
 			tfs_buf_printf(&name, "%sdrop_last=1", name.len ? "," : "");
 			continue;
-		case 's': key = "seed"; break;
-		case 'e': key = "epoch"; break;
-		case 'k': key = "rank"; break;
-		case 'w': key = "world"; break;
-		case 'b': key = "block"; break;
-		case 't': key = "start"; break;
-		case 'x': key = "where"; break;
+		case 's':
+			key = "seed";
+			break;
+		case 'e':
+			key = "epoch";
+			break;
+		case 'k':
+			key = "rank";
+			break;
+		case 'w':
+			key = "world";
+			break;
+		case 'b':
+			key = "block";
+			break;
+		case 't':
+			key = "start";
+			break;
+		case 'x':
+			key = "where";
+			break;
 		default:
 			tfs_buf_free(&name);
 			return usage(2);
@@ -651,8 +670,8 @@ static int cmd_verify(int argc, char **argv)
 	else if (rc)
 		tfs_err("%s: verify could not complete: %s", argv[1], strerror(-rc));
 	else
-		printf("%s: %" PRIu64 " commits, %" PRIu64 " manifests, %" PRIu64 " chunks (%" PRIu64
-		       " bytes) checked: %" PRIu64 " problem%s\n",
+		printf("%s: %" PRIu64 " commits, %" PRIu64 " manifests, %" PRIu64
+		       " chunks (%" PRIu64 " bytes) checked: %" PRIu64 " problem%s\n",
 		       argv[1], r.commits, r.manifests, r.chunks, r.bytes, r.problems,
 		       r.problems == 1 ? "" : "s");
 	free(ds);
@@ -707,9 +726,9 @@ static int cmd_gc(int argc, char **argv)
 /* Options mount(8) hands every helper that mean nothing to a FUSE mount. */
 static int mount8_option(const char *o)
 {
-	static const char *const ignored[] = { "rw",	 "ro",	   "auto",  "noauto",   "user",
-					       "nouser", "users",  "_netdev", "nofail", "defaults",
-					       NULL };
+	static const char *const ignored[] = { "rw",	 "ro",	     "auto",  "noauto",
+					       "user",	 "nouser",   "users", "_netdev",
+					       "nofail", "defaults", NULL };
 
 	for (int i = 0; ignored[i]; i++)
 		if (!strcmp(o, ignored[i]))
@@ -792,9 +811,9 @@ static int cmd_mount(int argc, char **argv)
 		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
 		.readahead_kb = TFS_FS_DEFAULT_READAHEAD_KB,
 		.cache_disk = TFS_FS_DEFAULT_CACHE_DISK,
-		.prefetch_threads = (unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0
-						       ? sysconf(_SC_NPROCESSORS_ONLN)
-						       : 1),
+		.prefetch_threads =
+			(unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN)
+								     : 1),
 	};
 	struct tfs_buf fuse_opts = { 0 };
 	char *pos[2], mnt[PATH_MAX], logpath[PATH_MAX];
