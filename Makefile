@@ -74,14 +74,16 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(BUILD)/fs/%.o $(BUILD)/gpu/%.o: ALL_CFLAGS += -Ifs -Igpu -Ipackaging/include
+# The layering, enforced by include paths: fs/ and gpu/ see core/ only; mount/ sees everything.
+$(BUILD)/fs/%.o: ALL_CFLAGS += -Ifs
+$(BUILD)/gpu/%.o: ALL_CFLAGS += -Igpu -Ipackaging/include
 $(BUILD)/gpu/%.o: ALL_CFLAGS += $(CUDA_CFLAGS)
 # gpu/ objects are rebuilt when the CUDA setting changes (the stamp holds it).
 CUDA_STAMP := $(BUILD)/gpu/cuda.flags
 $(shell mkdir -p $(BUILD)/gpu && (echo '$(CUDA_CFLAGS)' | cmp -s - $(CUDA_STAMP) || \
 	echo '$(CUDA_CFLAGS)' > $(CUDA_STAMP)))
 $(GPU_OBJ): $(CUDA_STAMP)
-$(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu
+$(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu -Ipackaging/include
 
 $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -97,6 +99,26 @@ $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) \
 		$(shell $(PKG_CONFIG) --cflags --libs cmocka) -lm
 
+# Staging unit tests link the gpu/ objects (and the CUDA runtime when built with it).
+STAGING_TESTS := $(filter $(BUILD)/tests/test_staging%,$(UNIT_BIN))
+$(STAGING_TESTS): $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB) $(GPU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Igpu $(CUDA_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(GPU_OBJ) $(CORE_LIB) \
+		$(DEPLIBS) $(shell $(PKG_CONFIG) --cflags --libs cmocka) -lm $(CUDA_LIBS)
+
+# The C client library of the control file, and the program the integration tests drive it with.
+CLIENT_OBJ := $(BUILD)/packaging/client/tfs_client.o
+CLIENT_LIB := $(BUILD)/libtensorfs-client.a
+CTL_CLIENT := $(BUILD)/tests/ctl_client
+$(CLIENT_OBJ): ALL_CFLAGS += -Ipackaging/include
+$(CLIENT_LIB): $(CLIENT_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(CTL_CLIENT): tests/integration/ctl_client.c $(CLIENT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ipackaging/include $(ALL_LDFLAGS) -o $@ $< $(CLIENT_LIB)
+all: $(CLIENT_LIB)
+
 # Test helpers built from tests/unit that are not cmocka suites (the botocore test runs this one).
 SIGV4_CLI := $(BUILD)/tests/sigv4_cli
 $(SIGV4_CLI): tests/unit/sigv4_cli.c $(CORE_LIB)
@@ -106,8 +128,9 @@ $(SIGV4_CLI): tests/unit/sigv4_cli.c $(CORE_LIB)
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
-integration: $(BIN) $(SIGV4_CLI)
+integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
 	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) \
+		TENSORFS_CTL_CLIENT=$(abspath $(CTL_CLIENT)) \
 		TENSORFS_SIGV4_CLI=$(abspath $(SIGV4_CLI)) $(PYTHON) -m pytest -q tests/integration
 
 test: unit integration
@@ -126,6 +149,9 @@ install: all
 	install -D -m 0644 $(CORE_LIB) $(DESTDIR)$(LIBDIR)/libtensorfs-core.a
 	install -d $(DESTDIR)$(INCDIR)/tensorfs
 	install -m 0644 $(wildcard core/*.h) $(DESTDIR)$(INCDIR)/tensorfs/
+	install -m 0644 packaging/include/tensorfs/control.h packaging/include/tensorfs/client.h \
+		$(DESTDIR)$(INCDIR)/tensorfs/
+	install -m 0644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libtensorfs-client.a
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
 		packaging/tensorfs-core.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensorfs-core.pc
@@ -133,4 +159,4 @@ install: all
 clean:
 	rm -rf build tensorfs
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(GPU_OBJ:.o=.d) $(MOUNT_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(GPU_OBJ:.o=.d) $(MOUNT_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d)

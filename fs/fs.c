@@ -36,7 +36,7 @@
 
 enum ntype {
 	N_ROOT, N_DATASET, N_VERSION, N_COMMITS, N_LOG, N_COLUMN, N_SCHEMA, N_CTLDIR, N_STATS,
-	N_VIEWS, N_VIEW, N_README
+	N_VIEWS, N_VIEW, N_README, N_CONTROL
 };
 
 /* What a version directory names: a branch moves, a tag or a commit never does. */
@@ -67,6 +67,8 @@ struct fs {
 	struct tfs_store *store;
 	struct tfs_cache *cache;
 	struct tfs_prefetcher *prefetch;
+	void *ctl; /* .tensorfs/control (cfg->control's object); NULL without one */
+	int allow_other;	 /* -o allow_other: anyone may use the control file */
 	pthread_mutex_t lock;
 	struct node **nodes;   /* by ino - 1; protected by lock */
 	size_t nnodes, cap;    /* protected by lock */
@@ -106,6 +108,8 @@ struct handle {
 	struct fview *view;	   /* view column files: the rows, in view order */
 	uint32_t *chunk_pos;	   /* view column files: chunk -> position in the stream's order */
 	struct tfs_stream *stream; /* column files: drives the prefetcher */
+	void *ctl; /* the control file: this open's session */
+	const struct tfs_fs_control *ctl_ops; /* and what serves it */
 	struct tfs_buf text;	   /* generated files' content, taken at open */
 	enum ntype type;
 	size_t col;
@@ -346,6 +350,11 @@ static void fill_attr(struct fs *fs, const struct node *n, const struct tfs_vers
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 		break;
+	case N_CONTROL:
+		/* For the user who mounted (and root); for anyone with allow_other. */
+		st->st_mode = S_IFREG | (fs->allow_other ? 0666 : 0600);
+		st->st_nlink = 1;
+		break;
 	case N_LOG:
 	case N_STATS:
 	case N_README:
@@ -505,13 +514,17 @@ static int stats_json(struct fs *fs, struct tfs_buf *out)
 		", \"sequential_streams\": %" PRIu64 ", \"random_resets\": %" PRIu64 "},\n"
 		"  \"fuse\": {\"reads\": %" PRIu64 ", \"read_bytes_requested\": %" PRIu64 "},\n"
 		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"ranged_gets\": %" PRIu64
-		", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64 ", \"bytes_fetched\": %" PRIu64 "},\n",
+		", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64 ", \"bytes_fetched\": %" PRIu64
+		", \"retries\": %" PRIu64 "},\n",
 		(double)(tfs_now_ns() - fs->started_ns) / 1e9, c.budget, c.bytes, c.entries, c.hits,
 		c.misses, c.waits, c.load_errors, c.evictions, c.bytes_loaded, p.threads, p.scheduled,
 		c.prefetch_loads, c.prefetch_hits, c.prefetch_wasted, c.prefetch_pending,
 		p.skipped_cached, p.throttled, p.errors, p.sequential_streams, p.random_resets,
 		__atomic_load_n(&fs->reads, __ATOMIC_RELAXED),
-		__atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED), fs->store->url, sc.gets, sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read);
+		__atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED), fs->store->url, sc.gets,
+		sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read, sc.retries);
+	if (!rc && fs->ctl)
+		rc = fs->cfg->control->stats_json(fs->ctl, out);
 	if (rc)
 		return rc;
 	if (!has_dc)
@@ -561,6 +574,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (!strcmp(name, "stats")) {
 			n = node_child(fs, p, name, N_STATS);
 			log_size = stats_size(fs);
+		} else if (!strcmp(name, "control") && fs->ctl) {
+			n = node_child(fs, p, name, N_CONTROL);
 		}
 		break;
 	case N_DATASET:
@@ -848,6 +863,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		struct node *c = node_child(fs, n, "stats", N_STATS);
 
 		rc = c ? dir_add(d, "stats", c->ino, S_IFREG) : -ENOMEM;
+		if (!rc && fs->ctl) {
+			c = node_child(fs, n, "control", N_CONTROL);
+			rc = c ? dir_add(d, "control", c->ino, S_IFREG) : -ENOMEM;
+		}
 		break;
 	}
 	case N_DATASET: {
@@ -977,6 +996,8 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 static void handle_free(struct handle *h)
 {
+	if (h->ctl)
+		h->ctl_ops->close(h->ctl);
 	tfs_stream_destroy(h->stream);
 	tfs_version_put(h->ver);
 	fview_put(h->view);
@@ -1034,6 +1055,37 @@ static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, stru
 	fuse_reply_open(req, fi);
 }
 
+/* The control file: each open is a staging session. Replies are a stream, not a file: no page
+ * cache, and offsets are ignored. It stays seekable so that `head -1 <&3` can seek back over
+ * what it read past the reply's newline (a no-op) without complaining. */
+static void open_control(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct handle *h;
+	int rc;
+
+	if (ctx->uid != fs->uid && ctx->uid != 0 && !fs->allow_other) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->type = N_CONTROL;
+	h->ctl_ops = fs->cfg->control;
+	rc = fs->cfg->control->open(fs->ctl, ctx->uid, ctx->gid, &h->ctl);
+	if (rc) {
+		free(h);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->direct_io = 1;
+	fi->fh = (uintptr_t)h;
+	fuse_reply_open(req, fi);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
@@ -1043,6 +1095,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->type == N_CONTROL) {
+		open_control(req, fs, fi);
 		return;
 	}
 	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG &&
@@ -1309,6 +1365,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *copy;
 
 	(void)ino;
+	if (h->type == N_CONTROL) {
+		ssize_t n;
+
+		copy = malloc(size ? size : 1);
+		if (!copy) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		n = fs->cfg->control->read(h->ctl, copy, size);
+		fuse_reply_buf(req, copy, (size_t)n);
+		free(copy);
+		return;
+	}
 	if (h->type == N_COLUMN) {
 		__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&fs->read_bytes, size, __ATOMIC_RELAXED);
@@ -1336,6 +1405,136 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	memcpy(copy, (const char *)(h->ver ? h->ver->schema.data : h->text.data) + off, size);
 	fuse_reply_buf(req, copy, size);
 	free(copy);
+}
+
+/* Requests to the control file; every other file is opened read-only and never gets here. */
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)fi->fh;
+	ssize_t n;
+
+	(void)ino;
+	(void)off;
+	if (h->type != N_CONTROL) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	n = fs_of(req)->cfg->control->write(h->ctl, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/* The control file's ioctls: restricted (the kernel sized the buffers from the command). */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+		     size_t in_bufsz, size_t out_bufsz)
+{
+	struct handle *h = fi ? (struct handle *)fi->fh : NULL;
+	void *out;
+	int rc;
+
+	(void)ino;
+	(void)arg;
+	/* 32-bit callers would lay the structs out differently. */
+	if (!h || h->type != N_CONTROL || (flags & (FUSE_IOCTL_DIR | FUSE_IOCTL_COMPAT))) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	out = malloc(out_bufsz ? out_bufsz : 1);
+	if (!out) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = fs_of(req)->cfg->control->ioctl(h->ctl, cmd, in_buf, in_bufsz, out, out_bufsz);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_ioctl(req, 0, out, out_bufsz);
+	free(out);
+}
+
+/* The mount is read-only (but for the control file, which only takes requests): the kernel is
+ * not told so (a read-only mount would refuse the control file's writes), so every operation
+ * that would change something is refused here. */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct node *n = node_get(fs, ino);
+	struct stat st;
+
+	(void)attr;
+	(void)fi;
+	/* `echo ... > control` truncates before it writes: there is nothing to truncate. */
+	if (n && n->type == N_CONTROL && !(to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
+						      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+						      FUSE_SET_ATTR_MTIME_NOW))) {
+		fill_attr(fs, n, NULL, 0, &st);
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)parent, (void)name, (void)mode;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent, (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	(void)ino, (void)name, (void)value, (void)size, (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino, (void)name;
+	fuse_reply_err(req, EROFS);
 }
 
 /* Extended attributes: which commit a directory or file shows and what a column holds. */
@@ -1485,10 +1684,26 @@ static const struct fuse_lowlevel_ops ops = {
 	.read = op_read,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
+	.write = op_write,
+	.ioctl = op_ioctl,
+	.setattr = op_setattr,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_unlink,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.create = op_create,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
 };
 
 static void fs_free(struct fs *fs)
 {
+	/* Staging rings hold versions and read through the cache. */
+	if (fs->ctl)
+		fs->cfg->control->destroy(fs->ctl);
 	/* Loaders reference versions and the cache: stop them first. */
 	tfs_prefetcher_destroy(fs->prefetch);
 	for (size_t i = 0; i < fs->nnodes; i++) {
@@ -1551,6 +1766,17 @@ static void set_readahead(const char *mountpoint, unsigned kb)
 		tfs_debug("cannot set %s: %s", path, strerror(errno));
 }
 
+/* Whether a comma-separated option list holds opt. */
+static int has_option(const char *list, const char *opt)
+{
+	const size_t n = strlen(opt);
+
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, opt, n) && (p[n] == ',' || !p[n]))
+			return 1;
+	return 0;
+}
+
 int tfs_fs_main(const struct tfs_fs_config *cfg)
 {
 	struct fs fs = { .cfg = cfg };
@@ -1567,6 +1793,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	mallopt(M_MMAP_THRESHOLD, 256 << 10);
 	pthread_mutex_init(&fs.lock, NULL);
 	fs.uid = getuid();
+	fs.allow_other = has_option(cfg->fuse_opts, "allow_other");
 	fs.gid = getgid();
 	fs.started = time(NULL);
 	fs.started_ns = tfs_now_ns();
@@ -1602,7 +1829,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	}
 
 	/* fsname shows the lake in mount(8) and df; commas would split the option list. */
-	snprintf(opts, sizeof(opts), "ro,default_permissions,fsname=%s,subtype=tensorfs%s%s",
+	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=tensorfs%s%s",
 		 strchr(cfg->lake_url, ',') ? "tensorfs" : cfg->lake_url,
 		 cfg->fuse_opts ? "," : "", cfg->fuse_opts ? cfg->fuse_opts : "");
 	if (fuse_opt_add_arg(&args, "tensorfs") || fuse_opt_add_arg(&args, "-o") ||
@@ -1643,6 +1870,11 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	    tfs_prefetcher_create(fs.cache, cfg->prefetch_threads, cfg->cache_mem / 2,
 				  &fs.prefetch)) {
 		tfs_err("out of memory");
+		goto out;
+	}
+	/* After fuse_daemonize: slot files are named after the daemon's pid. */
+	if (cfg->control && cfg->control->create(fs.store, fs.cache, cfg->mountpoint, &fs.ctl)) {
+		tfs_err("cannot set up the control file");
 		goto out;
 	}
 	loop = fuse_loop_cfg_create();

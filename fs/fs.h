@@ -3,7 +3,33 @@
 #ifndef TFS_FS_H
 #define TFS_FS_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+struct tfs_store;
+struct tfs_cache;
+
+/* What serves <mount>/.tensorfs/control. fs/ only routes the control file's opens, reads,
+ * writes, ioctls and releases here; the wiring (mount/) plugs in the staging engine (gpu/), so
+ * neither depends on the other. All functions return 0 or -errno (sizes for read and write). */
+struct tfs_fs_control {
+	/* Called once the store and cache exist (after daemonising); *obj is passed back below. */
+	int (*create)(struct tfs_store *store, struct tfs_cache *cache, const char *mountpoint,
+		      void **obj);
+	void (*destroy)(void *obj);
+	/* One session per open file, for the user who opened it. */
+	int (*open)(void *obj, uid_t uid, gid_t gid, void **session);
+	void (*close)(void *session);
+	ssize_t (*write)(void *session, const char *buf, size_t len);
+	ssize_t (*read)(void *session, char *buf, size_t len);
+	int (*ioctl)(void *session, unsigned cmd, const void *in, size_t in_len, void *out,
+		     size_t out_len);
+	/* A member for .tensorfs/stats: `  "name": {...},\n`. */
+	int (*stats_json)(void *obj, struct tfs_buf *out);
+};
 
 struct tfs_fs_config {
 	const char *lake_url;
@@ -19,6 +45,7 @@ struct tfs_fs_config {
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: no prefetch */
 	unsigned readahead_kb;	   /* kernel readahead for the mount (needs root); 0: leave it */
 	const char *fuse_opts;	/* extra -o options for libfuse (allow_other, ...), or NULL */
+	const struct tfs_fs_control *control; /* NULL: no control file */
 };
 
 #define TFS_FS_DEFAULT_CACHE_MEM (512ull << 20)

@@ -20,6 +20,7 @@
 #include "version.h"
 #include "view.h"
 #include "config.h"
+#include "ctlfile.h"
 #include "lakeindex.h"
 
 #define TFS_VERSION_STRING "0.1.0"
@@ -804,9 +805,67 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 	return 0;
 }
 
+/* The control file is the staging engine's (gpu/), reached through fs/'s control table. */
+static int ctl_create(struct tfs_store *store, struct tfs_cache *cache, const char *mountpoint,
+		      void **obj)
+{
+	const struct tfs_ctlfile_config cc = { .store = store, .cache = cache,
+					       .mountpoint = mountpoint };
+
+	return tfs_ctlfile_create(&cc, (struct tfs_ctlfile **)obj);
+}
+
+static void ctl_destroy(void *obj)
+{
+	tfs_ctlfile_destroy(obj);
+}
+
+static int ctl_open(void *obj, uid_t uid, gid_t gid, void **session)
+{
+	return tfs_ctlfile_session_open(obj, uid, gid, (struct tfs_ctlfile_session **)session);
+}
+
+static void ctl_close(void *session)
+{
+	tfs_ctlfile_session_close(session);
+}
+
+static ssize_t ctl_write(void *session, const char *buf, size_t len)
+{
+	return tfs_ctlfile_write(session, buf, len);
+}
+
+static ssize_t ctl_read(void *session, char *buf, size_t len)
+{
+	return tfs_ctlfile_read(session, buf, len);
+}
+
+static int ctl_ioctl(void *session, unsigned cmd, const void *in, size_t in_len, void *out,
+		     size_t out_len)
+{
+	return tfs_ctlfile_ioctl(session, cmd, in, in_len, out, out_len);
+}
+
+static int ctl_stats(void *obj, struct tfs_buf *out)
+{
+	return tfs_ctlfile_stats_json(obj, out);
+}
+
+static const struct tfs_fs_control staging_control = {
+	.create = ctl_create,
+	.destroy = ctl_destroy,
+	.open = ctl_open,
+	.close = ctl_close,
+	.write = ctl_write,
+	.read = ctl_read,
+	.ioctl = ctl_ioctl,
+	.stats_json = ctl_stats,
+};
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct tfs_fs_config cfg = {
+		.control = &staging_control,
 		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
 		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
 		.readahead_kb = TFS_FS_DEFAULT_READAHEAD_KB,

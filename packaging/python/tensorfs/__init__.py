@@ -12,7 +12,7 @@ from builtins import open as builtins_open
 
 import numpy as np
 
-__all__ = ["open", "view_path", "Columns"]
+__all__ = ["open", "view_path", "Columns", "Stager", "StagingError"]
 __version__ = "0.1.0"
 
 
@@ -83,3 +83,12 @@ def view_path(version_dir, seed=None, epoch=None, rank=None, world=None, block=N
     if not parts:
         parts.append("world=1")
     return os.path.join(os.fspath(version_dir), "views", ",".join(parts))
+
+
+def __getattr__(name):
+    """Stager (batched staging through the control file) loads on first use."""
+    if name in ("Stager", "StagingError", "Batch"):
+        from . import staging
+
+        return getattr(staging, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/* ctlfile: the sessions of <mount>/.tensorfs/control: the staging protocol as text lines and as
+ * ioctls (packaging/include/tensorfs/control.h documents both), served by gpu/staging rings. */
+#ifndef TFS_CTLFILE_H
+#define TFS_CTLFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cache.h"
+#include "store.h"
+#include "util.h"
+
+struct tfs_ctlfile;
+struct tfs_ctlfile_session;
+
+struct tfs_ctlfile_config {
+	struct tfs_store *store;  /* borrowed: outlives the control file */
+	struct tfs_cache *cache;  /* borrowed */
+	const char *mountpoint;	  /* absolute targets are taken relative to it; may be NULL */
+	const char *shm_dir;	  /* host slot files; NULL: /dev/shm */
+	unsigned threads;	  /* gather threads; 0: a default from the CPU count */
+};
+
+/* Also removes slot files that daemons no longer running left in the shm directory. */
+int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile **out);
+/* Closes every session still open (releasing their slots and files). */
+void tfs_ctlfile_destroy(struct tfs_ctlfile *ctl);
+
+/* An open file of the control file, for the user uid:gid (who gets to read its slot files). */
+int tfs_ctlfile_session_open(struct tfs_ctlfile *ctl, uid_t uid, gid_t gid,
+			     struct tfs_ctlfile_session **out);
+/* Releases every slot and stream of the session. */
+void tfs_ctlfile_session_close(struct tfs_ctlfile_session *s);
+
+/* Requests: one per line; each queues one reply line. Returns len, or -ENOBUFS when too many
+ * replies are waiting to be read. */
+ssize_t tfs_ctlfile_write(struct tfs_ctlfile_session *s, const char *buf, size_t len);
+/* Up to len bytes of pending replies; 0 when none is pending. */
+ssize_t tfs_ctlfile_read(struct tfs_ctlfile_session *s, char *buf, size_t len);
+
+/* A TFS_CTL_IOC_* request: in holds in_len bytes, the reply goes to out (out_len bytes).
+ * Returns 0 with the outcome in the struct's status, -ENOTTY for an unknown command, -EINVAL
+ * for sizes that do not match it. */
+int tfs_ctlfile_ioctl(struct tfs_ctlfile_session *s, unsigned cmd, const void *in, size_t in_len,
+		      void *out, size_t out_len);
+
+/* The "staging" member of .tensorfs/stats: `  "staging": {...},\n`. */
+int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out);
+
+#endif

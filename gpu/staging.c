@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+/* staging: the ring of slots, the gather from the chunk cache and the pool that fills ahead. */
+#include "staging.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+enum slot_state { S_FREE, S_FILLING, S_READY, S_LEASED };
+
+struct slot {
+	enum slot_state state; /* protected by st->lock */
+	int rc;		       /* the last fill's result; protected by st->lock */
+	size_t nrows;	       /* protected by st->lock */
+	uint64_t *rows;	       /* max_rows entries; owned by the filler while S_FILLING */
+	struct tfs_staging *st;
+	struct slot *qnext; /* pool queue; protected by pool->lock */
+};
+
+struct tfs_staging {
+	struct tfs_staging_pool *pool;
+	struct tfs_staging_config cfg; /* shm_dir and tag are not kept */
+	const struct tfs_staging_backend *be;
+	void *b;
+	uint64_t slot_bytes;
+	uint64_t col_off[TFS_STAGING_MAX_COLS]; /* inside a slot */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a fill finished */
+	struct slot *slots;
+	unsigned leased; /* protected by lock */
+};
+
+struct tfs_staging_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct slot *head, *tail; /* queued fills; protected by lock */
+	int stop;		  /* protected by lock */
+	unsigned nthreads;
+	pthread_t *threads;
+};
+
+/* Process-wide counters; atomic. */
+static uint64_t n_rings, n_slots, n_leased, n_batches, n_rows, n_bytes, n_fill_ns, n_errors;
+
+static void count(uint64_t *c, int64_t d)
+{
+	__atomic_add_fetch(c, (uint64_t)d, __ATOMIC_RELAXED);
+}
+
+void tfs_staging_stats(struct tfs_staging_stats *out)
+{
+	out->rings = __atomic_load_n(&n_rings, __ATOMIC_RELAXED);
+	out->slots = __atomic_load_n(&n_slots, __ATOMIC_RELAXED);
+	out->leased = __atomic_load_n(&n_leased, __ATOMIC_RELAXED);
+	out->batches = __atomic_load_n(&n_batches, __ATOMIC_RELAXED);
+	out->rows = __atomic_load_n(&n_rows, __ATOMIC_RELAXED);
+	out->bytes = __atomic_load_n(&n_bytes, __ATOMIC_RELAXED);
+	out->fill_ns = __atomic_load_n(&n_fill_ns, __ATOMIC_RELAXED);
+	out->errors = __atomic_load_n(&n_errors, __ATOMIC_RELAXED);
+}
+
+int tfs_staging_parse_device(const char *s, int *device)
+{
+	char *end;
+	long n;
+
+	if (!strcmp(s, "host") || !strcmp(s, "cpu")) {
+		*device = TFS_STAGING_HOST;
+		return 0;
+	}
+	if (!strcmp(s, "cuda")) {
+		*device = 0;
+		return 0;
+	}
+	if (strncmp(s, "cuda:", 5) || s[5] < '0' || s[5] > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtol(s + 5, &end, 10);
+	if (errno || *end || n < 0 || n > 1024)
+		return -EINVAL;
+	*device = (int)n;
+	return 0;
+}
+
+int tfs_staging_probe(int device, char *err, size_t err_cap)
+{
+	if (device == TFS_STAGING_HOST)
+		return tfs_staging_host.probe(device, err, err_cap);
+	if (!tfs_staging_cuda) {
+		snprintf(err, err_cap, "cuda:%d: this tensorfs was built without CUDA support",
+			 device);
+		return -ENODEV;
+	}
+	return tfs_staging_cuda->probe(device, err, err_cap);
+}
+
+/* --- the gather ----------------------------------------------------------------------------- */
+
+/* Copy rows of one column into dst, row i at dst + i * row_bytes. Runs of consecutive rows in
+ * one chunk are one memcpy; the chunk last used stays pinned across rows. */
+static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *rows, size_t n,
+			 uint8_t *dst)
+{
+	struct tfs_version *v = st->cfg.ver;
+	const struct tfs_column *c = &v->manifest.cols[col];
+	const uint64_t rb = c->row_bytes, rpc = c->rows_per_chunk;
+	struct tfs_cache_entry *e = NULL;
+	size_t k_pinned = SIZE_MAX;
+	int rc = 0;
+
+	if (!rb || !n)
+		return 0;
+	for (size_t i = 0; i < n;) {
+		const uint64_t src = rows[i];
+		const size_t k = (size_t)(src / rpc);
+		const uint64_t in = src % rpc;
+		size_t run = 1;
+
+		assert(src < c->rows);
+		while (i + run < n && rows[i + run] == src + run && in + run < rpc)
+			run++;
+		if (k != k_pinned) {
+			if (e)
+				tfs_cache_put(st->cfg.cache, e);
+			e = NULL;
+			rc = tfs_version_chunk_get(v, st->cfg.cache, col, k, &e);
+			if (rc)
+				break;
+			k_pinned = k;
+		}
+		if ((in + run) * rb > e->len) {
+			tfs_err("staging: chunk %zu of column %s holds %zu bytes, row %" PRIu64
+				" needs more",
+				k, c->name, e->len, src + run - 1);
+			rc = -EIO;
+			break;
+		}
+		memcpy(dst + i * rb, e->data + in * rb, (size_t)(run * rb));
+		i += run;
+	}
+	if (e)
+		tfs_cache_put(st->cfg.cache, e);
+	return rc;
+}
+
+/* Bytes of a slot that hold n rows: the last column's offset plus its rows. */
+static uint64_t used_bytes(const struct tfs_staging *st, size_t n)
+{
+	const size_t last = st->cfg.ncols - 1;
+
+	return st->col_off[last] + n * st->cfg.ver->manifest.cols[st->cfg.cols[last]].row_bytes;
+}
+
+static void fill_slot(struct slot *s)
+{
+	struct tfs_staging *st = s->st;
+	const unsigned i = (unsigned)(s - st->slots);
+	const uint64_t t0 = tfs_now_ns();
+	uint64_t bytes = 0;
+	uint8_t *mem = NULL;
+	int rc = st->be->begin(st->b, i, &mem);
+
+	for (size_t c = 0; !rc && c < st->cfg.ncols; c++) {
+		const struct tfs_column *col = &st->cfg.ver->manifest.cols[st->cfg.cols[c]];
+
+		rc = gather_column(st, st->cfg.cols[c], s->rows, s->nrows, mem + st->col_off[c]);
+		bytes += s->nrows * col->row_bytes;
+	}
+	/* Only the used part of the slot goes on to the device: up to the last column's end. */
+	if (!rc)
+		rc = st->be->finish(st->b, i, (size_t)used_bytes(st, s->nrows));
+	if (rc) {
+		count(&n_errors, 1);
+	} else {
+		count(&n_batches, 1);
+		count(&n_rows, (int64_t)s->nrows);
+		count(&n_bytes, (int64_t)bytes);
+	}
+	count(&n_fill_ns, (int64_t)(tfs_now_ns() - t0));
+	pthread_mutex_lock(&st->lock);
+	assert(s->state == S_FILLING);
+	s->rc = rc;
+	s->state = S_READY;
+	pthread_cond_broadcast(&st->cond);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* --- the pool ------------------------------------------------------------------------------- */
+
+static void *pool_main(void *arg)
+{
+	struct tfs_staging_pool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct slot *s;
+
+		while (!p->head && !p->stop)
+			pthread_cond_wait(&p->cond, &p->lock);
+		if (!p->head)
+			break; /* stopping, and nothing queued */
+		s = p->head;
+		p->head = s->qnext;
+		if (!p->head)
+			p->tail = NULL;
+		s->qnext = NULL;
+		pthread_mutex_unlock(&p->lock);
+		fill_slot(s);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int tfs_staging_pool_create(unsigned nthreads, struct tfs_staging_pool **out)
+{
+	struct tfs_staging_pool *p = calloc(1, sizeof(*p));
+	int rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	nthreads = nthreads ? nthreads : 1;
+	p->threads = calloc(nthreads, sizeof(*p->threads));
+	if (!p->threads) {
+		free(p);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	for (; p->nthreads < nthreads; p->nthreads++) {
+		rc = -pthread_create(&p->threads[p->nthreads], NULL, pool_main, p);
+		if (rc)
+			break;
+	}
+	if (rc && !p->nthreads) {
+		tfs_staging_pool_destroy(p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+void tfs_staging_pool_destroy(struct tfs_staging_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	assert(!p->head);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	free(p->threads);
+	free(p);
+}
+
+static void pool_queue(struct tfs_staging_pool *p, struct slot *s)
+{
+	pthread_mutex_lock(&p->lock);
+	s->qnext = NULL;
+	if (p->tail)
+		p->tail->qnext = s;
+	else
+		p->head = s;
+	p->tail = s;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* --- rings ---------------------------------------------------------------------------------- */
+
+static uint64_t align_up(uint64_t x)
+{
+	return (x + TFS_STAGING_ALIGN - 1) / TFS_STAGING_ALIGN * TFS_STAGING_ALIGN;
+}
+
+int tfs_staging_create(struct tfs_staging_pool *pool, const struct tfs_staging_config *cfg,
+		       struct tfs_staging **out, char *err, size_t err_cap)
+{
+	const struct tfs_staging_backend *be =
+		cfg->device == TFS_STAGING_HOST ? &tfs_staging_host : tfs_staging_cuda;
+	struct tfs_staging *st = NULL;
+	uint64_t off = 0;
+	int rc;
+
+	assert(cfg->ncols >= 1 && cfg->ncols <= TFS_STAGING_MAX_COLS);
+	assert(cfg->depth >= 1 && cfg->depth <= TFS_STAGING_MAX_DEPTH && cfg->max_rows >= 1);
+	rc = tfs_staging_probe(cfg->device, err, err_cap);
+	if (rc)
+		return rc;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	for (size_t c = 0; c < cfg->ncols; c++) {
+		const struct tfs_column *col = &cfg->ver->manifest.cols[cfg->cols[c]];
+		uint64_t bytes;
+
+		st->col_off[c] = off;
+		if (tfs_mul_u64(col->row_bytes, cfg->max_rows, &bytes) ||
+		    bytes > TFS_STAGING_MAX_SLOT_BYTES ||
+		    (off += align_up(bytes)) > TFS_STAGING_MAX_SLOT_BYTES) {
+			snprintf(err, err_cap,
+				 "a slot of %" PRIu64 " rows of these columns is larger than %llu MiB",
+				 cfg->max_rows, TFS_STAGING_MAX_SLOT_BYTES >> 20);
+			free(st);
+			return -E2BIG;
+		}
+	}
+	st->slot_bytes = off ? off : TFS_STAGING_ALIGN;
+	st->pool = pool;
+	st->cfg = *cfg;
+	st->cfg.shm_dir = NULL;
+	st->cfg.tag = NULL;
+	st->be = be;
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->cond, NULL);
+	st->slots = calloc(cfg->depth, sizeof(*st->slots));
+	if (!st->slots) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; i < cfg->depth; i++) {
+		st->slots[i].st = st;
+		st->slots[i].rows = malloc(cfg->max_rows * sizeof(uint64_t));
+		if (!st->slots[i].rows) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	rc = be->create(cfg, st->slot_bytes, &st->b, err, err_cap);
+	if (rc)
+		goto fail;
+	tfs_version_get(cfg->ver);
+	count(&n_rings, 1);
+	count(&n_slots, cfg->depth);
+	*out = st;
+	return 0;
+fail:
+	if (rc == -ENOMEM && !err[0])
+		snprintf(err, err_cap, "out of memory");
+	for (unsigned i = 0; st->slots && i < cfg->depth; i++)
+		free(st->slots[i].rows);
+	free(st->slots);
+	pthread_cond_destroy(&st->cond);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+	return rc;
+}
+
+void tfs_staging_destroy(struct tfs_staging *st)
+{
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	for (unsigned i = 0; i < st->cfg.depth; i++) {
+		while (st->slots[i].state == S_FILLING)
+			pthread_cond_wait(&st->cond, &st->lock);
+	}
+	pthread_mutex_unlock(&st->lock);
+	st->be->destroy(st->b);
+	count(&n_leased, -(int64_t)st->leased);
+	count(&n_rings, -1);
+	count(&n_slots, -(int64_t)st->cfg.depth);
+	for (unsigned i = 0; i < st->cfg.depth; i++)
+		free(st->slots[i].rows);
+	free(st->slots);
+	tfs_version_put(st->cfg.ver);
+	pthread_cond_destroy(&st->cond);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+uint64_t tfs_staging_slot_bytes(const struct tfs_staging *st)
+{
+	return st->slot_bytes;
+}
+
+unsigned tfs_staging_depth(const struct tfs_staging *st)
+{
+	return st->cfg.depth;
+}
+
+int tfs_staging_fill(struct tfs_staging *st, int slot, const uint64_t *rows, size_t n, int async)
+{
+	struct slot *s = NULL;
+
+	assert(n <= st->cfg.max_rows);
+	pthread_mutex_lock(&st->lock);
+	if (slot >= 0) {
+		if ((unsigned)slot < st->cfg.depth && st->slots[slot].state == S_FREE)
+			s = &st->slots[slot];
+	} else {
+		for (unsigned i = 0; i < st->cfg.depth && !s; i++)
+			if (st->slots[i].state == S_FREE)
+				s = &st->slots[i];
+	}
+	if (!s) {
+		pthread_mutex_unlock(&st->lock);
+		return -EBUSY;
+	}
+	s->state = S_FILLING;
+	s->nrows = n;
+	pthread_mutex_unlock(&st->lock);
+	if (n)
+		memcpy(s->rows, rows, n * sizeof(*rows));
+	if (async && st->pool)
+		pool_queue(st->pool, s);
+	else
+		fill_slot(s);
+	return (int)(s - st->slots);
+}
+
+int tfs_staging_take(struct tfs_staging *st, unsigned slot)
+{
+	struct slot *s;
+	int rc;
+
+	if (slot >= st->cfg.depth)
+		return -EINVAL;
+	s = &st->slots[slot];
+	pthread_mutex_lock(&st->lock);
+	while (s->state == S_FILLING)
+		pthread_cond_wait(&st->cond, &st->lock);
+	if (s->state != S_READY) {
+		pthread_mutex_unlock(&st->lock);
+		return -EINVAL;
+	}
+	rc = s->rc;
+	if (rc) {
+		s->state = S_FREE;
+	} else {
+		s->state = S_LEASED;
+		st->leased++;
+		count(&n_leased, 1);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+int tfs_staging_release(struct tfs_staging *st, unsigned slot)
+{
+	int rc = -EINVAL;
+
+	if (slot >= st->cfg.depth)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	if (st->slots[slot].state == S_LEASED) {
+		st->slots[slot].state = S_FREE;
+		st->leased--;
+		count(&n_leased, -1);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+void tfs_staging_discard(struct tfs_staging *st, unsigned slot)
+{
+	struct slot *s;
+
+	if (slot >= st->cfg.depth)
+		return;
+	s = &st->slots[slot];
+	pthread_mutex_lock(&st->lock);
+	while (s->state == S_FILLING)
+		pthread_cond_wait(&st->cond, &st->lock);
+	if (s->state == S_READY)
+		s->state = S_FREE;
+	pthread_mutex_unlock(&st->lock);
+}
+
+unsigned tfs_staging_leased(struct tfs_staging *st)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&st->lock);
+	n = st->leased;
+	pthread_mutex_unlock(&st->lock);
+	return n;
+}
+
+size_t tfs_staging_rows(struct tfs_staging *st, unsigned slot)
+{
+	size_t n;
+
+	assert(slot < st->cfg.depth);
+	pthread_mutex_lock(&st->lock);
+	n = st->slots[slot].nrows;
+	pthread_mutex_unlock(&st->lock);
+	return n;
+}
+
+void tfs_staging_locate(const struct tfs_staging *st, unsigned slot, struct tfs_staging_loc *loc)
+{
+	assert(slot < st->cfg.depth);
+	memset(loc, 0, sizeof(*loc));
+	st->be->locate(st->b, slot, loc);
+	for (size_t c = 0; c < st->cfg.ncols; c++)
+		loc->col_off[c] = loc->base + st->col_off[c];
+}

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/* staging: rings of batch slots that daemon threads fill with rows gathered from the chunk cache,
+ * behind a backend table {host: shared-memory files, cuda: pinned ring, device slots, IPC}. */
+#ifndef TFS_STAGING_H
+#define TFS_STAGING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cache.h"
+#include "version.h"
+
+#define TFS_STAGING_MAX_COLS 16
+#define TFS_STAGING_MAX_DEPTH 64
+#define TFS_STAGING_MAX_SLOT_BYTES (1ull << 30)
+#define TFS_STAGING_ALIGN 4096 /* slots, and columns inside a slot, start at this alignment */
+#define TFS_STAGING_IPC_BYTES 64
+#define TFS_STAGING_HOST (-1) /* the device number of host memory */
+
+/* Gather threads shared by every ring (batches made ahead of the loader). */
+struct tfs_staging_pool;
+int tfs_staging_pool_create(unsigned nthreads, struct tfs_staging_pool **out);
+/* Every ring of the pool must be destroyed first. */
+void tfs_staging_pool_destroy(struct tfs_staging_pool *p);
+
+/* "host" -> TFS_STAGING_HOST, "cuda" or "cuda:N" -> N. Returns 0 or -EINVAL. */
+int tfs_staging_parse_device(const char *s, int *device);
+
+/* Whether device can be staged to now: 0, or -ENODEV with the reason in err (no CUDA support
+ * in this build, no driver, no such device). */
+int tfs_staging_probe(int device, char *err, size_t err_cap);
+
+struct tfs_staging_config {
+	struct tfs_version *ver;  /* the ring takes a reference */
+	struct tfs_cache *cache;  /* borrowed: outlives the ring */
+	size_t ncols;
+	size_t cols[TFS_STAGING_MAX_COLS]; /* column indices in ver */
+	uint64_t max_rows;	  /* rows one slot holds */
+	unsigned depth;		  /* slots */
+	int device;		  /* TFS_STAGING_HOST or a CUDA device */
+	const char *shm_dir;	  /* host: directory of slot files; NULL: /dev/shm */
+	const char *tag;	  /* host: makes the file name unique: tensorfs-<tag> */
+	uid_t uid;		  /* host: the loader, who must be able to read the file */
+	gid_t gid;
+};
+
+/* Where a slot's batch is, for the loader. */
+struct tfs_staging_loc {
+	int device;
+	const char *path;    /* host: the file holding every slot of the ring (valid with the ring) */
+	uint64_t file_bytes; /* host: its size */
+	uint64_t base;	     /* offset of the slot in the file or in the device allocation */
+	uint64_t col_off[TFS_STAGING_MAX_COLS]; /* offset of each column, base included */
+	unsigned char ipc_mem[TFS_STAGING_IPC_BYTES];	/* cuda: IPC handle of the allocation */
+	unsigned char ipc_event[TFS_STAGING_IPC_BYTES]; /* cuda: the slot's interprocess event */
+	void *dev_mem; /* cuda: the allocation, as this process addresses it (tests, kernels) */
+};
+
+struct tfs_staging;
+
+/* A ring of cfg->depth slots of slot bytes each. Returns 0; -E2BIG when a slot would exceed
+ * TFS_STAGING_MAX_SLOT_BYTES; -ENODEV for an unusable device; other -errno; err says why. */
+int tfs_staging_create(struct tfs_staging_pool *pool, const struct tfs_staging_config *cfg,
+		       struct tfs_staging **out, char *err, size_t err_cap);
+/* Waits for fills under way, frees the slots (host: unlinks the file). */
+void tfs_staging_destroy(struct tfs_staging *st);
+
+uint64_t tfs_staging_slot_bytes(const struct tfs_staging *st);
+unsigned tfs_staging_depth(const struct tfs_staging *st);
+
+/* Slots go FREE -> FILLING (fill) -> READY -> LEASED (take) -> FREE (release); a slot filled
+ * ahead and never taken goes back with discard. */
+
+/* Start gathering version rows rows[0..n) (each < the version's rows, n <= max_rows; copied)
+ * into slot (-1: any free slot). async: on a pool thread; else on the caller's, before this
+ * returns. Returns the slot, or -EBUSY when it is not free (or none is). */
+int tfs_staging_fill(struct tfs_staging *st, int slot, const uint64_t *rows, size_t n, int async);
+/* Wait for slot's fill; on success it is leased to the caller (0), on failure it is free again
+ * and the fill's -errno is returned. -EINVAL if the slot is not being filled or ready. */
+int tfs_staging_take(struct tfs_staging *st, unsigned slot);
+/* A leased slot is free again: -EINVAL if it was not leased. */
+int tfs_staging_release(struct tfs_staging *st, unsigned slot);
+/* Waits for a fill under way; a filled, untaken slot is free again. */
+void tfs_staging_discard(struct tfs_staging *st, unsigned slot);
+/* Leased slots now. */
+unsigned tfs_staging_leased(struct tfs_staging *st);
+/* The rows gathered into slot by its last fill. */
+size_t tfs_staging_rows(struct tfs_staging *st, unsigned slot);
+void tfs_staging_locate(const struct tfs_staging *st, unsigned slot, struct tfs_staging_loc *loc);
+
+/* Process-wide counters. */
+struct tfs_staging_stats {
+	uint64_t rings, slots, leased;	 /* now */
+	uint64_t batches, rows, bytes;	 /* gathered */
+	uint64_t fill_ns;		 /* time spent gathering */
+	uint64_t errors;		 /* failed fills */
+};
+void tfs_staging_stats(struct tfs_staging_stats *out);
+
+/* Backends. Each ring has one; memory for slot i is where the shared gather code writes. */
+struct tfs_staging_backend {
+	const char *name;
+	int (*probe)(int device, char *err, size_t err_cap);
+	/* depth slots of slot_bytes each; *b is the backend's state. */
+	int (*create)(const struct tfs_staging_config *cfg, uint64_t slot_bytes, void **b,
+		      char *err, size_t err_cap);
+	void (*destroy)(void *b);
+	/* Host memory to gather slot into (waits until a copy from it finished). */
+	int (*begin)(void *b, unsigned slot, uint8_t **mem);
+	/* The slot's first bytes are gathered: make them visible where the loader computes. */
+	int (*finish)(void *b, unsigned slot, size_t bytes);
+	void (*locate)(const void *b, unsigned slot, struct tfs_staging_loc *loc);
+};
+
+extern const struct tfs_staging_backend tfs_staging_host;
+/* NULL in a build without the CUDA toolkit. */
+extern const struct tfs_staging_backend *const tfs_staging_cuda;
+
+#endif

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/* staging_host: the host backend: a ring's slots live in one shared-memory file loaders map. */
+#include "staging.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define DEFAULT_SHM_DIR "/dev/shm"
+
+struct host {
+	char *path;
+	uint8_t *map;
+	uint64_t size, slot_bytes;
+};
+
+static int host_probe(int device, char *err, size_t err_cap)
+{
+	(void)err;
+	(void)err_cap;
+	return device == TFS_STAGING_HOST ? 0 : -ENODEV;
+}
+
+/* Let one more user read the file, and nobody else: a POSIX ACL user entry, in the kernel's
+ * xattr form (version 2, entries sorted by tag, little-endian). The loader gets read access
+ * only, so it cannot truncate the file under the daemon's mapping. */
+static int grant_read(int fd, uid_t uid)
+{
+	struct {
+		uint16_t tag, perm;
+		uint32_t id;
+	} acl[5] = {
+		{ 0x01, 6, UINT32_MAX },	 /* ACL_USER_OBJ: rw */
+		{ 0x02, 4, (uint32_t)uid }, /* ACL_USER: r */
+		{ 0x04, 0, UINT32_MAX },	 /* ACL_GROUP_OBJ */
+		{ 0x10, 4, UINT32_MAX },	 /* ACL_MASK: r */
+		{ 0x20, 0, UINT32_MAX },	 /* ACL_OTHER */
+	};
+	uint8_t buf[4 + sizeof(acl)];
+	const uint32_t version = 2;
+
+	memcpy(buf, &version, 4);
+	memcpy(buf + 4, acl, sizeof(acl));
+	return fsetxattr(fd, "system.posix_acl_access", buf, sizeof(buf), 0) ? -errno : 0;
+}
+
+static int host_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes, void **out,
+		       char *err, size_t err_cap)
+{
+	const char *dir = cfg->shm_dir ? cfg->shm_dir : DEFAULT_SHM_DIR;
+	struct host *h = calloc(1, sizeof(*h));
+	int fd = -1, rc;
+
+	if (!h)
+		return -ENOMEM;
+	h->slot_bytes = slot_bytes;
+	h->size = slot_bytes * cfg->depth;
+	if (asprintf(&h->path, "%s/tensorfs-%s", dir, cfg->tag ? cfg->tag : "ring") < 0) {
+		h->path = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (int tries = 0; tries < 2; tries++) {
+		fd = open(h->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+		/* Left by an earlier daemon that had our pid: ours to replace. */
+		unlink(h->path);
+	}
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, err_cap, "cannot create %s: %s", h->path, strerror(errno));
+		goto out;
+	}
+	if (cfg->uid != geteuid() && cfg->uid != 0 && (rc = grant_read(fd, cfg->uid))) {
+		snprintf(err, err_cap, "cannot let uid %u read %s (POSIX ACLs on %s: %s)",
+			 (unsigned)cfg->uid, h->path, dir, strerror(-rc));
+		rc = -EACCES;
+		goto out;
+	}
+	/* Reserve the memory now: a full tmpfs would otherwise kill the daemon with SIGBUS on the
+	 * first gather into a page it cannot back. */
+	rc = posix_fallocate(fd, 0, (off_t)h->size);
+	if (rc == EOPNOTSUPP || rc == EINVAL)
+		rc = ftruncate(fd, (off_t)h->size) ? errno : 0;
+	if (rc) {
+		snprintf(err, err_cap, "cannot reserve %" PRIu64 " MiB of shared memory in %s: %s",
+			 h->size >> 20, dir, strerror(rc));
+		rc = rc == ENOSPC ? -ENOMEM : -rc;
+		goto out;
+	}
+	h->map = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h->map == MAP_FAILED) {
+		h->map = NULL;
+		rc = -errno;
+		snprintf(err, err_cap, "cannot map %s: %s", h->path, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc) {
+		if (fd >= 0)
+			unlink(h->path);
+		free(h->path);
+		free(h);
+		return rc;
+	}
+	*out = h;
+	return 0;
+}
+
+static void host_destroy(void *b)
+{
+	struct host *h = b;
+
+	if (!h)
+		return;
+	/* Loaders that still map the file keep its pages until they unmap; the name goes now. */
+	if (unlink(h->path))
+		tfs_warn("staging: cannot remove %s: %s", h->path, strerror(errno));
+	munmap(h->map, h->size);
+	free(h->path);
+	free(h);
+}
+
+static int host_begin(void *b, unsigned slot, uint8_t **mem)
+{
+	struct host *h = b;
+
+	*mem = h->map + (uint64_t)slot * h->slot_bytes;
+	return 0;
+}
+
+static int host_finish(void *b, unsigned slot, size_t bytes)
+{
+	(void)b;
+	(void)slot;
+	(void)bytes;
+	/* The loader reads the bytes after our reply, which the reply's write orders. */
+	return 0;
+}
+
+static void host_locate(const void *b, unsigned slot, struct tfs_staging_loc *loc)
+{
+	const struct host *h = b;
+
+	loc->device = TFS_STAGING_HOST;
+	loc->path = h->path;
+	loc->file_bytes = h->size;
+	loc->base = (uint64_t)slot * h->slot_bytes;
+}
+
+const struct tfs_staging_backend tfs_staging_host = {
+	.name = "host",
+	.probe = host_probe,
+	.create = host_create,
+	.destroy = host_destroy,
+	.begin = host_begin,
+	.finish = host_finish,
+	.locate = host_locate,
+};

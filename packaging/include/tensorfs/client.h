@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/* tensorfs/client.h: a C loader's side of <mount>/.tensorfs/control, over its ioctls. */
+#ifndef TENSORFS_CLIENT_H
+#define TENSORFS_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <tensorfs/control.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every function returns 0 or -errno. When the daemon refused a request, the -errno is its
+ * status and the struct's st.msg says why. Link with -ltensorfs-client. */
+
+/* Open a session: <mountpoint>/.tensorfs/control, read-write. Returns the fd or -errno. */
+int tfs_client_connect(const char *mountpoint);
+void tfs_client_disconnect(int fd);
+
+/* Open a stream over target (DATASET/REF[/views/PARAMS]) for ncols columns. device: "host",
+ * "cuda:N" or NULL (host); depth, batch: 0 for the defaults. out receives the stream id, rows,
+ * slots and the granted batch. */
+int tfs_client_open(int fd, const char *target, const char *const *cols, size_t ncols,
+		    const char *device, unsigned depth, uint64_t batch, struct tfs_ctl_open *out);
+
+/* Stage a batch; on success io->u.batch describes it and the slot is leased to the session. */
+int tfs_client_stage_rows(int fd, uint32_t stream, const uint64_t *rows, size_t n,
+			  struct tfs_ctl_stage *io);
+int tfs_client_stage_range(int fd, uint32_t stream, uint64_t start, uint64_t count,
+			   struct tfs_ctl_stage *io);
+/* The next count rows of the stream; -ENODATA at its end. */
+int tfs_client_next(int fd, uint32_t stream, uint64_t count, struct tfs_ctl_stage *io);
+int tfs_client_seek(int fd, uint32_t stream, uint64_t pos);
+
+/* slot -1: every slot of the stream. */
+int tfs_client_release(int fd, uint32_t stream, int32_t slot);
+int tfs_client_close_stream(int fd, uint32_t stream);
+int tfs_client_stats(int fd, struct tfs_ctl_stats *out);
+
+/* Host batches: map the stream's slot file (b->path, read-only) once; column c of any batch of
+ * the stream is at base + b->cols[c].offset. */
+int tfs_client_map(const struct tfs_ctl_batch *b, const void **base, size_t *len);
+void tfs_client_unmap(const void *base, size_t len);
+
+/* The text protocol: send one request line, read its reply line (NUL-terminated, without the
+ * newline) into reply. Returns the reply length or -errno. */
+ssize_t tfs_client_request(int fd, const char *line, char *reply, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

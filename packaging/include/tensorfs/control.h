@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/* tensorfs/control.h: the staging protocol of <mount>/.tensorfs/control, as text and as ioctls. */
+#ifndef TENSORFS_CONTROL_H
+#define TENSORFS_CONTROL_H
+
+/*
+ * A loader opens <mount>/.tensorfs/control read-write; the open file is a session. It asks the
+ * daemon to gather batches of rows of a version or view into staging slots, and the daemon
+ * replies with where each batch is: a shared-memory file (device "host") or a CUDA IPC memory
+ * handle plus an interprocess event (device "cuda:N"). A slot belongs to the session from the
+ * reply until it is released; closing the file (or the loader dying, which closes it) releases
+ * every slot and stream of the session.
+ *
+ * Text protocol: write one request line, read one reply line. Requests queue their replies in
+ * order; a read returns pending reply bytes (0 bytes: nothing pending). Tokens are separated by
+ * spaces; values never contain spaces.
+ *
+ *   open TARGET cols=A,B[,...] [device=host|cuda:N] [depth=N] [batch=N] [ahead=N]
+ *       TARGET: DATASET/REF, DATASET/commits/ID, either followed by /views/PARAMS (a view
+ *       directory name, e.g. seed=7,epoch=0,rank=0,world=8), or the absolute path of such a
+ *       directory under the mount. depth: slots in the ring (default 4, 1..64). batch: the most
+ *       rows one slot holds (default 1024, less if 1024 rows exceed 1 GiB; a slot holds at most
+ *       1 GiB). ahead: batches of `next` assembled ahead of the loader (default min(2, depth-1)).
+ *     -> ok stream=S rows=N slots=D batch=B device=DEV commit=HEX slot_bytes=X
+ *   stage stream=S rows=I,J,K [slot=N]     rows of the stream (view rows for a view), any order
+ *   stage stream=S range=A:B [slot=N]      rows A..B-1
+ *   next stream=S batch=B                  the next B rows in stream order (fewer at the end)
+ *     -> ok stream=S slot=N rows=R pos=P bytes=X file=PATH file_bytes=F
+ *           col=NAME offset=O dtype=DESCR shape=R,D1,D2 [col=...]          (host)
+ *     -> ok stream=S slot=N rows=R pos=P bytes=X device=cuda:K ipc=HEX128 event=HEX128
+ *           col=NAME offset=O dtype=DESCR shape=R,D1,D2 [col=...]          (cuda)
+ *       offset: bytes from the start of the file (host) or of the IPC allocation (cuda), so a
+ *       loader maps the file / opens the handle once and reuses it for every slot. DESCR is a
+ *       numpy dtype string ("<f4", "|u1"). pos: the stream position of the first row (next;
+ *       for stage it is the first requested row). After the last row, next replies
+ *       "error ENODATA ...". For cuda, wait on the event (cudaStreamWaitEvent) before reading.
+ *   seek stream=S pos=P                    move the next cursor (drops batches made ahead)
+ *   release stream=S slot=N|all            -> ok
+ *   close stream=S                         -> ok (releases its slots)
+ *   stats                                  -> ok sessions=.. streams=.. slots=.. leased=.. ...
+ *
+ * Errors: "error NAME message", NAME an errno name (EINVAL malformed request or unknown column,
+ * ERANGE row out of range, E2BIG batch larger than the slot, ENODEV no such device, EBUSY slot
+ * leased or no free slot, ENOENT unknown stream/dataset/ref, ENODATA end of stream, ...). An
+ * error never affects other requests, sessions or the daemon.
+ *
+ * Host slots: one file per stream, /dev/shm/tensorfs-<daemonpid>-<session>-<stream>, mode 0600
+ * owned by the daemon user (a loader of another uid, with -o allow_other, gets a read-only ACL
+ * entry), unlinked when the stream closes. Slot N starts at N * slot_bytes. A mapped slot's
+ * bytes are the batch until the slot is released; then the daemon may overwrite them.
+ *
+ * ioctl protocol: the same operations as fixed-size structs (FUSE restricted ioctls: no
+ * pointers, sizes encoded in the command, <= 16 KiB). Every struct starts with
+ * struct tfs_ctl_status: the daemon sets status to 0 or -errno and msg to the reason. The
+ * ioctl itself returns 0 whenever the daemon understood the command, so check status.
+ */
+
+#include <stdint.h>
+#include <sys/ioctl.h>
+
+#define TFS_CTL_ABI 1
+#define TFS_CTL_IOC_MAGIC 0xB9
+
+#define TFS_CTL_MAX_COLS 16
+#define TFS_CTL_NAME_MAX 136   /* column names are at most 128 characters */
+#define TFS_CTL_TARGET_MAX 1024
+#define TFS_CTL_DEVICE_MAX 16
+#define TFS_CTL_MSG_MAX 248
+#define TFS_CTL_PATH_MAX 256
+#define TFS_CTL_MAX_DIMS 32    /* batch dimension included */
+#define TFS_CTL_MAX_ROWS 1024  /* explicit rows per TFS_CTL_IOC_STAGE */
+#define TFS_CTL_IPC_BYTES 64   /* cudaIpcMemHandle_t, cudaIpcEventHandle_t */
+
+struct tfs_ctl_status {
+	int32_t status; /* out: 0 or -errno */
+	uint32_t abi;	/* in: TFS_CTL_ABI (0 is accepted as the current one) */
+	char msg[TFS_CTL_MSG_MAX]; /* out: why, when status < 0 */
+};
+
+struct tfs_ctl_open {
+	struct tfs_ctl_status st;
+	/* in */
+	char target[TFS_CTL_TARGET_MAX];		   /* as in the text request */
+	char cols[TFS_CTL_MAX_COLS][TFS_CTL_NAME_MAX];	   /* the first ncols are used */
+	uint32_t ncols;
+	uint32_t depth;	   /* 0: default */
+	uint64_t batch;	   /* most rows per slot; 0: default */
+	uint32_t ahead;	   /* UINT32_MAX: default */
+	uint32_t pad0;
+	char device[TFS_CTL_DEVICE_MAX]; /* "host", "cuda:0"; empty: host */
+	/* out */
+	uint32_t stream;
+	uint32_t slots;
+	uint64_t rows;	     /* rows of the stream */
+	uint64_t max_batch;  /* batch as granted */
+	uint64_t slot_bytes;
+	char commit[72];     /* 64 hex digits */
+};
+
+struct tfs_ctl_col {
+	char name[TFS_CTL_NAME_MAX];
+	char dtype[8];	/* numpy descr, e.g. "<f4" */
+	uint32_t ndim;	/* dimensions of the batch, rows included */
+	uint32_t pad0;
+	uint64_t shape[TFS_CTL_MAX_DIMS];
+	uint64_t offset; /* from the start of the file (host) or IPC allocation (cuda) */
+	uint64_t bytes;
+};
+
+/* Where a staged batch is. */
+struct tfs_ctl_batch {
+	uint32_t stream;
+	uint32_t slot;
+	uint64_t rows;
+	uint64_t pos;
+	int32_t device; /* -1: host; N: cuda:N */
+	uint32_t ncols;
+	char path[TFS_CTL_PATH_MAX]; /* host: the shared-memory file */
+	uint64_t file_bytes;	     /* host: its size (map it whole, once) */
+	uint8_t ipc_mem[TFS_CTL_IPC_BYTES];
+	uint8_t ipc_event[TFS_CTL_IPC_BYTES];
+	struct tfs_ctl_col cols[TFS_CTL_MAX_COLS];
+};
+
+enum tfs_ctl_mode {
+	TFS_CTL_ROWS = 1,  /* u.rows[0..nrows) */
+	TFS_CTL_RANGE = 2, /* rows start..start+count-1 */
+	TFS_CTL_NEXT = 3,  /* the next count rows */
+};
+
+struct tfs_ctl_stage {
+	struct tfs_ctl_status st;
+	/* in */
+	uint32_t stream;
+	uint32_t mode;	/* enum tfs_ctl_mode */
+	int32_t slot;	/* -1: any free slot */
+	uint32_t nrows; /* TFS_CTL_ROWS */
+	uint64_t start;
+	uint64_t count;
+	union {
+		uint64_t rows[TFS_CTL_MAX_ROWS]; /* in */
+		struct tfs_ctl_batch batch;	 /* out */
+	} u;
+};
+
+struct tfs_ctl_release {
+	struct tfs_ctl_status st;
+	uint32_t stream;
+	int32_t slot; /* -1: every slot of the stream */
+};
+
+struct tfs_ctl_close {
+	struct tfs_ctl_status st;
+	uint32_t stream;
+	uint32_t pad0;
+};
+
+struct tfs_ctl_seek {
+	struct tfs_ctl_status st;
+	uint32_t stream;
+	uint32_t pad0;
+	uint64_t pos;
+};
+
+struct tfs_ctl_stats {
+	struct tfs_ctl_status st;
+	/* out: the daemon */
+	uint64_t sessions, streams, slots, slots_leased;
+	uint64_t batches, rows, bytes, requests, errors;
+	/* out: this session */
+	uint64_t session_streams, session_leased;
+};
+
+#define TFS_CTL_IOC_OPEN _IOWR(TFS_CTL_IOC_MAGIC, 1, struct tfs_ctl_open)
+#define TFS_CTL_IOC_STAGE _IOWR(TFS_CTL_IOC_MAGIC, 2, struct tfs_ctl_stage)
+#define TFS_CTL_IOC_RELEASE _IOWR(TFS_CTL_IOC_MAGIC, 3, struct tfs_ctl_release)
+#define TFS_CTL_IOC_CLOSE _IOWR(TFS_CTL_IOC_MAGIC, 4, struct tfs_ctl_close)
+#define TFS_CTL_IOC_STATS _IOWR(TFS_CTL_IOC_MAGIC, 5, struct tfs_ctl_stats)
+#define TFS_CTL_IOC_SEEK _IOWR(TFS_CTL_IOC_MAGIC, 6, struct tfs_ctl_seek)
+
+/* The ioctl size field has 14 bits: every struct must stay under 16 KiB. */
+#ifdef __cplusplus
+#define TFS_CTL_STATIC_ASSERT static_assert
+#else
+#define TFS_CTL_STATIC_ASSERT _Static_assert
+#endif
+TFS_CTL_STATIC_ASSERT(sizeof(struct tfs_ctl_open) < 16384, "tfs_ctl_open too large");
+TFS_CTL_STATIC_ASSERT(sizeof(struct tfs_ctl_stage) < 16384, "tfs_ctl_stage too large");
+TFS_CTL_STATIC_ASSERT(sizeof(struct tfs_ctl_stats) < 16384, "tfs_ctl_stats too large");
+#undef TFS_CTL_STATIC_ASSERT
+
+#endif

@@ -1,0 +1,342 @@
+# SPDX-License-Identifier: MIT
+"""Batched staging: the daemon gathers rows into shared slots; the loader only maps them.
+
+``Stager`` speaks the text protocol of ``<mount>/.tensorfs/control`` (documented in
+``tensorfs/control.h`` and the README). Host batches are numpy arrays on the daemon's
+shared-memory slot file (zero-copy, read-only); CUDA batches are torch tensors on the daemon's
+device slots, opened through CUDA IPC, after the current stream waits on the slot's event.
+
+A batch is valid until it is released: ``batch.release()``, ``stager.release(batch)``, the next
+step of the iterator, or closing the stager. Copy what must outlive that.
+"""
+
+import ctypes
+import ctypes.util
+import errno as _errno
+import glob
+import mmap
+import os
+
+import numpy as np
+
+__all__ = ["Stager", "Batch", "StagingError"]
+
+
+class StagingError(OSError):
+    """An ``error NAME message`` reply. ``errno`` is the code, ``name`` its symbolic name."""
+
+    def __init__(self, name, message):
+        super().__init__(getattr(_errno, name, _errno.EIO), f"{name} {message}")
+        self.name = name
+        self.message = message
+
+
+class Batch(dict):
+    """Column name -> array of one staged batch (numpy on host, torch on cuda)."""
+
+    def __init__(self, stager, info, arrays):
+        super().__init__(arrays)
+        self._stager = stager
+        self.slot = int(info["slot"])
+        self.rows = int(info["rows"])
+        self.pos = int(info["pos"])
+        self.released = False
+
+    def release(self):
+        if not self.released:
+            self._stager.release(self)
+
+    def __repr__(self):
+        cols = ", ".join(f"{k}: {tuple(v.shape)}" for k, v in self.items())
+        return f"<tensorfs.Batch slot={self.slot} rows={self.rows} pos={self.pos}; {cols}>"
+
+
+def _parse_reply(text):
+    """'ok k=v ... col=A offset=.. dtype=.. shape=.. col=B ...' -> (dict, [column dicts])."""
+    fields, cols = {}, []
+    for tok in text.split()[1:]:
+        key, _, val = tok.partition("=")
+        if key == "col":
+            cols.append({"name": val})
+        elif cols and key in ("offset", "dtype", "shape"):
+            cols[-1][key] = val
+        else:
+            fields[key] = val
+    return fields, cols
+
+
+def _control_path(mountpoint):
+    return os.path.join(os.fspath(mountpoint), ".tensorfs", "control")
+
+
+def _target(mountpoint, version_or_view):
+    """A path under the mount (absolute or relative to it) -> DATASET/REF[/views/PARAMS]."""
+    v = os.fspath(version_or_view)
+    if os.path.isabs(v):
+        mnt = os.path.realpath(os.fspath(mountpoint))
+        rel = os.path.relpath(os.path.abspath(v), mnt)
+        if rel.startswith(".."):
+            raise ValueError(f"{v} is not under the mount {mnt}")
+        v = rel
+    return v.strip("/")
+
+
+class _Cuda:
+    """The few CUDA runtime calls a loader needs, through ctypes (torch does the rest)."""
+
+    class Handle(ctypes.Structure):
+        _fields_ = [("reserved", ctypes.c_char * 64)]
+
+    def __init__(self):
+        import torch
+
+        names = [ctypes.util.find_library("cudart")]
+        names += sorted(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib",
+                                               "libcudart*.so*")))
+        names += sorted(glob.glob("/usr/local/cuda/lib64/libcudart.so*"))
+        self.lib = None
+        for n in names:
+            if not n:
+                continue
+            try:
+                self.lib = ctypes.CDLL(n)
+                break
+            except OSError:
+                continue
+        if self.lib is None:
+            raise OSError(_errno.ENODEV, "cannot load the CUDA runtime (libcudart)")
+        self.torch = torch
+        self.mems = {}    # ipc hex -> device pointer (each allocation opened once)
+        self.events = {}  # event hex -> cudaEvent_t
+
+    def _check(self, rc, what):
+        if rc:
+            self.lib.cudaGetErrorString.restype = ctypes.c_char_p
+            msg = self.lib.cudaGetErrorString(rc).decode()
+            raise OSError(_errno.EIO, f"{what}: {msg}")
+
+    def mem(self, hexstr, device):
+        if hexstr not in self.mems:
+            self._check(self.lib.cudaSetDevice(device), "cudaSetDevice")
+            ptr = ctypes.c_void_p()
+            h = self.Handle.from_buffer_copy(bytes.fromhex(hexstr))
+            self._check(self.lib.cudaIpcOpenMemHandle(ctypes.byref(ptr), h, 1),
+                        "cudaIpcOpenMemHandle")
+            self.mems[hexstr] = ptr.value
+        return self.mems[hexstr]
+
+    def wait(self, hexstr, device):
+        if hexstr not in self.events:
+            self._check(self.lib.cudaSetDevice(device), "cudaSetDevice")
+            ev = ctypes.c_void_p()
+            h = self.Handle.from_buffer_copy(bytes.fromhex(hexstr))
+            self._check(self.lib.cudaIpcOpenEventHandle(ctypes.byref(ev), h),
+                        "cudaIpcOpenEventHandle")
+            self.events[hexstr] = ev
+        stream = self.torch.cuda.current_stream(device).cuda_stream
+        self._check(self.lib.cudaStreamWaitEvent(ctypes.c_void_p(stream), self.events[hexstr],
+                                                 0), "cudaStreamWaitEvent")
+
+    def tensor(self, ptr, shape, dtype, device):
+        class Cai:
+            __cuda_array_interface__ = {"shape": tuple(shape), "typestr": np.dtype(dtype).str,
+                                        "data": (ptr, False), "version": 2, "strides": None}
+        return self.torch.as_tensor(Cai(), device=f"cuda:{device}")
+
+    def close(self):
+        for ev in self.events.values():
+            self.lib.cudaEventDestroy(ev)
+        for ptr in self.mems.values():
+            self.lib.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))
+        self.events.clear()
+        self.mems.clear()
+
+
+class Stager:
+    """A staging stream over a version or view of a mounted lake.
+
+    mountpoint: the mount; version_or_view: "DATASET/REF", "DATASET/commits/ID", either with
+    "/views/PARAMS", or such a directory's path; columns: names to stage; device: "host" or
+    "cuda:N"; depth: slots in the ring; batch_size: the most rows a batch may have (default:
+    the daemon's, 1024 or what fits 1 GiB); ahead: batches of next() made ahead."""
+
+    def __init__(self, mountpoint, version_or_view, columns, device="host", depth=4,
+                 batch_size=None, ahead=None):
+        if isinstance(columns, str):
+            columns = [columns]
+        self.columns = list(columns)
+        self.device = device
+        self._fd = os.open(_control_path(mountpoint), os.O_RDWR | os.O_CLOEXEC)
+        self._mm = None
+        self._cuda = None
+        self._leased = {}
+        try:
+            req = (f"open {_target(mountpoint, version_or_view)} cols={','.join(self.columns)}"
+                   f" device={device} depth={int(depth)}")
+            if batch_size is not None:
+                req += f" batch={int(batch_size)}"
+            if ahead is not None:
+                req += f" ahead={int(ahead)}"
+            info, _ = _parse_reply(self.request(req))
+        except BaseException:
+            os.close(self._fd)
+            self._fd = None
+            raise
+        self.stream = int(info["stream"])
+        self.rows = int(info["rows"])
+        self.slots = int(info["slots"])
+        self.batch_size = int(info["batch"])
+        self.commit = info["commit"]
+
+    # -- the protocol -------------------------------------------------------------------------
+    def request(self, line):
+        """Send one request line; return the 'ok ...' reply or raise StagingError."""
+        if self._fd is None:
+            raise ValueError("the stager is closed")
+        os.write(self._fd, (line.rstrip("\n") + "\n").encode())
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                raise OSError(_errno.EPROTO, f"no reply from the control file to {line!r}")
+            buf += chunk
+        text = buf.decode("utf-8", "replace").rstrip("\n")
+        if text.startswith("error "):
+            parts = text.split(" ", 2)
+            raise StagingError(parts[1], parts[2] if len(parts) > 2 else "")
+        return text
+
+    def _batch(self, reply):
+        info, cols = _parse_reply(reply)
+        arrays = {}
+        if "file" in info:
+            if self._mm is None:
+                with open(info["file"], "rb") as f:
+                    self._mm = mmap.mmap(f.fileno(), int(info["file_bytes"]),
+                                         access=mmap.ACCESS_READ)
+            for c in cols:
+                shape = tuple(int(x) for x in c["shape"].split(","))
+                arrays[c["name"]] = np.ndarray(shape, dtype=np.dtype(c["dtype"]),
+                                               buffer=self._mm, offset=int(c["offset"]))
+        else:
+            dev = int(info["device"].split(":")[1])
+            if self._cuda is None:
+                self._cuda = _Cuda()
+            base = self._cuda.mem(info["ipc"], dev)
+            self._cuda.wait(info["event"], dev)
+            for c in cols:
+                shape = tuple(int(x) for x in c["shape"].split(","))
+                arrays[c["name"]] = self._cuda.tensor(base + int(c["offset"]), shape,
+                                                      c["dtype"], dev)
+        b = Batch(self, info, arrays)
+        self._leased[b.slot] = b
+        return b
+
+    def stage(self, rows, slot=None):
+        """Stage the given rows (stream rows: view rows for a view) as one batch."""
+        if isinstance(rows, range) and rows.step == 1 and len(rows):
+            req = f"stage stream={self.stream} range={rows.start}:{rows.stop}"
+        elif isinstance(rows, slice):
+            start = rows.start or 0
+            stop = self.rows if rows.stop is None else rows.stop
+            if rows.step not in (None, 1):
+                return self.stage(range(start, stop, rows.step), slot)
+            req = f"stage stream={self.stream} range={start}:{stop}"
+        else:
+            idx = np.asarray(rows, dtype=np.int64).ravel()
+            if idx.size and idx.min() < 0:
+                raise ValueError("negative row index")
+            req = f"stage stream={self.stream} rows=" + ",".join(map(str, idx.tolist()))
+        if slot is not None:
+            req += f" slot={int(slot)}"
+        return self._batch(self.request(req))
+
+    def next(self, batch_size=None):
+        """The next batch_size rows in stream order (fewer at the end); None at the end."""
+        n = self.batch_size if batch_size is None else int(batch_size)
+        try:
+            return self._batch(self.request(f"next stream={self.stream} batch={n}"))
+        except StagingError as e:
+            if e.errno == _errno.ENODATA:
+                return None
+            raise
+
+    def seek(self, pos=0):
+        self.request(f"seek stream={self.stream} pos={int(pos)}")
+
+    def release(self, batch_or_slot):
+        """Give a slot back; its arrays may be overwritten from now on."""
+        slot = batch_or_slot.slot if isinstance(batch_or_slot, Batch) else int(batch_or_slot)
+        b = self._leased.pop(slot, None)
+        if b is not None:
+            b.released = True
+            if self._cuda is not None and b:
+                # The daemon may refill the slot as soon as it is released: work queued on it
+                # must be done.
+                self._cuda.torch.cuda.current_stream().synchronize()
+        self.request(f"release stream={self.stream} slot={slot}")
+
+    def stats(self):
+        """The daemon's staging counters: {'sessions': .., 'leased': .., ...}."""
+        info, _ = _parse_reply(self.request("stats"))
+        return {k: int(v) for k, v in info.items()}
+
+    def batches(self, batch_size=None, start=None):
+        """Iterate over the stream from the cursor (or from `start`) in batches; each batch is
+        released when the next one is requested."""
+        if start is not None:
+            self.seek(start)
+        prev = None
+        try:
+            while True:
+                if prev is not None:
+                    prev.release()
+                    prev = None
+                b = self.next(batch_size)
+                if b is None:
+                    return
+                prev = b
+                yield b
+        finally:
+            if prev is not None and self._fd is not None:
+                prev.release()
+
+    def __iter__(self):
+        return self.batches()
+
+    def close(self):
+        """Close the stream and the session (the daemon releases every slot)."""
+        if self._fd is None:
+            return
+        for b in self._leased.values():
+            b.released = True
+        self._leased.clear()
+        try:
+            os.close(self._fd)
+        finally:
+            self._fd = None
+            if self._cuda is not None:
+                self._cuda.close()
+            if self._mm is not None:
+                try:
+                    self._mm.close()
+                except BufferError:
+                    pass  # arrays still view it; it goes when they do
+                self._mm = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return (f"<tensorfs.Stager stream={self.stream} rows={self.rows} device={self.device} "
+                f"slots={self.slots} batch_size={self.batch_size}>")

@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Batched staging benchmark: host-staged batches/s vs. numpy fancy-indexing vs. a DataLoader.
+
+    TENSORFS_BIN=build/rel/tensorfs /usr/bin/python3 tests/bench/bench_staging.py [--size-mb 256]
+        [--batch 256] [--batches 200] [--workdir DIR] [--json PATH]
+
+It builds an image-like uint8 column (32x32x3 per row) and an int64 label column, imports them,
+mounts the lake, and then, for the same random batches of row indices (a shuffled epoch), times:
+
+  stage      tensorfs.Stager.stage(rows) (the daemon gathers both columns into a shared-memory
+             slot; the loader gets zero-copy numpy arrays), slot released after each batch
+  next       tensorfs.Stager over a shuffled view, next(B) (batches made ahead by the daemon)
+  fancy      numpy fancy indexing of np.load(mmap_mode='r') of the mounted .npy files
+  dataloader torch.utils.data.DataLoader(num_workers=2, batch_size=B) over a map-style dataset
+             whose __getitem__ reads one row of each column from the mounted mmaps, with a
+             sampler that yields the same row order
+
+Every figure is taken warm (after one untimed pass, with the chunk cache and page cache holding
+the data), so it measures the loading path, not the disk. Prints a table; --json writes one.
+The mount is always unmounted before the script exits.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "packaging" / "python"))
+import tensorfs  # noqa: E402
+
+BIN = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
+ROW = (32, 32, 3)
+
+
+def run(*args):
+    subprocess.run([BIN] + [str(a) for a in args], check=True, stdout=subprocess.DEVNULL)
+
+
+class Mount:
+    def __init__(self, lake, mnt):
+        self.mnt = Path(mnt)
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([BIN, "mount", f"file://{lake}", str(self.mnt), "-f",
+                                      "-o", "cache_mem=2G"], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise RuntimeError("the mount did not come up")
+            time.sleep(0.05)
+
+    def stop(self):
+        subprocess.run(["fusermount3", "-u", str(self.mnt)], stderr=subprocess.DEVNULL)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def timed(fn, batches):
+    fn(batches[: max(1, len(batches) // 4)])  # warm-up (untimed)
+    t0 = time.perf_counter()
+    fn(batches)
+    return len(batches) / (time.perf_counter() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size-mb", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batches", type=int, default=200)
+    ap.add_argument("--workdir")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+
+    work = Path(a.workdir or tempfile.mkdtemp(prefix="tfs-bench-staging-"))
+    n = a.size_mb * (1 << 20) // int(np.prod(ROW))
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 64, size=(n,) + ROW, dtype=np.uint8)  # compressible, like pixels
+    label = rng.integers(0, 1000, size=n, dtype=np.int64)
+    np.save(work / "image.npy", img)
+    np.save(work / "label.npy", label)
+    del img
+    lake = work / "lake"
+    if not (lake / "d").exists():
+        run("create", f"file://{lake}/d")
+        run("import", f"file://{lake}/d", f"image={work / 'image.npy'}",
+            f"label={work / 'label.npy'}", "--chunk-size", "4M", "--level", "1")
+    order = rng.permutation(n)
+    batches = [order[i * a.batch:(i + 1) * a.batch] for i in range(min(a.batches,
+                                                                      n // a.batch))]
+    m = Mount(lake, work / "mnt")
+    results = {}
+    try:
+        ver = m.mnt / "d" / "main"
+        cols = tensorfs.open(ver, ["image", "label"])
+        # Warm the whole dataset into the daemon's cache and the page cache once.
+        for c in cols.values():
+            np.asarray(c).sum()
+
+        stager = tensorfs.Stager(m.mnt, "d/main", ["image", "label"], batch_size=a.batch)
+
+        def stage(bs):
+            for b in bs:
+                x = stager.stage(b)
+                x["image"][0, 0, 0, 0]  # the loader has its batch
+                x.release()
+        results["stage"] = timed(stage, batches)
+
+        view = tensorfs.view_path(ver, seed=1)
+        vstager = tensorfs.Stager(m.mnt, view, ["image", "label"], batch_size=a.batch)
+
+        def nxt(bs):
+            vstager.seek(0)
+            it = vstager.batches(a.batch)
+            for _ in bs:
+                x = next(it)
+                x["image"][0, 0, 0, 0]
+            it.close()
+        results["next"] = timed(nxt, batches)
+
+        def fancy(bs):
+            for b in bs:
+                idx = np.sort(b)  # numpy reads the mmap faster in order; same rows
+                cols["image"][idx]
+                cols["label"][idx]
+        results["fancy"] = timed(fancy, batches)
+
+        try:
+            import torch
+            from torch.utils.data import DataLoader, Dataset, Sampler
+
+            class Rows(Dataset):
+                def __init__(self, path):
+                    self.path, self.c = path, None
+
+                def __len__(self):
+                    return n
+
+                def __getitem__(self, i):
+                    if self.c is None:  # each worker maps the files itself
+                        self.c = tensorfs.open(self.path, ["image", "label"])
+                    return torch.from_numpy(np.array(self.c["image"][i])), int(self.c["label"][i])
+
+            class Order(Sampler):
+                def __init__(self, idx):
+                    self.idx = idx
+
+                def __iter__(self):
+                    return iter(self.idx.tolist())
+
+                def __len__(self):
+                    return len(self.idx)
+
+            def loader(bs):
+                idx = np.concatenate(bs)
+                dl = DataLoader(Rows(str(ver)), batch_size=a.batch, sampler=Order(idx),
+                                num_workers=2, persistent_workers=False)
+                for x, y in dl:
+                    pass
+            results["dataloader"] = timed(loader, batches)
+        except ImportError:
+            results["dataloader"] = None
+        stager.close()
+        vstager.close()
+        del cols
+    finally:
+        m.stop()
+        if not a.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+    mb = a.batch * (int(np.prod(ROW)) + 8) / 1e6
+    print(f"{n} rows, batches of {a.batch} rows ({mb:.2f} MB), {len(batches)} batches, warm")
+    print(f"{'case':<12}{'batches/s':>12}{'MB/s':>10}{'x fancy':>10}{'x loader':>10}")
+    for k, v in results.items():
+        if v is None:
+            print(f"{k:<12}{'n/a':>12}")
+            continue
+        rf = v / results["fancy"]
+        rl = v / results["dataloader"] if results.get("dataloader") else float("nan")
+        print(f"{k:<12}{v:>12.1f}{v * mb:>10.0f}{rf:>10.2f}{rl:>10.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": n, "batch": a.batch, "batches": len(batches),
+                       "batches_per_s": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,516 @@
+# SPDX-License-Identifier: MIT
+"""The control file: batched staging (host backend) through text requests, ioctls and Stager."""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT, SLOW
+
+sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
+import tensorfs  # noqa: E402
+from tensorfs.staging import StagingError  # noqa: E402
+
+N = 3000
+CTL_CLIENT = os.environ.get("TENSORFS_CTL_CLIENT") or str(REPO_ROOT / "build" / "rel" / "tests"
+                                                          / "ctl_client")
+
+
+def build(lake):
+    rng = np.random.default_rng(1)
+    cols = {
+        "image": rng.integers(0, 256, size=(N, 8, 8, 3), dtype=np.uint8),
+        "label": np.arange(N, dtype=np.int64) * 3 + 1,
+        "feat": rng.standard_normal((N, 5)).astype(np.float32),
+    }
+    # Small chunks: batches cross many chunk boundaries.
+    lake.build("d", cols, "--chunk-size", "16k")
+    return cols
+
+
+def ctl_path(m):
+    return m.path / ".tensorfs" / "control"
+
+
+class Session:
+    """A raw text session: one os.open'ed control file."""
+
+    def __init__(self, m):
+        self.fd = os.open(ctl_path(m), os.O_RDWR)
+
+    def req(self, line):
+        os.write(self.fd, line if isinstance(line, bytes) else (line + "\n").encode())
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = os.read(self.fd, 65536)
+            assert chunk, f"no reply to {line!r}"
+            buf += chunk
+        assert buf.count(b"\n") == 1, f"more than one reply line to {line!r}: {buf!r}"
+        return buf.decode().rstrip("\n")
+
+    def close(self):
+        os.close(self.fd)
+
+
+def fields(reply):
+    return dict(t.split("=", 1) for t in reply.split()[1:] if "=" in t)
+
+
+def staging_stats(m):
+    return json.loads((m.path / ".tensorfs" / "stats").read_bytes())["staging"]
+
+
+def wait_for(pred, what, timeout=10.0):
+    deadline = time.time() + timeout * SLOW
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def shm_files(pid):
+    return [f for f in os.listdir("/dev/shm") if f.startswith(f"tensorfs-{pid}-")]
+
+
+def test_host_batches_equal_fancy_indexing(lake, mount):
+    build(lake)
+    m = mount(lake)
+    main = tensorfs.open(m.path / "d" / "main")
+    rng = np.random.default_rng(7)
+    with tensorfs.Stager(m.path, "d/main", ["image", "label", "feat"], batch_size=256) as s:
+        assert s.rows == N and s.slots == 4 and s.batch_size == 256
+        for _ in range(20):
+            rows = rng.integers(0, N, size=int(rng.integers(1, 257)))  # repeats, any order
+            b = s.stage(rows)
+            assert b.rows == len(rows)
+            for c in ("image", "label", "feat"):
+                assert b[c].dtype == main[c].dtype and b[c].shape == (len(rows),) + \
+                    main[c].shape[1:]
+                assert np.array_equal(b[c], main[c][rows]), c
+            b.release()
+        for a, z in ((0, 1), (0, 256), (N - 256, N), (1000, 1133), (17, 18)):
+            b = s.stage(range(a, z))
+            assert b.pos == a and all(np.array_equal(b[c], main[c][a:z]) for c in b)
+            s.release(b)
+        # An absolute path of a version directory works too.
+    with tensorfs.Stager(m.path, m.path / "d" / "main", "label") as s:
+        assert np.array_equal(s.stage([5, 4])["label"], main["label"][[5, 4]])
+    # Views: rows are view rows.
+    vp = tensorfs.view_path(m.path / "d" / "main", seed=3, epoch=1, rank=1, world=3)
+    view = tensorfs.open(vp)
+    with tensorfs.Stager(m.path, vp, ["image", "feat"], batch_size=128) as s:
+        assert s.rows == len(view["image"])
+        for _ in range(10):
+            rows = rng.integers(0, s.rows, size=100)
+            b = s.stage(rows)
+            assert np.array_equal(b["image"], view["image"][rows])
+            assert np.array_equal(b["feat"], view["feat"][rows])
+            b.release()
+        b = s.stage(slice(10, 110))
+        assert np.array_equal(b["image"], view["image"][10:110])
+    del main, view
+
+
+def test_next_covers_view_in_order(lake, mount):
+    cols = build(lake)
+    m = mount(lake)
+    vp = tensorfs.view_path(m.path / "d" / "main", seed=11, rank=0, world=2)
+    want = np.array(tensorfs.open(vp)["label"])
+    with tensorfs.Stager(m.path, vp, ["label", "image"], batch_size=128, depth=4) as s:
+        got, imgs = [], []
+        for b in s.batches(100):  # batches made ahead while this one is consumed
+            assert b.pos == sum(len(x) for x in got)
+            got.append(np.array(b["label"]))
+            imgs.append(np.array(b["image"]))
+        assert np.array_equal(np.concatenate(got), want)
+        assert np.array_equal(np.concatenate(imgs), cols["image"][(want - 1) // 3])
+        assert s.next(10) is None  # the end
+        # Changing the batch size and seeking mid-stream: still in order.
+        s.seek(0)
+        got = []
+        for k in range(40):
+            b = s.next(7 + k % 5 * 20)
+            if b is None:
+                break
+            got.append(np.array(b["label"]))
+            b.release()
+            if k == 5:
+                pos = sum(len(x) for x in got)
+                s.seek(pos)
+        assert np.array_equal(np.concatenate(got), want[:sum(len(x) for x in got)])
+    st = staging_stats(m)
+    assert st["batches"] > 0 and st["rows"] > 0
+
+
+def test_leases_released_on_close_and_stats(lake, mount):
+    build(lake)
+    m = mount(lake)
+    pid = m.proc.pid
+    a, b = Session(m), Session(m)
+    r = a.req("open d/main cols=label,image depth=3 batch=16")
+    assert r.startswith("ok stream=1 ") and fields(r)["slots"] == "3", r
+    slots = {fields(a.req(f"stage stream=1 range={i}:{i + 10}"))["slot"] for i in range(3)}
+    assert slots == {"0", "1", "2"}
+    assert a.req("stage stream=1 rows=1").startswith("error EBUSY ")
+    st = fields(b.req("stats"))
+    assert st["leased"] == "3" and st["sessions"] == "2" and st["session_leased"] == "0"
+    assert staging_stats(m)["slots_leased"] == 3
+    assert len(shm_files(pid)) == 1
+    assert a.req("release stream=1 slot=1") == "ok"
+    assert fields(b.req("stats"))["leased"] == "2"
+    a.close()  # the loader goes away: its leases and files go too
+    wait_for(lambda: fields(b.req("stats"))["leased"] == "0", "leases released on close")
+    assert fields(b.req("stats"))["sessions"] == "1"
+    assert shm_files(pid) == []
+    # close stream: the same, without closing the session
+    assert b.req("open d/main cols=label").startswith("ok stream=1 ")
+    assert fields(b.req("stage stream=1 rows=3,4"))["rows"] == "2"
+    assert b.req("close stream=1") == "ok"
+    assert fields(b.req("stats"))["leased"] == "0" and shm_files(pid) == []
+    assert b.req("stage stream=1 rows=1").startswith("error ENOENT ")
+    b.close()
+
+
+LOADER = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import tensorfs
+s = tensorfs.Stager(sys.argv[2], "d/main", ["image"], depth=4, batch_size=32)
+held = [s.stage(range(i, i + 32)) for i in range(3)]
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_leases_released_when_loader_is_killed(lake, mount):
+    build(lake)
+    m = mount(lake)
+    pid = m.proc.pid
+    watcher = Session(m)
+    p = subprocess.Popen([sys.executable, "-c", LOADER, str(REPO_ROOT / "packaging" / "python"),
+                          str(m.path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        assert fields(watcher.req("stats"))["leased"] == "3"
+        assert len(shm_files(pid)) == 1
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        wait_for(lambda: fields(watcher.req("stats"))["leased"] == "0",
+                 "leases of a killed loader released")
+        wait_for(lambda: not shm_files(pid), "slot file of a killed loader removed")
+        assert fields(watcher.req("stats"))["sessions"] == "1"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+        watcher.close()
+
+
+BAD = [
+    ("frobnicate", "EINVAL"),
+    ("open", "EINVAL"),
+    ("open d/main", "EINVAL"),
+    ("open d/main cols=nope", "EINVAL"),
+    ("open d/main cols=label,label", "EINVAL"),
+    ("open d/nobranch cols=label", "ENOENT"),
+    ("open nods/main cols=label", "ENOENT"),
+    ("open d/commits/xyz cols=label", "EINVAL"),
+    ("open d/main/views/seed=x cols=label", "EINVAL"),
+    ("open d/main/views/rank=3,world=2 cols=label", "EINVAL"),
+    ("open d/main cols=label device=cuda:0", "ENODEV"),
+    ("open d/main cols=label device=cuda:7", "ENODEV"),
+    ("open d/main cols=label device=gpu", "EINVAL"),
+    ("open d/main cols=label depth=0", "EINVAL"),
+    ("open d/main cols=label depth=1000", "EINVAL"),
+    ("open d/main cols=image batch=100000000000", "E2BIG"),
+    ("open d/main cols=label colour=red", "EINVAL"),
+    ("open /elsewhere/d/main cols=label", "EINVAL"),
+    ("stage stream=1 rows=3000", "ERANGE"),
+    ("stage stream=1 rows=1,99999999999", "ERANGE"),
+    ("stage stream=1 range=2990:3001", "ERANGE"),
+    ("stage stream=1 range=5:3", "EINVAL"),
+    ("stage stream=1 range=5", "EINVAL"),
+    ("stage stream=1 rows=1,x", "EINVAL"),
+    ("stage stream=1 rows=-1", "EINVAL"),
+    ("stage stream=1", "EINVAL"),
+    ("stage stream=1 rows=1 range=1:2", "EINVAL"),
+    ("stage stream=1 rows=" + ",".join(["1"] * 65), "E2BIG"),
+    ("stage stream=1 range=0:65", "E2BIG"),
+    ("stage stream=1 rows=1 slot=9", "EINVAL"),
+    ("stage stream=9 rows=1", "ENOENT"),
+    ("stage stream=x rows=1", "EINVAL"),
+    ("stage rows=1", "EINVAL"),
+    ("next stream=1 batch=0", "EINVAL"),
+    ("next stream=1 batch=65", "E2BIG"),
+    ("next stream=1", "EINVAL"),
+    ("release stream=1 slot=1", "EINVAL"),
+    ("release stream=1", "EINVAL"),
+    ("seek stream=1 pos=3001", "ERANGE"),
+    ("close stream=5", "ENOENT"),
+    ("stats now=1", "EINVAL"),
+    ("stage stream=1 rows=1 rows=2", "EINVAL"),
+    ("stage stream=1 =1", "EINVAL"),
+]
+
+
+def test_bad_requests_get_error_replies(lake, mount):
+    cols = build(lake)
+    m = mount(lake)
+    other = tensorfs.Stager(m.path, "d/main", ["label"], batch_size=8)
+    held = other.stage([1, 2, 3])
+    s = Session(m)
+    assert s.req("open d/main cols=label,image depth=2 batch=64").startswith("ok stream=1 ")
+    for line, name in BAD:
+        r = s.req(line)
+        assert r.startswith(f"error {name} "), f"{line!r} -> {r!r}"
+        assert len(r.split(" ", 2)[2]) > 5, f"no message: {r!r}"
+        # after every bad request the session still works
+        ok = s.req("stage stream=1 rows=7,8")
+        assert ok.startswith("ok ") and fields(ok)["rows"] == "2", ok
+        assert s.req(f"release stream=1 slot={fields(ok)['slot']}") == "ok"
+    # bytes that are not text, NULs inside, an overlong word
+    assert s.req(b"\xff\xfe\x00stats\n").startswith("error EINVAL ")
+    assert s.req(b"sta\x00ts\n").startswith("error EINVAL ")
+    assert s.req("open " + "x" * 5000 + " cols=a").startswith("error ")
+    # busy slots
+    assert fields(s.req("stage stream=1 rows=1 slot=0"))["slot"] == "0"
+    assert s.req("stage stream=1 rows=1 slot=0").startswith("error EBUSY ")
+    assert fields(s.req("stage stream=1 rows=1"))["slot"] == "1"
+    assert s.req("stage stream=1 rows=1").startswith("error EBUSY no free slot")
+    assert s.req("next stream=1 batch=4").startswith("error EBUSY ")
+    assert s.req("release stream=1 slot=all") == "ok"
+    assert fields(s.req("next stream=1 batch=4"))["pos"] == "0"
+    # too many streams in one session
+    replies = [s.req("open d/main cols=label batch=1 depth=1") for _ in range(16)]
+    assert sum(r.startswith("ok ") for r in replies) == 15
+    assert replies[-1].startswith("error EMFILE "), replies[-1]
+    s.close()
+    # the other session and the daemon are unharmed
+    assert np.array_equal(held["label"], cols["label"][[1, 2, 3]])
+    assert np.array_equal(other.stage([9])["label"], cols["label"][[9]])
+    other.close()
+    assert staging_stats(m)["errors"] >= len(BAD)
+    assert np.array_equal(np.load(m.path / "d" / "main" / "label.npy"), cols["label"])
+
+
+def test_concurrent_sessions(lake, mount):
+    cols = build(lake)
+    m = mount(lake)
+    failures = []
+
+    def worker(k):
+        try:
+            rng = np.random.default_rng(100 + k)
+            target = "d/main" if k % 2 else "d/main/views/seed=%d" % k
+            view_rows = None
+            if k % 2 == 0:
+                view_rows = (np.array(tensorfs.open(m.path / target)["label"]) - 1) // 3
+            with tensorfs.Stager(m.path, target, ["image", "label"], batch_size=64) as s:
+                for _ in range(25):
+                    rows = rng.integers(0, N, size=64)
+                    b = s.stage(rows)
+                    src = rows if view_rows is None else view_rows[rows]
+                    if not (np.array_equal(b["image"], cols["image"][src]) and
+                            np.array_equal(b["label"], cols["label"][src])):
+                        failures.append(f"worker {k}: wrong batch")
+                    b.release()
+                n = 0
+                for b in s.batches(50):
+                    n += b.rows
+                if n != N:
+                    failures.append(f"worker {k}: next covered {n} rows")
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(f"worker {k}: {e!r}")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120 * SLOW)
+    assert not failures, failures
+    st = staging_stats(m)
+    assert st["sessions"] == 0 and st["slots_leased"] == 0 and st["streams"] == 0
+
+
+def test_ioctl_path_from_c_client(lake, mount, tmp_path):
+    if not os.access(CTL_CLIENT, os.X_OK):
+        pytest.fail(f"ctl_client not built: {CTL_CLIENT} (make builds it)")
+    cols = build(lake)
+    m = mount(lake)
+    out = tmp_path / "out"
+    out.mkdir()
+    ops = ["rows:5,9,12,2999,0,5", "range:100:164", "next:40", "next:40", "next:100000",
+           "rows:3000", "release:2", "text:stats", "seek:2990", "all:4", "stats"]
+    p = subprocess.run([CTL_CLIENT, str(m.path), "d/main", "image,feat", "host", str(out)] + ops,
+                       capture_output=True, text=True, timeout=60 * SLOW)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith(f"stream 1 rows {N} slots 4 batch 1024"), lines
+    expect = [[5, 9, 12, 2999, 0, 5], list(range(100, 164)), list(range(0, 40)),
+              list(range(40, 80)), list(range(2990, 2994)), list(range(2994, 2998)),
+              list(range(2998, 3000))]
+    batches = [ln for ln in lines if ln.startswith("batch ")]
+    assert len(batches) == len(expect), lines
+    for i, rows in enumerate(expect):
+        img = np.fromfile(out / f"{i}_image.bin", dtype=np.uint8).reshape(-1, 8, 8, 3)
+        feat = np.fromfile(out / f"{i}_feat.bin", dtype="<f4").reshape(-1, 5)
+        assert np.array_equal(img, cols["image"][rows]), i
+        assert np.array_equal(feat, cols["feat"][rows]), i
+    assert f"error -{errno.E2BIG} " in p.stdout   # next:100000
+    assert f"error -{errno.ERANGE} " in p.stdout  # rows:3000
+    assert f"release -{errno.EINVAL}" in p.stdout  # slot 2 was not leased
+    assert f"end -{errno.ENODATA} end of stream" in p.stdout
+    assert "text " in p.stdout and " ok sessions=1 " in p.stdout
+    assert "stats 0 sessions 1 streams 1 leased 0" in p.stdout
+    # ioctl errors: an unknown dataset, a missing device
+    for target, col, dev, code in (("nope/main", "image", "host", errno.ENOENT),
+                                   ("d/main", "nope", "host", errno.EINVAL),
+                                   ("d/main", "image", "cuda:0", errno.ENODEV)):
+        p = subprocess.run([CTL_CLIENT, str(m.path), target, col, dev, str(out)],
+                           capture_output=True, text=True, timeout=30 * SLOW)
+        assert p.returncode == 3 and p.stdout.startswith(f"error -{code} "), p.stdout
+    # a command the control file does not know, and ioctls on other files
+    import fcntl
+    fd = os.open(ctl_path(m), os.O_RDWR)
+    try:
+        with pytest.raises(OSError) as ei:
+            fcntl.ioctl(fd, 0xB9FF, b"\0" * 8)
+        assert ei.value.errno in (errno.ENOTTY, errno.EINVAL)
+    finally:
+        os.close(fd)
+    assert staging_stats(m)["slots_leased"] == 0
+
+
+def test_shell_session(lake, mount):
+    cols = build(lake)
+    m = mount(lake)
+    # What the README shows, in a real shell: no complaint from head, one reply per request.
+    script = ("exec 3<>.tensorfs/control; echo 'open d/main cols=label' >&3; head -1 <&3; "
+              "echo 'stage stream=1 rows=4,2' >&3; head -1 <&3; echo stats >&3; head -1 <&3")
+    p = subprocess.run(["bash", "-c", script], cwd=m.path, capture_output=True, text=True,
+                       timeout=30 * SLOW)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    out = p.stdout.splitlines()
+    assert len(out) == 3 and out[0].startswith("ok stream=1 rows=3000 "), out
+    f = fields(out[1])
+    assert f["rows"] == "2" and f["dtype"] == "<i8" and f["shape"] == "2"
+    assert f["file"].startswith(f"/dev/shm/tensorfs-{m.proc.pid}-")
+    # the shell exited: its session and slot file are gone
+    wait_for(lambda: staging_stats(m)["sessions"] == 0, "the shell's session to close")
+    assert not os.path.exists(f["file"])
+    # the same from a shell that checks the bytes while it holds the slot
+    script = ("exec 3<>.tensorfs/control; echo 'open d/main cols=label' >&3; head -1 <&3 >/dev/null; "
+              "echo 'stage stream=1 rows=4,2' >&3; r=$(head -1 <&3); "
+              "f=$(echo \"$r\" | tr ' ' '\\n' | sed -n 's/^file=//p'); "
+              "o=$(echo \"$r\" | tr ' ' '\\n' | sed -n 's/^offset=//p'); "
+              "dd if=$f bs=1 skip=$o count=16 status=none | od -An -t d8")
+    p = subprocess.run(["bash", "-c", script], cwd=m.path, capture_output=True, text=True,
+                       timeout=30 * SLOW)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert [int(x) for x in p.stdout.split()] == cols["label"][[4, 2]].tolist()
+    # `echo > control` (O_TRUNC) then read: a session per open, so nothing to read
+    with open(ctl_path(m), "w") as fh:
+        fh.write("stats\n")
+    # Python's plain os.open/os.write/os.read
+    fd = os.open(ctl_path(m), os.O_RDWR)
+    try:
+        assert os.read(fd, 100) == b""  # nothing pending
+        os.write(fd, b"stats\nstats\n")
+        data = b""
+        while data.count(b"\n") < 2:
+            data += os.read(fd, 7)  # small reads get the rest next time
+        assert [ln.split()[0] for ln in data.decode().splitlines()] == ["ok", "ok"]
+    finally:
+        os.close(fd)
+
+
+def test_read_only_except_control(lake, mount):
+    build(lake)
+    m = mount(lake)
+    main = m.path / "d" / "main"
+    for flags in (os.O_WRONLY, os.O_RDWR):
+        with pytest.raises(OSError) as ei:
+            os.open(main / "label.npy", flags)
+        assert ei.value.errno == errno.EROFS
+    with pytest.raises(OSError) as ei:
+        os.open(m.path / ".tensorfs" / "stats", os.O_WRONLY)
+    assert ei.value.errno == errno.EROFS
+    with pytest.raises(OSError) as ei:
+        os.open(m.path / ".tensorfs" / "new", os.O_WRONLY | os.O_CREAT, 0o644)
+    assert ei.value.errno == errno.EROFS
+    with pytest.raises(OSError):
+        os.unlink(ctl_path(m))
+    assert sorted(os.listdir(m.path / ".tensorfs")) == ["control", "stats"]
+    st = os.stat(ctl_path(m))
+    assert oct(st.st_mode & 0o777) == "0o600" and st.st_uid == os.getuid()
+
+
+def _child_try(m, uid, stage):
+    """Fork; the child becomes uid and uses the control file. Returns its (status, text)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            os.close(r)
+            os.chdir(m.path / ".tensorfs")  # the test's tmp dirs are not searchable by uid
+            os.setgid(uid)
+            os.setgroups([])
+            os.setuid(uid)
+            try:
+                fd = os.open("control", os.O_RDWR)
+            except OSError as e:
+                os.write(w, f"open {errno.errorcode[e.errno]}".encode())
+                os._exit(0)
+            msg = "opened"
+            if stage:
+                os.write(fd, b"open d/main cols=label\nstage stream=1 rows=5,6\n")
+                time.sleep(0.2)
+                reply = os.read(fd, 65536).decode().splitlines()[-1]
+                if reply.startswith("error "):
+                    os.write(w, reply.encode())
+                    os._exit(0)
+                f = dict(t.split("=", 1) for t in reply.split()[1:] if "=" in t)
+                with open(f["file"], "rb") as fh:
+                    fh.seek(int(f["offset"]))
+                    msg = "read " + ",".join(map(str, np.frombuffer(fh.read(16), "<i8")))
+            os.write(w, msg.encode())
+        except BaseException as e:  # noqa: BLE001
+            os.write(w, f"child failed: {e!r}".encode())
+            code = 1
+        os._exit(code)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    return status, data.decode()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
+def test_control_file_permissions(lake, mount):
+    cols = build(lake)
+    m = mount(lake)
+    status, text = _child_try(m, 65534, stage=False)
+    assert status == 0 and text == "open EACCES", text
+    m2 = mount(lake, opts=("allow_other",), name="mnt_other")
+    assert oct(os.stat(ctl_path(m2)).st_mode & 0o777) == "0o666"
+    status, text = _child_try(m2, 65534, stage=True)
+    want = "read " + ",".join(map(str, cols["label"][[5, 6]]))
+    if "EOPNOTSUPP" in text or "Operation not supported" in text:
+        pytest.skip("/dev/shm has no POSIX ACLs here: " + text)
+    assert status == 0 and text == want, text

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of gpu/staging with the host backend: gathers against a real lake, slot states. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "format.h"
+#include "import.h"
+#include "npy.h"
+#include "staging.h"
+#include "store.h"
+#include "version.h"
+
+#define N 1000
+
+static char tmpdir[] = "/tmp/tfs-staging-XXXXXX";
+static struct tfs_store *store;
+static struct tfs_version *ver;
+static struct tfs_cache *cache;
+static struct tfs_staging_pool *pool;
+
+/* Column a: uint16 rows of 3 (row*3+j); column b: int64 row*7. */
+static void write_npy(const char *path, const char *descr, unsigned ndim, const uint64_t *shape,
+		      const void *data, size_t len)
+{
+	struct tfs_dtype dt;
+	char hdr[TFS_NPY_ALIGN], err[128];
+	int big, fd;
+
+	assert_int_equal(tfs_dtype_parse(descr, &dt, &big, err, sizeof(err)), 0);
+	assert_int_equal(tfs_npy_header_build(&dt, N, ndim, shape, hdr), 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, hdr, sizeof(hdr)), (ssize_t)sizeof(hdr));
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+static int setup(void **state)
+{
+	static uint16_t a[N][3];
+	static int64_t b[N];
+	static const uint64_t shape_a[] = { 3 };
+	struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 1, .chunk_bytes = 1024 };
+	struct tfs_import_src src[2];
+	char pa[512], pb[512], url[512];
+	struct tfs_id id;
+
+	(void)state;
+	if (!mkdtemp(tmpdir))
+		return -1;
+	for (int i = 0; i < N; i++) {
+		for (int j = 0; j < 3; j++)
+			a[i][j] = (uint16_t)(i * 3 + j);
+		b[i] = (int64_t)i * 7;
+	}
+	snprintf(pa, sizeof(pa), "%s/a.npy", tmpdir);
+	snprintf(pb, sizeof(pb), "%s/b.npy", tmpdir);
+	write_npy(pa, "<u2", 1, shape_a, a, sizeof(a));
+	write_npy(pb, "<i8", 0, NULL, b, sizeof(b));
+	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
+	if (tfs_store_open(url, TFS_STORE_CREATE, &store) || tfs_dataset_create(store, "d"))
+		return -1;
+	src[0] = (struct tfs_import_src){ "a", pa };
+	src[1] = (struct tfs_import_src){ "b", pb };
+	if (tfs_import(store, "d", src, 2, &o, &id) || tfs_version_open(store, "d", &id, &ver))
+		return -1;
+	if (tfs_cache_create(1 << 20, &cache) || tfs_staging_pool_create(2, &pool))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[600];
+
+	(void)state;
+	tfs_staging_pool_destroy(pool);
+	tfs_version_put(ver);
+	tfs_cache_destroy(cache);
+	tfs_store_close(store);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) ? -1 : 0;
+}
+
+static struct tfs_staging *ring(unsigned depth, uint64_t max_rows, int *rc_out)
+{
+	struct tfs_staging_config cfg = {
+		.ver = ver, .cache = cache, .ncols = 2, .cols = { 0, 1 }, .max_rows = max_rows,
+		.depth = depth, .device = TFS_STAGING_HOST, .shm_dir = tmpdir, .tag = "unit",
+		.uid = getuid(), .gid = getgid(),
+	};
+	struct tfs_staging *st = NULL;
+	char err[256] = "";
+
+	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
+	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
+	*rc_out = tfs_staging_create(pool, &cfg, &st, err, sizeof(err));
+	return st;
+}
+
+/* The slot's bytes, through the file as a loader sees it. */
+static void check_slot(struct tfs_staging *st, unsigned slot, const uint64_t *rows, size_t n)
+{
+	struct tfs_staging_loc loc;
+	const uint8_t *map;
+	int fd;
+
+	tfs_staging_locate(st, slot, &loc);
+	assert_int_equal(tfs_staging_rows(st, slot), n);
+	fd = open(loc.path, O_RDONLY);
+	assert_true(fd >= 0);
+	map = mmap(NULL, loc.file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	assert_true(map != MAP_FAILED);
+	for (size_t i = 0; i < n; i++) {
+		const uint16_t *a = (const uint16_t *)(map + loc.col_off[0]) + i * 3;
+		const int64_t *b = (const int64_t *)(map + loc.col_off[1]) + i;
+
+		for (int j = 0; j < 3; j++)
+			assert_int_equal(a[j], rows[i] * 3 + (uint64_t)j);
+		assert_int_equal(*b, (int64_t)rows[i] * 7);
+	}
+	munmap((void *)map, loc.file_bytes);
+}
+
+static void test_gather_rows(void **state)
+{
+	uint64_t rows[200];
+	struct tfs_staging *st;
+	int rc, slot;
+
+	(void)state;
+	st = ring(3, 200, &rc);
+	assert_int_equal(rc, 0);
+	srand(5);
+	for (int round = 0; round < 20; round++) {
+		size_t n = 1 + (size_t)rand() % 200;
+
+		for (size_t i = 0; i < n; i++)
+			rows[i] = round % 2 ? (uint64_t)rand() % N : (uint64_t)(round * 40 + i) % N;
+		slot = tfs_staging_fill(st, -1, rows, n, round % 3 == 0);
+		assert_true(slot >= 0);
+		assert_int_equal(tfs_staging_take(st, (unsigned)slot), 0);
+		check_slot(st, (unsigned)slot, rows, n);
+		assert_int_equal(tfs_staging_release(st, (unsigned)slot), 0);
+	}
+	tfs_staging_destroy(st);
+}
+
+static void test_slot_states(void **state)
+{
+	const uint64_t rows[] = { 1, 2, 3 };
+	struct tfs_staging_loc loc;
+	struct tfs_staging *st;
+	char path[512];
+	int rc;
+
+	(void)state;
+	st = ring(2, 8, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(tfs_staging_fill(st, 1, rows, 3, 1), 1);
+	assert_int_equal(tfs_staging_fill(st, 1, rows, 3, 0), -EBUSY); /* filling or ready */
+	assert_int_equal(tfs_staging_fill(st, -1, rows, 3, 0), 0);
+	assert_int_equal(tfs_staging_fill(st, -1, rows, 3, 0), -EBUSY); /* none free */
+	assert_int_equal(tfs_staging_release(st, 0), -EINVAL);		 /* ready, not leased */
+	assert_int_equal(tfs_staging_take(st, 0), 0);
+	assert_int_equal(tfs_staging_take(st, 0), -EINVAL); /* leased already */
+	assert_int_equal(tfs_staging_leased(st), 1);
+	tfs_staging_discard(st, 1); /* made ahead, never taken */
+	assert_int_equal(tfs_staging_take(st, 1), -EINVAL);
+	assert_int_equal(tfs_staging_fill(st, 1, rows, 3, 0), 1);
+	assert_int_equal(tfs_staging_release(st, 0), 0);
+	assert_int_equal(tfs_staging_release(st, 0), -EINVAL);
+	assert_int_equal(tfs_staging_release(st, 7), -EINVAL);
+	tfs_staging_locate(st, 0, &loc);
+	snprintf(path, sizeof(path), "%s", loc.path);
+	assert_int_equal(access(path, R_OK), 0);
+	tfs_staging_destroy(st); /* a ready slot and a leased one: both go */
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+static void test_limits_and_devices(void **state)
+{
+	struct tfs_staging *st;
+	char err[256] = "";
+	int rc, dev;
+
+	(void)state;
+	st = ring(2, 1ull << 40, &rc); /* a slot of 2^40 rows */
+	assert_null(st);
+	assert_int_equal(rc, -E2BIG);
+	assert_int_equal(tfs_staging_parse_device("host", &dev), 0);
+	assert_int_equal(dev, TFS_STAGING_HOST);
+	assert_int_equal(tfs_staging_parse_device("cuda:3", &dev), 0);
+	assert_int_equal(dev, 3);
+	assert_int_equal(tfs_staging_parse_device("cuda", &dev), 0);
+	assert_int_equal(dev, 0);
+	assert_int_equal(tfs_staging_parse_device("cuda:", &dev), -EINVAL);
+	assert_int_equal(tfs_staging_parse_device("cuda:x", &dev), -EINVAL);
+	assert_int_equal(tfs_staging_parse_device("tpu", &dev), -EINVAL);
+	assert_int_equal(tfs_staging_probe(TFS_STAGING_HOST, err, sizeof(err)), 0);
+	/* A device number no machine has: a clear error, never a crash. */
+	assert_int_equal(tfs_staging_probe(1000, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "cuda:1000"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gather_rows),
+		cmocka_unit_test(test_slot_states),
+		cmocka_unit_test(test_limits_and_devices),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

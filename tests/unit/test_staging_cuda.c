@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the cuda staging backend: SKIPPED (loudly) without a CUDA device. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "format.h"
+#include "import.h"
+#include "npy.h"
+#include "staging.h"
+#include "store.h"
+#include "version.h"
+
+#ifdef TFS_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define N 1000
+
+static char tmpdir[] = "/tmp/tfs-staging-cuda-XXXXXX";
+static struct tfs_store *store;
+static struct tfs_version *ver;
+static struct tfs_cache *cache;
+static struct tfs_staging_pool *pool;
+
+/* Column a: uint16 rows of 3 (row*3+j); column b: int64 row*7. */
+static void write_npy(const char *path, const char *descr, unsigned ndim, const uint64_t *shape,
+		      const void *data, size_t len)
+{
+	struct tfs_dtype dt;
+	char hdr[TFS_NPY_ALIGN], err[128];
+	int big, fd;
+
+	assert_int_equal(tfs_dtype_parse(descr, &dt, &big, err, sizeof(err)), 0);
+	assert_int_equal(tfs_npy_header_build(&dt, N, ndim, shape, hdr), 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, hdr, sizeof(hdr)), (ssize_t)sizeof(hdr));
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+static int setup(void **state)
+{
+	static uint16_t a[N][3];
+	static int64_t b[N];
+	static const uint64_t shape_a[] = { 3 };
+	struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 1, .chunk_bytes = 1024 };
+	struct tfs_import_src src[2];
+	char pa[512], pb[512], url[512];
+	struct tfs_id id;
+
+	(void)state;
+	if (!mkdtemp(tmpdir))
+		return -1;
+	for (int i = 0; i < N; i++) {
+		for (int j = 0; j < 3; j++)
+			a[i][j] = (uint16_t)(i * 3 + j);
+		b[i] = (int64_t)i * 7;
+	}
+	snprintf(pa, sizeof(pa), "%s/a.npy", tmpdir);
+	snprintf(pb, sizeof(pb), "%s/b.npy", tmpdir);
+	write_npy(pa, "<u2", 1, shape_a, a, sizeof(a));
+	write_npy(pb, "<i8", 0, NULL, b, sizeof(b));
+	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
+	if (tfs_store_open(url, TFS_STORE_CREATE, &store) || tfs_dataset_create(store, "d"))
+		return -1;
+	src[0] = (struct tfs_import_src){ "a", pa };
+	src[1] = (struct tfs_import_src){ "b", pb };
+	if (tfs_import(store, "d", src, 2, &o, &id) || tfs_version_open(store, "d", &id, &ver))
+		return -1;
+	if (tfs_cache_create(1 << 20, &cache) || tfs_staging_pool_create(2, &pool))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[600];
+
+	(void)state;
+	tfs_staging_pool_destroy(pool);
+	tfs_version_put(ver);
+	tfs_cache_destroy(cache);
+	tfs_store_close(store);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) ? -1 : 0;
+}
+
+static struct tfs_staging *ring(int device, unsigned depth, uint64_t max_rows, int *rc_out)
+{
+	struct tfs_staging_config cfg = {
+		.ver = ver, .cache = cache, .ncols = 2, .cols = { 0, 1 }, .max_rows = max_rows,
+		.depth = depth, .device = device, .shm_dir = tmpdir, .tag = "unit",
+		.uid = getuid(), .gid = getgid(),
+	};
+	struct tfs_staging *st = NULL;
+	char err[256] = "";
+
+	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
+	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
+	*rc_out = tfs_staging_create(pool, &cfg, &st, err, sizeof(err));
+	return st;
+}
+
+/* Without a device: a clear -ENODEV, whatever the build. */
+static void test_no_device_is_an_error(void **state)
+{
+	struct tfs_staging *st;
+	char err[256] = "";
+	int rc;
+
+	(void)state;
+	assert_int_equal(tfs_staging_probe(999, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "cuda:999"));
+	st = ring(999, 2, 8, &rc);
+	assert_null(st);
+	assert_int_equal(rc, -ENODEV);
+}
+
+/* Returns 1 when a device is there; otherwise says why the caller skips. */
+static int have_device(void)
+{
+	char err[256] = "";
+
+	if (tfs_staging_probe(0, err, sizeof(err))) {
+		printf("SKIP: %s\n", err);
+		return 0;
+	}
+	return 1;
+}
+
+/* Staged device slots hold what the host backend gathers, after the slot's event. */
+static void test_cuda_equals_host(void **state)
+{
+	struct tfs_staging *dev, *host;
+	uint64_t rows[256];
+	int rc;
+
+	(void)state;
+	if (!have_device()) {
+		skip();
+		return;
+	}
+#ifdef TFS_HAVE_CUDA
+	dev = ring(0, 3, 256, &rc);
+	assert_int_equal(rc, 0);
+	host = ring(TFS_STAGING_HOST, 1, 256, &rc);
+	assert_int_equal(rc, 0);
+	srand(9);
+	for (int round = 0; round < 30; round++) {
+		const size_t n = 1 + (size_t)rand() % 256;
+		struct tfs_staging_loc dl, hl;
+		uint8_t *want, *got;
+		size_t bytes;
+		int ds, hs, fd;
+
+		for (size_t i = 0; i < n; i++)
+			rows[i] = (uint64_t)rand() % N;
+		ds = tfs_staging_fill(dev, -1, rows, n, round % 2);
+		hs = tfs_staging_fill(host, -1, rows, n, 0);
+		assert_true(ds >= 0 && hs >= 0);
+		assert_int_equal(tfs_staging_take(dev, (unsigned)ds), 0);
+		assert_int_equal(tfs_staging_take(host, (unsigned)hs), 0);
+		tfs_staging_locate(dev, (unsigned)ds, &dl);
+		tfs_staging_locate(host, (unsigned)hs, &hl);
+		assert_int_equal(dl.device, 0);
+		assert_int_equal(dl.col_off[1] - dl.base, hl.col_off[1] - hl.base);
+		bytes = (size_t)(hl.col_off[1] - hl.base) + n * 8;
+		want = malloc(bytes);
+		got = malloc(bytes);
+		assert_non_null(want);
+		assert_non_null(got);
+		fd = open(hl.path, O_RDONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, want, bytes, (off_t)hl.base), (ssize_t)bytes);
+		close(fd);
+		/* Every copy of the ring's stream done, then the slot read back. */
+		assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+		assert_int_equal(cudaMemcpy(got, (uint8_t *)dl.dev_mem + dl.base, bytes,
+					    cudaMemcpyDeviceToHost),
+				 cudaSuccess);
+		/* Column a's rows, then column b's (the gap between them is alignment). */
+		assert_memory_equal(got, want, n * 6);
+		assert_memory_equal(got + (dl.col_off[1] - dl.base), want + (hl.col_off[1] - hl.base),
+				    n * 8);
+		free(want);
+		free(got);
+		assert_int_equal(tfs_staging_release(dev, (unsigned)ds), 0);
+		assert_int_equal(tfs_staging_release(host, (unsigned)hs), 0);
+	}
+	tfs_staging_destroy(dev);
+	tfs_staging_destroy(host);
+#else
+	(void)dev, (void)host, (void)rows, (void)rc;
+#endif
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_device_is_an_error),
+		cmocka_unit_test(test_cuda_equals_host),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
