@@ -35,8 +35,19 @@
 #define IMMUTABLE_TTL 86400.0 /* commits and tags never change: let the kernel keep them */
 
 enum ntype {
-	N_ROOT, N_DATASET, N_VERSION, N_COMMITS, N_LOG, N_COLUMN, N_SCHEMA, N_CTLDIR, N_STATS,
-	N_VIEWS, N_VIEW, N_README, N_CONTROL
+	N_ROOT,
+	N_DATASET,
+	N_VERSION,
+	N_COMMITS,
+	N_LOG,
+	N_COLUMN,
+	N_SCHEMA,
+	N_CTLDIR,
+	N_STATS,
+	N_VIEWS,
+	N_VIEW,
+	N_README,
+	N_CONTROL
 };
 
 /* What a version directory names: a branch moves, a tag or a commit never does. */
@@ -49,17 +60,17 @@ struct node {
 	enum ntype type;
 	struct node *parent;
 	char *name;
-	struct node *hnext;	   /* (parent, name) hash chain; protected by fs->lock */
-	enum vkind kind;	   /* N_VERSION; protected by fs->lock */
-	struct tfs_version *ver;   /* N_VERSION: the commit last resolved; protected by fs->lock */
-	uint64_t resolved_ns;	   /* N_VERSION: when ver was last confirmed; protected by fs->lock */
-	struct fview *view;	   /* N_VIEW: built for view->commit; protected by fs->lock */
-	struct tfs_buf log;	   /* N_LOG: the log text of log_head; protected by fs->lock */
-	struct tfs_id log_head;	   /* protected by fs->lock */
+	struct node *hnext;	 /* (parent, name) hash chain; protected by fs->lock */
+	enum vkind kind;	 /* N_VERSION; protected by fs->lock */
+	struct tfs_version *ver; /* N_VERSION: the commit last resolved; protected by fs->lock */
+	uint64_t resolved_ns;	 /* N_VERSION: when ver was last confirmed; protected by fs->lock */
+	struct fview *view;	 /* N_VIEW: built for view->commit; protected by fs->lock */
+	struct tfs_buf log;	 /* N_LOG: the log text of log_head; protected by fs->lock */
+	struct tfs_id log_head;	 /* protected by fs->lock */
 	/* Files are one inode per commit: a branch file whose branch moved is a new inode, so the
 	 * kernel never mixes two commits' pages, and an open file or mapping keeps its own. */
-	struct tfs_id commit;	   /* files: the commit this inode shows (part of its key) */
-	uint64_t nlookup;	   /* files: kernel references; protected by fs->lock */
+	struct tfs_id commit; /* files: the commit this inode shows (part of its key) */
+	uint64_t nlookup;     /* files: kernel references; protected by fs->lock */
 };
 
 struct fs {
@@ -67,13 +78,13 @@ struct fs {
 	struct tfs_store *store;
 	struct tfs_cache *cache;
 	struct tfs_prefetcher *prefetch;
-	void *ctl; /* .tensorfs/control (cfg->control's object); NULL without one */
-	int allow_other;	 /* -o allow_other: anyone may use the control file */
+	void *ctl;	 /* .tensorfs/control (cfg->control's object); NULL without one */
+	int allow_other; /* -o allow_other: anyone may use the control file */
 	pthread_mutex_t lock;
-	struct node **nodes;   /* by ino - 1; protected by lock */
-	size_t nnodes, cap;    /* protected by lock */
-	struct node **htab;    /* protected by lock */
-	size_t hsize;	       /* protected by lock */
+	struct node **nodes; /* by ino - 1; protected by lock */
+	size_t nnodes, cap;  /* protected by lock */
+	struct node **htab;  /* protected by lock */
+	size_t hsize;	     /* protected by lock */
 	uint64_t ttl_ns;
 	uid_t uid;
 	gid_t gid;
@@ -108,9 +119,9 @@ struct handle {
 	struct fview *view;	   /* view column files: the rows, in view order */
 	uint32_t *chunk_pos;	   /* view column files: chunk -> position in the stream's order */
 	struct tfs_stream *stream; /* column files: drives the prefetcher */
-	void *ctl; /* the control file: this open's session */
+	void *ctl;		   /* the control file: this open's session */
 	const struct tfs_fs_control *ctl_ops; /* and what serves it */
-	struct tfs_buf text;	   /* generated files' content, taken at open */
+	struct tfs_buf text;		      /* generated files' content, taken at open */
 	enum ntype type;
 	size_t col;
 	uint64_t size;
@@ -125,7 +136,7 @@ struct dirlist {
 		size_t name_off;
 		fuse_ino_t ino;
 		mode_t mode;
-	} *ents;
+	} * ents;
 };
 
 static struct fs *fs_of(fuse_req_t req)
@@ -233,8 +244,8 @@ static int resolve_id(struct fs *fs, struct node *vn, struct tfs_id *id)
 	pthread_mutex_unlock(&fs->lock);
 	if (kind == V_COMMIT)
 		return tfs_id_parse(vn->name, id) ? -ENOENT : 0;
-	return tfs_ref_read(fs->store, node_dataset(vn), kind == V_TAG ? TFS_REF_TAG : TFS_REF_BRANCH,
-			    vn->name, id);
+	return tfs_ref_read(fs->store, node_dataset(vn),
+			    kind == V_TAG ? TFS_REF_TAG : TFS_REF_BRANCH, vn->name, id);
 }
 
 static int ref_version(struct fs *fs, struct node *vn, struct tfs_version **out)
@@ -433,8 +444,7 @@ static int file_version(struct fs *fs, struct node *n, struct tfs_version **v)
 
 /* The view a views/<params> directory shows: built once per commit of its version. A bad name
  * is ENOENT, with the reason in the log. */
-static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout,
-		     struct fview **fout)
+static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout, struct fview **fout)
 {
 	struct tfs_view_params params;
 	struct tfs_version *v;
@@ -504,23 +514,24 @@ static int stats_json(struct fs *fs, struct tfs_buf *out)
 	rc = tfs_buf_printf(
 		out,
 		"{\n  \"uptime_s\": %.3f,\n"
-		"  \"cache\": {\"budget\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"entries\": %" PRIu64
-		", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"joined_loads\": %" PRIu64
-		", \"load_errors\": %" PRIu64 ", \"evictions\": %" PRIu64
-		", \"bytes_decompressed\": %" PRIu64 "},\n"
+		"  \"cache\": {\"budget\": %" PRIu64 ", \"bytes\": %" PRIu64
+		", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
+		", \"joined_loads\": %" PRIu64 ", \"load_errors\": %" PRIu64
+		", \"evictions\": %" PRIu64 ", \"bytes_decompressed\": %" PRIu64 "},\n"
 		"  \"prefetch\": {\"threads\": %u, \"scheduled\": %" PRIu64 ", \"loaded\": %" PRIu64
 		", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 ", \"pending_bytes\": %" PRIu64
-		", \"already_cached\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"errors\": %" PRIu64
-		", \"sequential_streams\": %" PRIu64 ", \"random_resets\": %" PRIu64 "},\n"
+		", \"already_cached\": %" PRIu64 ", \"throttled\": %" PRIu64
+		", \"errors\": %" PRIu64 ", \"sequential_streams\": %" PRIu64
+		", \"random_resets\": %" PRIu64 "},\n"
 		"  \"fuse\": {\"reads\": %" PRIu64 ", \"read_bytes_requested\": %" PRIu64 "},\n"
 		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"ranged_gets\": %" PRIu64
 		", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64 ", \"bytes_fetched\": %" PRIu64
 		", \"retries\": %" PRIu64 "},\n",
 		(double)(tfs_now_ns() - fs->started_ns) / 1e9, c.budget, c.bytes, c.entries, c.hits,
-		c.misses, c.waits, c.load_errors, c.evictions, c.bytes_loaded, p.threads, p.scheduled,
-		c.prefetch_loads, c.prefetch_hits, c.prefetch_wasted, c.prefetch_pending,
-		p.skipped_cached, p.throttled, p.errors, p.sequential_streams, p.random_resets,
-		__atomic_load_n(&fs->reads, __ATOMIC_RELAXED),
+		c.misses, c.waits, c.load_errors, c.evictions, c.bytes_loaded, p.threads,
+		p.scheduled, c.prefetch_loads, c.prefetch_hits, c.prefetch_wasted,
+		c.prefetch_pending, p.skipped_cached, p.throttled, p.errors, p.sequential_streams,
+		p.random_resets, __atomic_load_n(&fs->reads, __ATOMIC_RELAXED),
 		__atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED), fs->store->url, sc.gets,
 		sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read, sc.retries);
 	if (!rc && fs->ctl)
@@ -531,11 +542,12 @@ static int stats_json(struct fs *fs, struct tfs_buf *out)
 		return tfs_buf_printf(out, "  \"disk_cache\": null\n}\n");
 	return tfs_buf_printf(out,
 			      "  \"disk_cache\": {\"dir\": \"%s\", \"budget\": %" PRIu64
-			      ", \"bytes\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
-			      ", \"fills\": %" PRIu64 ", \"evictions\": %" PRIu64
-			      ", \"bad_files\": %" PRIu64 ", \"bypassed\": %" PRIu64 "}\n}\n",
-			      fs->cfg->cache_dir, dc.budget, dc.bytes_used, dc.hits, dc.misses, dc.fills,
-			      dc.evictions, dc.bad_files, dc.bypassed);
+			      ", \"bytes\": %" PRIu64 ", \"hits\": %" PRIu64
+			      ", \"misses\": %" PRIu64 ", \"fills\": %" PRIu64
+			      ", \"evictions\": %" PRIu64 ", \"bad_files\": %" PRIu64
+			      ", \"bypassed\": %" PRIu64 "}\n}\n",
+			      fs->cfg->cache_dir, dc.budget, dc.bytes_used, dc.hits, dc.misses,
+			      dc.fills, dc.evictions, dc.bad_files, dc.bypassed);
 }
 
 static uint64_t stats_size(struct fs *fs)
@@ -589,8 +601,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 				n = NULL;
 			break;
 		}
-		if (!tfs_name_valid(name) || (rc = tfs_ref_lookup(fs->store, p->name, name, &kind,
-								  &id)))
+		if (!tfs_name_valid(name) ||
+		    (rc = tfs_ref_lookup(fs->store, p->name, name, &kind, &id)))
 			break;
 		n = node_child(fs, p, name, N_VERSION);
 		if (!n)
@@ -642,7 +654,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = -ENOENT;
 		if (column_of(name, col, sizeof(col)) && tfs_version_column(v, col) >= 0) {
 			n = node_child_at(fs, p, col, N_COLUMN, v);
-			log_size = view_file_size(fv, &v->manifest.cols[tfs_version_column(v, col)]);
+			log_size =
+				view_file_size(fv, &v->manifest.cols[tfs_version_column(v, col)]);
 		}
 		break;
 	default:
@@ -679,9 +692,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	return;
 out:
 	tfs_version_put(v);
-	fuse_reply_err(req, rc == -ENOMEM || rc == -EIO || rc == -ENOENT || rc == -ENOTDIR
-				    ? -rc
-				    : EIO);
+	fuse_reply_err(req,
+		       rc == -ENOMEM || rc == -EIO || rc == -ENOENT || rc == -ENOTDIR ? -rc : EIO);
 }
 
 /* The kernel dropped nlookup references to ino. A file inode nobody knows any more lets go of
@@ -753,7 +765,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			v = NULL;
 			rc = -ENOENT;
 		} else if (!rc) {
-			log_size = view_file_size(fv, &v->manifest.cols[tfs_version_column(v, n->name)]);
+			log_size = view_file_size(
+				fv, &v->manifest.cols[tfs_version_column(v, n->name)]);
 			fview_put(fv);
 		}
 	} else if (n->type == N_COLUMN || n->type == N_SCHEMA) {
@@ -1101,8 +1114,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		open_control(req, fs, fi);
 		return;
 	}
-	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG &&
-	    n->type != N_STATS && n->type != N_README) {
+	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG && n->type != N_STATS &&
+	    n->type != N_README) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -1429,8 +1442,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 /* The control file's ioctls: restricted (the kernel sized the buffers from the command). */
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
-		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
-		     size_t in_bufsz, size_t out_bufsz)
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+		     size_t out_bufsz)
 {
 	struct handle *h = fi ? (struct handle *)fi->fh : NULL;
 	void *out;
@@ -1469,9 +1482,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	(void)attr;
 	(void)fi;
 	/* `echo ... > control` truncates before it writes: there is nothing to truncate. */
-	if (n && n->type == N_CONTROL && !(to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
-						      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
-						      FUSE_SET_ATTR_MTIME_NOW))) {
+	if (n && n->type == N_CONTROL &&
+	    !(to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+			 FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW))) {
 		fill_attr(fs, n, NULL, 0, &st);
 		fuse_reply_attr(req, &st, 0);
 		return;
@@ -1479,8 +1492,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	fuse_reply_err(req, EROFS);
 }
 
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		     dev_t rdev)
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	(void)parent, (void)name, (void)mode, (void)rdev;
 	fuse_reply_err(req, EROFS);
@@ -1830,8 +1842,8 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 
 	/* fsname shows the lake in mount(8) and df; commas would split the option list. */
 	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=tensorfs%s%s",
-		 strchr(cfg->lake_url, ',') ? "tensorfs" : cfg->lake_url,
-		 cfg->fuse_opts ? "," : "", cfg->fuse_opts ? cfg->fuse_opts : "");
+		 strchr(cfg->lake_url, ',') ? "tensorfs" : cfg->lake_url, cfg->fuse_opts ? "," : "",
+		 cfg->fuse_opts ? cfg->fuse_opts : "");
 	if (fuse_opt_add_arg(&args, "tensorfs") || fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, opts) || (cfg->debug && fuse_opt_add_arg(&args, "-d"))) {
 		tfs_err("out of memory");
@@ -1866,9 +1878,8 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	tfs_info("mounted %s on %s", cfg->lake_url, cfg->mountpoint);
 	/* After fuse_daemonize: its fork would not carry the loader threads along. Half the cache
 	 * may hold chunks loaded ahead; the rest stays for chunks readers are using. */
-	if (cfg->prefetch_threads &&
-	    tfs_prefetcher_create(fs.cache, cfg->prefetch_threads, cfg->cache_mem / 2,
-				  &fs.prefetch)) {
+	if (cfg->prefetch_threads && tfs_prefetcher_create(fs.cache, cfg->prefetch_threads,
+							   cfg->cache_mem / 2, &fs.prefetch)) {
 		tfs_err("out of memory");
 		goto out;
 	}

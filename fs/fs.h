@@ -35,16 +35,16 @@ struct tfs_fs_config {
 	const char *lake_url;
 	const char *mountpoint;
 	int foreground;
-	int debug;		/* libfuse request tracing */
-	uint64_t cache_mem;	/* bytes of decoded chunks kept in memory */
-	double ref_ttl;		/* seconds a branch head is trusted before it is read again */
-	const char *cache_dir;	/* disk cache of fetched objects; NULL: none */
-	uint64_t cache_disk;	/* its budget in bytes */
-	const char *log_path;	/* NULL: stderr in the foreground, syslog as a daemon */
-	unsigned max_threads;	/* FUSE worker threads */
+	int debug;		   /* libfuse request tracing */
+	uint64_t cache_mem;	   /* bytes of decoded chunks kept in memory */
+	double ref_ttl;		   /* seconds a branch head is trusted before it is read again */
+	const char *cache_dir;	   /* disk cache of fetched objects; NULL: none */
+	uint64_t cache_disk;	   /* its budget in bytes */
+	const char *log_path;	   /* NULL: stderr in the foreground, syslog as a daemon */
+	unsigned max_threads;	   /* FUSE worker threads */
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: no prefetch */
 	unsigned readahead_kb;	   /* kernel readahead for the mount (needs root); 0: leave it */
-	const char *fuse_opts;	/* extra -o options for libfuse (allow_other, ...), or NULL */
+	const char *fuse_opts;	   /* extra -o options for libfuse (allow_other, ...), or NULL */
 	const struct tfs_fs_control *control; /* NULL: no control file */
 };
 

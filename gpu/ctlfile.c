@@ -22,10 +22,10 @@
 #include "version.h"
 #include "view.h"
 
-#define MAX_STREAMS 16		     /* per session */
-#define MAX_AHEAD 8		     /* batches of `next` made ahead, per stream */
-#define MAX_TOKENS 64		     /* per request line */
-#define MAX_OUT (4u << 20)	     /* reply bytes waiting to be read, per session */
+#define MAX_STREAMS 16		       /* per session */
+#define MAX_AHEAD 8		       /* batches of `next` made ahead, per stream */
+#define MAX_TOKENS 64		       /* per request line */
+#define MAX_OUT (4u << 20)	       /* reply bytes waiting to be read, per session */
 #define MAX_STREAM_BYTES (16ull << 30) /* all slots of one stream */
 #define DEFAULT_DEPTH 4
 #define DEFAULT_BATCH 1024
@@ -357,8 +357,8 @@ static void column_list(const struct tfs_version *v, char *out, size_t cap)
 					v->manifest.cols[i].name);
 }
 
-static int do_open(struct tfs_ctlfile_session *se, const struct open_args *a,
-		   struct stream **out, char *err)
+static int do_open(struct tfs_ctlfile_session *se, const struct open_args *a, struct stream **out,
+		   char *err)
 {
 	struct tfs_ctlfile *ctl = se->ctl;
 	struct tfs_staging_config cfg = { 0 };
@@ -398,7 +398,8 @@ static int do_open(struct tfs_ctlfile_session *se, const struct open_args *a,
 	}
 	s->depth = a->depth ? a->depth : DEFAULT_DEPTH;
 	if (a->ahead >= (long)s->depth || a->ahead > MAX_AHEAD) {
-		SET_ERR("ahead=%ld: at most depth-1 (%u) and %d", a->ahead, s->depth - 1, MAX_AHEAD);
+		SET_ERR("ahead=%ld: at most depth-1 (%u) and %d", a->ahead, s->depth - 1,
+			MAX_AHEAD);
 		rc = -EINVAL;
 		goto fail;
 	}
@@ -642,7 +643,8 @@ static int do_stage(struct stream *s, const uint64_t *rows, uint64_t start, uint
 	if (rows) {
 		for (uint64_t i = 0; i < n; i++) {
 			if (rows[i] >= s->n) {
-				SET_ERR("row %" PRIu64 " out of range: stream %u has %" PRIu64 " rows",
+				SET_ERR("row %" PRIu64 " out of range: stream %u has %" PRIu64
+					" rows",
 					rows[i], s->id, s->n);
 				return -ERANGE;
 			}
@@ -784,8 +786,8 @@ static int reply_batch(struct tfs_buf *r, struct stream *s, unsigned slot)
 	tfs_staging_locate(s->ring, slot, &loc);
 	for (size_t c = 0; c < s->ncols; c++)
 		bytes += rows * s->ver->manifest.cols[s->cols[c]].row_bytes;
-	rc = tfs_buf_printf(r, "ok stream=%u slot=%u rows=%zu pos=%" PRIu64 " bytes=%" PRIu64, s->id,
-			    slot, rows, s->slot_pos[slot], bytes);
+	rc = tfs_buf_printf(r, "ok stream=%u slot=%u rows=%zu pos=%" PRIu64 " bytes=%" PRIu64,
+			    s->id, slot, rows, s->slot_pos[slot], bytes);
 	if (!rc && loc.device == TFS_STAGING_HOST)
 		rc = tfs_buf_printf(r, " file=%s file_bytes=%" PRIu64, loc.path, loc.file_bytes);
 	if (!rc && loc.device != TFS_STAGING_HOST) {
@@ -1055,14 +1057,13 @@ static int text_stats(struct tfs_ctlfile_session *se, const struct kv *kv, size_
 	if (rc)
 		return rc;
 	stats_now(se->ctl, &st, se);
-	return tfs_buf_printf(r,
-			      "ok sessions=%" PRIu64 " streams=%" PRIu64 " slots=%" PRIu64
-			      " leased=%" PRIu64 " batches=%" PRIu64 " rows=%" PRIu64
-			      " bytes=%" PRIu64 " requests=%" PRIu64 " errors=%" PRIu64
-			      " session_streams=%" PRIu64 " session_leased=%" PRIu64 "\n",
-			      st.sessions, st.streams, st.slots, st.slots_leased, st.batches, st.rows,
-			      st.bytes, st.requests, st.errors, st.session_streams,
-			      st.session_leased);
+	return tfs_buf_printf(
+		r,
+		"ok sessions=%" PRIu64 " streams=%" PRIu64 " slots=%" PRIu64 " leased=%" PRIu64
+		" batches=%" PRIu64 " rows=%" PRIu64 " bytes=%" PRIu64 " requests=%" PRIu64
+		" errors=%" PRIu64 " session_streams=%" PRIu64 " session_leased=%" PRIu64 "\n",
+		st.sessions, st.streams, st.slots, st.slots_leased, st.batches, st.rows, st.bytes,
+		st.requests, st.errors, st.session_streams, st.session_leased);
 }
 
 /* One request line (NUL-terminated, no newline, modified in place) -> one reply line. */
@@ -1278,7 +1279,9 @@ static int ioc_open(struct tfs_ctlfile_session *se, struct tfs_ctl_open *o, char
 	}
 	a.depth = o->depth;
 	a.batch = o->batch;
-	a.ahead = o->ahead == UINT32_MAX ? -1 : o->ahead > MAX_AHEAD ? MAX_AHEAD + 1 : (long)o->ahead;
+	a.ahead = o->ahead == UINT32_MAX ? -1
+		  : o->ahead > MAX_AHEAD ? MAX_AHEAD + 1
+					 : (long)o->ahead;
 	rc = do_open(se, &a, &s, err);
 	if (rc)
 		return rc;
@@ -1403,9 +1406,9 @@ int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 	return tfs_buf_printf(out,
 			      "  \"staging\": {\"sessions\": %" PRIu64 ", \"streams\": %" PRIu64
 			      ", \"slots\": %" PRIu64 ", \"slots_leased\": %" PRIu64
-			      ", \"batches\": %" PRIu64 ", \"rows\": %" PRIu64 ", \"bytes\": %" PRIu64
-			      ", \"gather_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
-			      "},\n",
-			      st.sessions, st.streams, st.slots, st.slots_leased, st.batches, st.rows,
-			      st.bytes, (double)ss.fill_ns / 1e9, st.requests, st.errors);
+			      ", \"batches\": %" PRIu64 ", \"rows\": %" PRIu64
+			      ", \"bytes\": %" PRIu64 ", \"gather_s\": %.3f, \"requests\": %" PRIu64
+			      ", \"errors\": %" PRIu64 "},\n",
+			      st.sessions, st.streams, st.slots, st.slots_leased, st.batches,
+			      st.rows, st.bytes, (double)ss.fill_ns / 1e9, st.requests, st.errors);
 }

@@ -16,11 +16,11 @@ struct tfs_ctlfile;
 struct tfs_ctlfile_session;
 
 struct tfs_ctlfile_config {
-	struct tfs_store *store;  /* borrowed: outlives the control file */
-	struct tfs_cache *cache;  /* borrowed */
-	const char *mountpoint;	  /* absolute targets are taken relative to it; may be NULL */
-	const char *shm_dir;	  /* host slot files; NULL: /dev/shm */
-	unsigned threads;	  /* gather threads; 0: a default from the CPU count */
+	struct tfs_store *store; /* borrowed: outlives the control file */
+	struct tfs_cache *cache; /* borrowed */
+	const char *mountpoint;	 /* absolute targets are taken relative to it; may be NULL */
+	const char *shm_dir;	 /* host slot files; NULL: /dev/shm */
+	unsigned threads;	 /* gather threads; 0: a default from the CPU count */
 };
 
 /* Also removes slot files that daemons no longer running left in the shm directory. */

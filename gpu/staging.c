@@ -309,7 +309,8 @@ int tfs_staging_create(struct tfs_staging_pool *pool, const struct tfs_staging_c
 		    bytes > TFS_STAGING_MAX_SLOT_BYTES ||
 		    (off += align_up(bytes)) > TFS_STAGING_MAX_SLOT_BYTES) {
 			snprintf(err, err_cap,
-				 "a slot of %" PRIu64 " rows of these columns is larger than %llu MiB",
+				 "a slot of %" PRIu64
+				 " rows of these columns is larger than %llu MiB",
 				 cfg->max_rows, TFS_STAGING_MAX_SLOT_BYTES >> 20);
 			free(st);
 			return -E2BIG;

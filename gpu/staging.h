@@ -32,26 +32,26 @@ int tfs_staging_parse_device(const char *s, int *device);
 int tfs_staging_probe(int device, char *err, size_t err_cap);
 
 struct tfs_staging_config {
-	struct tfs_version *ver;  /* the ring takes a reference */
-	struct tfs_cache *cache;  /* borrowed: outlives the ring */
+	struct tfs_version *ver; /* the ring takes a reference */
+	struct tfs_cache *cache; /* borrowed: outlives the ring */
 	size_t ncols;
 	size_t cols[TFS_STAGING_MAX_COLS]; /* column indices in ver */
-	uint64_t max_rows;	  /* rows one slot holds */
-	unsigned depth;		  /* slots */
-	int device;		  /* TFS_STAGING_HOST or a CUDA device */
-	const char *shm_dir;	  /* host: directory of slot files; NULL: /dev/shm */
-	const char *tag;	  /* host: makes the file name unique: tensorfs-<tag> */
-	uid_t uid;		  /* host: the loader, who must be able to read the file */
+	uint64_t max_rows;		   /* rows one slot holds */
+	unsigned depth;			   /* slots */
+	int device;			   /* TFS_STAGING_HOST or a CUDA device */
+	const char *shm_dir;		   /* host: directory of slot files; NULL: /dev/shm */
+	const char *tag;		   /* host: makes the file name unique: tensorfs-<tag> */
+	uid_t uid;			   /* host: the loader, who must be able to read the file */
 	gid_t gid;
 };
 
 /* Where a slot's batch is, for the loader. */
 struct tfs_staging_loc {
 	int device;
-	const char *path;    /* host: the file holding every slot of the ring (valid with the ring) */
+	const char *path; /* host: the file holding every slot of the ring (valid with the ring) */
 	uint64_t file_bytes; /* host: its size */
 	uint64_t base;	     /* offset of the slot in the file or in the device allocation */
-	uint64_t col_off[TFS_STAGING_MAX_COLS]; /* offset of each column, base included */
+	uint64_t col_off[TFS_STAGING_MAX_COLS];		/* offset of each column, base included */
 	unsigned char ipc_mem[TFS_STAGING_IPC_BYTES];	/* cuda: IPC handle of the allocation */
 	unsigned char ipc_event[TFS_STAGING_IPC_BYTES]; /* cuda: the slot's interprocess event */
 	void *dev_mem; /* cuda: the allocation, as this process addresses it (tests, kernels) */
@@ -91,10 +91,10 @@ void tfs_staging_locate(const struct tfs_staging *st, unsigned slot, struct tfs_
 
 /* Process-wide counters. */
 struct tfs_staging_stats {
-	uint64_t rings, slots, leased;	 /* now */
-	uint64_t batches, rows, bytes;	 /* gathered */
-	uint64_t fill_ns;		 /* time spent gathering */
-	uint64_t errors;		 /* failed fills */
+	uint64_t rings, slots, leased; /* now */
+	uint64_t batches, rows, bytes; /* gathered */
+	uint64_t fill_ns;	       /* time spent gathering */
+	uint64_t errors;	       /* failed fills */
 };
 void tfs_staging_stats(struct tfs_staging_stats *out);
 

@@ -46,13 +46,13 @@ static int cuda_errno(cudaError_t e, const char *what)
 	}
 }
 
-#define CK(call)                                                                               \
-	do {                                                                                   \
-		cudaError_t e_ = (call);                                                       \
-		if (e_ != cudaSuccess) {                                                       \
-			rc = cuda_errno(e_, #call);                                            \
-			goto out;                                                              \
-		}                                                                              \
+#define CK(call)                                    \
+	do {                                        \
+		cudaError_t e_ = (call);            \
+		if (e_ != cudaSuccess) {            \
+			rc = cuda_errno(e_, #call); \
+			goto out;                   \
+		}                                   \
 	} while (0)
 
 static int cuda_probe(int device, char *err, size_t err_cap)
@@ -132,7 +132,8 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	}
 out:
 	if (rc) {
-		snprintf(err, err_cap, "cuda:%d: cannot set up %u slots of %llu bytes (%s; see the log)",
+		snprintf(err, err_cap,
+			 "cuda:%d: cannot set up %u slots of %llu bytes (%s; see the log)",
 			 cfg->device, cfg->depth, (unsigned long long)slot_bytes,
 			 rc == -ENOMEM ? "out of memory" : "CUDA error");
 		cuda_destroy(c);

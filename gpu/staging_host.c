@@ -39,11 +39,11 @@ static int grant_read(int fd, uid_t uid)
 		uint16_t tag, perm;
 		uint32_t id;
 	} acl[5] = {
-		{ 0x01, 6, UINT32_MAX },	 /* ACL_USER_OBJ: rw */
+		{ 0x01, 6, UINT32_MAX },    /* ACL_USER_OBJ: rw */
 		{ 0x02, 4, (uint32_t)uid }, /* ACL_USER: r */
-		{ 0x04, 0, UINT32_MAX },	 /* ACL_GROUP_OBJ */
-		{ 0x10, 4, UINT32_MAX },	 /* ACL_MASK: r */
-		{ 0x20, 0, UINT32_MAX },	 /* ACL_OTHER */
+		{ 0x04, 0, UINT32_MAX },    /* ACL_GROUP_OBJ */
+		{ 0x10, 4, UINT32_MAX },    /* ACL_MASK: r */
+		{ 0x20, 0, UINT32_MAX },    /* ACL_OTHER */
 	};
 	uint8_t buf[4 + sizeof(acl)];
 	const uint32_t version = 2;

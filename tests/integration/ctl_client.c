@@ -82,7 +82,8 @@ int main(int argc, char **argv)
 			size_t n = 0;
 			char *copy = strdup(op + 5);
 
-			for (char *t = strtok(copy, ","); t && n < TFS_CTL_MAX_ROWS; t = strtok(NULL, ","))
+			for (char *t = strtok(copy, ","); t && n < TFS_CTL_MAX_ROWS;
+			     t = strtok(NULL, ","))
 				rows[n++] = strtoull(t, NULL, 10);
 			free(copy);
 			rc = tfs_client_stage_rows(fd, o.stream, rows, n, &io);
@@ -115,7 +116,8 @@ int main(int argc, char **argv)
 			struct tfs_ctl_stats st;
 
 			rc = tfs_client_stats(fd, &st);
-			printf("stats %d sessions %llu streams %llu leased %llu session_leased %llu\n",
+			printf("stats %d sessions %llu streams %llu leased %llu session_leased "
+			       "%llu\n",
 			       rc, (unsigned long long)st.sessions, (unsigned long long)st.streams,
 			       (unsigned long long)st.slots_leased,
 			       (unsigned long long)st.session_leased);

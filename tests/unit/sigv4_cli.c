@@ -20,7 +20,8 @@ int main(int argc, char **argv)
 	size_t nextra = 0;
 	int rc;
 
-	if (argc < 6 || argc - 6 > 32 || !c.access_key || !c.secret_key || !strstr(argv[2], "://")) {
+	if (argc < 6 || argc - 6 > 32 || !c.access_key || !c.secret_key ||
+	    !strstr(argv[2], "://")) {
 		fprintf(stderr, "usage: sigv4_cli METHOD URL PAYLOAD_HASH EPOCH REGION "
 				"[NAME:VALUE ...] (keys in AWS_* variables)\n");
 		return 2;

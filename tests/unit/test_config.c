@@ -35,12 +35,11 @@ static int setup(void **state)
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/config.ini", dir);
 	assert_int_equal(tfs_config_set_path(path), 0);
-	for (const char *const *v = (const char *const[]){ "AWS_ACCESS_KEY_ID",
-							    "AWS_SECRET_ACCESS_KEY",
-							    "AWS_SESSION_TOKEN", "AWS_REGION",
-							    "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
-							    "AWS_ENDPOINT_URL_S3",
-							    "TENSORFS_HTTP_RETRIES", NULL };
+	for (const char *const *v =
+		     (const char *const[]){ "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+					    "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+					    "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+					    "TENSORFS_HTTP_RETRIES", NULL };
 	     *v; v++)
 		unsetenv(*v);
 	return 0;

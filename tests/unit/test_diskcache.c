@@ -79,8 +79,8 @@ static void put_obj(const struct lake *l, uint64_t seed, size_t raw_len, struct 
 	assert_non_null(raw);
 	memset(o, 0, sizeof(*o));
 	fill_random(raw, raw_len, seed);
-	assert_int_equal(tfs_object_encode(TFS_OBJ_CHUNK, TFS_CODEC_RAW, 0, raw, raw_len, &o->bytes),
-			 0);
+	assert_int_equal(
+		tfs_object_encode(TFS_OBJ_CHUNK, TFS_CODEC_RAW, 0, raw, raw_len, &o->bytes), 0);
 	free(raw);
 	assert_int_equal(o->bytes.len, raw_len + TFS_OBJ_HEADER_SIZE);
 	assert_int_equal(tfs_store_open(l->url, 0, &s), 0);
@@ -515,7 +515,8 @@ static void test_other_keys_go_to_inner(void **state)
 	uint64_t gets;
 	size_t files;
 	int n = 0;
-	static const char head1[] = "1111111111111111111111111111111111111111111111111111111111111111\n";
+	static const char head1[] =
+		"1111111111111111111111111111111111111111111111111111111111111111\n";
 
 	(void)state;
 	make_lake("keys", &l);
@@ -693,7 +694,8 @@ static void test_leftovers_and_foreign_files(void **state)
 	make_lake("leftovers", &l);
 	put_obj(&l, 8, 1000, &o);
 	assert_int_equal(mkdir(l.cache, 0700), 0);
-	/* A crashed writer's old temporary, a fresh one (maybe another process's) and a stranger. */
+	/* A crashed writer's old temporary, a fresh one (maybe another process's) and a stranger.
+	 */
 	static const char *names[] = { ".tmp-1-1", ".tmp-2-2", "README" };
 	for (int i = 0; i < 3; i++) {
 		snprintf(f, sizeof(f), "%s/%s", l.cache, names[i]);
@@ -773,8 +775,9 @@ static void test_concurrent_small_budget(void **state)
 	put_objs(&l, o, NOBJ, 0, 100);
 	s = wrap(&l, budget);
 	for (unsigned i = 0; i < NTHREADS; i++)
-		w[i] = (struct worker){ .s = s, .objs = o, .nobjs = NOBJ, .seed = i + 1,
-					.iters = ITERS };
+		w[i] = (struct worker){
+			.s = s, .objs = o, .nobjs = NOBJ, .seed = i + 1, .iters = ITERS
+		};
 	run_workers(w, NTHREADS);
 	st = stats_of(s);
 	assert_int_equal(st.hits + st.misses, NTHREADS * ITERS);
@@ -790,8 +793,9 @@ static void test_concurrent_small_budget(void **state)
 	/* And again after a remount, with the same files. */
 	s = wrap(&l, budget);
 	for (unsigned i = 0; i < NTHREADS; i++)
-		w[i] = (struct worker){ .s = s, .objs = o, .nobjs = NOBJ, .seed = 100 + i,
-					.iters = ITERS / 4 };
+		w[i] = (struct worker){
+			.s = s, .objs = o, .nobjs = NOBJ, .seed = 100 + i, .iters = ITERS / 4
+		};
 	run_workers(w, NTHREADS);
 	assert_true(stats_of(s).bytes_used <= budget);
 	tfs_store_close(s);

@@ -245,7 +245,7 @@ static void test_manifest_round_trip(void **state)
 	text = serialize_manifest(&m, &len);
 	assert_int_equal(strlen(text), len);
 	assert_memory_equal(text, "tensorfs-manifest 1\nrows 1000\ncolumn label\n", 42);
-	assert_non_null(strstr(text, "\nshape\n"));		/* a scalar column */
+	assert_non_null(strstr(text, "\nshape\n"));	    /* a scalar column */
 	assert_non_null(strstr(text, "\nshape 2 3 4 5\n")); /* ndim 4 */
 	assert_non_null(strstr(text, "\ncodec zstd -5\n"));
 	if (tfs_manifest_parse(text, len, &back, err, sizeof(err)))
@@ -414,9 +414,9 @@ static void test_manifest_parse_rejects_column_rows_mismatch(void **state)
 static void test_manifest_parse_rejects_bad_dtype(void **state)
 {
 	static const char *const bad[] = {
-		"dtype <U5", "dtype |O",  "dtype >f4", /* stored dtypes are never big-endian */
-		"dtype =f4", "dtype f4",  "dtype <i3", "dtype <f16", "dtype ",
-		"dtype",     "dtipe <f4", "dtype |f4",
+		"dtype <U5", "dtype |O", "dtype >f4", /* stored dtypes are never big-endian */
+		"dtype =f4", "dtype f4", "dtype <i3", "dtype <f16",
+		"dtype ",    "dtype",	 "dtipe <f4", "dtype |f4",
 	};
 	char *text = sample_manifest_text();
 
@@ -450,9 +450,8 @@ static void test_manifest_parse_rejects_duplicate_columns(void **state)
 static void test_manifest_parse_rejects_invalid_column_names(void **state)
 {
 	static const char *const bad[] = {
-		"column .hidden", "column -x",	"column a/b", "column a b",
-		"column ",	  "column",	"columnx",    "column x\tx",
-		"Column x",	  "column ../x",
+		"column .hidden", "column -x", "column a/b",  "column a b", "column ",
+		"column",	  "columnx",   "column x\tx", "Column x",   "column ../x",
 	};
 	char *text = sample_manifest_text();
 
@@ -929,9 +928,9 @@ static void test_lake_list_lists_only_datasets(void **state)
 	{
 		struct tfs_id id;
 
-		assert_int_equal(tfs_object_put(s, "halfmade", TFS_OBJ_CHUNK, TFS_CODEC_RAW, 0, "x",
-						1, &id),
-				 0);
+		assert_int_equal(
+			tfs_object_put(s, "halfmade", TFS_OBJ_CHUNK, TFS_CODEC_RAW, 0, "x", 1, &id),
+			0);
 	}
 
 	assert_int_equal(tfs_lake_list(s, collect_name, &l), 0);
@@ -1039,9 +1038,8 @@ static void test_object_put_get_round_trip(void **state)
 					 0);
 			assert_true(tfs_id_eq(&id, &id2));
 			/* Asking for another type fails. */
-			assert_int_equal(tfs_object_get(s, "ds", &id, types[(t + 1) % 3], &raw,
-							&len),
-					 -EIO);
+			assert_int_equal(
+				tfs_object_get(s, "ds", &id, types[(t + 1) % 3], &raw, &len), -EIO);
 			tfs_buf_free(&enc);
 		}
 	}
@@ -1245,9 +1243,15 @@ static void test_url_split(void **state)
 		{ "/ds", "/", "ds" },
 	};
 	static const char *const bad[] = {
-		"file:///tmp/lake/.hidden", "file:///tmp/lake/-x", "file:///tmp/lake/a b",
-		"file://",		    "file:///",		   "file:////",
-		"",			    "ds",		   "/",
+		"file:///tmp/lake/.hidden",
+		"file:///tmp/lake/-x",
+		"file:///tmp/lake/a b",
+		"file://",
+		"file:///",
+		"file:////",
+		"",
+		"ds",
+		"/",
 		"file:///tmp/lake/ds\n",
 	};
 
@@ -1296,8 +1300,23 @@ static void test_parse_size(void **state)
 		{ "18446744073709551615", UINT64_MAX },
 	};
 	static const char *const bad[] = {
-		"x",   "-1",	"4q",	"",    "k",	"4 k",	" 4", "+4", "4.5M", "4kk",
-		"4ib", "4kib2", "4MB ", "0x10", "1e3", "16777216T", "18446744073709551616",
+		"x",
+		"-1",
+		"4q",
+		"",
+		"k",
+		"4 k",
+		" 4",
+		"+4",
+		"4.5M",
+		"4kk",
+		"4ib",
+		"4kib2",
+		"4MB ",
+		"0x10",
+		"1e3",
+		"16777216T",
+		"18446744073709551616",
 		"17179869184G",
 	};
 
@@ -1330,8 +1349,8 @@ static void test_name_valid(void **state)
 		"a", "Z", "0", "ds", "imagenet-1k", "v1.2.3", "a_b", "x.", "x-", "a..b", "_private",
 	};
 	static const char *const bad[] = {
-		"", ".", "..", ".hidden", "-x", "a/b", "a b", "a\tb", "a\n", "caf\xc3\xa9", "a:b",
-		"a*", "a\\b", "$x",
+		"",	".",   "..",	      ".hidden", "-x", "a/b",  "a b",
+		"a\tb", "a\n", "caf\xc3\xa9", "a:b",	 "a*", "a\\b", "$x",
 	};
 	char longest[130];
 

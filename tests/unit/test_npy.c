@@ -130,8 +130,8 @@ static void guarded_free(struct guarded *g)
 	munmap(g->map, g->map_len);
 }
 
-static int parse_exact(const void *p, size_t n, struct tfs_npy_info *info, size_t *need,
-		       char *err, size_t err_cap)
+static int parse_exact(const void *p, size_t n, struct tfs_npy_info *info, size_t *need, char *err,
+		       size_t err_cap)
 {
 	struct guarded g = guarded_copy(p, n);
 	int rc = tfs_npy_parse(g.p, n, info, need, err, err_cap);
@@ -184,19 +184,19 @@ static void test_dtype_parse_supported(void **state)
 		uint32_t itemsize;
 		int big;
 	} cases[] = {
-		{ "|b1", "|b1", 'b', 1, 0 },   { "<i1", "|i1", 'i', 1, 0 },
-		{ "|u1", "|u1", 'u', 1, 0 },   { "<i2", "<i2", 'i', 2, 0 },
-		{ ">i2", "<i2", 'i', 2, 1 },   { "<u4", "<u4", 'u', 4, 0 },
-		{ ">u8", "<u8", 'u', 8, 1 },   { "<f2", "<f2", 'f', 2, 0 },
-		{ "<f4", "<f4", 'f', 4, 0 },   { ">f8", "<f8", 'f', 8, 1 },
-		{ "<c8", "<c8", 'c', 8, 0 },   { ">c16", "<c16", 'c', 16, 1 },
-		{ "=f4", "<f4", 'f', 4, 0 },   { "b1", "|b1", 'b', 1, 0 },
-		{ "|i1", "|i1", 'i', 1, 0 },   { ">i1", "|i1", 'i', 1, 0 },
-		{ ">b1", "|b1", 'b', 1, 0 },   { "<i8", "<i8", 'i', 8, 0 },
-		{ ">i4", "<i4", 'i', 4, 1 },   { "<u2", "<u2", 'u', 2, 0 },
-		{ ">f2", "<f2", 'f', 2, 1 },   { ">c8", "<c8", 'c', 8, 1 },
+		{ "|b1", "|b1", 'b', 1, 0 },	{ "<i1", "|i1", 'i', 1, 0 },
+		{ "|u1", "|u1", 'u', 1, 0 },	{ "<i2", "<i2", 'i', 2, 0 },
+		{ ">i2", "<i2", 'i', 2, 1 },	{ "<u4", "<u4", 'u', 4, 0 },
+		{ ">u8", "<u8", 'u', 8, 1 },	{ "<f2", "<f2", 'f', 2, 0 },
+		{ "<f4", "<f4", 'f', 4, 0 },	{ ">f8", "<f8", 'f', 8, 1 },
+		{ "<c8", "<c8", 'c', 8, 0 },	{ ">c16", "<c16", 'c', 16, 1 },
+		{ "=f4", "<f4", 'f', 4, 0 },	{ "b1", "|b1", 'b', 1, 0 },
+		{ "|i1", "|i1", 'i', 1, 0 },	{ ">i1", "|i1", 'i', 1, 0 },
+		{ ">b1", "|b1", 'b', 1, 0 },	{ "<i8", "<i8", 'i', 8, 0 },
+		{ ">i4", "<i4", 'i', 4, 1 },	{ "<u2", "<u2", 'u', 2, 0 },
+		{ ">f2", "<f2", 'f', 2, 1 },	{ ">c8", "<c8", 'c', 8, 1 },
 		{ "<c16", "<c16", 'c', 16, 0 }, { "f8", "<f8", 'f', 8, 0 },
-		{ "=i8", "<i8", 'i', 8, 0 },   { "u1", "|u1", 'u', 1, 0 },
+		{ "=i8", "<i8", 'i', 8, 0 },	{ "u1", "|u1", 'u', 1, 0 },
 	};
 
 	(void)state;
@@ -238,9 +238,9 @@ static void test_dtype_parse_normalised_descr_is_fixed_point(void **state)
 static void test_dtype_parse_rejects_unsupported(void **state)
 {
 	static const char *const bad[] = {
-		"<U5", "|O", "<M8[ns]", "<f16", "<V8", "<i3",  "|S5",	"<m8", "O",   "<f1",
-		"<b2", "<c4", "<c32",	"<i16", "<u3", "<f4x", "<f 4", "<f-4", "<f+4", "x4",
-		"<<f4", "<f",  "f",	"<i",	"?",   "<i4 ", " <i4", "<i0", "<f0", "<c0",
+		"<U5",	"|O",  "<M8[ns]", "<f16", "<V8", "<i3",	 "|S5",	 "<m8",	 "O",	 "<f1",
+		"<b2",	"<c4", "<c32",	  "<i16", "<u3", "<f4x", "<f 4", "<f-4", "<f+4", "x4",
+		"<<f4", "<f",  "f",	  "<i",	  "?",	 "<i4 ", " <i4", "<i0",	 "<f0",	 "<c0",
 	};
 
 	(void)state;
@@ -400,8 +400,8 @@ static void test_dtype_swap_complex128_swaps_each_half(void **state)
 
 static void test_dtype_swap_twice_is_identity(void **state)
 {
-	static const char *const descrs[] = { ">i2", ">u4", ">i8", ">f2", ">f4", ">f8",
-					      ">c8", ">c16", "|u1", "|b1" };
+	static const char *const descrs[] = { ">i2", ">u4", ">i8",  ">f2", ">f4",
+					      ">f8", ">c8", ">c16", "|u1", "|b1" };
 	uint8_t buf[64], orig[64];
 
 	(void)state;
@@ -508,8 +508,9 @@ static void test_npy_parse_too_many_dims(void **state)
 	char err[256] = "";
 
 	(void)state;
-	n = (size_t)snprintf(dict, sizeof(dict), "{'descr': '<u2', 'fortran_order': False, "
-						 "'shape': (2");
+	n = (size_t)snprintf(dict, sizeof(dict),
+			     "{'descr': '<u2', 'fortran_order': False, "
+			     "'shape': (2");
 	for (int d = 1; d < TFS_MAX_DIMS + 1; d++)
 		n += (size_t)snprintf(dict + n, sizeof(dict) - n, ", 1");
 	snprintf(dict + n, sizeof(dict) - n, "), }");
@@ -593,17 +594,17 @@ static void test_npy_parse_bad_magic(void **state)
 		memcpy(buf, npy_v1_f4_5, sizeof(npy_v1_f4_5) - 1);
 		buf[pos] ^= 0x20;
 		err[0] = 0;
-		assert_int_equal(parse_exact(buf, sizeof(npy_v1_f4_5) - 1, &info, &need, err,
-					     sizeof(err)),
-				 -EINVAL);
+		assert_int_equal(
+			parse_exact(buf, sizeof(npy_v1_f4_5) - 1, &info, &need, err, sizeof(err)),
+			-EINVAL);
 		assert_non_null(strstr(err, "magic"));
 	}
 	/* Ten bytes are enough to tell. */
 	assert_int_equal(parse_exact("PK\x03\x04zipfile!", 10, &info, &need, err, sizeof(err)),
 			 -EINVAL);
-	assert_int_equal(parse_exact("\x93NUMPX\x01\x00\x10\x00", 10, &info, &need, err,
-				     sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+		parse_exact("\x93NUMPX\x01\x00\x10\x00", 10, &info, &need, err, sizeof(err)),
+		-EINVAL);
 }
 
 static void test_npy_parse_unknown_version(void **state)
@@ -619,9 +620,9 @@ static void test_npy_parse_unknown_version(void **state)
 		memcpy(buf, npy_v1_f4_5, sizeof(npy_v1_f4_5) - 1);
 		buf[6] = majors[i];
 		err[0] = 0;
-		assert_int_equal(parse_exact(buf, sizeof(npy_v1_f4_5) - 1, &info, &need, err,
-					     sizeof(err)),
-				 -EINVAL);
+		assert_int_equal(
+			parse_exact(buf, sizeof(npy_v1_f4_5) - 1, &info, &need, err, sizeof(err)),
+			-EINVAL);
 		assert_non_null(strstr(err, "version"));
 	}
 }
@@ -803,8 +804,9 @@ static void test_npy_parse_v2_long_header(void **state)
 	(void)state;
 	assert_non_null(dict);
 	assert_non_null(buf);
-	n = (size_t)snprintf(dict, dl + 1, "{'descr': '>f8', 'fortran_order': False, "
-					   "'shape': (6, 7), }");
+	n = (size_t)snprintf(dict, dl + 1,
+			     "{'descr': '>f8', 'fortran_order': False, "
+			     "'shape': (6, 7), }");
 	memset(dict + n, ' ', dl - n);
 	dict[dl] = 0;
 	n = make_npy(2, dict, buf, dl + 128);
@@ -933,8 +935,7 @@ static void test_npy_read_header_truncated_files(void **state)
 			char err[256] = "";
 			int fd = temp_file(c->bytes, len);
 
-			assert_int_equal(tfs_npy_read_header(fd, &info, err, sizeof(err)),
-					 -EINVAL);
+			assert_int_equal(tfs_npy_read_header(fd, &info, err, sizeof(err)), -EINVAL);
 			assert_true(err[0] != 0);
 			close(fd);
 		}

@@ -18,8 +18,7 @@
 #define MIB (1024u * 1024u)
 
 /* SHA-256("abc") from FIPS 180-2, appendix B.1. */
-static const char abc_sha256[] =
-	"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+static const char abc_sha256[] = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 
 /* Deterministic pseudo-random bytes (xorshift64*), so failures reproduce. */
 static void fill_random(uint8_t *p, size_t n, uint64_t seed)
@@ -64,8 +63,8 @@ static void reseal_header(uint8_t *obj)
 	put_le64(obj + 40, XXH3_64bits(obj, 40));
 }
 
-static void encode_ok(enum tfs_obj_type type, enum tfs_codec_id codec, const void *raw,
-		      size_t len, struct tfs_buf *out)
+static void encode_ok(enum tfs_obj_type type, enum tfs_codec_id codec, const void *raw, size_t len,
+		      struct tfs_buf *out)
 {
 	assert_int_equal(tfs_object_encode(type, codec, 3, raw, len, out), 0);
 	assert_true(out->len >= TFS_OBJ_HEADER_SIZE);
@@ -256,9 +255,8 @@ static void round_trip(enum tfs_codec_id codec, const uint8_t *raw, size_t len,
 	if (len)
 		assert_memory_equal(dst, raw, len);
 
-	assert_int_equal(tfs_object_decode_alloc(obj.data, obj.len, TFS_OBJ_CHUNK, &alloc,
-						 &alloc_len),
-			 0);
+	assert_int_equal(
+		tfs_object_decode_alloc(obj.data, obj.len, TFS_OBJ_CHUNK, &alloc, &alloc_len), 0);
 	assert_non_null(alloc);
 	assert_int_equal(alloc_len, len);
 	if (len)

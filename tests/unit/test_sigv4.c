@@ -47,68 +47,191 @@ struct vec {
 	const char *signed_headers, *signature;
 };
 
-#define HOST { "Host", "example.amazonaws.com" }
-#define XDATE { "X-Amz-Date", SUITE_DATE }
+#define HOST                                    \
+	{                                       \
+		"Host", "example.amazonaws.com" \
+	}
+#define XDATE                            \
+	{                                \
+		"X-Amz-Date", SUITE_DATE \
+	}
 
 static const struct vec suite[] = {
-	{ "get-vanilla", "GET", "/", NULL, "", { HOST, XDATE }, 2, "host;x-amz-date",
+	{ "get-vanilla",
+	  "GET",
+	  "/",
+	  NULL,
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
 	  "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31" },
-	{ "get-vanilla-query-order-key-case", "GET", "/", "Param2=value2&Param1=value1", "",
-	  { HOST, XDATE }, 2, "host;x-amz-date",
+	{ "get-vanilla-query-order-key-case",
+	  "GET",
+	  "/",
+	  "Param2=value2&Param1=value1",
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
 	  "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500" },
-	{ "get-vanilla-empty-query-key", "GET", "/", "Param1=value1", "", { HOST, XDATE }, 2,
-	  "host;x-amz-date", "a67d582fa61cc504c4bae71f336f98b97f1ea3c7a6bfe1b6e45aec72011b9aeb" },
-	{ "get-vanilla-query-unreserved", "GET", "/",
+	{ "get-vanilla-empty-query-key",
+	  "GET",
+	  "/",
+	  "Param1=value1",
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
+	  "a67d582fa61cc504c4bae71f336f98b97f1ea3c7a6bfe1b6e45aec72011b9aeb" },
+	{ "get-vanilla-query-unreserved",
+	  "GET",
+	  "/",
 	  "-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz="
 	  "-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
-	  "", { HOST, XDATE }, 2, "host;x-amz-date",
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
 	  "9c3e54bfcdf0b19771a7f523ee5669cdf59bc7cc0884027167c21bb143a40197" },
-	{ "get-vanilla-utf8-query", "GET", "/", "%E1%88%B4=bar", "", { HOST, XDATE }, 2,
-	  "host;x-amz-date", "2cdec8eed098649ff3a119c94853b13c643bcf08f8b0a1d91e12c9027818dd04" },
-	{ "get-unreserved", "GET",
-	  "/-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", NULL, "",
-	  { HOST, XDATE }, 2, "host;x-amz-date",
+	{ "get-vanilla-utf8-query",
+	  "GET",
+	  "/",
+	  "%E1%88%B4=bar",
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
+	  "2cdec8eed098649ff3a119c94853b13c643bcf08f8b0a1d91e12c9027818dd04" },
+	{ "get-unreserved",
+	  "GET",
+	  "/-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+	  NULL,
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
 	  "07ef7494c76fa4850883e2b006601f940f8a34d404d0cfa977f52a65bbf5f24f" },
 	/* The raw path "/\u1234" and its wire form must sign alike. */
-	{ "get-utf8", "GET", "/\xe1\x88\xb4", NULL, "", { HOST, XDATE }, 2, "host;x-amz-date",
+	{ "get-utf8",
+	  "GET",
+	  "/\xe1\x88\xb4",
+	  NULL,
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
 	  "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85" },
-	{ "get-utf8 (encoded)", "GET", "/%E1%88%B4", NULL, "", { HOST, XDATE }, 2,
-	  "host;x-amz-date", "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85" },
-	{ "get-header-key-duplicate", "GET", "/", NULL, "",
-	  { HOST, { "My-Header1", "value2" }, { "My-Header1", "value2" },
-	    { "My-Header1", "value1" }, XDATE }, 5,
+	{ "get-utf8 (encoded)",
+	  "GET",
+	  "/%E1%88%B4",
+	  NULL,
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
+	  "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85" },
+	{ "get-header-key-duplicate",
+	  "GET",
+	  "/",
+	  NULL,
+	  "",
+	  { HOST,
+	    { "My-Header1", "value2" },
+	    { "My-Header1", "value2" },
+	    { "My-Header1", "value1" },
+	    XDATE },
+	  5,
 	  "host;my-header1;x-amz-date",
 	  "c9d5ea9f3f72853aea855b47ea873832890dbdd183b4468f858259531a5138ea" },
-	{ "get-header-value-order", "GET", "/", NULL, "",
-	  { HOST, { "My-Header1", "value4,value1,value3,value2" }, XDATE }, 3,
+	{ "get-header-value-order",
+	  "GET",
+	  "/",
+	  NULL,
+	  "",
+	  { HOST, { "My-Header1", "value4,value1,value3,value2" }, XDATE },
+	  3,
 	  "host;my-header1;x-amz-date",
 	  "08c7e5a9acfcfeb3ab6b2185e75ce8b1deb5e634ec47601a50643f830c755c01" },
-	{ "get-header-value-trim", "GET", "/", NULL, "",
-	  { HOST, { "My-Header1", " value1" }, { "My-Header2", " \"a   b   c\"" }, XDATE }, 4,
+	{ "get-header-value-trim",
+	  "GET",
+	  "/",
+	  NULL,
+	  "",
+	  { HOST, { "My-Header1", " value1" }, { "My-Header2", " \"a   b   c\"" }, XDATE },
+	  4,
 	  "host;my-header1;my-header2;x-amz-date",
 	  "acc3ed3afb60bb290fc8d2dd0098b9911fcaa05412b367055dee359757a9c736" },
-	{ "post-vanilla", "POST", "/", NULL, "", { HOST, XDATE }, 2, "host;x-amz-date",
+	{ "post-vanilla",
+	  "POST",
+	  "/",
+	  NULL,
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
 	  "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b" },
-	{ "post-header-key-case", "POST", "/", NULL, "", { { "HOST", "example.amazonaws.com" },
-	  { "x-amz-DATE", SUITE_DATE } }, 2, "host;x-amz-date",
+	{ "post-header-key-case",
+	  "POST",
+	  "/",
+	  NULL,
+	  "",
+	  { { "HOST", "example.amazonaws.com" }, { "x-amz-DATE", SUITE_DATE } },
+	  2,
+	  "host;x-amz-date",
 	  "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b" },
-	{ "post-header-value-case", "POST", "/", NULL, "", { HOST, { "My-Header1", "VALUE1" },
-	  XDATE }, 3, "host;my-header1;x-amz-date",
+	{ "post-header-value-case",
+	  "POST",
+	  "/",
+	  NULL,
+	  "",
+	  { HOST, { "My-Header1", "VALUE1" }, XDATE },
+	  3,
+	  "host;my-header1;x-amz-date",
 	  "cdbc9802e29d2942e5e10b5bccfdd67c5f22c7c4e8ae67b53629efa58b974b7d" },
-	{ "post-vanilla-query", "POST", "/", "Param1=value1", "", { HOST, XDATE }, 2,
-	  "host;x-amz-date", "28038455d6de14eafc1f9222cf5aa6f1a96197d7deb8263271d420d138af7f11" },
-	{ "post-vanilla-query-nonunreserved", "POST", "/",
-	  "%40%23%24%25%5E=&%2B=%2F%2C%3F%3E%3C%60%22%3B%3A%5C%7C%5D%5B%7B%7D", "",
-	  { HOST, XDATE }, 2, "host;x-amz-date",
+	{ "post-vanilla-query",
+	  "POST",
+	  "/",
+	  "Param1=value1",
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
+	  "28038455d6de14eafc1f9222cf5aa6f1a96197d7deb8263271d420d138af7f11" },
+	{ "post-vanilla-query-nonunreserved",
+	  "POST",
+	  "/",
+	  "%40%23%24%25%5E=&%2B=%2F%2C%3F%3E%3C%60%22%3B%3A%5C%7C%5D%5B%7B%7D",
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
 	  "66c82657c86e26fb25238d0e69f011edc4c6df5ae71119d7cb98ed9b87393c1e" },
-	{ "post-vanilla-query-space", "POST", "/", "p=", "", { HOST, XDATE }, 2, "host;x-amz-date",
+	{ "post-vanilla-query-space",
+	  "POST",
+	  "/",
+	  "p=",
+	  "",
+	  { HOST, XDATE },
+	  2,
+	  "host;x-amz-date",
 	  "e71688addb58a26418614085fb730ba3faa623b461c17f48f2fbdb9361b94a9b" },
-	{ "post-x-www-form-urlencoded", "POST", "/", NULL, "Param1=value1",
-	  { { "Content-Type", "application/x-www-form-urlencoded" }, HOST, XDATE }, 3,
+	{ "post-x-www-form-urlencoded",
+	  "POST",
+	  "/",
+	  NULL,
+	  "Param1=value1",
+	  { { "Content-Type", "application/x-www-form-urlencoded" }, HOST, XDATE },
+	  3,
 	  "content-type;host;x-amz-date",
 	  "ff11897932ad3f4e8b18135d722051e5ac45fc38421b1da7b9d196a0fe09473a" },
-	{ "post-x-www-form-urlencoded-parameters", "POST", "/", NULL, "Param1=value1",
-	  { { "Content-Type", "application/x-www-form-urlencoded; charset=utf8" }, HOST, XDATE }, 3,
+	{ "post-x-www-form-urlencoded-parameters",
+	  "POST",
+	  "/",
+	  NULL,
+	  "Param1=value1",
+	  { { "Content-Type", "application/x-www-form-urlencoded; charset=utf8" }, HOST, XDATE },
+	  3,
 	  "content-type;host;x-amz-date",
 	  "1a72ec8f64bd914b0e42e42607c7fbce7fb2c7465f63e3092b3b0d39fa77a6fe" },
 };
@@ -152,14 +275,26 @@ static void test_suite_vectors(void **state)
 	}
 }
 
-#define S3HOST { "Host", "examplebucket.s3.amazonaws.com" }
-#define S3DATE { "x-amz-date", S3_DATE }
-#define S3EMPTY { "x-amz-content-sha256", TFS_SIGV4_EMPTY_SHA256 }
+#define S3HOST                                           \
+	{                                                \
+		"Host", "examplebucket.s3.amazonaws.com" \
+	}
+#define S3DATE                        \
+	{                             \
+		"x-amz-date", S3_DATE \
+	}
+#define S3EMPTY                                                \
+	{                                                      \
+		"x-amz-content-sha256", TFS_SIGV4_EMPTY_SHA256 \
+	}
 
 static void test_s3_get_object_range(void **state)
 {
 	const struct tfs_sigv4_header h[] = {
-		S3HOST, { "Range", "bytes=0-9" }, S3EMPTY, S3DATE,
+		S3HOST,
+		{ "Range", "bytes=0-9" },
+		S3EMPTY,
+		S3DATE,
 	};
 	struct tfs_sigv4_request r = { "GET", "/test.txt", NULL, h, 4, TFS_SIGV4_EMPTY_SHA256 };
 	struct tfs_buf c = { 0 };
@@ -183,7 +318,9 @@ static void test_s3_put_object(void **state)
 	const char *body = "Welcome to Amazon S3.";
 	char hash[65];
 	const struct tfs_sigv4_header h[] = {
-		{ "Date", "Fri, 24 May 2013 00:00:00 GMT" }, S3HOST, S3DATE,
+		{ "Date", "Fri, 24 May 2013 00:00:00 GMT" },
+		S3HOST,
+		S3DATE,
 		{ "x-amz-storage-class", "REDUCED_REDUNDANCY" },
 		{ "x-amz-content-sha256", hash },
 	};
@@ -236,8 +373,7 @@ static void test_encode_and_errors(void **state)
 	tfs_buf_free(&b);
 	assert_int_equal(tfs_sigv4_authorization(&r, &s3_key, "2013-05-24", out, sizeof(out)),
 			 -EINVAL);
-	assert_int_equal(tfs_sigv4_authorization(&r, &s3_key, S3_DATE, out, sizeof(out)),
-			 -ENOSPC);
+	assert_int_equal(tfs_sigv4_authorization(&r, &s3_key, S3_DATE, out, sizeof(out)), -ENOSPC);
 	tfs_sigv4_amz_date(1369353600, date); /* 2013-05-24 00:00:00 UTC */
 	assert_string_equal(date, S3_DATE);
 }

@@ -97,9 +97,17 @@ static int teardown(void **state)
 static struct tfs_staging *ring(unsigned depth, uint64_t max_rows, int *rc_out)
 {
 	struct tfs_staging_config cfg = {
-		.ver = ver, .cache = cache, .ncols = 2, .cols = { 0, 1 }, .max_rows = max_rows,
-		.depth = depth, .device = TFS_STAGING_HOST, .shm_dir = tmpdir, .tag = "unit",
-		.uid = getuid(), .gid = getgid(),
+		.ver = ver,
+		.cache = cache,
+		.ncols = 2,
+		.cols = { 0, 1 },
+		.max_rows = max_rows,
+		.depth = depth,
+		.device = TFS_STAGING_HOST,
+		.shm_dir = tmpdir,
+		.tag = "unit",
+		.uid = getuid(),
+		.gid = getgid(),
 	};
 	struct tfs_staging *st = NULL;
 	char err[256] = "";
@@ -174,7 +182,7 @@ static void test_slot_states(void **state)
 	assert_int_equal(tfs_staging_fill(st, 1, rows, 3, 0), -EBUSY); /* filling or ready */
 	assert_int_equal(tfs_staging_fill(st, -1, rows, 3, 0), 0);
 	assert_int_equal(tfs_staging_fill(st, -1, rows, 3, 0), -EBUSY); /* none free */
-	assert_int_equal(tfs_staging_release(st, 0), -EINVAL);		 /* ready, not leased */
+	assert_int_equal(tfs_staging_release(st, 0), -EINVAL);		/* ready, not leased */
 	assert_int_equal(tfs_staging_take(st, 0), 0);
 	assert_int_equal(tfs_staging_take(st, 0), -EINVAL); /* leased already */
 	assert_int_equal(tfs_staging_leased(st), 1);

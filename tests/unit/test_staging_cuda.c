@@ -101,9 +101,17 @@ static int teardown(void **state)
 static struct tfs_staging *ring(int device, unsigned depth, uint64_t max_rows, int *rc_out)
 {
 	struct tfs_staging_config cfg = {
-		.ver = ver, .cache = cache, .ncols = 2, .cols = { 0, 1 }, .max_rows = max_rows,
-		.depth = depth, .device = device, .shm_dir = tmpdir, .tag = "unit",
-		.uid = getuid(), .gid = getgid(),
+		.ver = ver,
+		.cache = cache,
+		.ncols = 2,
+		.cols = { 0, 1 },
+		.max_rows = max_rows,
+		.depth = depth,
+		.device = device,
+		.shm_dir = tmpdir,
+		.tag = "unit",
+		.uid = getuid(),
+		.gid = getgid(),
 	};
 	struct tfs_staging *st = NULL;
 	char err[256] = "";
@@ -193,8 +201,8 @@ static void test_cuda_equals_host(void **state)
 				 cudaSuccess);
 		/* Column a's rows, then column b's (the gap between them is alignment). */
 		assert_memory_equal(got, want, n * 6);
-		assert_memory_equal(got + (dl.col_off[1] - dl.base), want + (hl.col_off[1] - hl.base),
-				    n * 8);
+		assert_memory_equal(got + (dl.col_off[1] - dl.base),
+				    want + (hl.col_off[1] - hl.base), n * 8);
 		free(want);
 		free(got);
 		assert_int_equal(tfs_staging_release(dev, (unsigned)ds), 0);

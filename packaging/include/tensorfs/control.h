@@ -62,45 +62,45 @@
 #define TFS_CTL_IOC_MAGIC 0xB9
 
 #define TFS_CTL_MAX_COLS 16
-#define TFS_CTL_NAME_MAX 136   /* column names are at most 128 characters */
+#define TFS_CTL_NAME_MAX 136 /* column names are at most 128 characters */
 #define TFS_CTL_TARGET_MAX 1024
 #define TFS_CTL_DEVICE_MAX 16
 #define TFS_CTL_MSG_MAX 248
 #define TFS_CTL_PATH_MAX 256
-#define TFS_CTL_MAX_DIMS 32    /* batch dimension included */
-#define TFS_CTL_MAX_ROWS 1024  /* explicit rows per TFS_CTL_IOC_STAGE */
-#define TFS_CTL_IPC_BYTES 64   /* cudaIpcMemHandle_t, cudaIpcEventHandle_t */
+#define TFS_CTL_MAX_DIMS 32   /* batch dimension included */
+#define TFS_CTL_MAX_ROWS 1024 /* explicit rows per TFS_CTL_IOC_STAGE */
+#define TFS_CTL_IPC_BYTES 64  /* cudaIpcMemHandle_t, cudaIpcEventHandle_t */
 
 struct tfs_ctl_status {
-	int32_t status; /* out: 0 or -errno */
-	uint32_t abi;	/* in: TFS_CTL_ABI (0 is accepted as the current one) */
+	int32_t status;		   /* out: 0 or -errno */
+	uint32_t abi;		   /* in: TFS_CTL_ABI (0 is accepted as the current one) */
 	char msg[TFS_CTL_MSG_MAX]; /* out: why, when status < 0 */
 };
 
 struct tfs_ctl_open {
 	struct tfs_ctl_status st;
 	/* in */
-	char target[TFS_CTL_TARGET_MAX];		   /* as in the text request */
-	char cols[TFS_CTL_MAX_COLS][TFS_CTL_NAME_MAX];	   /* the first ncols are used */
+	char target[TFS_CTL_TARGET_MAX];	       /* as in the text request */
+	char cols[TFS_CTL_MAX_COLS][TFS_CTL_NAME_MAX]; /* the first ncols are used */
 	uint32_t ncols;
-	uint32_t depth;	   /* 0: default */
-	uint64_t batch;	   /* most rows per slot; 0: default */
-	uint32_t ahead;	   /* UINT32_MAX: default */
+	uint32_t depth; /* 0: default */
+	uint64_t batch; /* most rows per slot; 0: default */
+	uint32_t ahead; /* UINT32_MAX: default */
 	uint32_t pad0;
 	char device[TFS_CTL_DEVICE_MAX]; /* "host", "cuda:0"; empty: host */
 	/* out */
 	uint32_t stream;
 	uint32_t slots;
-	uint64_t rows;	     /* rows of the stream */
-	uint64_t max_batch;  /* batch as granted */
+	uint64_t rows;	    /* rows of the stream */
+	uint64_t max_batch; /* batch as granted */
 	uint64_t slot_bytes;
-	char commit[72];     /* 64 hex digits */
+	char commit[72]; /* 64 hex digits */
 };
 
 struct tfs_ctl_col {
 	char name[TFS_CTL_NAME_MAX];
-	char dtype[8];	/* numpy descr, e.g. "<f4" */
-	uint32_t ndim;	/* dimensions of the batch, rows included */
+	char dtype[8]; /* numpy descr, e.g. "<f4" */
+	uint32_t ndim; /* dimensions of the batch, rows included */
 	uint32_t pad0;
 	uint64_t shape[TFS_CTL_MAX_DIMS];
 	uint64_t offset; /* from the start of the file (host) or IPC allocation (cuda) */
