@@ -1250,7 +1250,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         description="tensorfs benchmark suite (see the module docstring for the cases)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--cases", default="1,2,3,4,5,6", help="comma-separated case numbers")
+    p.add_argument("--cases", default="1,2,3,4,5,6,7", help="comma-separated case numbers")
     p.add_argument("--quick", action="store_true",
                    help="small sizes for a smoke run (~10 s) (explicit size flags still win)")
     p.add_argument("--size-mb", type=float, default=None,
