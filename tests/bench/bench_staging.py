@@ -22,6 +22,7 @@ The mount is always unmounted before the script exits.
 """
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -60,7 +61,12 @@ class Mount:
             time.sleep(0.05)
 
     def stop(self):
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], stderr=subprocess.DEVNULL)
+        gc.collect()  # drop memmaps that would keep the mount busy
+        if subprocess.run(["fusermount3", "-u", str(self.mnt)],
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            # Still busy (a mapping we could not drop): detach it; the daemon exits when the
+            # last file is closed, and the kill below covers the rest.
+            subprocess.run(["fusermount3", "-uz", str(self.mnt)], stderr=subprocess.DEVNULL)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
