@@ -159,4 +159,4 @@ install: all
 clean:
 	rm -rf build tensorfs
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(GPU_OBJ:.o=.d) $(MOUNT_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(GPU_OBJ:.o=.d) $(MOUNT_OBJ:.o=.d) $(UNIT_BIN:=.d) $(CLIENT_OBJ:.o=.d)
