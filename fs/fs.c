@@ -30,7 +30,8 @@
 
 #define MAX_IO (1u << 20)
 #define CTL_DIR ".tensorfs"
-#define MAX_IOV 256 /* well under writev's UIO_MAXIOV */
+#define MAX_IOV 256	 /* chunk pieces per reply; well under writev's UIO_MAXIOV (1024) */
+#define MAX_VIEW_IOV 512 /* view rows per reply sent as separate pieces */
 
 #define IMMUTABLE_TTL 86400.0 /* commits and tags never change: let the kernel keep them */
 
@@ -1302,21 +1303,16 @@ static void read_view_column(fuse_req_t req, struct fs *fs, struct handle *h, si
 	const struct tfs_view *view = h->view->v;
 	const uint64_t rb = c->row_bytes;
 	uint64_t end = pos + size;
-	struct tfs_cache_entry *e = NULL;
-	size_t k_pinned = SIZE_MAX, len;
-	char *buf;
+	struct tfs_cache_entry **pinned = NULL;
+	size_t *pinned_k = NULL, npinned = 0, maxpieces, count = 0;
+	struct iovec *iov = NULL;
+	char header[TFS_NPY_ALIGN], *buf = NULL;
 	int rc = 0;
 
 	if (end > h->size)
 		end = h->size;
 	if (pos >= end) {
 		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	len = (size_t)(end - pos);
-	buf = malloc(len);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	if (h->stream && end > TFS_NPY_ALIGN && rb) {
@@ -1332,13 +1328,27 @@ static void read_view_column(fuse_req_t req, struct fs *fs, struct handle *h, si
 		}
 		tfs_stream_access(h->stream, lo, hi);
 	}
-	for (uint64_t at = pos; at < end && !rc;) {
+	/* One piece per row (rows that follow each other in one chunk merge) plus the header. */
+	maxpieces = 2 + (rb ? (size_t)((end - pos) / rb) + 1 : 0);
+	iov = calloc(maxpieces, sizeof(*iov));
+	pinned = calloc(maxpieces, sizeof(*pinned));
+	pinned_k = calloc(maxpieces, sizeof(*pinned_k));
+	if (!iov || !pinned || !pinned_k) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t at = pos; at < end;) {
 		uint64_t d, row, in, src, n;
+		const uint8_t *from;
+		struct tfs_cache_entry *e = NULL;
 		size_t k;
 
 		if (at < TFS_NPY_ALIGN) {
 			n = (end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - at;
-			memcpy(buf + (at - pos), h->header + at, (size_t)n);
+			/* A copy, as in read_column: release may free the handle during writev. */
+			memcpy(header, h->header + at, (size_t)n);
+			iov[count].iov_base = header;
+			iov[count++].iov_len = (size_t)n;
 			at += n;
 			continue;
 		}
@@ -1348,26 +1358,55 @@ static void read_view_column(fuse_req_t req, struct fs *fs, struct handle *h, si
 		src = view->rows[row];
 		k = (size_t)(src / c->rows_per_chunk);
 		n = rb - in < end - at ? rb - in : end - at;
-		/* Consecutive rows often share a chunk: keep the last one pinned. */
-		if (k != k_pinned) {
-			if (e)
-				tfs_cache_put(fs->cache, e);
-			e = NULL;
+		/* A view's rows come from a window of a few chunks: pin each once per read. */
+		for (size_t i = npinned; i-- > 0;)
+			if (pinned_k[i] == k) {
+				e = pinned[i];
+				break;
+			}
+		if (!e) {
 			rc = tfs_version_chunk_get(h->ver, fs->cache, h->col, k, &e);
 			if (rc)
-				break;
-			k_pinned = k;
+				goto out;
+			pinned[npinned] = e;
+			pinned_k[npinned++] = k;
 		}
-		memcpy(buf + (at - pos), e->data + (src % c->rows_per_chunk) * rb + in, (size_t)n);
+		from = e->data + (src % c->rows_per_chunk) * rb + in;
+		if (count && (const uint8_t *)iov[count - 1].iov_base + iov[count - 1].iov_len == from)
+			iov[count - 1].iov_len += (size_t)n;
+		else {
+			iov[count].iov_base = (void *)from;
+			iov[count++].iov_len = (size_t)n;
+		}
 		at += n;
 	}
-	if (e)
-		tfs_cache_put(fs->cache, e);
+	if (count <= MAX_VIEW_IOV) {
+		/* Straight from the pinned chunks: the kernel copies each row once. */
+		fuse_reply_iov(req, iov, (int)count);
+	} else {
+		/* Many small rows: one buffer is cheaper than a huge iovec (and writev's limit). */
+		size_t len = (size_t)(end - pos), at = 0;
+
+		buf = malloc(len);
+		if (!buf) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < count; i++) {
+			memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
+			at += iov[i].iov_len;
+		}
+		fuse_reply_buf(req, buf, len);
+	}
+out:
+	for (size_t i = 0; i < npinned; i++)
+		tfs_cache_put(fs->cache, pinned[i]);
+	free(pinned);
+	free(pinned_k);
+	free(iov);
+	free(buf);
 	if (rc)
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-	else
-		fuse_reply_buf(req, buf, len);
-	free(buf);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
