@@ -141,6 +141,52 @@ demo: all
 bench: all
 	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) tests/bench/bench.py
 
+# Fuzzing (not part of all or test; needs clang with libFuzzer): every tests/fuzz/fuzz_*.c is
+# linked with the core sources, all built with ASan+UBSan, and run for FUZZ_SECONDS on its seed
+# corpus (tests/fuzz/corpus/NAME, kept read-only; new inputs go to build/fuzz/corpus/NAME) with
+# tests/fuzz/NAME.dict when there is one. Any crash or broken invariant fails; the input that
+# caused it is left in build/fuzz/artifacts/NAME/. tests/fuzz/mkcorpus.py regenerates the seeds.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_BUILD   := build/fuzz
+FUZZ_DEPS    := libzstd libxxhash libcrypto libcurl inih
+FUZZ_CFLAGS  := -std=gnu11 $(WARN) -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	       -D_GNU_SOURCE -pthread -MMD -MP -Icore $(shell $(PKG_CONFIG) --cflags $(FUZZ_DEPS))
+FUZZ_LIBS    := $(shell $(PKG_CONFIG) --libs $(FUZZ_DEPS)) -lm
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_CORE_OBJ := $(CORE_SRC:%.c=$(FUZZ_BUILD)/%.o)
+
+.PHONY: fuzz
+$(FUZZ_CORE_OBJ): $(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+
+$(FUZZ_BIN): $(FUZZ_BUILD)/%: tests/fuzz/%.c $(FUZZ_CORE_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_CORE_OBJ) \
+		$(FUZZ_LIBS)
+
+fuzz: $(FUZZ_BIN)
+	@fail=; for f in $(FUZZ_BIN); do n=$${f##*/fuzz_}; \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$n $(FUZZ_BUILD)/artifacts/$$n; \
+		dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
+		echo "== $$f ($(FUZZ_SECONDS)s)"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 $$dict \
+			-artifact_prefix=$(FUZZ_BUILD)/artifacts/$$n/ \
+			$(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n \
+			> $(FUZZ_BUILD)/$$n.log 2>&1 || fail="$$fail $$n"; \
+		grep -E '[[:space:]]DONE[[:space:]]|^stat::(average_exec_per_sec|peak_rss_mb)' \
+			$(FUZZ_BUILD)/$$n.log; \
+	done; \
+	if [ -n "$$fail" ]; then \
+		for n in $$fail; do echo "== fuzz_$$n FAILED (log: $(FUZZ_BUILD)/$$n.log)"; \
+			grep -E '^(==[0-9]+==ERROR|SUMMARY|.*invariant violated|.*runtime error)' \
+				$(FUZZ_BUILD)/$$n.log | head -5; done; \
+		exit 1; \
+	fi
+
+-include $(FUZZ_CORE_OBJ:.o=.d) $(FUZZ_BIN:=.d)
+
 VERSION  := 0.1.0
 
 install: all

@@ -707,12 +707,9 @@ int tfs_schema_json(const char *ds, const struct tfs_commit *c, const struct tfs
 		    struct tfs_buf *out)
 {
 	char hex[TFS_ID_HEX], when[32];
-	struct tm tm;
-	time_t t = (time_t)c->time;
 	int rc;
 
-	gmtime_r(&t, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	tfs_format_utc(c->time, "%Y-%m-%dT%H:%M:%SZ", when, sizeof(when));
 	tfs_id_hex(&c->id, hex);
 	rc = tfs_buf_printf(out,
 			    "{\n  \"format_version\": %d,\n  \"dataset\": ", TFS_FORMAT_VERSION);

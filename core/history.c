@@ -18,16 +18,12 @@ int tfs_log_text(struct tfs_store *s, const char *ds, const struct tfs_id *head,
 	for (size_t n = 0; !max || n < max; n++) {
 		struct tfs_commit c;
 		char hex[TFS_ID_HEX], when[40];
-		time_t t;
-		struct tm tm;
 
 		rc = tfs_commit_load(s, ds, &id, &c);
 		if (rc)
 			break;
 		tfs_id_hex(&id, hex);
-		t = (time_t)c.time;
-		gmtime_r(&t, &tm);
-		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		tfs_format_utc(c.time, "%Y-%m-%d %H:%M:%S UTC", when, sizeof(when));
 		rc = tfs_buf_printf(out, "commit %s\n", hex);
 		for (size_t i = 0; !rc && i < c.nparents; i++) {
 			tfs_id_hex(&c.parents[i], hex);

@@ -400,6 +400,9 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 	if (h.type != expect || h.stored_size != len - TFS_OBJ_HEADER_SIZE ||
 	    XXH3_64bits((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE, h.stored_size) != h.checksum)
 		return -EIO;
+	/* No object of ours is over a TiB (a frame without a stated size reads as 2^64 - 1). */
+	if (h.raw_size > ((uint64_t)1 << 40))
+		return -EIO;
 	if (h.codec == TFS_CODEC_RAW
 		    ? h.raw_size != h.stored_size
 		    : ZSTD_getFrameContentSize((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE,

@@ -168,7 +168,8 @@ static int canon_query(struct tfs_buf *out, const char *q)
 	next:
 		p = amp ? amp + 1 : end;
 	}
-	qsort(v, n, sizeof(*v), cmp_qpair);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_qpair);
 	for (size_t i = 0; i < n && !rc; i++)
 		rc = tfs_buf_printf(out, "%s%s=%s", i ? "&" : "", v[i].name, v[i].value);
 out:
@@ -236,7 +237,8 @@ static int canon_headers(const struct tfs_sigv4_request *r, struct tfs_buf *out,
 		h[i].value = r->headers[i].value ? r->headers[i].value : "";
 		h[i].order = i;
 	}
-	qsort(h, r->nheaders, sizeof(*h), cmp_hdr);
+	if (r->nheaders > 1)
+		qsort(h, r->nheaders, sizeof(*h), cmp_hdr);
 	for (size_t i = 0; i < r->nheaders && !rc; i++) {
 		int first = i == 0 || strcmp(h[i].name, h[i - 1].name);
 		int last = i + 1 == r->nheaders || strcmp(h[i].name, h[i + 1].name);

@@ -246,6 +246,15 @@ int tfs_write_full(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+void tfs_format_utc(int64_t seconds, const char *fmt, char *out, size_t cap)
+{
+	time_t t = (time_t)seconds;
+	struct tm tm;
+
+	if ((int64_t)t != seconds || !gmtime_r(&t, &tm) || !strftime(out, cap, fmt, &tm))
+		snprintf(out, cap, "@%lld", (long long)seconds);
+}
+
 uint64_t tfs_now_ns(void)
 {
 	struct timespec ts;

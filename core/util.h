@@ -48,6 +48,10 @@ int tfs_name_valid(const char *name);
 int tfs_pread_full(int fd, void *buf, size_t n, uint64_t off);
 int tfs_write_full(int fd, const void *buf, size_t n);
 
+/* Format seconds since the epoch as UTC with strftime's fmt. A time gmtime cannot represent
+ * (a damaged commit may hold any number) is written as "@<seconds>" instead. */
+void tfs_format_utc(int64_t seconds, const char *fmt, char *out, size_t cap);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t tfs_now_ns(void);
 

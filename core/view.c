@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define SET_ERR(...) snprintf(err, err_cap, __VA_ARGS__)
+#define MAX_WHERE 4096 /* bytes of a where= expression (bounds the tree's depth too) */
 
 const char tfs_view_readme[] =
 	"Views: a version's rows filtered, shuffled and sharded, as a directory name.\n"
@@ -142,6 +143,9 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 			if (!*p->where) {
 				SET_ERR("where= needs an expression");
 				rc = -EINVAL;
+			} else if (strlen(p->where) > MAX_WHERE) {
+				SET_ERR("where= is longer than %d bytes", MAX_WHERE);
+				rc = -EINVAL;
 			}
 		} else {
 			uint64_t x;
@@ -219,7 +223,19 @@ struct parser {
 	const struct tfs_manifest *m;
 	int cols[16]; /* manifest indices of the columns the expression names */
 	int ncols;
+	int depth; /* nesting of parentheses and `not`: bounded, the parser recurses */
 };
+
+#define MAX_NESTING 64
+
+static int nest(struct parser *ps)
+{
+	if (++ps->depth > MAX_NESTING) {
+		snprintf(ps->err, ps->err_cap, "where: nested deeper than %d levels", MAX_NESTING);
+		return -1;
+	}
+	return 0;
+}
 
 static void expr_free(struct expr *e)
 {
@@ -280,7 +296,10 @@ static struct expr *parse_primary(struct parser *ps)
 	ws(ps);
 	if (*ps->p == '(') {
 		ps->p++;
+		if (nest(ps))
+			return NULL;
 		e = parse_or(ps);
+		ps->depth--;
 		ws(ps);
 		if (!e || *ps->p != ')') {
 			if (e)
@@ -396,11 +415,12 @@ static struct expr *parse_cmp(struct parser *ps)
 		e->a = a;
 		e->negate = negate;
 		ws(ps);
-		if (*ps->p++ != '(') {
+		if (*ps->p != '(') {
 			snprintf(ps->err, ps->err_cap, "where: expected '(' after in");
 			expr_free(e);
 			return NULL;
 		}
+		ps->p++;
 		for (;;) {
 			long double v, *set;
 
@@ -438,11 +458,15 @@ static struct expr *parse_cmp(struct parser *ps)
 static struct expr *parse_not(struct parser *ps)
 {
 	if (word(ps, "not")) {
-		struct expr *e = new_expr(E_NOT);
+		struct expr *e;
 
+		if (nest(ps))
+			return NULL;
+		e = new_expr(E_NOT);
 		if (!e)
 			return NULL;
 		e->a = parse_not(ps);
+		ps->depth--;
 		if (!e->a) {
 			free(e);
 			return NULL;
@@ -841,7 +865,8 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 	}
 	view->matched = n;
 	/* Shard: contiguous slices of the order, padded from its start unless drop_last. */
-	per = p->drop_last ? n / p->world : (n + p->world - 1) / p->world;
+	per = n / p->world +
+	      (!p->drop_last && n % p->world ? 1 : 0); /* no overflow for any world */
 	if (n == 0)
 		per = 0;
 	first = p->start < per ? p->start : per;

@@ -263,12 +263,9 @@ static void print_info(const struct tfs_version *v)
 {
 	const struct tfs_manifest *m = &v->manifest;
 	char hex[TFS_ID_HEX], when[32];
-	time_t t = (time_t)v->commit.time;
-	struct tm tm;
 
 	tfs_id_hex(&v->commit.id, hex);
-	gmtime_r(&t, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	tfs_format_utc(v->commit.time, "%Y-%m-%d %H:%M:%S UTC", when, sizeof(when));
 	printf("dataset  %s\ncommit   %s\ndate     %s\nmessage  %s\nrows     %" PRIu64
 	       "\ncolumns  %zu\n",
 	       v->ds, hex, when, v->commit.message, m->rows, m->ncols);
@@ -809,7 +806,8 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 static int ctl_create(struct tfs_store *store, struct tfs_cache *cache, const char *mountpoint,
 		      void **obj)
 {
-	const struct tfs_ctlfile_config cc = { .store = store, .cache = cache,
+	const struct tfs_ctlfile_config cc = { .store = store,
+					       .cache = cache,
 					       .mountpoint = mountpoint };
 
 	return tfs_ctlfile_create(&cc, (struct tfs_ctlfile **)obj);

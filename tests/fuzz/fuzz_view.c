@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/* Fuzz target for view names and where= filters: tfs_view_parse, then tfs_view_build on a lake. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "format.h"
+#include "fuzz_common.h"
+#include "import.h"
+#include "npy.h"
+#include "store.h"
+#include "version.h"
+#include "view.h"
+
+/* A small real file:// lake, built once: a filter reads its scalar columns through the cache
+ * (several chunks each, so the block shuffle has groups to move). */
+#define ROWS 1000
+#define CHUNK_BYTES 512
+
+#define TMP_PREFIX "tfs-fuzz-view-"
+
+static char tmpdir[64]; /* /tmp/tfs-fuzz-view-<pid>-XXXXXX */
+static struct tfs_store *store;
+static struct tfs_version *version;
+static struct tfs_cache *cache;
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "fuzz_view: %s: %s\n", what, strerror(rc < 0 ? -rc : rc));
+	abort();
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void cleanup(void)
+{
+	if (version)
+		tfs_version_put(version);
+	if (cache)
+		tfs_cache_destroy(cache);
+	if (store)
+		tfs_store_close(store);
+	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A crash skips cleanup(): remove what runs that are gone left behind (their pid is dead). */
+static void remove_stale_lakes(void)
+{
+	DIR *d = opendir("/tmp");
+	struct dirent *de;
+	char path[300];
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid;
+
+		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)))
+			continue;
+		pid = strtol(de->d_name + strlen(TMP_PREFIX), &end, 10);
+		if (*end != '-' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "/tmp/%s", de->d_name);
+		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	}
+	closedir(d);
+}
+
+/* Write an NPY file of ROWS rows of the given dtype and row shape; fill(i, p) makes row i. */
+static void write_npy(const char *name, const char *descr, unsigned row_ndim,
+		      const uint64_t *row_shape, void (*fill)(uint64_t i, uint8_t *row), char *path,
+		      size_t cap)
+{
+	char hdr[TFS_NPY_ALIGN], err[128];
+	struct tfs_dtype dt;
+	uint64_t row_bytes;
+	uint8_t *data;
+	int big, fd, rc;
+
+	rc = tfs_dtype_parse(descr, &dt, &big, err, sizeof(err));
+	if (rc)
+		die(err, rc);
+	row_bytes = dt.itemsize;
+	for (unsigned d = 0; d < row_ndim; d++)
+		row_bytes *= row_shape[d];
+	rc = tfs_npy_header_build(&dt, ROWS, row_ndim, row_shape, hdr);
+	if (rc)
+		die("npy header", rc);
+	data = calloc(ROWS, row_bytes);
+	if (!data)
+		die("calloc", ENOMEM);
+	for (uint64_t i = 0; i < ROWS; i++)
+		fill(i, data + i * row_bytes);
+	snprintf(path, cap, "%s/%s.npy", tmpdir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		die(path, errno);
+	rc = tfs_write_full(fd, hdr, sizeof(hdr));
+	if (!rc)
+		rc = tfs_write_full(fd, data, ROWS * row_bytes);
+	if (rc)
+		die(path, rc);
+	close(fd);
+	free(data);
+}
+
+static void fill_label(uint64_t i, uint8_t *p)
+{
+	const int64_t v = (int64_t)(i % 10) - (i % 97 == 0 ? 1000 : 0);
+
+	memcpy(p, &v, 8);
+}
+
+static void fill_x(uint64_t i, uint8_t *p)
+{
+	const float v = i % 50 == 0 ? -0.0f : (float)i * 0.5f - 100.0f;
+
+	memcpy(p, &v, 4);
+}
+
+static void fill_flag(uint64_t i, uint8_t *p)
+{
+	*p = i % 3 == 0;
+}
+
+static void fill_half(uint64_t i, uint8_t *p)
+{
+	/* float16 bit patterns over the whole range: subnormals, normals, inf and NaN. */
+	const uint16_t v = (uint16_t)(i * 65.537);
+
+	memcpy(p, &v, 2);
+}
+
+static void fill_u16(uint64_t i, uint8_t *p)
+{
+	const uint16_t v = (uint16_t)(65535 - i * 7);
+
+	memcpy(p, &v, 2);
+}
+
+static void fill_vec(uint64_t i, uint8_t *p)
+{
+	const float v[2] = { (float)i, -(float)i };
+
+	memcpy(p, v, sizeof(v));
+}
+
+static void fill_cplx(uint64_t i, uint8_t *p)
+{
+	const float v[2] = { (float)i, 1.0f };
+
+	memcpy(p, v, sizeof(v));
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	static const uint64_t two[1] = { 2 };
+	static const struct {
+		const char *name, *descr;
+		unsigned ndim;
+		const uint64_t *shape;
+		void (*fill)(uint64_t, uint8_t *);
+	} cols[] = {
+		{ "label", "<i8", 0, NULL, fill_label }, { "x", "<f4", 0, NULL, fill_x },
+		{ "flag", "|b1", 0, NULL, fill_flag },	 { "h", "<f2", 0, NULL, fill_half },
+		{ "u", "<u2", 0, NULL, fill_u16 },	 { "vec", "<f4", 1, two, fill_vec },
+		{ "z", "<c8", 0, NULL, fill_cplx },
+	};
+	struct tfs_import_src src[sizeof(cols) / sizeof(cols[0])];
+	char paths[sizeof(cols) / sizeof(cols[0])][128], url[128];
+	struct tfs_import_opts opts = { .message = "fuzz",
+					.chunk_bytes = CHUNK_BYTES,
+					.codec = TFS_CODEC_ZSTD,
+					.level = 1,
+					.threads = 1 };
+	struct tfs_id id;
+	int rc;
+
+	(void)argc;
+	(void)argv;
+	tfs_log_open("/dev/null"); /* filter errors are expected by the thousand */
+	remove_stale_lakes();
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/" TMP_PREFIX "%ld-XXXXXX", (long)getpid());
+	if (!mkdtemp(tmpdir))
+		die("mkdtemp", errno);
+	atexit(cleanup);
+	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
+	rc = tfs_store_open(url, TFS_STORE_CREATE, &store);
+	if (rc)
+		die(url, rc);
+	rc = tfs_dataset_create(store, "ds");
+	if (rc)
+		die("create", rc);
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+		write_npy(cols[i].name, cols[i].descr, cols[i].ndim, cols[i].shape, cols[i].fill,
+			  paths[i], sizeof(paths[i]));
+		src[i] = (struct tfs_import_src){ cols[i].name, paths[i] };
+	}
+	rc = tfs_import(store, "ds", src, sizeof(cols) / sizeof(cols[0]), &opts, &id);
+	if (rc)
+		die("import", rc);
+	rc = tfs_ref_resolve(store, "ds", "main", &id);
+	if (!rc)
+		rc = tfs_version_open(store, "ds", &id, &version);
+	if (rc)
+		die("open", rc);
+	if (version->manifest.rows != ROWS || version->manifest.cols[0].nchunks < 2)
+		die("lake geometry", EINVAL);
+	rc = tfs_cache_create(64u << 20, &cache);
+	if (rc)
+		die("cache", rc);
+	return 0;
+}
+
+static void check_view(const struct tfs_view_params *p, const struct tfs_view *v)
+{
+	const uint64_t total = version->manifest.rows;
+	unsigned __int128 per;
+	uint64_t first;
+	uint8_t seen[ROWS];
+
+	FUZZ_CHECK(v->matched <= total);
+	if (!p->where)
+		FUZZ_CHECK(v->matched == total);
+	/* Shard length, in arithmetic that cannot wrap: ceil (pad) or floor (drop_last). */
+	per = p->drop_last ? v->matched / p->world
+			   : ((unsigned __int128)v->matched + p->world - 1) / p->world;
+	first = p->start < per ? p->start : (uint64_t)per;
+	FUZZ_CHECK(v->n == (uint64_t)(per - first));
+	memset(seen, 0, sizeof(seen));
+	for (uint64_t i = 0; i < v->n; i++) {
+		FUZZ_CHECK(v->rows[i] < total);
+		/* Without padding every row of the order appears once across all shards. */
+		if (p->drop_last || v->matched % p->world == 0)
+			FUZZ_CHECK(!seen[v->rows[i]]);
+		seen[v->rows[i]] = 1;
+		/* Unshuffled, the order is the row order. */
+		if (!p->shuffle && i && (p->drop_last || v->matched % p->world == 0))
+			FUZZ_CHECK(v->rows[i - 1] < v->rows[i]);
+	}
+}
+
+/* Build a view and check it; returns the build's rc. */
+static int build(const struct tfs_view_params *p, struct tfs_view **out)
+{
+	char err[256];
+	int rc;
+
+	err[0] = 0;
+	*out = NULL;
+	rc = tfs_view_build(version, cache, p, out, err, sizeof(err));
+	/* The lake is sound: a filter is right or wrong, nothing else may fail. */
+	FUZZ_CHECK(rc == 0 || (rc == -EINVAL && p->where));
+	FUZZ_CHECK(memchr(err, 0, sizeof(err)));
+	if (rc) {
+		FUZZ_CHECK(err[0]);
+		return rc;
+	}
+	check_view(p, *out);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
+{
+	struct tfs_view_params p;
+	struct tfs_view *v = NULL, *again = NULL, *neg = NULL;
+	char *name, err[256];
+	int rc;
+
+	/* A view name is a C string (a directory name, a control-file target). */
+	name = malloc(len + 1);
+	if (!name)
+		return 0;
+	memcpy(name, data, len);
+	name[len] = 0;
+	err[0] = 0;
+	rc = tfs_view_parse(name, &p, err, sizeof(err));
+	FUZZ_CHECK(rc == 0 || rc == -EINVAL);
+	FUZZ_CHECK(memchr(err, 0, sizeof(err)));
+	if (rc) {
+		FUZZ_CHECK(err[0] && p.where == NULL);
+		goto out;
+	}
+	FUZZ_CHECK(p.world >= 1 && p.rank < p.world);
+	FUZZ_CHECK(p.drop_last == 0 || p.drop_last == 1);
+	FUZZ_CHECK(p.shuffle == 0 || p.shuffle == 1);
+	FUZZ_CHECK(!p.where || p.where[0]);
+
+	if (build(&p, &v))
+		goto out;
+	/* Views are deterministic: the same parameters give the same rows. */
+	FUZZ_CHECK(build(&p, &again) == 0);
+	FUZZ_CHECK(again->n == v->n && again->matched == v->matched);
+	FUZZ_CHECK(v->n == 0 || !memcmp(again->rows, v->rows, v->n * sizeof(v->rows[0])));
+	/* A filter and its negation split the rows between them. */
+	if (p.where) {
+		struct tfs_view_params np = p;
+		size_t n = strlen(p.where) + 8;
+
+		np.where = malloc(n);
+		FUZZ_CHECK(np.where);
+		snprintf(np.where, n, "not (%s)", p.where);
+		rc = build(&np, &neg);
+		if (rc)
+			fprintf(stderr, "'%s' builds but '%s' does not\n", p.where, np.where);
+		FUZZ_CHECK(rc == 0);
+		FUZZ_CHECK(v->matched + neg->matched == version->manifest.rows);
+		free(np.where);
+	}
+out:
+	tfs_view_free(v);
+	tfs_view_free(again);
+	tfs_view_free(neg);
+	tfs_view_params_free(&p);
+	free(name);
+	return 0;
+}
