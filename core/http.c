@@ -387,6 +387,10 @@ static int setup(CURL *c, const struct tfs_http *h, const struct tfs_http_req *r
 	long stall_s = (h->cfg.stall_ms + 999) / 1000;
 
 	curl_easy_setopt(c, CURLOPT_SHARE, h->share);
+	/* The shared connection cache keeps at most this many idle connections; libcurl's default
+	 * (5, restored by every curl_easy_reset) would close and reopen connections, each paying a
+	 * handshake and slow start, as soon as more requests than that are in flight. */
+	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)h->cfg.max_inflight);
 	curl_easy_setopt(c, CURLOPT_URL, req->url);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);

@@ -38,7 +38,8 @@ static const char usage_text[] =
 	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
 	"                                  mount a lake (daemonises unless -f)\n"
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
-	"               prefetch_threads=N (default: one per CPU; 0 disables),\n"
+	"               prefetch_threads=N (default: one per CPU, at least 8 for remote\n"
+	"               lakes; 0 disables),\n"
 	"               readahead_kb=N (kernel readahead, default 1024, needs root),\n"
 	"               cache_dir=DIR,cache_disk=SIZE (disk cache of fetched objects,\n"
 	"               default size 8G),\n"
@@ -860,6 +861,42 @@ static const struct tfs_fs_control staging_control = {
 	.stats_json = ctl_stats,
 };
 
+/* Option strings are parsed in place (and the config keeps pointers into them): parse copies,
+ * so the command line the daemon shows in ps stays as it was typed. */
+struct kept {
+	char **s;
+	int n;
+};
+
+static char *keep_opt(struct kept *k, const char *opt)
+{
+	char **v = realloc(k->s, (size_t)(k->n + 1) * sizeof(*v));
+	char *copy = strdup(opt);
+
+	if (!v || !copy) {
+		free(copy);
+		if (v)
+			k->s = v;
+		tfs_err("out of memory");
+		exit(1);
+	}
+	k->s = v;
+	k->s[k->n++] = copy;
+	return copy;
+}
+
+/* Chunk loads from a local lake are CPU work (one loader per CPU); from a remote one they wait on
+ * the network, so more requests in flight pay (8 at least, as many as the HTTP pool allows). */
+static unsigned default_prefetch_threads(const char *lake_url)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = (unsigned)(ncpu > 0 ? ncpu : 1);
+
+	if (lake_url[0] == '/' || !strncmp(lake_url, "file://", 7))
+		return n;
+	return n > 8 ? n : 8;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct tfs_fs_config cfg = {
@@ -868,10 +905,9 @@ static int cmd_mount(int argc, char **argv)
 		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
 		.readahead_kb = TFS_FS_DEFAULT_READAHEAD_KB,
 		.cache_disk = TFS_FS_DEFAULT_CACHE_DISK,
-		.prefetch_threads =
-			(unsigned)(sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN)
-								     : 1),
+		.prefetch_threads = UINT_MAX, /* not given: chosen by the lake's scheme */
 	};
+	struct kept kept = { 0 };
 	struct tfs_buf fuse_opts = { 0 };
 	char *pos[2], mnt[PATH_MAX], logpath[PATH_MAX];
 	int npos = 0, rc = 1;
@@ -883,10 +919,10 @@ static int cmd_mount(int argc, char **argv)
 			cfg.foreground = 1;
 			cfg.debug = 1;
 		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			if (parse_mount_opts(argv[++i], &cfg, &fuse_opts))
+			if (parse_mount_opts(keep_opt(&kept, argv[++i]), &cfg, &fuse_opts))
 				goto out;
 		} else if (!strncmp(argv[i], "-o", 2) && argv[i][2]) {
-			if (parse_mount_opts(argv[i] + 2, &cfg, &fuse_opts))
+			if (parse_mount_opts(keep_opt(&kept, argv[i] + 2), &cfg, &fuse_opts))
 				goto out;
 		} else if (argv[i][0] == '-' || npos == 2) {
 			rc = usage(2);
@@ -931,8 +967,13 @@ static int cmd_mount(int argc, char **argv)
 	cfg.lake_url = pos[0];
 	cfg.mountpoint = mnt;
 	cfg.fuse_opts = fuse_opts.len ? (const char *)fuse_opts.data : NULL;
+	if (cfg.prefetch_threads == UINT_MAX)
+		cfg.prefetch_threads = default_prefetch_threads(cfg.lake_url);
 	rc = tfs_fs_main(&cfg);
 out:
+	for (int i = 0; i < kept.n; i++)
+		free(kept.s[i]);
+	free(kept.s);
 	tfs_buf_free(&fuse_opts);
 	return rc;
 }
