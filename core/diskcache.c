@@ -731,6 +731,11 @@ static void dc_close(struct tfs_store *s)
 	free(dc);
 }
 
+static void dc_cancel(struct tfs_store *s)
+{
+	tfs_store_cancel(dc_of(s)->inner);
+}
+
 static const struct tfs_store_ops diskcache_ops = {
 	.scheme = "diskcache",
 	.open = dc_open,
@@ -745,6 +750,7 @@ static const struct tfs_store_ops diskcache_ops = {
 	.list = dc_list,
 	.del = dc_del,
 	.sweep = dc_sweep,
+	.cancel = dc_cancel,
 };
 
 /* mkdir -p dir. Returns 0 or -errno. */

@@ -29,6 +29,7 @@ struct tfs_http {
 	CURL **idle;	     /* protected by lock: handles ready for reuse */
 	size_t nidle;	     /* protected by lock */
 	unsigned inflight;   /* protected by lock: requests holding a handle */
+	int cancelled;	     /* atomic: tfs_http_cancel was called */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -90,6 +91,27 @@ int tfs_http_create(const struct tfs_config_http *cfg, uint64_t *retries, struct
 	curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
 	*out = h;
 	return 0;
+}
+
+void tfs_http_cancel(struct tfs_http *h)
+{
+	__atomic_store_n(&h->cancelled, 1, __ATOMIC_RELEASE);
+}
+
+static int cancelled(const struct tfs_http *h)
+{
+	return __atomic_load_n(&h->cancelled, __ATOMIC_ACQUIRE);
+}
+
+/* libcurl calls this about once a second and on every transfer step: abort when cancelled. */
+static int progress_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return cancelled(arg);
 }
 
 void tfs_http_destroy(struct tfs_http *h)
@@ -392,6 +414,9 @@ static int setup(CURL *c, const struct tfs_http *h, const struct tfs_http_req *r
 	 * handshake and slow start, as soon as more requests than that are in flight. */
 	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)h->cfg.max_inflight);
 	curl_easy_setopt(c, CURLOPT_URL, req->url);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress_cb);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)h);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -484,6 +509,8 @@ int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_h
 		CURL *c;
 		int retry = 0, keep = 1, rc;
 
+		if (cancelled(h))
+			return -ECANCELED;
 		memset(resp, 0, sizeof(*resp));
 		resp->content_length = resp->range_total = resp->last_modified = -1;
 		if (req->out)

@@ -50,6 +50,8 @@ struct tfs_http_resp {
  * `retries` (may be NULL) is incremented atomically for every retried attempt. */
 int tfs_http_create(const struct tfs_config_http *cfg, uint64_t *retries, struct tfs_http **out);
 void tfs_http_destroy(struct tfs_http *h);
+/* From now on every request (those in flight included) fails at once with -ECANCELED. */
+void tfs_http_cancel(struct tfs_http *h);
 const struct tfs_config_http *tfs_http_config(const struct tfs_http *h);
 
 /* Perform a request, retrying transport failures (connect errors, resets, timeouts, stalls,

@@ -45,6 +45,10 @@ struct tfs_store_ops {
 	 * given time (seconds since the epoch);
 	 * NULL for backends that leave none. Returns the count removed or -errno. */
 	int (*sweep)(struct tfs_store *s, const char *prefix, int64_t older_than);
+	/* Make requests in flight and every later one fail at once with -ECANCELED (the daemon is
+	 * stopping and must not wait out retries against an endpoint that went away); NULL for
+	 * backends whose requests never wait on a network. */
+	void (*cancel)(struct tfs_store *s);
 };
 
 /* Requests made through a store (the inline wrappers below count them, atomically). */
@@ -122,6 +126,12 @@ static inline int tfs_store_stat(struct tfs_store *s, const char *key, uint64_t 
 static inline int tfs_store_sweep(struct tfs_store *s, const char *prefix, int64_t older_than)
 {
 	return s->ops->sweep ? s->ops->sweep(s, prefix, older_than) : 0;
+}
+
+static inline void tfs_store_cancel(struct tfs_store *s)
+{
+	if (s->ops->cancel)
+		s->ops->cancel(s);
 }
 
 static inline int tfs_store_put(struct tfs_store *s, const char *key, const void *d, size_t n)

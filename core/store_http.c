@@ -381,6 +381,11 @@ static int https_open(const char *url, unsigned flags, struct tfs_store **out)
 	return http_open(url, flags, out, &tfs_store_https_ops);
 }
 
+static void http_cancel(struct tfs_store *st)
+{
+	tfs_http_cancel(hs_of(st)->http);
+}
+
 static void http_close(struct tfs_store *st)
 {
 	struct http_store *s = hs_of(st);
@@ -397,7 +402,7 @@ static void http_close(struct tfs_store *st)
 #define HTTP_OPS                                                                              \
 	.close = http_close, .get = http_get, .get_range = http_get_range, .head = http_head, \
 	.stat = http_stat, .put = http_readonly, .put_new = http_readonly, .cas = http_cas,   \
-	.list = http_list, .del = http_del, .sweep = NULL
+	.list = http_list, .del = http_del, .sweep = NULL, .cancel = http_cancel
 
 const struct tfs_store_ops tfs_store_http_ops = {
 	.scheme = "http",

@@ -976,6 +976,11 @@ static int make_origin(struct s3_store *s)
 	return s->origin && s->host && s->path_base ? 0 : -ENOMEM;
 }
 
+static void s3_cancel(struct tfs_store *st)
+{
+	tfs_http_cancel(s3_of(st)->http);
+}
+
 static void s3_close(struct tfs_store *st)
 {
 	struct s3_store *s = s3_of(st);
@@ -1049,6 +1054,7 @@ const struct tfs_store_ops tfs_store_s3_ops = {
 	.scheme = "s3",
 	.open = s3_open,
 	.close = s3_close,
+	.cancel = s3_cancel,
 	.get = s3_get,
 	.get_range = s3_get_range,
 	.head = s3_head,

@@ -1372,7 +1372,8 @@ static void read_view_column(fuse_req_t req, struct fs *fs, struct handle *h, si
 			pinned_k[npinned++] = k;
 		}
 		from = e->data + (src % c->rows_per_chunk) * rb + in;
-		if (count && (const uint8_t *)iov[count - 1].iov_base + iov[count - 1].iov_len == from)
+		if (count &&
+		    (const uint8_t *)iov[count - 1].iov_base + iov[count - 1].iov_len == from)
 			iov[count - 1].iov_len += (size_t)n;
 		else {
 			iov[count].iov_base = (void *)from;
@@ -1755,7 +1756,10 @@ static void fs_free(struct fs *fs)
 	/* Staging rings hold versions and read through the cache. */
 	if (fs->ctl)
 		fs->cfg->control->destroy(fs->ctl);
-	/* Loaders reference versions and the cache: stop them first. */
+	/* Loaders reference versions and the cache: stop them first, without letting them wait out
+	 * retries against a remote store (the unmount already happened). */
+	if (fs->store)
+		tfs_store_cancel(fs->store);
 	tfs_prefetcher_destroy(fs->prefetch);
 	for (size_t i = 0; i < fs->nnodes; i++) {
 		tfs_version_put(fs->nodes[i]->ver);
@@ -1828,8 +1832,35 @@ static int has_option(const char *list, const char *opt)
 	return 0;
 }
 
+/* When the session ends (unmount), requests still running may be waiting on chunk loads that
+ * wait on a remote store: cancel its requests so that they, and the loop, end now rather than
+ * after the store's retries. */
+struct exit_watch {
+	struct fuse_session *se;
+	struct tfs_store *store;
+	int done; /* atomic: the loop returned */
+};
+
+static void *watch_exit(void *arg)
+{
+	struct exit_watch *w = arg;
+	const struct timespec tick = { 0, 100 * 1000 * 1000 };
+
+	while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
+		if (fuse_session_exited(w->se)) {
+			tfs_store_cancel(w->store);
+			break;
+		}
+		nanosleep(&tick, NULL);
+	}
+	return NULL;
+}
+
 int tfs_fs_main(const struct tfs_fs_config *cfg)
 {
+	struct exit_watch watch = { 0 };
+	pthread_t watcher;
+	int watching = 0;
 	struct fs fs = { .cfg = cfg };
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
@@ -1934,7 +1965,14 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	}
 	fuse_loop_cfg_set_clone_fd(loop, 1);
 	fuse_loop_cfg_set_max_threads(loop, cfg->max_threads ? cfg->max_threads : 16);
+	watch.se = se;
+	watch.store = fs.store;
+	watching = !pthread_create(&watcher, NULL, watch_exit, &watch);
 	rc = fuse_session_loop_mt(se, loop) ? 1 : 0;
+	if (watching) {
+		__atomic_store_n(&watch.done, 1, __ATOMIC_RELEASE);
+		pthread_join(watcher, NULL);
+	}
 	log_stats(&fs);
 	tfs_info("unmounted %s", cfg->mountpoint);
 out:

@@ -205,3 +205,29 @@ def test_s3_http_readonly_and_unreachable(tmp_path, monkeypatch):
     rc, out, err = tfs("ls", "s3://lake/x", timeout=30)
     assert rc != 0
     assert "attempts" in err
+
+
+def test_unmount_does_not_wait_out_retries(s3, tmp_path, mount, monkeypatch):
+    """The server stops answering while chunks are loading: after the unmount the daemon
+    cancels its requests and exits promptly instead of running through every retry (with
+    these settings those alone would take well over a minute)."""
+    import signal
+    import time
+
+    src = np.random.default_rng(3).integers(0, 60, size=(2048, 16384), dtype=np.uint8)
+    lk = UrlLake("s3://lake/u", tmp_path / "npy")
+    lk.build("ds", {"x": src}, "--chunk-size", "1M")
+    monkeypatch.setenv("TENSORFS_HTTP_STALL_MS", "3000")
+    monkeypatch.setenv("TENSORFS_HTTP_TIMEOUT_MS", "20000")
+    m = mount(lk, opts=["prefetch_threads=8"])
+    with open(m / "ds" / "main" / "x.npy", "rb") as f:
+        f.read(8 << 20)  # a sequential start: loads run ahead
+        os.kill(s3.proc.pid, signal.SIGSTOP)
+        time.sleep(0.3)
+    try:
+        t0 = time.monotonic()
+        assert not m.stop()  # unmount, then the daemon must exit on its own
+        took = time.monotonic() - t0
+    finally:
+        os.kill(s3.proc.pid, signal.SIGCONT)
+    assert took < 15, f"the daemon took {took:.1f} s to exit after the unmount"
