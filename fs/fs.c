@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +75,17 @@ struct node {
 	uint64_t nlookup;     /* files: kernel references; protected by fs->lock */
 };
 
+/* Open files and directories are linked into the fs: the kernel does not send every release
+ * before an unmount (requests still queued when the connection goes are dropped), so whatever
+ * is still open when the loop ends is freed with the fs. */
+struct link {
+	struct link *prev, *next;
+};
+
 struct fs {
 	const struct tfs_fs_config *cfg;
+	struct link open_files; /* struct handle; protected by lock */
+	struct link open_dirs;	/* struct dirlist; protected by lock */
 	struct tfs_store *store;
 	struct tfs_cache *cache;
 	struct tfs_prefetcher *prefetch;
@@ -116,6 +126,7 @@ static void fview_put(struct fview *f)
 
 /* An open file: pinned to the version it was opened at, whatever the branch does later. */
 struct handle {
+	struct link link;	   /* in fs->open_files while open */
 	struct tfs_version *ver;   /* NULL for generated files (log, stats) */
 	struct fview *view;	   /* view column files: the rows, in view order */
 	uint32_t *chunk_pos;	   /* view column files: chunk -> position in the stream's order */
@@ -131,6 +142,7 @@ struct handle {
 
 /* An open directory: its listing, taken at opendir. */
 struct dirlist {
+	struct link link;     /* in fs->open_dirs while open */
 	struct tfs_buf names; /* NUL-separated */
 	size_t n;
 	struct entry {
@@ -143,6 +155,32 @@ struct dirlist {
 static struct fs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+static void link_add(struct fs *fs, struct link *list, struct link *l)
+{
+	pthread_mutex_lock(&fs->lock);
+	l->next = list->next;
+	l->prev = list;
+	list->next->prev = l;
+	list->next = l;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+static void link_del(struct fs *fs, struct link *l)
+{
+	pthread_mutex_lock(&fs->lock);
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->prev = l->next = l;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/* Hand an open file to the kernel: from here on release (or the fs) frees it. */
+static void handle_publish(struct fs *fs, struct handle *h, struct fuse_file_info *fi)
+{
+	link_add(fs, &fs->open_files, &h->link);
+	fi->fh = (uintptr_t)h;
 }
 
 static size_t hash_of(fuse_ino_t parent, const char *name)
@@ -970,6 +1008,7 @@ out:
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	link_add(fs, &fs->open_dirs, &d->link);
 	fi->fh = (uintptr_t)d;
 	fi->cache_readdir = 0;
 	fuse_reply_open(req, fi);
@@ -1003,8 +1042,11 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct dirlist *d = (struct dirlist *)fi->fh;
+
 	(void)ino;
-	dirlist_free((struct dirlist *)fi->fh);
+	link_del(fs_of(req), &d->link);
+	dirlist_free(d);
 	fuse_reply_err(req, 0);
 }
 
@@ -1065,7 +1107,7 @@ static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, stru
 	}
 	/* One inode per commit: what the kernel cached for it stays true. */
 	fi->keep_cache = 1;
-	fi->fh = (uintptr_t)h;
+	handle_publish(fs, h, fi);
 	fuse_reply_open(req, fi);
 }
 
@@ -1096,7 +1138,7 @@ static void open_control(fuse_req_t req, struct fs *fs, struct fuse_file_info *f
 		return;
 	}
 	fi->direct_io = 1;
-	fi->fh = (uintptr_t)h;
+	handle_publish(fs, h, fi);
 	fuse_reply_open(req, fi);
 }
 
@@ -1148,7 +1190,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		fi->direct_io = 1;
-		fi->fh = (uintptr_t)h;
+		handle_publish(fs, h, fi);
 		fuse_reply_open(req, fi);
 		return;
 	}
@@ -1183,14 +1225,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* One inode per commit: what the kernel cached for it stays true. */
 	fi->keep_cache = 1;
-	fi->fh = (uintptr_t)h;
+	handle_publish(fs, h, fi);
 	fuse_reply_open(req, fi);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct handle *h = (struct handle *)fi->fh;
+
 	(void)ino;
-	handle_free((struct handle *)fi->fh);
+	link_del(fs_of(req), &h->link);
+	handle_free(h);
 	fuse_reply_err(req, 0);
 }
 
@@ -1753,6 +1798,19 @@ static const struct fuse_lowlevel_ops ops = {
 
 static void fs_free(struct fs *fs)
 {
+	/* What the kernel never released: control sessions first, while their staging lives. */
+	while (fs->open_files.next && fs->open_files.next != &fs->open_files) {
+		struct handle *h = (struct handle *)fs->open_files.next;
+
+		link_del(fs, &h->link);
+		handle_free(h);
+	}
+	while (fs->open_dirs.next && fs->open_dirs.next != &fs->open_dirs) {
+		struct dirlist *d = (struct dirlist *)fs->open_dirs.next;
+
+		link_del(fs, &d->link);
+		dirlist_free(d);
+	}
 	/* Staging rings hold versions and read through the cache. */
 	if (fs->ctl)
 		fs->cfg->control->destroy(fs->ctl);
@@ -1860,7 +1918,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 {
 	struct exit_watch watch = { 0 };
 	pthread_t watcher;
-	int watching = 0;
+	int watching = 0, loop_rc;
 	struct fs fs = { .cfg = cfg };
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
@@ -1874,6 +1932,8 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	 * when freed and the daemon's RSS follows the cache budget. */
 	mallopt(M_MMAP_THRESHOLD, 256 << 10);
 	pthread_mutex_init(&fs.lock, NULL);
+	fs.open_files.next = fs.open_files.prev = &fs.open_files;
+	fs.open_dirs.next = fs.open_dirs.prev = &fs.open_dirs;
 	fs.uid = getuid();
 	fs.allow_other = has_option(cfg->fuse_opts, "allow_other");
 	fs.gid = getgid();
@@ -1968,7 +2028,10 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	watch.se = se;
 	watch.store = fs.store;
 	watching = !pthread_create(&watcher, NULL, watch_exit, &watch);
-	rc = fuse_session_loop_mt(se, loop) ? 1 : 0;
+	loop_rc = fuse_session_loop_mt(se, loop);
+	/* libfuse reports the signal that ended the loop; stopping on SIGTERM/INT/HUP is a clean
+	 * shutdown, not a failure. */
+	rc = loop_rc == 0 || loop_rc == SIGTERM || loop_rc == SIGINT || loop_rc == SIGHUP ? 0 : 1;
 	if (watching) {
 		__atomic_store_n(&watch.done, 1, __ATOMIC_RELEASE);
 		pthread_join(watcher, NULL);
