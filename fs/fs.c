@@ -1239,6 +1239,25 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* -o splice: the same reply through libfuse's splice path (vmsplice of the pieces into a pipe,
+ * splice into /dev/fuse). Measured against writev for the README; writev is the default. */
+static void reply_spliced(fuse_req_t req, const struct iovec *iov, size_t count)
+{
+	struct fuse_bufvec *bv = calloc(1, sizeof(*bv) + count * sizeof(bv->buf[0]));
+
+	if (!bv) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	bv->count = count;
+	for (size_t i = 0; i < count; i++) {
+		bv->buf[i].mem = iov[i].iov_base;
+		bv->buf[i].size = iov[i].iov_len;
+	}
+	fuse_reply_data(req, bv, FUSE_BUF_SPLICE_NONBLOCK);
+	free(bv);
+}
+
 /* Tiny chunks would need more iovecs than writev takes: assemble the reply in one buffer. */
 static void read_column_copy(fuse_req_t req, struct fs *fs, struct handle *h, uint64_t pos,
 			     uint64_t end)
@@ -1330,7 +1349,10 @@ static void read_column(fuse_req_t req, struct fs *fs, struct handle *h, size_t 
 	}
 	/* The reply is written straight from the cache entries (one writev), which stay pinned
 	 * until it returns. */
-	fuse_reply_iov(req, iov, (int)count);
+	if (fs->cfg->splice)
+		reply_spliced(req, iov, count);
+	else
+		fuse_reply_iov(req, iov, (int)count);
 out:
 	for (size_t i = 0; i < npinned; i++)
 		tfs_cache_put(fs->cache, pinned[i]);
@@ -1754,7 +1776,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	const struct fs *fs = userdata;
+
 	/* 1 MiB requests: libfuse derives max_pages from max_write. */
 	conn->max_write = MAX_IO;
 	conn->max_readahead = MAX_IO;
@@ -1765,6 +1788,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA; /* we decide at open, see op_open */
+	if (fs->cfg->splice && (conn->capable & FUSE_CAP_SPLICE_WRITE))
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
 }
 
 static const struct fuse_lowlevel_ops ops = {

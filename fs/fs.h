@@ -44,6 +44,7 @@ struct tfs_fs_config {
 	unsigned max_threads;	   /* FUSE worker threads */
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: no prefetch */
 	unsigned readahead_kb;	   /* kernel readahead for the mount (needs root); 0: leave it */
+	int splice;		   /* reply to column reads through a pipe (vmsplice + splice) */
 	const char *fuse_opts;	   /* extra -o options for libfuse (allow_other, ...), or NULL */
 	const struct tfs_fs_control *control; /* NULL: no control file */
 };

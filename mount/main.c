@@ -41,6 +41,7 @@ static const char usage_text[] =
 	"               prefetch_threads=N (default: one per CPU, at least 8 for remote\n"
 	"               lakes; 0 disables),\n"
 	"               readahead_kb=N (kernel readahead, default 1024, needs root),\n"
+	"               splice (reply through a pipe instead of writev),\n"
 	"               cache_dir=DIR,cache_disk=SIZE (disk cache of fetched objects,\n"
 	"               default size 8G),\n"
 	"               config=FILE (remotes and credentials, see README),\n"
@@ -776,6 +777,8 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 			}
 		} else if (!strcmp(o, "threads") && val) {
 			cfg->max_threads = (unsigned)atoi(val);
+		} else if (!strcmp(o, "splice") && !val) {
+			cfg->splice = 1;
 		} else if (!strcmp(o, "readahead_kb") && val) {
 			cfg->readahead_kb = (unsigned)strtoul(val, NULL, 10);
 		} else if (!strcmp(o, "prefetch_threads") && val) {
