@@ -6,6 +6,7 @@ PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include
+MANDIR   ?= $(PREFIX)/share/man
 DESTDIR  ?=
 PYTHON   ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
@@ -193,6 +194,7 @@ install: all
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tensorfs
 	ln -sf tensorfs $(DESTDIR)$(BINDIR)/mount.tensorfs
 	install -D -m 0644 $(CORE_LIB) $(DESTDIR)$(LIBDIR)/libtensorfs-core.a
+	install -D -m 0644 packaging/man/tensorfs.1 $(DESTDIR)$(MANDIR)/man1/tensorfs.1
 	install -d $(DESTDIR)$(INCDIR)/tensorfs
 	install -m 0644 $(wildcard core/*.h) $(DESTDIR)$(INCDIR)/tensorfs/
 	install -m 0644 packaging/include/tensorfs/control.h packaging/include/tensorfs/client.h \
