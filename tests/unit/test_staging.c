@@ -25,30 +25,6 @@
 #define STAGING_TMPDIR "/tmp/tfs-staging-XXXXXX"
 #include "staging_fixture.h"
 
-static struct tfs_staging *ring(unsigned depth, uint64_t max_rows, int *rc_out)
-{
-	struct tfs_staging_config cfg = {
-		.ver = ver,
-		.cache = cache,
-		.ncols = 2,
-		.cols = { 0, 1 },
-		.max_rows = max_rows,
-		.depth = depth,
-		.device = TFS_STAGING_HOST,
-		.shm_dir = tmpdir,
-		.tag = "unit",
-		.uid = getuid(),
-		.gid = getgid(),
-	};
-	struct tfs_staging *st = NULL;
-	char err[256] = "";
-
-	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
-	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
-	*rc_out = tfs_staging_create(pool, &cfg, &st, err, sizeof(err));
-	return st;
-}
-
 /* The slot's bytes, through the file as a loader sees it. */
 static void check_slot(struct tfs_staging *st, unsigned slot, const uint64_t *rows, size_t n)
 {
@@ -81,7 +57,7 @@ static void test_gather_rows(void **state)
 	int rc, slot;
 
 	(void)state;
-	st = ring(3, 200, &rc);
+	st = ring(TFS_STAGING_HOST, 3, 200, &rc);
 	assert_int_equal(rc, 0);
 	srand(5);
 	for (int round = 0; round < 20; round++) {
@@ -107,7 +83,7 @@ static void test_slot_states(void **state)
 	int rc;
 
 	(void)state;
-	st = ring(2, 8, &rc);
+	st = ring(TFS_STAGING_HOST, 2, 8, &rc);
 	assert_int_equal(rc, 0);
 	assert_int_equal(tfs_staging_fill(st, 1, rows, 3, 1), 1);
 	assert_int_equal(tfs_staging_fill(st, 1, rows, 3, 0), -EBUSY); /* filling or ready */
@@ -137,7 +113,7 @@ static void test_limits_and_devices(void **state)
 	int rc, dev;
 
 	(void)state;
-	st = ring(2, 1ull << 40, &rc); /* a slot of 2^40 rows */
+	st = ring(TFS_STAGING_HOST, 2, 1ull << 40, &rc); /* a slot of 2^40 rows */
 	assert_null(st);
 	assert_int_equal(rc, -E2BIG);
 	assert_int_equal(tfs_staging_parse_device("host", &dev), 0);

@@ -29,30 +29,6 @@
 #define STAGING_TMPDIR "/tmp/tfs-staging-cuda-XXXXXX"
 #include "staging_fixture.h"
 
-static struct tfs_staging *ring(int device, unsigned depth, uint64_t max_rows, int *rc_out)
-{
-	struct tfs_staging_config cfg = {
-		.ver = ver,
-		.cache = cache,
-		.ncols = 2,
-		.cols = { 0, 1 },
-		.max_rows = max_rows,
-		.depth = depth,
-		.device = device,
-		.shm_dir = tmpdir,
-		.tag = "unit",
-		.uid = getuid(),
-		.gid = getgid(),
-	};
-	struct tfs_staging *st = NULL;
-	char err[256] = "";
-
-	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
-	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
-	*rc_out = tfs_staging_create(pool, &cfg, &st, err, sizeof(err));
-	return st;
-}
-
 /* Without a device: a clear -ENODEV, whatever the build. */
 static void test_no_device_is_an_error(void **state)
 {
