@@ -515,30 +515,19 @@ static int write_file(struct diskcache *dc, const char *name, const void *obj, s
  * file, now removed; other -errno: the file could not be read (left alone). */
 static int read_file(struct diskcache *dc, const char *name, struct tfs_buf *out)
 {
-	struct stat sb;
 	int fd, rc;
 
 	out->len = 0;
 	fd = openat(dc->dir_fd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &sb) < 0) {
-		rc = -errno;
-		goto out;
-	}
-	if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIZE_MAX / 2) {
+	/* Not a regular file, absurdly large, or shorter than fstat said (truncated under us):
+	 * damaged like any other. */
+	rc = tfs_read_fd(fd, out);
+	if (rc == -EISDIR || rc == -EFBIG)
 		rc = -EIO;
-		goto out;
-	}
-	rc = tfs_buf_reserve(out, (size_t)sb.st_size);
 	if (rc)
 		goto out;
-	/* A file shorter than its fstat size was truncated under us: damaged like any other. */
-	rc = tfs_pread_full(fd, out->data, (size_t)sb.st_size, 0);
-	if (rc)
-		goto out;
-	out->len = (size_t)sb.st_size;
-	out->data[out->len] = 0;
 	if (tfs_object_check(out->data, out->len)) {
 		rc = -EIO;
 		goto out;

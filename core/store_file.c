@@ -106,7 +106,6 @@ static void file_close(struct tfs_store *st)
 
 static int file_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
 {
-	struct stat sb;
 	int fd, rc;
 
 	out->len = 0;
@@ -115,23 +114,7 @@ static int file_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
 	fd = openat(fs_of(st)->root_fd, key, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &sb) < 0) {
-		rc = -errno;
-		goto out;
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		rc = -EISDIR;
-		goto out;
-	}
-	rc = tfs_buf_reserve(out, (size_t)sb.st_size);
-	if (rc)
-		goto out;
-	rc = tfs_pread_full(fd, out->data, (size_t)sb.st_size, 0);
-	if (rc)
-		goto out;
-	out->len = (size_t)sb.st_size;
-	out->data[out->len] = 0;
-out:
+	rc = tfs_read_fd(fd, out);
 	close(fd);
 	return rc;
 }

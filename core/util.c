@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,6 +226,28 @@ int tfs_pread_full(int fd, void *buf, size_t n, uint64_t off)
 		n -= (size_t)r;
 		off += (uint64_t)r;
 	}
+	return 0;
+}
+
+int tfs_read_fd(int fd, struct tfs_buf *out)
+{
+	struct stat sb;
+	int rc;
+
+	out->len = 0;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return -EISDIR;
+	if ((uint64_t)sb.st_size > SIZE_MAX / 2)
+		return -EFBIG;
+	rc = tfs_buf_reserve(out, (size_t)sb.st_size);
+	if (!rc)
+		rc = tfs_pread_full(fd, out->data, (size_t)sb.st_size, 0);
+	if (rc)
+		return rc;
+	out->len = (size_t)sb.st_size;
+	out->data[out->len] = 0;
 	return 0;
 }
 

@@ -47,6 +47,9 @@ int tfs_name_valid(const char *name);
 /* Read exactly n bytes at off (retries on EINTR/short reads). Returns 0, -EIO on EOF, or -errno. */
 int tfs_pread_full(int fd, void *buf, size_t n, uint64_t off);
 int tfs_write_full(int fd, const void *buf, size_t n);
+/* Read the whole regular file open as fd into out (reset first; NUL-terminated). -EISDIR for
+ * anything but a regular file, -EIO when it is shorter than fstat said, or -errno. */
+int tfs_read_fd(int fd, struct tfs_buf *out);
 
 /* Format seconds since the epoch as UTC with strftime's fmt. A time gmtime cannot represent
  * (a damaged commit may hold any number) is written as "@<seconds>" instead. */
