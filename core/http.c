@@ -342,6 +342,19 @@ void tfs_http_backoff(const struct tfs_http *h, unsigned attempt)
 	sleep_ms(backoff_ms(&h->cfg, attempt));
 }
 
+int tfs_http_resp_size(const struct tfs_http_resp *resp, const char *what, uint64_t *size,
+		       int64_t *mtime)
+{
+	if (resp->content_length < 0) {
+		tfs_err("%s: no Content-Length in the reply", what);
+		return -EIO;
+	}
+	*size = (uint64_t)resp->content_length;
+	if (mtime)
+		*mtime = resp->last_modified;
+	return 0;
+}
+
 int tfs_http_status_errno(long status)
 {
 	if (status < 400)

@@ -65,6 +65,11 @@ int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_h
  * 412 -EAGAIN, 416 -ERANGE, anything else >= 400 -EIO; 0 below 400. */
 int tfs_http_status_errno(long status);
 
+/* The size (and, when mtime is not NULL, the Last-Modified time) a HEAD reply states; -EIO with
+ * a log line naming `what` when it has no Content-Length. */
+int tfs_http_resp_size(const struct tfs_http_resp *resp, const char *what, uint64_t *size,
+		       int64_t *mtime);
+
 /* Fetch one range [off, off + len) into dst; returns the bytes placed (short only at the end of
  * the object) and sets *total to the object size when the reply says it (-1 otherwise). */
 typedef ssize_t (*tfs_http_range_fn)(void *arg, uint64_t off, void *dst, size_t len,

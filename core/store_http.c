@@ -177,14 +177,7 @@ static int http_stat(struct tfs_store *st, const char *key, uint64_t *size, int6
 			tfs_err("%s: HTTP status %ld", w, resp.status);
 		return rc;
 	}
-	if (resp.content_length < 0) {
-		tfs_err("%s: no Content-Length in the reply", w);
-		return -EIO;
-	}
-	*size = (uint64_t)resp.content_length;
-	if (mtime)
-		*mtime = resp.last_modified;
-	return 0;
+	return tfs_http_resp_size(&resp, w, size, mtime);
 }
 
 static int http_head(struct tfs_store *st, const char *key, uint64_t *size)

@@ -147,6 +147,21 @@ static void what_of(char *buf, size_t cap, const char *method, const struct s3_s
 	snprintf(buf, cap, "%s %.300s/%.600s", method, s->base.url, key);
 }
 
+/* A request on key (relative to the store's prefix): c is ready for call_add and call_do, and w
+ * names the request in log lines. */
+static int key_call(struct s3_call *c, struct s3_store *s, const char *method, const char *key,
+		    const void *body, size_t len, char *w, size_t wcap)
+{
+	char fk[1024];
+	int rc = full_key(s, key, fk, sizeof(fk));
+
+	if (!rc)
+		rc = call_init(c, s, method, fk, NULL, body, len);
+	if (!rc)
+		what_of(w, wcap, method, s, key);
+	return rc;
+}
+
 /* The S3 error code of an error reply (<Code>...</Code>) for log lines. */
 static void error_code(const struct tfs_buf *body, char *out, size_t cap)
 {
@@ -296,30 +311,20 @@ static int s3_stat(struct tfs_store *st, const char *key, uint64_t *size, int64_
 	struct tfs_http_req req = { 0 };
 	struct tfs_http_resp resp;
 	struct s3_call c;
-	char fk[1024], w[1200];
+	char w[1200];
 	int rc;
 
 	if (!key_ok(key))
 		return -EINVAL;
-	rc = full_key(s, key, fk, sizeof(fk));
-	if (!rc)
-		rc = call_init(&c, s, "HEAD", fk, NULL, NULL, 0);
+	rc = key_call(&c, s, "HEAD", key, NULL, 0, w, sizeof(w));
 	if (rc)
 		return rc;
-	what_of(w, sizeof(w), "HEAD", s, key);
 	rc = call_do(&c, &req, NULL, 0, w, &resp);
 	if (!rc)
 		rc = status_rc(w, &resp, NULL);
 	if (rc)
 		return rc;
-	if (resp.content_length < 0) {
-		tfs_err("%s: no Content-Length in the reply", w);
-		return -EIO;
-	}
-	*size = (uint64_t)resp.content_length;
-	if (mtime)
-		*mtime = resp.last_modified;
-	return 0;
+	return tfs_http_resp_size(&resp, w, size, mtime);
 }
 
 static int s3_head(struct tfs_store *st, const char *key, uint64_t *size)
@@ -334,15 +339,12 @@ static int get_etag(struct s3_store *s, const char *key, struct tfs_buf *out, ch
 	struct tfs_http_req req = { .out = out };
 	struct tfs_http_resp resp;
 	struct s3_call c;
-	char fk[1024], w[1200];
+	char w[1200];
 	int rc;
 
-	rc = full_key(s, key, fk, sizeof(fk));
-	if (!rc)
-		rc = call_init(&c, s, "GET", fk, NULL, NULL, 0);
+	rc = key_call(&c, s, "GET", key, NULL, 0, w, sizeof(w));
 	if (rc)
 		return rc;
-	what_of(w, sizeof(w), "GET", s, key);
 	rc = call_do(&c, &req, NULL, 0, w, &resp);
 	if (!rc)
 		rc = status_rc(w, &resp, out);
@@ -363,17 +365,14 @@ static int put_cond(struct s3_store *s, const char *key, const void *data, size_
 	struct tfs_http_req req = { .out = &body };
 	struct tfs_http_resp resp;
 	struct s3_call c;
-	char fk[1024], w[1200];
+	char w[1200];
 	int rc;
 
-	rc = full_key(s, key, fk, sizeof(fk));
-	if (!rc)
-		rc = call_init(&c, s, "PUT", fk, NULL, data, len);
+	rc = key_call(&c, s, "PUT", key, data, len, w, sizeof(w));
 	if (rc)
 		return rc;
 	if (hname)
 		call_add(&c, hname, hvalue);
-	what_of(w, sizeof(w), "PUT", s, key);
 	rc = call_do(&c, &req, data, len, w, &resp);
 	if (!rc) {
 		*status = resp.status;
@@ -400,15 +399,12 @@ static int s3_del_key(struct s3_store *s, const char *key)
 	struct tfs_http_req req = { 0 };
 	struct tfs_http_resp resp;
 	struct s3_call c;
-	char fk[1024], w[1200];
+	char w[1200];
 	int rc;
 
-	rc = full_key(s, key, fk, sizeof(fk));
-	if (!rc)
-		rc = call_init(&c, s, "DELETE", fk, NULL, NULL, 0);
+	rc = key_call(&c, s, "DELETE", key, NULL, 0, w, sizeof(w));
 	if (rc)
 		return rc;
-	what_of(w, sizeof(w), "DELETE", s, key);
 	rc = call_do(&c, &req, NULL, 0, w, &resp);
 	return rc ? rc : status_rc(w, &resp, NULL);
 }
