@@ -1062,6 +1062,19 @@ static void handle_free(struct handle *h)
 	free(h);
 }
 
+/* End an open: reply with the error (freeing whatever h holds by then) or hand h to the kernel. */
+static void open_finish(fuse_req_t req, struct fs *fs, struct handle *h, struct fuse_file_info *fi,
+			int rc)
+{
+	if (rc) {
+		handle_free(h);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	handle_publish(fs, h, fi);
+	fuse_reply_open(req, fi);
+}
+
 /* A column file of a view: the view's rows in view order; the prefetcher follows the order in
  * which the view first needs each chunk. */
 static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, struct handle *h,
@@ -1073,19 +1086,16 @@ static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, stru
 	int rc = node_view(fs, n->parent, &h->ver, &h->view);
 
 	if (rc) {
-		free(h);
-		fuse_reply_err(req, -rc);
+		open_finish(req, fs, h, fi, rc);
 		return;
 	}
 	if (!tfs_id_eq(&h->ver->commit.id, &n->commit)) {
 		/* The branch moved since this name was looked up: look it up again. */
-		handle_free(h);
-		fuse_reply_err(req, ESTALE);
+		open_finish(req, fs, h, fi, -ESTALE);
 		return;
 	}
 	if (tfs_version_column(h->ver, n->name) < 0) {
-		handle_free(h);
-		fuse_reply_err(req, ENOENT);
+		open_finish(req, fs, h, fi, -ENOENT);
 		return;
 	}
 	h->col = (size_t)tfs_version_column(h->ver, n->name);
@@ -1100,15 +1110,9 @@ static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, stru
 			tfs_stream_expect_sequential(h->stream);
 	}
 	free(order);
-	if (rc) {
-		handle_free(h);
-		fuse_reply_err(req, -rc);
-		return;
-	}
 	/* One inode per commit: what the kernel cached for it stays true. */
 	fi->keep_cache = 1;
-	handle_publish(fs, h, fi);
-	fuse_reply_open(req, fi);
+	open_finish(req, fs, h, fi, rc);
 }
 
 /* The control file: each open is a staging session. Replies are a stream, not a file: no page
@@ -1132,14 +1136,8 @@ static void open_control(fuse_req_t req, struct fs *fs, struct fuse_file_info *f
 	h->type = N_CONTROL;
 	h->ctl_ops = fs->cfg->control;
 	rc = fs->cfg->control->open(fs->ctl, ctx->uid, ctx->gid, &h->ctl);
-	if (rc) {
-		free(h);
-		fuse_reply_err(req, -rc);
-		return;
-	}
 	fi->direct_io = 1;
-	handle_publish(fs, h, fi);
-	fuse_reply_open(req, fi);
+	open_finish(req, fs, h, fi, rc);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1183,15 +1181,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		} else {
 			rc = log_text(fs, n, &h->text, &h->size);
 		}
-		if (rc) {
-			tfs_buf_free(&h->text);
-			free(h);
-			fuse_reply_err(req, -rc);
-			return;
-		}
 		fi->direct_io = 1;
-		handle_publish(fs, h, fi);
-		fuse_reply_open(req, fi);
+		open_finish(req, fs, h, fi, rc);
 		return;
 	}
 	if (n->type == N_COLUMN && n->parent->type == N_VIEW) {
@@ -1200,8 +1191,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	rc = file_version(fs, n, &h->ver);
 	if (rc) {
-		free(h);
-		fuse_reply_err(req, -rc);
+		open_finish(req, fs, h, fi, rc);
 		return;
 	}
 	if (n->type == N_COLUMN) {
@@ -1214,19 +1204,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (!rc && fs->prefetch)
 			rc = tfs_stream_create(fs->prefetch, h->ver, h->col, NULL, c->nchunks,
 					       &h->stream);
-		if (rc) {
-			tfs_version_put(h->ver);
-			free(h);
-			fuse_reply_err(req, -rc);
-			return;
-		}
 	} else {
 		h->size = h->ver->schema.len;
 	}
 	/* One inode per commit: what the kernel cached for it stays true. */
 	fi->keep_cache = 1;
-	handle_publish(fs, h, fi);
-	fuse_reply_open(req, fi);
+	open_finish(req, fs, h, fi, rc);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
