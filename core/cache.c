@@ -375,15 +375,37 @@ static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, in
 	return __atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget;
 }
 
+/* Fill e, just inserted LOADING into shard idx with the caller's reference, outside the lock.
+ * With keep_ref the caller keeps that reference (and e) on success; without, it is dropped and e
+ * may be evicted and freed by another thread as soon as this returns. */
+static int run_load(struct tfs_cache *c, unsigned idx, struct entry *e, tfs_cache_load_fn load,
+		    void *arg, int keep_ref)
+{
+	struct shard *s = &c->shards[idx];
+	struct entry *freed = NULL;
+	uint8_t *data = NULL;
+	size_t len = 0, cap = 0;
+	int rc = load(arg, &e->key, &data, &len, &cap), over;
+
+	pthread_mutex_lock(&s->lock);
+	over = finish_load(c, s, e, rc, data, len, cap, &freed);
+	if (!rc && !keep_ref)
+		e->refs--; /* readers that joined the load hold their own */
+	pthread_mutex_unlock(&s->lock);
+	if (freed)
+		free_entry(c, freed);
+	if (!rc && over)
+		shrink(c, idx);
+	return rc;
+}
+
 int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load, void *arg,
 		  struct tfs_cache_entry **out)
 {
 	const unsigned idx = key->b[0] % NSHARDS;
 	struct shard *s = &c->shards[idx];
 	struct entry *e, *freed = NULL;
-	uint8_t *data = NULL;
-	size_t len = 0, cap = 0;
-	int rc, over;
+	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	e = lookup(s, key);
@@ -417,20 +439,10 @@ int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_
 	pthread_mutex_unlock(&s->lock);
 	if (!e)
 		return -ENOMEM;
-
-	rc = load(arg, key, &data, &len, &cap);
-
-	pthread_mutex_lock(&s->lock);
-	over = finish_load(c, s, e, rc, data, len, cap, &freed);
-	pthread_mutex_unlock(&s->lock);
-	if (freed)
-		free_entry(c, freed);
-	if (rc)
-		return rc;
-	if (over)
-		shrink(c, idx);
-	*out = &e->pub;
-	return 0;
+	rc = run_load(c, idx, e, load, arg, 1);
+	if (!rc)
+		*out = &e->pub;
+	return rc;
 }
 
 void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *pub)
@@ -455,10 +467,8 @@ int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_
 {
 	const unsigned idx = key->b[0] % NSHARDS;
 	struct shard *s = &c->shards[idx];
-	struct entry *e, *freed = NULL;
-	uint8_t *data = NULL;
-	size_t len = 0, cap = 0;
-	int rc, over;
+	struct entry *e;
+	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	if (lookup(s, key)) {
@@ -473,21 +483,8 @@ int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_
 	pthread_mutex_unlock(&s->lock);
 	if (!e)
 		return -ENOMEM;
-
-	rc = load(arg, key, &data, &len, &cap);
-
-	pthread_mutex_lock(&s->lock);
-	over = finish_load(c, s, e, rc, data, len, cap, &freed);
-	if (!rc)
-		e->refs--; /* the loader's own reference; readers that joined hold theirs */
-	pthread_mutex_unlock(&s->lock);
-	if (freed)
-		free_entry(c, freed);
-	if (rc)
-		return rc;
-	if (over)
-		shrink(c, idx);
-	return 1;
+	rc = run_load(c, idx, e, load, arg, 0);
+	return rc ? rc : 1;
 }
 
 int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key)
