@@ -1695,6 +1695,17 @@ static int node_xattrs(struct fs *fs, struct node *n, struct xattrs *x)
 	return 0;
 }
 
+/* The getxattr/listxattr protocol: size 0 asks for the length, a short buffer is ERANGE. */
+static void reply_xattr(fuse_req_t req, size_t size, const void *data, size_t len)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, data, len);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fs *fs = fs_of(req);
@@ -1712,17 +1723,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	}
 	for (size_t i = 0; i < x.n; i++) {
-		size_t len = strlen(x.values[i]);
-
 		if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX)) ||
 		    strcmp(name + strlen(XATTR_PREFIX), x.names[i]))
 			continue;
-		if (size == 0)
-			fuse_reply_xattr(req, len);
-		else if (size < len)
-			fuse_reply_err(req, ERANGE);
-		else
-			fuse_reply_buf(req, x.values[i], len);
+		reply_xattr(req, size, x.values[i], strlen(x.values[i]));
 		return;
 	}
 	fuse_reply_err(req, ENODATA);
@@ -1748,12 +1752,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	if (rc)
 		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, list.len);
-	else if (size < list.len)
-		fuse_reply_err(req, ERANGE);
 	else
-		fuse_reply_buf(req, (const char *)list.data, list.len);
+		reply_xattr(req, size, list.data, list.len);
 	tfs_buf_free(&list);
 }
 
