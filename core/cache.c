@@ -498,6 +498,11 @@ int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key)
 	return found;
 }
 
+uint64_t tfs_cache_prefetch_pending(struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->n.prefetch_pending, __ATOMIC_RELAXED);
+}
+
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 {
 	memset(st, 0, sizeof(*st));

@@ -57,6 +57,9 @@ int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_
 int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key);
 
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st);
+/* Bytes loaded ahead and not used yet (tfs_cache_stats's prefetch_pending) without the shard
+ * locks tfs_cache_stats takes to count entries: cheap enough for every prefetch decision. */
+uint64_t tfs_cache_prefetch_pending(struct tfs_cache *c);
 
 /* Buffers for decoded chunks and fetched objects. Freed buffers are kept in a small bounded pool
  * (an eighth of the budget, at most 32 MiB) and handed out again, so steady-state loads neither

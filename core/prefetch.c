@@ -191,13 +191,12 @@ static int schedule(struct tfs_stream *st, size_t k)
 {
 	struct tfs_prefetcher *pf = st->pf;
 	const struct tfs_column *c = &st->v->manifest.cols[st->col];
-	struct tfs_cache_stats cs;
+	const uint64_t pending = tfs_cache_prefetch_pending(pf->cache);
+	const uint64_t bytes = c->rows_per_chunk * c->row_bytes;
 	struct job *j;
-	uint64_t bytes = c->rows_per_chunk * c->row_bytes;
 
-	tfs_cache_stats(pf->cache, &cs);
 	pthread_mutex_lock(&pf->lock);
-	if (pf->queued_bytes + cs.prefetch_pending + bytes > pf->max_ahead) {
+	if (pf->queued_bytes + pending + bytes > pf->max_ahead) {
 		pf->st.throttled++;
 		pthread_mutex_unlock(&pf->lock);
 		return -ENOSPC;
