@@ -244,6 +244,17 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 	if (!st->seen) {
 		st->seen = 1;
 		st->pos = last;
+		/* A first access at the very start is how np.load, cat, dd and every scan begin:
+		 * load ahead at once rather than after SEQ_STREAK on-demand loads (each a full
+		 * round trip on a remote store). A random reader that happens to start there
+		 * costs at most MIN_WINDOW chunks, and its next jump resets the window. */
+		if (first == 0 && st->streak < SEQ_STREAK) {
+			st->streak = SEQ_STREAK;
+			st->window = MIN_WINDOW;
+			pthread_mutex_lock(&st->pf->lock);
+			st->pf->st.sequential_streams++;
+			pthread_mutex_unlock(&st->pf->lock);
+		}
 	} else if (first > st->pos + 1 + st->window || last + span + st->window + 1 < st->pos) {
 		/* A jump: random access. Load nothing ahead until progress is sequential again.
 		 * Reads a little behind are tolerated: page faults and readahead arrive out of

@@ -43,7 +43,8 @@ void tfs_stream_destroy(struct tfs_stream *st);
 void tfs_stream_expect_sequential(struct tfs_stream *st);
 
 /* The reader consumed sequence positions first..last (inclusive). Sequential progress schedules
- * the next chunks; a jump resets the window so random access loads nothing ahead. */
+ * the next chunks, as does a first access at position 0 (the start of a scan); a jump resets the
+ * window so random access loads nothing ahead. */
 void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last);
 
 #endif

@@ -112,6 +112,24 @@ def test_prefetch_sequential_scan(lake, mount):
     assert s["wasted"] <= 2, s
 
 
+def test_prefetch_starts_with_a_read_at_the_start(lake, mount):
+    """A first read at the start of the data begins a scan: chunks ahead are scheduled at once,
+    not after several on-demand loads (each a round trip on a remote store). A first read
+    elsewhere schedules nothing."""
+    src = column(4096, 4096, 5)
+    lake.build("d", {"x": src, "y": src}, "--chunk-size", "256k")
+    m = mount(lake, opts=["cache_mem=64M", "prefetch_threads=2"])
+    flat = memoryview(src.reshape(-1))
+    with opened(m.path / "d" / "main" / "y.npy") as fd:
+        assert os.pread(fd, 4096, HEADER_SIZE + 2000 * 4096) == flat[2000 * 4096:2001 * 4096]
+    assert stats(m)["prefetch"]["scheduled"] == 0
+    with opened(m.path / "d" / "main" / "x.npy") as fd:
+        assert os.pread(fd, 4096, HEADER_SIZE) == flat[:4096]
+        s = stats(m)["prefetch"]
+        assert s["scheduled"] >= 2, s
+        assert s["sequential_streams"] == 1, s
+
+
 def test_no_prefetch_on_random_access(lake, mount):
     src = column(4096, 4096, 3)
     lake.build("d", {"x": src}, "--chunk-size", "256k")
