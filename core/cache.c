@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define NSHARDS 16
 
@@ -110,6 +111,22 @@ static size_t size_class(size_t len)
 	return (len + step - 1) / step * step;
 }
 
+#define HUGE_PAGE (2u << 20)
+
+/* Buffers of whole huge pages are aligned and marked for transparent huge pages: a cold scan
+ * faults in every chunk buffer once, and 2 MiB pages take 512 times fewer faults than 4 KiB. */
+static void *alloc_huge(size_t len)
+{
+	void *p;
+
+	if (len < HUGE_PAGE)
+		return malloc(len);
+	if (posix_memalign(&p, HUGE_PAGE, len))
+		return NULL;
+	(void)madvise(p, len & ~((size_t)HUGE_PAGE - 1), MADV_HUGEPAGE);
+	return p;
+}
+
 void *tfs_cache_alloc(struct tfs_cache *c, size_t len, size_t *cap)
 {
 	const size_t want = size_class(len ? len : 1);
@@ -126,7 +143,7 @@ void *tfs_cache_alloc(struct tfs_cache *c, size_t len, size_t *cap)
 		}
 	pthread_mutex_unlock(&c->pool_lock);
 	if (!b)
-		b = malloc(want);
+		b = alloc_huge(want);
 	if (b && cap)
 		*cap = want;
 	return b;
