@@ -16,6 +16,8 @@ directory under /tmp, imports it into a lake, then runs the selected cases:
   4  time to first batch: launching `tensorfs mount` -> first 64 rows in a numpy array
   5  scanning a column 4x larger than cache_mem: peak daemon RSS vs. the budget
   6  a plain PyTorch DataLoader (map-style, shuffle) over the mount vs. over a local .npy
+  7  a cold shuffled view read front to back vs. random mmap reads of a local .npy
+  8  a cold shuffled view epoch vs. a PyTorch DataLoader over the same images as JPEG files
 
 It prints a table of absolute figures and ratios, writes a JSON file and a PNG chart (default
 build/bench/bench-<timestamp>.{json,png}). Targets are informational: the exit status is 0 when
@@ -1231,6 +1233,110 @@ def case7(ctx, res):
             "mount cold sequential scan of the version", v["seq"])
 
 
+class JpegRows:
+    """Map-style dataset over a folder of JPEG files, decoded the way torchvision's default
+    image loader does it (PIL open, convert("RGB")), returned as HWC uint8 tensors."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        import torch
+        from PIL import Image
+        with Image.open(self.files[i]) as im:
+            return torch.from_numpy(np.array(im.convert("RGB")))
+
+
+def jpeg_folder(ctx, n):
+    """The column's first n rows as JPEG files (quality 90), made once per work directory."""
+    from PIL import Image
+    d = ctx.work / f"jpeg-{n}"
+    done = d / ".complete"
+    files = [d / f"{i:07d}.jpg" for i in range(n)]
+    if done.exists():
+        return files
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    src = np.load(ctx.npy, mmap_mode="r")
+    for i, f in enumerate(files):
+        Image.fromarray(np.asarray(src[i])).save(f, quality=90)
+    done.touch()
+    return files
+
+
+def case8(ctx, res):
+    """A shuffled view epoch vs a PyTorch DataLoader over a folder of the same images as JPEG
+    files (the loader most training code starts from), both cold, batches of --batch-size."""
+    a = ctx.args
+    import torch
+    from torch.utils.data import DataLoader
+    sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
+    import tensorfs.torch as tfs_torch
+    if ctx.data["row_shape"][-1] != 3 or len(ctx.data["row_shape"]) != 3:
+        raise BenchError("case 8 needs image rows (--row-shape H,W,3)")
+    n = min(a.dl_rows, ctx.data["rows"])
+    t0 = time.perf_counter()
+    files = jpeg_folder(ctx, n)
+    jpeg_bytes = sum(f.stat().st_size for f in files)
+    res.update({"rows": n, "jpeg_files_bytes": jpeg_bytes,
+                "jpeg_build_s": time.perf_counter() - t0, "batch_size": a.batch_size})
+    view = f"seed={a.seed},epoch=0"
+    rows = ctx.data["rows"]
+    times = {"view": [], "view_dl2": [], "jpeg_dl0": [], "jpeg_dl2": []}
+
+    def drain(dl, want):
+        t = time.perf_counter()
+        got = sum(b.shape[0] for b in dl)
+        if got != want:
+            raise BenchError(f"DataLoader yielded {got} rows, expected {want}")
+        return time.perf_counter() - t
+
+    for _ in range(a.cold_reps):
+        with ctx.mount() as m:
+            vdir = m.path / DATASET / "main" / "views" / view
+            os.stat(vdir / f"{COLUMN}.npy")
+            ctx.cache.drop()
+            t = time.perf_counter()
+            mm = np.load(vdir / f"{COLUMN}.npy", mmap_mode="r")
+            for i in range(0, mm.shape[0], a.batch_size):
+                torch.from_numpy(np.array(mm[i:i + a.batch_size]))
+            times["view"].append(time.perf_counter() - t)
+            del mm
+        with ctx.mount() as m:
+            vdir = m.path / DATASET / "main" / "views" / view
+            os.stat(vdir / f"{COLUMN}.npy")
+            ctx.cache.drop()
+            ds = tfs_torch.Dataset(vdir, columns=[COLUMN])
+            times["view_dl2"].append(drain(DataLoader(ds, batch_size=a.batch_size,
+                                                      num_workers=2), rows))
+            del ds
+        for w in (0, 2):
+            ctx.cache.drop()
+            g = torch.Generator()
+            g.manual_seed(a.seed)
+            dl = DataLoader(JpegRows(files), batch_size=a.batch_size, shuffle=True, generator=g,
+                            num_workers=w)
+            times[f"jpeg_dl{w}"].append(drain(dl, n))
+            del dl
+            gc.collect()
+    v = {k: (rows if k.startswith("view") else n) / med(ts) for k, ts in times.items()}
+    res.update({k: {"seconds": ts, "samples_per_s": v[k]} for k, ts in times.items()})
+    log(f"  shuffled view: {v['view']:,.0f} samples/s read in batches, {v['view_dl2']:,.0f} "
+        f"through a DataLoader (2 workers); JPEG folder DataLoader: {v['jpeg_dl0']:,.0f} "
+        f"(0 workers), {v['jpeg_dl2']:,.0f} (2 workers)")
+    best = max(v["jpeg_dl0"], v["jpeg_dl2"])
+    note = (f"view: all {rows} rows; JPEG: the first {n} rows as {n} files "
+            f"({jpeg_bytes / MiB:.0f} MiB), shuffle; samples/s")
+    ctx.add(8, "cold shuffled view epoch, batches of rows", v["view"], "samples/s",
+            "DataLoader over JPEG files, best of 0/2 workers", best, target=("ratio", 10.0),
+            note=note)
+    ctx.add(8, "cold shuffled view epoch, DataLoader 2 workers", v["view_dl2"], "samples/s",
+            "DataLoader over JPEG files, 2 workers", v["jpeg_dl2"], note=note)
+
+
 CASES = {
     1: ("cold sequential scan of a zstd column", case1),
     2: ("warm re-read", case2),
@@ -1239,6 +1345,7 @@ CASES = {
     5: ("scan 4x cache_mem: daemon RSS", case5),
     6: ("PyTorch DataLoader", case6),
     7: ("shuffled view scan", case7),
+    8: ("shuffled view epoch vs a DataLoader over JPEG files", case8),
 }
 
 
@@ -1250,7 +1357,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         description="tensorfs benchmark suite (see the module docstring for the cases)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--cases", default="1,2,3,4,5,6,7", help="comma-separated case numbers")
+    p.add_argument("--cases", default="1,2,3,4,5,6,7,8", help="comma-separated case numbers")
     p.add_argument("--quick", action="store_true",
                    help="small sizes for a smoke run (~10 s) (explicit size flags still win)")
     p.add_argument("--size-mb", type=float, default=None,
