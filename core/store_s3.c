@@ -876,6 +876,177 @@ static int s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn f
 	return rc;
 }
 
+/* --- sweep ----------------------------------------------------------------------------------- */
+
+/* Seconds since the epoch of an ISO 8601 UTC time ("2026-11-21T14:00:00.000Z"), or -1. */
+static int64_t parse_iso8601(const char *v)
+{
+	struct tm tm = { 0 };
+	const char *end = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
+
+	return end ? (int64_t)timegm(&tm) : -1;
+}
+
+/* Abort one multipart upload (fk: the full key). */
+static int abort_upload(struct s3_store *s, const char *fk, const struct tfs_buf *id)
+{
+	struct tfs_buf q = { 0 };
+	struct tfs_http_req req = { 0 };
+	struct tfs_http_resp resp;
+	struct s3_call c;
+	char w[1200];
+	int rc = tfs_buf_printf(&q, "uploadId=");
+
+	what_of(w, sizeof(w), "DELETE (abort upload)", s, fk);
+	if (!rc)
+		rc = tfs_sigv4_uri_encode(&q, (char *)id->data, id->len, 0);
+	if (!rc)
+		rc = call_init(&c, s, "DELETE", fk, (char *)q.data, NULL, 0);
+	if (!rc)
+		rc = call_do(&c, &req, NULL, 0, w, &resp);
+	if (!rc)
+		rc = status_rc(w, &resp, NULL);
+	tfs_buf_free(&q);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* Multipart uploads under prefix begun before older_than: a writer killed mid-upload leaves its
+ * parts stored (and billed) until the upload is aborted. Returns how many were aborted, or
+ * -errno. A server that cannot list uploads (501) has none to show: 0, with a log line. */
+static int sweep_uploads(struct s3_store *s, const char *prefix, int64_t older_than)
+{
+	struct tfs_buf body = { 0 }, q = { 0 }, key = { 0 }, id = { 0 }, t = { 0 };
+	struct tfs_buf kmark = { 0 }, umark = { 0 };
+	char fk[1024], w[1200];
+	int rc, more = 1, pages = 0, n = 0;
+
+	rc = full_key(s, prefix, fk, sizeof(fk));
+	if (!rc && strlen(fk) + 2 > sizeof(fk))
+		rc = -ENAMETOOLONG;
+	if (rc)
+		return rc;
+	if (*fk)
+		strcat(fk, "/");
+	what_of(w, sizeof(w), "LIST (multipart uploads)", s, prefix);
+	while (more && !rc && pages++ < 100000) {
+		struct tfs_http_req req = { .out = &body };
+		struct tfs_http_resp resp;
+		struct s3_call c;
+		const char *p, *end;
+
+		q.len = 0;
+		rc = tfs_buf_printf(&q, "uploads=&prefix=");
+		if (!rc)
+			rc = tfs_sigv4_uri_encode(&q, fk, strlen(fk), 0);
+		if (!rc && kmark.len) {
+			rc = tfs_buf_printf(&q, "&key-marker=");
+			if (!rc)
+				rc = tfs_sigv4_uri_encode(&q, (char *)kmark.data, kmark.len, 0);
+			if (!rc)
+				rc = tfs_buf_printf(&q, "&upload-id-marker=");
+			if (!rc)
+				rc = tfs_sigv4_uri_encode(&q, (char *)umark.data, umark.len, 0);
+		}
+		if (!rc)
+			rc = call_init(&c, s, "GET", NULL, (char *)q.data, NULL, 0);
+		if (!rc)
+			rc = call_do(&c, &req, NULL, 0, w, &resp);
+		if (rc)
+			break;
+		if (resp.status == 501) {
+			tfs_info("%s: the server does not list multipart uploads; none swept", w);
+			break;
+		}
+		rc = status_rc(w, &resp, &body);
+		if (rc)
+			break;
+		end = (char *)body.data + body.len;
+		for (p = (char *)body.data; p && !rc;) {
+			const char *blk = memmem(p, (size_t)(end - p), "<Upload>", 8);
+			const char *bend =
+				blk ? memmem(blk, (size_t)(end - blk), "</Upload>", 9) : NULL;
+			int64_t started;
+
+			if (!bend)
+				break;
+			p = bend + 9;
+			if (!xml_get(blk, bend, "Key", &key) ||
+			    !xml_get(blk, bend, "UploadId", &id) ||
+			    !xml_get(blk, bend, "Initiated", &t))
+				continue;
+			started = parse_iso8601((char *)t.data);
+			if (started < 0 || started > older_than ||
+			    strncmp((char *)key.data, fk, strlen(fk)))
+				continue;
+			rc = abort_upload(s, (char *)key.data, &id);
+			if (!rc)
+				n++;
+		}
+		more = memmem(body.data, body.len, "<IsTruncated>true</IsTruncated>", 31) != NULL;
+		if (more && (!xml_get((char *)body.data, end, "NextKeyMarker", &kmark) ||
+			     !xml_get((char *)body.data, end, "NextUploadIdMarker", &umark))) {
+			tfs_err("%s: truncated listing without its markers", w);
+			rc = -EIO;
+		}
+	}
+	tfs_buf_free(&body);
+	tfs_buf_free(&q);
+	tfs_buf_free(&key);
+	tfs_buf_free(&id);
+	tfs_buf_free(&t);
+	tfs_buf_free(&kmark);
+	tfs_buf_free(&umark);
+	return rc ? rc : n;
+}
+
+/* Ref lock objects left by writers that died while moving a ref (see lock_take): removed once
+ * they are older than the cutoff and abandoned by the lock protocol's own rule. */
+static int sweep_locks(struct s3_store *s, const char *prefix, int64_t older_than)
+{
+	static const char *const kinds[] = { "heads", "tags" };
+	const int64_t stale = (int64_t)time(NULL) - LOCK_STALE_S;
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		char key[1024];
+		uint64_t size;
+		int64_t mtime;
+		int rc;
+
+		if (snprintf(key, sizeof(key), "%s/refs/%s/.lock", prefix, kinds[i]) >=
+		    (int)sizeof(key))
+			return -ENAMETOOLONG;
+		rc = s3_stat(&s->base, key, &size, &mtime);
+		if (rc == -ENOENT)
+			continue;
+		if (rc)
+			return rc;
+		if (mtime > older_than || mtime > stale)
+			continue;
+		rc = s3_del_key(s, key);
+		if (rc && rc != -ENOENT)
+			return rc;
+		n++;
+	}
+	return n;
+}
+
+static int s3_sweep(struct tfs_store *st, const char *prefix, int64_t older_than)
+{
+	struct s3_store *s = s3_of(st);
+	int up, locks;
+
+	if (!key_ok(prefix))
+		return -EINVAL;
+	up = sweep_uploads(s, prefix, older_than);
+	locks = sweep_locks(s, prefix, older_than);
+	if (up < 0)
+		return up;
+	if (locks < 0)
+		return locks;
+	return up + locks;
+}
+
 /* --- open and close -------------------------------------------------------------------------- */
 
 /* Parse s3://[remote@]bucket[/prefix]. */
@@ -1060,5 +1231,5 @@ const struct tfs_store_ops tfs_store_s3_ops = {
 	.cas = s3_cas,
 	.list = s3_list,
 	.del = s3_del,
-	.sweep = NULL,
+	.sweep = s3_sweep,
 };
