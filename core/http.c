@@ -416,6 +416,8 @@ static int curl_retryable(CURLcode c, int *err)
 	}
 }
 
+#define RECV_BUFFER (512L << 10)
+
 static int setup(CURL *c, const struct tfs_http *h, const struct tfs_http_req *req, struct xfer *x,
 		 struct curl_slist *hl)
 {
@@ -427,6 +429,8 @@ static int setup(CURL *c, const struct tfs_http *h, const struct tfs_http_req *r
 	 * handshake and slow start, as soon as more requests than that are in flight. */
 	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)h->cfg.max_inflight);
 	curl_easy_setopt(c, CURLOPT_URL, req->url);
+	/* Bodies are MiBs: receive them in large reads, not libcurl's default 16 KiB. */
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, RECV_BUFFER);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress_cb);
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)h);
@@ -589,11 +593,13 @@ int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_h
 
 /* --- whole objects by parallel ranges ------------------------------------------------------ */
 
+#define SIZED_MIN (64u << 10) /* a smaller buffer says nothing of the object's size */
+
 struct parts {
 	tfs_http_range_fn fn;
 	void *arg;
 	uint8_t *base;
-	uint64_t total, part;
+	uint64_t total, first, part; /* parts cover [first, total) */
 	size_t nparts;
 	atomic_size_t next; /* the next part index to fetch */
 	atomic_int err;
@@ -605,7 +611,7 @@ static void *parts_worker(void *arg)
 	size_t i;
 
 	while ((i = atomic_fetch_add(&p->next, 1)) < p->nparts && !atomic_load(&p->err)) {
-		uint64_t off = i * p->part;
+		uint64_t off = p->first + i * p->part;
 		size_t len = (size_t)(off + p->part > p->total ? p->total - off : p->part);
 		int64_t total;
 		ssize_t n = p->fn(p->arg, off, p->base + off, len, &total);
@@ -627,19 +633,24 @@ int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsi
 	pthread_t tids[64];
 	unsigned nt = 0;
 	int64_t total = -1;
+	uint64_t first = part_size;
 	ssize_t n;
 	int rc;
 
+	/* A buffer the caller sized for the object (it knew the size) takes it in one request, and
+	 * is never reallocated: a pooled buffer stays in its pool's size class. */
+	if (out->cap > SIZED_MIN && out->cap - 1 < first)
+		first = out->cap - 1;
 	out->len = 0;
-	rc = tfs_buf_reserve(out, (size_t)part_size);
+	rc = tfs_buf_reserve(out, (size_t)first);
 	if (rc)
 		return rc;
-	n = fn(arg, 0, out->data, (size_t)part_size, &total);
+	n = fn(arg, 0, out->data, (size_t)first, &total);
 	if (n < 0)
 		return (int)n;
 	out->len = (size_t)n;
 	out->data[out->len] = 0;
-	if ((size_t)n < part_size || total <= (int64_t)n)
+	if ((uint64_t)n < first || total <= (int64_t)n)
 		return total >= 0 && total != n ? -EIO : 0;
 	if ((uint64_t)total > SIZE_MAX / 2)
 		return -EFBIG;
@@ -648,12 +659,13 @@ int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsi
 		return rc;
 	p.base = out->data;
 	p.total = (uint64_t)total;
-	p.nparts = (size_t)((p.total + part_size - 1) / part_size);
-	atomic_init(&p.next, 1);
+	p.first = first;
+	p.nparts = (size_t)((p.total - first + part_size - 1) / part_size);
+	atomic_init(&p.next, 0);
 	atomic_init(&p.err, 0);
 	if (parallel > 64)
 		parallel = 64;
-	for (unsigned i = 1; i < parallel && i < p.nparts - 1; i++)
+	for (unsigned i = 1; i < parallel && i < p.nparts; i++)
 		if (!pthread_create(&tids[nt], NULL, parts_worker, &p))
 			nt++;
 	parts_worker(&p);

@@ -75,8 +75,9 @@ int tfs_http_resp_size(const struct tfs_http_resp *resp, const char *what, uint6
 typedef ssize_t (*tfs_http_range_fn)(void *arg, uint64_t off, void *dst, size_t len,
 				     int64_t *total);
 
-/* A whole object by ranges: the first part_size bytes first; when the object is larger, the
- * rest in part_size ranges, `parallel` at a time. out is reset first. Returns 0 or -errno. */
+/* A whole object by ranges: the first part_size bytes first (or out's capacity less one, when
+ * the caller sized out for the object and that is smaller); when the object is larger, the rest
+ * in part_size ranges, `parallel` at a time. out is reset first. Returns 0 or -errno. */
 int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsigned parallel,
 		       struct tfs_buf *out);
 
