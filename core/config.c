@@ -61,8 +61,8 @@ static const char *const remote_keys[] = {
 	"session_token", "path_style", "conditional_writes", NULL,
 };
 static const char *const http_keys[] = {
-	"timeout_ms",	  "connect_timeout_ms", "stall_ms",  "retries",	 "backoff_ms",
-	"backoff_max_ms", "max_inflight",	"part_size", "parallel", NULL,
+	"timeout_ms",	"connect_timeout_ms", "stall_ms", "retries", "backoff_ms", "backoff_max_ms",
+	"max_inflight", "part_size",	      "parallel", "ca_file", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -409,10 +409,39 @@ bad:
 	return -EINVAL;
 }
 
+/* The CA bundle to trust, made absolute (a daemon changes directory): "" when none is set. */
+static int http_ca_file(const struct ini *c, char *out, size_t cap)
+{
+	const char *v = env("TENSORFS_HTTP_CA_FILE");
+	char *abs;
+	int rc = 0;
+
+	if (!v)
+		v = env("AWS_CA_BUNDLE");
+	if (!v)
+		v = get(c, "http", "ca_file");
+	out[0] = 0;
+	if (!v)
+		return 0;
+	abs = realpath(v, NULL);
+	if (!abs || access(abs, R_OK)) {
+		rc = -errno;
+		tfs_err("HTTP setting ca_file = %s: %s", v, strerror(errno));
+	} else if (strlen(abs) >= cap) {
+		rc = -ENAMETOOLONG;
+		tfs_err("HTTP setting ca_file = %s: path too long", v);
+	} else {
+		strcpy(out, abs);
+	}
+	free(abs);
+	return rc;
+}
+
 int tfs_config_http(struct tfs_config_http *out)
 {
 	struct ini c;
 	uint64_t v[9] = { 60000, 5000, 10000, 6, 100, 5000, 32, 8ull << 20, 4 };
+	char ca[sizeof(out->ca_file)];
 	static const uint64_t lo[9] = { 100, 100, 100, 0, 1, 1, 1, 1ull << 20, 1 };
 	static const uint64_t hi[9] = { 3600000, 600000, 3600000,    100, 60000,
 					600000,	 1024,	 1ull << 30, 64 };
@@ -422,6 +451,8 @@ int tfs_config_http(struct tfs_config_http *out)
 		return rc;
 	for (int i = 0; i < 9 && !rc; i++)
 		rc = http_num(&c, http_keys[i], lo[i], hi[i], &v[i]);
+	if (!rc)
+		rc = http_ca_file(&c, ca, sizeof(ca));
 	ini_free(&c);
 	if (rc)
 		return rc;
@@ -436,5 +467,6 @@ int tfs_config_http(struct tfs_config_http *out)
 		.part_size = v[7],
 		.parallel = (unsigned)v[8],
 	};
+	memcpy(out->ca_file, ca, sizeof(ca));
 	return 0;
 }

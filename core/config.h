@@ -30,6 +30,8 @@ struct tfs_config_http {
 	unsigned max_inflight;	 /* concurrent requests per store (default 32) */
 	uint64_t part_size;	 /* ranged-GET part for large objects (default 8 MiB) */
 	unsigned parallel;	 /* concurrent parts of one large GET (default 4) */
+	char ca_file[1024];	 /* absolute path of a PEM bundle to verify TLS servers with; "":
+				  * the system's store */
 };
 
 /* Use this file instead of the default locations (/etc/tensorfs.ini, then
@@ -48,7 +50,9 @@ void tfs_config_remote_free(struct tfs_config_remote *r);
 
 /* HTTP client settings: the [http] section, overridden by $TENSORFS_HTTP_TIMEOUT_MS,
  * _CONNECT_TIMEOUT_MS, _STALL_MS, _RETRIES, _BACKOFF_MS, _BACKOFF_MAX_MS, _MAX_INFLIGHT,
- * _PART_SIZE, _PARALLEL. Returns 0 or a file error as above. */
+ * _PART_SIZE, _PARALLEL, _CA_FILE (ca_file also from $AWS_CA_BUNDLE, after _CA_FILE and before
+ * the file). Returns 0, a file error as above, or -ENOENT/-EACCES for a ca_file that cannot be
+ * read (logged). */
 int tfs_config_http(struct tfs_config_http *out);
 
 #endif

@@ -182,6 +182,7 @@ struct xfer {
 	int nomem;
 	long retry_after; /* seconds, -1 when absent */
 	size_t upload_off;
+	char errbuf[CURL_ERROR_SIZE]; /* libcurl's own words on a failure */
 };
 
 static size_t write_cb(char *p, size_t size, size_t nmemb, void *arg)
@@ -429,6 +430,9 @@ static int setup(CURL *c, const struct tfs_http *h, const struct tfs_http_req *r
 	 * handshake and slow start, as soon as more requests than that are in flight. */
 	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)h->cfg.max_inflight);
 	curl_easy_setopt(c, CURLOPT_URL, req->url);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, x->errbuf);
+	if (h->cfg.ca_file[0])
+		curl_easy_setopt(c, CURLOPT_CAINFO, h->cfg.ca_file);
 	/* Bodies are MiBs: receive them in large reads, not libcurl's default 16 KiB. */
 	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, RECV_BUFFER);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
@@ -515,11 +519,12 @@ static int body_complete(const struct tfs_http_req *req, const struct tfs_http_r
 int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_http_resp *resp)
 {
 	unsigned attempts = h->cfg.retries + 1;
-	const char *last = "";
+	char last[CURL_ERROR_SIZE] = "";
 	long retry_after = -1;
 	int err = -EIO;
+	unsigned a;
 
-	for (unsigned a = 0; a < attempts; a++) {
+	for (a = 0; a < attempts; a++) {
 		struct curl_slist *hl = NULL;
 		struct xfer x = { .req = req, .resp = resp, .retry_after = -1 };
 		CURLcode cc;
@@ -560,34 +565,38 @@ int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_h
 		}
 		if (cc != CURLE_OK) {
 			retry = curl_retryable(cc, &err);
-			last = curl_easy_strerror(cc);
+			snprintf(last, sizeof(last), "%s",
+				 x.errbuf[0] ? x.errbuf : curl_easy_strerror(cc));
 			keep = 0;
 		} else if (status_retryable(resp->status)) {
 			retry = 1;
 			err = -EIO;
-			last = "server busy or failing";
+			snprintf(last, sizeof(last), "server busy or failing");
 		} else if (!body_complete(req, resp, &x)) {
 			/* curl normally reports this as a partial file; be sure anyway. */
 			retry = 1;
 			err = -EIO;
-			last = "body length differs from Content-Length";
+			snprintf(last, sizeof(last), "body length differs from Content-Length");
 			keep = 0;
 		}
 		retry_after = x.retry_after;
+		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL); /* x ends with this attempt */
 		handle_put(h, c, keep);
 		curl_slist_free_all(hl);
 		if (!retry && cc == CURLE_OK)
 			return 0;
-		if (!retry)
+		if (!retry) {
+			a++;
 			break;
+		}
 		tfs_debug("%s: attempt %u failed (%s%s%ld), retrying",
 			  req->what ? req->what : req->url, a + 1, last,
 			  resp->status ? ", status " : "", resp->status);
 		if (cc == CURLE_OK && a + 1 == attempts)
 			return 0; /* out of retries: the caller maps the final status */
 	}
-	tfs_err("%s: %s after %u attempt%s", req->what ? req->what : req->url, last, attempts,
-		attempts == 1 ? "" : "s");
+	tfs_err("%s: %s after %u attempt%s", req->what ? req->what : req->url, last, a,
+		a == 1 ? "" : "s");
 	return err;
 }
 

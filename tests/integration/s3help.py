@@ -65,10 +65,25 @@ def stop_proc(proc):
             proc.wait(timeout=5)
 
 
+def tls_cert(workdir):
+    """A self-signed certificate for 127.0.0.1 (openssl CLI): returns (cert_path, key_path)."""
+    openssl = shutil.which("openssl")
+    if not openssl:
+        missing("openssl (Debian package) is not installed")
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    cert, key = workdir / "cert.pem", workdir / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, stdin=subprocess.DEVNULL, capture_output=True)
+    return cert, key
+
+
 class S3Server:
     """s3rver on 127.0.0.1:<free port> with its data in `root`; buckets made at start."""
 
-    def __init__(self, root, buckets=("lake",)):
+    def __init__(self, root, buckets=("lake",), tls=None):
         if not (os.path.isfile(S3RVER) and os.access(S3RVER, os.X_OK)):
             missing(f"s3rver not installed at {S3RVER} (npm install --prefix tests/s3)")
         if not shutil.which("node"):
@@ -81,6 +96,9 @@ class S3Server:
                "--no-vhost-buckets"]
         for b in buckets:
             cmd += ["--configure-bucket", b]
+        self.scheme = "https" if tls else "http"
+        if tls:
+            cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
@@ -93,7 +111,7 @@ class S3Server:
 
     @property
     def endpoint(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def stop(self):
         stop_proc(self.proc)
@@ -127,12 +145,13 @@ class UrlLake(Lake):
 class Nginx:
     """nginx serving directory `root` read-only on 127.0.0.1:<free port> (autoindex optional)."""
 
-    def __init__(self, workdir, root, autoindex=False):
+    def __init__(self, workdir, root, autoindex=False, tls=None):
         if not os.access(NGINX, os.X_OK):
             missing("nginx (Debian package) is not installed")
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        self.scheme = "https" if tls else "http"
         conf = self.workdir / "nginx.conf"
         w = self.workdir
         conf.write_text(f"""
@@ -149,7 +168,8 @@ http {{
     scgi_temp_path {w}/tmp_scgi;
     default_type application/octet-stream;
     server {{
-        listen 127.0.0.1:{self.port};
+        listen 127.0.0.1:{self.port}{' ssl' if tls else ''};
+        {f'ssl_certificate {tls[0]}; ssl_certificate_key {tls[1]};' if tls else ''}
         location /lake/ {{
             alias {root}/;
             autoindex {'on' if autoindex else 'off'};
@@ -173,7 +193,7 @@ http {{
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}/lake"
+        return f"{self.scheme}://127.0.0.1:{self.port}/lake"
 
     def stop(self):
         stop_proc(self.proc)

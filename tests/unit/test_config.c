@@ -39,7 +39,8 @@ static int setup(void **state)
 		     (const char *const[]){ "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
 					    "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
 					    "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
-					    "TENSORFS_HTTP_RETRIES", NULL };
+					    "TENSORFS_HTTP_RETRIES", "TENSORFS_HTTP_CA_FILE",
+					    "AWS_CA_BUNDLE", NULL };
 	     *v; v++)
 		unsetenv(*v);
 	return 0;
@@ -175,6 +176,32 @@ static void test_http_settings(void **state)
 	unsetenv("TENSORFS_HTTP_RETRIES");
 }
 
+static void test_http_ca_file(void **state)
+{
+	struct tfs_config_http h;
+	char text[300], rel[64];
+
+	(void)state;
+	write_file("[http]\nretries = 2\n", 0600);
+	assert_int_equal(tfs_config_http(&h), 0);
+	assert_string_equal(h.ca_file, ""); /* the system's store */
+	/* From the file, made absolute; the environment wins over it, TENSORFS_ over AWS_. */
+	snprintf(text, sizeof(text), "[http]\nca_file = %s\n", path);
+	write_file(text, 0600);
+	assert_int_equal(tfs_config_http(&h), 0);
+	assert_string_equal(h.ca_file, path);
+	assert_int_equal(chdir(dir), 0);
+	snprintf(rel, sizeof(rel), "./config.ini");
+	setenv("AWS_CA_BUNDLE", rel, 1);
+	assert_int_equal(tfs_config_http(&h), 0);
+	assert_string_equal(h.ca_file, path);
+	setenv("TENSORFS_HTTP_CA_FILE", "/nonexistent/ca.pem", 1);
+	assert_int_equal(tfs_config_http(&h), -ENOENT);
+	unsetenv("TENSORFS_HTTP_CA_FILE");
+	unsetenv("AWS_CA_BUNDLE");
+	assert_int_equal(chdir("/"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +209,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_secret_file_permissions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http_settings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_http_ca_file, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
