@@ -797,6 +797,41 @@ out:
 
 /* --- listing --------------------------------------------------------------------------------- */
 
+/* The full key of a "directory" prefix, with its trailing '/' ("" stays ""); *len its length. */
+static int dir_key(const struct s3_store *s, const char *prefix, char *out, size_t cap, size_t *len)
+{
+	int rc = full_key(s, prefix, out, cap);
+
+	if (rc)
+		return rc;
+	*len = strlen(out);
+	if (*len && *len + 1 >= cap)
+		return -ENAMETOOLONG;
+	if (*len) {
+		out[(*len)++] = '/';
+		out[*len] = 0;
+	}
+	return 0;
+}
+
+/* One page of a bucket listing: GET /bucket/?query into body. Returns 0 or -errno, logged but
+ * for -EOPNOTSUPP (501 or 405: the server does not implement that listing), left to the caller. */
+static int list_page(struct s3_store *s, const char *query, const char *w, struct tfs_buf *body)
+{
+	struct tfs_http_req req = { .out = body };
+	struct tfs_http_resp resp;
+	struct s3_call c;
+	int rc = call_init(&c, s, "GET", NULL, query, NULL, 0);
+
+	if (!rc)
+		rc = call_do(&c, &req, NULL, 0, w, &resp);
+	if (rc)
+		return rc;
+	if (tfs_http_status_errno(resp.status) == -EOPNOTSUPP)
+		return -EOPNOTSUPP;
+	return status_rc(w, &resp, body);
+}
+
 static int s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, void *arg)
 {
 	struct s3_store *s = s3_of(st);
@@ -807,19 +842,11 @@ static int s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn f
 
 	if (*prefix && !key_ok(prefix))
 		return -EINVAL;
-	rc = full_key(s, prefix, fk, sizeof(fk));
+	rc = dir_key(s, prefix, fk, sizeof(fk), &plen);
 	if (rc)
 		return rc;
-	plen = strlen(fk);
-	if (plen && plen + 1 < sizeof(fk)) {
-		fk[plen++] = '/';
-		fk[plen] = 0;
-	}
 	what_of(w, sizeof(w), "LIST", s, prefix);
 	while (more && !rc && pages++ < 100000) {
-		struct tfs_http_req req = { .out = &body };
-		struct tfs_http_resp resp;
-		struct s3_call c;
 		const char *p, *end;
 
 		q.len = 0;
@@ -832,11 +859,9 @@ static int s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn f
 				rc = tfs_sigv4_uri_encode(&q, (char *)tok.data, tok.len, 0);
 		}
 		if (!rc)
-			rc = call_init(&c, s, "GET", NULL, (char *)q.data, NULL, 0);
-		if (!rc)
-			rc = call_do(&c, &req, NULL, 0, w, &resp);
-		if (!rc)
-			rc = status_rc(w, &resp, &body);
+			rc = list_page(s, (char *)q.data, w, &body);
+		if (rc == -EOPNOTSUPP)
+			tfs_err("%s: the server does not implement ListObjectsV2", w);
 		if (rc)
 			break;
 		end = (char *)body.data + body.len;
@@ -918,26 +943,20 @@ static int sweep_uploads(struct s3_store *s, const char *prefix, int64_t older_t
 	struct tfs_buf body = { 0 }, q = { 0 }, key = { 0 }, id = { 0 }, t = { 0 };
 	struct tfs_buf kmark = { 0 }, umark = { 0 };
 	char fk[1024], w[1200];
+	size_t plen;
 	int rc, more = 1, pages = 0, n = 0;
 
-	rc = full_key(s, prefix, fk, sizeof(fk));
-	if (!rc && strlen(fk) + 2 > sizeof(fk))
-		rc = -ENAMETOOLONG;
+	rc = dir_key(s, prefix, fk, sizeof(fk), &plen);
 	if (rc)
 		return rc;
-	if (*fk)
-		strcat(fk, "/");
 	what_of(w, sizeof(w), "LIST (multipart uploads)", s, prefix);
 	while (more && !rc && pages++ < 100000) {
-		struct tfs_http_req req = { .out = &body };
-		struct tfs_http_resp resp;
-		struct s3_call c;
 		const char *p, *end;
 
 		q.len = 0;
 		rc = tfs_buf_printf(&q, "uploads=&prefix=");
 		if (!rc)
-			rc = tfs_sigv4_uri_encode(&q, fk, strlen(fk), 0);
+			rc = tfs_sigv4_uri_encode(&q, fk, plen, 0);
 		if (!rc && kmark.len) {
 			rc = tfs_buf_printf(&q, "&key-marker=");
 			if (!rc)
@@ -948,16 +967,12 @@ static int sweep_uploads(struct s3_store *s, const char *prefix, int64_t older_t
 				rc = tfs_sigv4_uri_encode(&q, (char *)umark.data, umark.len, 0);
 		}
 		if (!rc)
-			rc = call_init(&c, s, "GET", NULL, (char *)q.data, NULL, 0);
-		if (!rc)
-			rc = call_do(&c, &req, NULL, 0, w, &resp);
-		if (rc)
-			break;
-		if (resp.status == 501) {
+			rc = list_page(s, (char *)q.data, w, &body);
+		if (rc == -EOPNOTSUPP) {
 			tfs_info("%s: the server does not list multipart uploads; none swept", w);
+			rc = 0;
 			break;
 		}
-		rc = status_rc(w, &resp, &body);
 		if (rc)
 			break;
 		end = (char *)body.data + body.len;
@@ -976,7 +991,7 @@ static int sweep_uploads(struct s3_store *s, const char *prefix, int64_t older_t
 				continue;
 			started = parse_iso8601((char *)t.data);
 			if (started < 0 || started > older_than ||
-			    strncmp((char *)key.data, fk, strlen(fk)))
+			    strncmp((char *)key.data, fk, plen))
 				continue;
 			rc = abort_upload(s, (char *)key.data, &id);
 			if (!rc)
