@@ -88,6 +88,16 @@ class Loader:
             out[c["name"]] = a
         return out
 
+    def close(self):
+        # Before the stager closes: the daemon then frees the allocation and the events, and
+        # cudaFree of memory still open in an importer is undefined.
+        for e in self.events.values():
+            RT.cudaEventDestroy(e)
+        for p in self.mems.values():
+            RT.cudaIpcCloseMemHandle(ctypes.c_void_p(p))
+        self.events.clear()
+        self.mems.clear()
+
 
 def raw(stager, line):
     from tensorfs.staging import _parse_reply
@@ -124,6 +134,7 @@ def test_cuda_batches_equal_host(lake, mount):
                 assert np.array_equal(got[name], cols[name][rows]), name
             hb.release()
             g.release(int(f["slot"]))
+        loader.close()
 
 
 CHILD = r"""
@@ -192,6 +203,7 @@ def test_staging_throughput_vs_pinned_copy(lake, mount):
         t0 = time.perf_counter()
         staged = epoch()
         stage_bw = staged / (time.perf_counter() - t0)
+        loader.close()
     ratio = stage_bw / copy_bw
     print(f"\npinned cudaMemcpy H2D: {copy_bw / 1e9:.2f} GB/s; staging: {stage_bw / 1e9:.2f} GB/s;"
           f" ratio {ratio:.2f} (target >= 0.8)")

@@ -33,7 +33,10 @@
  *       loader maps the file / opens the handle once and reuses it for every slot. DESCR is a
  *       numpy dtype string ("<f4", "|u1"). pos: the stream position of the first row (next;
  *       for stage it is the first requested row). After the last row, next replies
- *       "error ENODATA ...". For cuda, wait on the event (cudaStreamWaitEvent) before reading.
+ *       "error ENODATA ...". For cuda, wait on the event (cudaStreamWaitEvent) before reading,
+ *       and finish reading before the release; close the handle and the events
+ *       (cudaIpcCloseMemHandle, cudaEventDestroy) before closing the stream or the file, which
+ *       frees them (an allocation freed while still open in an importer is undefined).
  *   seek stream=S pos=P                    move the next cursor (drops batches made ahead)
  *   release stream=S slot=N|all            -> ok
  *   close stream=S                         -> ok (releases its slots)

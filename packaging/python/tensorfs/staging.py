@@ -10,6 +10,7 @@ A batch is valid until it is released: ``batch.release()``, ``stager.release(bat
 step of the iterator, or closing the stager. Copy what must outlive that.
 """
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno as _errno
@@ -65,6 +66,21 @@ def _parse_reply(text):
     return fields, cols
 
 
+def _loaded_cudart():
+    """Paths of the CUDA runtimes already mapped into this process (torch's, usually)."""
+    paths = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.rstrip("\n").split(None, 5)
+                if (len(p) == 6 and os.path.basename(p[5]).startswith("libcudart")
+                        and p[5].startswith("/") and p[5] not in paths):
+                    paths.append(p[5])
+    except OSError:
+        pass
+    return paths
+
+
 def _control_path(mountpoint):
     return os.path.join(os.fspath(mountpoint), ".tensorfs", "control")
 
@@ -90,7 +106,9 @@ class _Cuda:
     def __init__(self):
         import torch
 
-        names = [ctypes.util.find_library("cudart")]
+        # torch's own runtime first: a second copy of another version may not suit the driver,
+        # and pip wheels keep theirs out of the linker's path.
+        names = _loaded_cudart() + [ctypes.util.find_library("cudart")]
         names += sorted(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib",
                                                "libcudart*.so*")))
         names += sorted(glob.glob("/usr/local/cuda/lib64/libcudart.so*"))
@@ -106,8 +124,8 @@ class _Cuda:
         if self.lib is None:
             raise OSError(_errno.ENODEV, "cannot load the CUDA runtime (libcudart)")
         self.torch = torch
-        self.mems = {}    # ipc hex -> device pointer (each allocation opened once)
-        self.events = {}  # event hex -> cudaEvent_t
+        self.mems = {}    # ipc hex -> (device pointer, device) (each allocation opened once)
+        self.events = {}  # event hex -> (cudaEvent_t, device)
 
     def _check(self, rc, what):
         if rc:
@@ -115,27 +133,41 @@ class _Cuda:
             msg = self.lib.cudaGetErrorString(rc).decode()
             raise OSError(_errno.EIO, f"{what}: {msg}")
 
+    @contextlib.contextmanager
+    def _on(self, device):
+        """device current for the calls inside; the thread's current device (torch's, the
+        user's) is put back after, since it is per thread state they rely on."""
+        prev = ctypes.c_int(device)
+        self._check(self.lib.cudaGetDevice(ctypes.byref(prev)), "cudaGetDevice")
+        self._check(self.lib.cudaSetDevice(device), "cudaSetDevice")
+        try:
+            yield
+        finally:
+            if prev.value != device:
+                self.lib.cudaSetDevice(prev.value)
+
     def mem(self, hexstr, device):
         if hexstr not in self.mems:
-            self._check(self.lib.cudaSetDevice(device), "cudaSetDevice")
             ptr = ctypes.c_void_p()
             h = self.Handle.from_buffer_copy(bytes.fromhex(hexstr))
-            self._check(self.lib.cudaIpcOpenMemHandle(ctypes.byref(ptr), h, 1),
-                        "cudaIpcOpenMemHandle")
-            self.mems[hexstr] = ptr.value
-        return self.mems[hexstr]
+            with self._on(device):
+                self._check(self.lib.cudaIpcOpenMemHandle(ctypes.byref(ptr), h, 1),
+                            "cudaIpcOpenMemHandle")
+            self.mems[hexstr] = (ptr.value, device)
+        return self.mems[hexstr][0]
 
     def wait(self, hexstr, device):
         if hexstr not in self.events:
-            self._check(self.lib.cudaSetDevice(device), "cudaSetDevice")
             ev = ctypes.c_void_p()
             h = self.Handle.from_buffer_copy(bytes.fromhex(hexstr))
-            self._check(self.lib.cudaIpcOpenEventHandle(ctypes.byref(ev), h),
-                        "cudaIpcOpenEventHandle")
-            self.events[hexstr] = ev
+            with self._on(device):
+                self._check(self.lib.cudaIpcOpenEventHandle(ctypes.byref(ev), h),
+                            "cudaIpcOpenEventHandle")
+            self.events[hexstr] = (ev, device)
         stream = self.torch.cuda.current_stream(device).cuda_stream
-        self._check(self.lib.cudaStreamWaitEvent(ctypes.c_void_p(stream), self.events[hexstr],
-                                                 0), "cudaStreamWaitEvent")
+        self._check(self.lib.cudaStreamWaitEvent(ctypes.c_void_p(stream),
+                                                 self.events[hexstr][0], 0),
+                    "cudaStreamWaitEvent")
 
     def tensor(self, ptr, shape, dtype, device):
         class Cai:
@@ -144,10 +176,13 @@ class _Cuda:
         return self.torch.as_tensor(Cai(), device=f"cuda:{device}")
 
     def close(self):
-        for ev in self.events.values():
-            self.lib.cudaEventDestroy(ev)
-        for ptr in self.mems.values():
-            self.lib.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))
+        # Each on the device it was opened on (the context that owns the mapping).
+        for ev, dev in self.events.values():
+            with self._on(dev):
+                self.lib.cudaEventDestroy(ev)
+        for ptr, dev in self.mems.values():
+            with self._on(dev):
+                self.lib.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))
         self.events.clear()
         self.mems.clear()
 
@@ -169,6 +204,7 @@ class Stager:
         self._fd = os.open(_control_path(mountpoint), os.O_RDWR | os.O_CLOEXEC)
         self._mm = None
         self._cuda = None
+        self._dev = None  # the CUDA device of the batches
         self._leased = {}
         try:
             req = (f"open {_target(mountpoint, version_or_view)} cols={','.join(self.columns)}"
@@ -219,7 +255,7 @@ class Stager:
                 arrays[c["name"]] = np.ndarray(shape, dtype=np.dtype(c["dtype"]),
                                                buffer=self._mm, offset=int(c["offset"]))
         else:
-            dev = int(info["device"].split(":")[1])
+            dev = self._dev = int(info["device"].split(":")[1])
             if self._cuda is None:
                 self._cuda = _Cuda()
             base = self._cuda.mem(info["ipc"], dev)
@@ -272,8 +308,8 @@ class Stager:
             b.released = True
             if self._cuda is not None and b:
                 # The daemon may refill the slot as soon as it is released: work queued on it
-                # must be done.
-                self._cuda.torch.cuda.current_stream().synchronize()
+                # must be done (on the batch's device's stream, whichever device is current).
+                self._cuda.torch.cuda.current_stream(self._dev).synchronize()
         self.request(f"release stream={self.stream} slot={slot}")
 
     def stats(self):
@@ -308,21 +344,30 @@ class Stager:
         """Close the stream and the session (the daemon releases every slot)."""
         if self._fd is None:
             return
+        leased = bool(self._leased)
         for b in self._leased.values():
             b.released = True
         self._leased.clear()
         try:
-            os.close(self._fd)
-        finally:
-            self._fd = None
+            # Closing the file lets the daemon free the slots and events: before that, work on
+            # leased batches must be done and our mappings closed (cudaFree of an allocation
+            # still open in an importer, or use of an event after its exporter destroyed it, is
+            # undefined).
             if self._cuda is not None:
-                self._cuda.close()
+                try:
+                    if leased:
+                        self._cuda.torch.cuda.current_stream(self._dev).synchronize()
+                finally:
+                    self._cuda.close()
+        finally:
+            fd, self._fd = self._fd, None
             if self._mm is not None:
                 try:
                     self._mm.close()
                 except BufferError:
                     pass  # arrays still view it; it goes when they do
                 self._mm = None
+            os.close(fd)
 
     def __enter__(self):
         return self
