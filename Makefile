@@ -133,6 +133,9 @@ integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
 	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) \
 		TENSORFS_CTL_CLIENT=$(abspath $(CTL_CLIENT)) \
 		TENSORFS_SIGV4_CLI=$(abspath $(SIGV4_CLI)) $(PYTHON) -m pytest -q tests/integration
+	# CUDA staging on a real device; each test says SKIP, with the reason, without one.
+	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) \
+		$(PYTHON) -m pytest -q -rs tests/gpu
 
 test: unit integration
 
