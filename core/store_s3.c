@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -704,6 +705,102 @@ static const char *xml_get(const char *p, const char *end, const char *tag, stru
 	return b + strlen(close);
 }
 
+/* Abort one multipart upload (fk: the full key). */
+static int abort_upload(struct s3_store *s, const char *fk, const struct tfs_buf *id)
+{
+	struct tfs_buf q = { 0 };
+	struct tfs_http_req req = { 0 };
+	struct tfs_http_resp resp;
+	struct s3_call c;
+	char w[1200];
+	int rc = tfs_buf_printf(&q, "uploadId=");
+
+	what_of(w, sizeof(w), "DELETE (abort upload)", s, fk);
+	if (!rc)
+		rc = tfs_sigv4_uri_encode(&q, (char *)id->data, id->len, 0);
+	if (!rc)
+		rc = call_init(&c, s, "DELETE", fk, (char *)q.data, NULL, 0);
+	if (!rc)
+		rc = call_do(&c, &req, NULL, 0, w, &resp);
+	if (!rc)
+		rc = status_rc(w, &resp, NULL);
+	tfs_buf_free(&q);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* The parts of one multipart upload, sent by up to `parallel` threads. */
+struct upload {
+	struct s3_store *s;
+	const char *fk, *what;
+	const struct tfs_buf *id;
+	const uint8_t *data;
+	size_t len, nparts;
+	char (*etags)[132]; /* per part, filled by its sender */
+	atomic_size_t next;
+	atomic_int err;
+};
+
+static int put_part(struct upload *u, size_t i)
+{
+	const size_t off = i * MULTIPART_PART;
+	const size_t n = u->len - off < MULTIPART_PART ? u->len - off : MULTIPART_PART;
+	struct tfs_http_req req = { 0 };
+	struct tfs_http_resp resp;
+	struct tfs_buf q = { 0 };
+	struct s3_call c;
+	int rc = tfs_buf_printf(&q, "partNumber=%zu&uploadId=", i + 1);
+
+	if (!rc)
+		rc = tfs_sigv4_uri_encode(&q, (char *)u->id->data, u->id->len, 0);
+	if (!rc)
+		rc = call_init(&c, u->s, "PUT", u->fk, (char *)q.data, u->data + off, n);
+	if (!rc)
+		rc = call_do(&c, &req, u->data + off, n, u->what, &resp);
+	if (!rc)
+		rc = status_rc(u->what, &resp, NULL);
+	if (!rc && !resp.etag[0]) {
+		tfs_err("%s: part %zu: no ETag in the reply", u->what, i + 1);
+		rc = -EIO;
+	}
+	if (!rc)
+		memcpy(u->etags[i], resp.etag, sizeof(resp.etag));
+	tfs_buf_free(&q);
+	return rc;
+}
+
+static void *upload_worker(void *arg)
+{
+	struct upload *u = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&u->next, 1)) < u->nparts && !atomic_load(&u->err)) {
+		int rc = put_part(u, i), zero = 0;
+
+		if (rc)
+			atomic_compare_exchange_strong(&u->err, &zero, rc);
+	}
+	return NULL;
+}
+
+/* Send every part, `parallel` at a time (the HTTP settings' parallel, as for ranged GETs). */
+static int put_parts(struct upload *u)
+{
+	unsigned parallel = tfs_http_config(u->s->http)->parallel, nt = 0;
+	pthread_t tids[64];
+
+	atomic_init(&u->next, 0);
+	atomic_init(&u->err, 0);
+	if (parallel > 64)
+		parallel = 64;
+	for (unsigned t = 1; t < parallel && t < u->nparts; t++)
+		if (!pthread_create(&tids[nt], NULL, upload_worker, u))
+			nt++;
+	upload_worker(u);
+	for (unsigned t = 0; t < nt; t++)
+		pthread_join(tids[t], NULL);
+	return atomic_load(&u->err);
+}
+
 static int multipart_put(struct s3_store *s, const char *key, const void *data, size_t len)
 {
 	struct tfs_buf body = { 0 }, id = { 0 }, q = { 0 }, done = { 0 };
@@ -711,12 +808,16 @@ static int multipart_put(struct s3_store *s, const char *key, const void *data, 
 	struct tfs_http_resp resp;
 	struct s3_call c;
 	char fk[1024], w[1200];
-	size_t nparts = (size_t)((len + MULTIPART_PART - 1) / MULTIPART_PART);
+	struct upload u = { .s = s, .fk = fk, .what = w, .id = &id, .data = data, .len = len };
 	int rc;
 
+	u.nparts = (size_t)((len + MULTIPART_PART - 1) / MULTIPART_PART);
 	rc = full_key(s, key, fk, sizeof(fk));
 	if (rc)
 		return rc;
+	u.etags = calloc(u.nparts, sizeof(*u.etags));
+	if (!u.etags)
+		return -ENOMEM;
 	what_of(w, sizeof(w), "PUT (multipart)", s, key);
 	rc = call_init(&c, s, "POST", fk, "uploads=", "", 0);
 	if (!rc)
@@ -730,33 +831,13 @@ static int multipart_put(struct s3_store *s, const char *key, const void *data, 
 		rc = -EIO;
 		goto out;
 	}
-	rc = tfs_buf_printf(&done, "<CompleteMultipartUpload>");
-	for (size_t i = 0; i < nparts && !rc; i++) {
-		size_t off = i * MULTIPART_PART,
-		       n = len - off < MULTIPART_PART ? len - off : MULTIPART_PART;
-		struct tfs_http_req preq = { 0 };
-
-		q.len = 0;
-		rc = tfs_buf_printf(&q, "partNumber=%zu&uploadId=", i + 1);
-		if (!rc)
-			rc = tfs_sigv4_uri_encode(&q, (char *)id.data, id.len, 0);
-		if (!rc)
-			rc = call_init(&c, s, "PUT", fk, (char *)q.data,
-				       (const uint8_t *)data + off, n);
-		if (!rc)
-			rc = call_do(&c, &preq, (const uint8_t *)data + off, n, w, &resp);
-		if (!rc)
-			rc = status_rc(w, &resp, NULL);
-		if (!rc && !resp.etag[0]) {
-			tfs_err("%s: part %zu: no ETag in the reply", w, i + 1);
-			rc = -EIO;
-		}
-		if (!rc)
-			rc = tfs_buf_printf(&done,
-					    "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag>"
-					    "</Part>",
-					    i + 1, resp.etag);
-	}
+	rc = put_parts(&u);
+	if (!rc)
+		rc = tfs_buf_printf(&done, "<CompleteMultipartUpload>");
+	for (size_t i = 0; i < u.nparts && !rc; i++)
+		rc = tfs_buf_printf(&done,
+				    "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag></Part>",
+				    i + 1, u.etags[i]);
 	if (!rc)
 		rc = tfs_buf_printf(&done, "</CompleteMultipartUpload>");
 	q.len = 0;
@@ -778,16 +859,10 @@ static int multipart_put(struct s3_store *s, const char *key, const void *data, 
 		tfs_err("%s: completing the upload failed%s", w, code);
 		rc = -EIO;
 	}
-	if (rc && id.len) {
-		struct tfs_http_req areq = { 0 };
-
-		q.len = 0;
-		if (!tfs_buf_printf(&q, "uploadId=") &&
-		    !tfs_sigv4_uri_encode(&q, (char *)id.data, id.len, 0) &&
-		    !call_init(&c, s, "DELETE", fk, (char *)q.data, NULL, 0))
-			call_do(&c, &areq, NULL, 0, w, &resp); /* abort; best effort */
-	}
+	if (rc && id.len)
+		abort_upload(s, fk, &id); /* best effort: gc sweeps what is left */
 out:
+	free(u.etags);
 	tfs_buf_free(&body);
 	tfs_buf_free(&id);
 	tfs_buf_free(&q);
@@ -910,29 +985,6 @@ static int64_t parse_iso8601(const char *v)
 	const char *end = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
 
 	return end ? (int64_t)timegm(&tm) : -1;
-}
-
-/* Abort one multipart upload (fk: the full key). */
-static int abort_upload(struct s3_store *s, const char *fk, const struct tfs_buf *id)
-{
-	struct tfs_buf q = { 0 };
-	struct tfs_http_req req = { 0 };
-	struct tfs_http_resp resp;
-	struct s3_call c;
-	char w[1200];
-	int rc = tfs_buf_printf(&q, "uploadId=");
-
-	what_of(w, sizeof(w), "DELETE (abort upload)", s, fk);
-	if (!rc)
-		rc = tfs_sigv4_uri_encode(&q, (char *)id->data, id->len, 0);
-	if (!rc)
-		rc = call_init(&c, s, "DELETE", fk, (char *)q.data, NULL, 0);
-	if (!rc)
-		rc = call_do(&c, &req, NULL, 0, w, &resp);
-	if (!rc)
-		rc = status_rc(w, &resp, NULL);
-	tfs_buf_free(&q);
-	return rc == -ENOENT ? 0 : rc;
 }
 
 /* Multipart uploads under prefix begun before older_than: a writer killed mid-upload leaves its
