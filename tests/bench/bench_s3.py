@@ -68,7 +68,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from netdelay import DelayedNet, _die_with_parent, remove_stale  # noqa: E402
 
-S3RVER = os.environ.get("TENSORFS_S3RVER") or str(REPO / "tests/s3/node_modules/.bin/s3rver")
+S3RVER = os.environ.get("TENSORFS_S3RVER") or str(REPO / "tests/s3/s3rver.js")
 TFS = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
 PORT = 9000  # the server namespace is fresh: nothing else listens there
 ACCESS = SECRET = "S3RVER"  # s3rver's built-in account

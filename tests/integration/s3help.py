@@ -19,7 +19,9 @@ import pytest
 from conftest import REPO_ROOT, Lake
 
 REQUIRE = os.environ.get("TENSORFS_REQUIRE_S3") == "1"
-S3RVER = os.environ.get("TENSORFS_S3RVER") or str(REPO_ROOT / "tests/s3/node_modules/.bin/s3rver")
+# s3rver with S3's atomic, read-after-write consistent object writes (tests/s3/s3rver.js).
+S3RVER = os.environ.get("TENSORFS_S3RVER") or str(REPO_ROOT / "tests/s3/s3rver.js")
+S3RVER_MODULE = REPO_ROOT / "tests/s3/node_modules/s3rver"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 # s3rver's built-in account; it checks SigV4 signatures made with it.
 ACCESS_KEY = "S3RVER"
@@ -84,8 +86,9 @@ class S3Server:
     """s3rver on 127.0.0.1:<free port> with its data in `root`; buckets made at start."""
 
     def __init__(self, root, buckets=("lake",), tls=None):
-        if not (os.path.isfile(S3RVER) and os.access(S3RVER, os.X_OK)):
-            missing(f"s3rver not installed at {S3RVER} (npm install --prefix tests/s3)")
+        if not (os.path.isfile(S3RVER) and os.access(S3RVER, os.X_OK)) or \
+                not S3RVER_MODULE.is_dir():
+            missing(f"s3rver not installed under {S3RVER_MODULE.parent} (cd tests/s3 && npm ci)")
         if not shutil.which("node"):
             missing("node (Debian package nodejs) is not installed")
         self.root = Path(root)
