@@ -999,11 +999,28 @@ static int cmd_index(int argc, char **argv)
 	return rc < 0 ? 1 : 0;
 }
 
+/* $TENSORFS_LOG: how much goes to the log (error, warn, info: the default, debug). */
+static void log_level_from_env(void)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	const char *v = getenv("TENSORFS_LOG");
+
+	if (!v || !*v)
+		return;
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(v, names[i])) {
+			tfs_log_set_level((enum tfs_log_level)i);
+			return;
+		}
+	tfs_warn("TENSORFS_LOG=%s: expected error, warn, info or debug; ignored", v);
+}
+
 int main(int argc, char **argv)
 {
 	const char *prog = basename(argv[0]);
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	log_level_from_env();
 	/* mount(8) runs mount.tensorfs SOURCE DIR -o OPTIONS. */
 	if (!strcmp(prog, "mount.tensorfs"))
 		return cmd_mount(argc, argv);

@@ -83,9 +83,10 @@ def tls_cert(workdir):
 
 
 class S3Server:
-    """s3rver on 127.0.0.1:<free port> with its data in `root`; buckets made at start."""
+    """s3rver on 127.0.0.1:<free port> with its data in `root`; buckets made at start; over TLS
+    with tls=(cert, key); honouring conditional PUTs with conditional=True."""
 
-    def __init__(self, root, buckets=("lake",), tls=None):
+    def __init__(self, root, buckets=("lake",), tls=None, conditional=False):
         if not (os.path.isfile(S3RVER) and os.access(S3RVER, os.X_OK)) or \
                 not S3RVER_MODULE.is_dir():
             missing(f"s3rver not installed under {S3RVER_MODULE.parent} (cd tests/s3 && npm ci)")
@@ -102,6 +103,8 @@ class S3Server:
         self.scheme = "https" if tls else "http"
         if tls:
             cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
+        if conditional:  # honour If-None-Match / If-Match on PUT, as S3 does
+            cmd.append("--conditional-writes")
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True,

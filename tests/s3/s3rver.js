@@ -5,8 +5,11 @@
 // s3rver 3.7 writes an object in place and answers before its file stream has flushed, so a
 // reader right after a PUT can get a short body, and a PUT cut off mid-body (a writer killed)
 // leaves a torn object behind; S3 never shows either. Here the body goes to a temporary file
-// that is renamed over the object only when the request's body arrived whole. Same arguments
-// as s3rver.
+// that is renamed over the object only when the request's body arrived whole.
+//
+// With --conditional-writes it also honours S3's conditional PUTs (If-None-Match: * and
+// If-Match: "etag", answered 412 PreconditionFailed), checked and applied under one lock per
+// key; without it, like s3rver, it ignores them. Other arguments: s3rver's.
 'use strict';
 
 const crypto = require('crypto');
@@ -15,6 +18,49 @@ const http = require('http');
 const path = require('path');
 const { pipeline, Transform } = require('stream');
 const FilesystemStore = require('s3rver/lib/stores/filesystem');
+const S3Error = require('s3rver/lib/models/error');
+
+const conditional = process.argv.includes('--conditional-writes');
+process.argv = process.argv.filter(a => a !== '--conditional-writes');
+
+// Per key, the tail of the chain of writes in progress: a check and its rename are one step.
+const writing = new Map();
+
+async function exclusively(key, fn) {
+  const before = writing.get(key) || Promise.resolve();
+  let release;
+  const mine = new Promise(resolve => (release = resolve));
+  const tail = before.then(() => mine);
+  writing.set(key, tail);
+  await before;
+  try {
+    return await fn();
+  } finally {
+    release();
+    if (writing.get(key) === tail) writing.delete(key);
+  }
+}
+
+// 412 unless the request's If-None-Match / If-Match hold for the object as stored now.
+async function checkConditions(store, object) {
+  const headers = object.content.headers;
+  const noneMatch = headers['if-none-match'];
+  const match = headers['if-match'];
+  if (!noneMatch && !match) return;
+  const current = await store.getMetadata(object.bucket, object.key).catch(err => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  const etag = current && current.etag;
+  const fail = which =>
+    new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', {
+      Condition: which,
+    });
+  if (noneMatch && noneMatch.trim() === '*' && etag) throw fail('If-None-Match');
+  if (match && !(etag && match.split(',').some(m => m.trim() === '*' || m.trim() === etag))) {
+    throw fail('If-Match');
+  }
+}
 
 FilesystemStore.prototype.putObject = async function putObject(object) {
   const objectPath = this.getResourcePath(object.bucket, object.key, 'object');
@@ -53,8 +99,13 @@ FilesystemStore.prototype.putObject = async function putObject(object) {
       }
     }
     const digest = md5.digest('hex');
-    await this.putMetadata(object.bucket, object.key, object.metadata, digest);
-    await fs.rename(tmp, objectPath);
+    await exclusively(objectPath, async () => {
+      if (conditional && object.content instanceof http.IncomingMessage) {
+        await checkConditions(this, object);
+      }
+      await this.putMetadata(object.bucket, object.key, object.metadata, digest);
+      await fs.rename(tmp, objectPath);
+    });
     return { size, md5: digest };
   } catch (err) {
     await fs.remove(tmp).catch(() => {});
