@@ -108,11 +108,21 @@ def _s3_age(s3, key, seconds):
 
 
 def test_s3_gc_sweeps_garbage_and_leftovers(s3, tmp_path):
-    """gc on S3: unreachable objects and abandoned ref locks older than the grace go; reachable
-    objects, young garbage and a live lock stay; every version still verifies. (s3rver does not
-    list multipart uploads, so gc says so and goes on.)"""
+    """gc on S3: unreachable objects, abandoned ref locks and multipart uploads begun before the
+    grace go; reachable objects, young garbage, a live lock, a young upload and uploads of other
+    prefixes stay; every version still verifies."""
     base = s3.root / "lake"
     objdir = base / "lakes/gc/ds/objects"
+    uploads = base / "._S3rver_uploads"
+
+    def initiate(key, age_s):
+        req = urllib.request.Request(f"{s3.endpoint}/lake/{key}?uploads", data=b"",
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            uid = re.search(rb"<UploadId>([^<]+)</UploadId>", r.read()).group(1).decode()
+        t = time.time() - age_s
+        os.utime(uploads / uid / "key", (t, t))  # its Initiated time
+        return uid
 
     def stored():
         return {str(p.relative_to(base))[:-len("._S3rver_object")]
@@ -135,14 +145,18 @@ def test_s3_gc_sweeps_garbage_and_leftovers(s3, tmp_path):
     _s3_put_raw(s3, "lakes/gc/ds/refs/heads/.lock", b"4242-1 1000\n")  # a dead writer's
     _s3_age(s3, "lakes/gc/ds/refs/heads/.lock", 2 * 86400)
     _s3_put_raw(s3, "lakes/gc/ds/refs/tags/.lock", f"4343-1 {int(time.time())}\n".encode())
+    dead = initiate("lakes/gc/ds/objects/ab/" + "c" * 62, 2 * 86400)  # a killed writer's
+    young = initiate("lakes/gc/ds/objects/cd/" + "e" * 62, 0)        # one in progress
+    other = initiate("lakes/other/ds/objects/ab/" + "c" * 62, 2 * 86400)  # not this dataset
 
     rc, out, err = tfs("gc", lk.ds_url("ds"))
     assert rc == 0, err
     m = re.search(r"deleted (\d+) unreachable .* kept (\d+) reachable and (\d+) younger .* "
                   r"removed (\d+) temporary", out)
     assert m, out
-    assert tuple(map(int, m.groups())) == (len(garbage) - 1, len(reachable), 1, 1), out
-    assert "does not list multipart uploads" in err, err
+    assert tuple(map(int, m.groups())) == (len(garbage) - 1, len(reachable), 1, 2), out
+    assert sorted(p.name for p in uploads.iterdir()) == sorted([young, other])
+    assert dead not in os.listdir(uploads)
     assert stored() == reachable | {garbage[0]}
     assert not (base / "lakes/gc/ds/refs/heads/.lock._S3rver_object").exists()
     assert (base / "lakes/gc/ds/refs/tags/.lock._S3rver_object").exists()  # live: kept

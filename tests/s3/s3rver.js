@@ -7,6 +7,9 @@
 // leaves a torn object behind; S3 never shows either. Here the body goes to a temporary file
 // that is renamed over the object only when the request's body arrived whole.
 //
+// It also lists and aborts multipart uploads (ListMultipartUploads, AbortMultipartUpload),
+// which s3rver answers with 501 and 405.
+//
 // With --conditional-writes it also honours S3's conditional PUTs (If-None-Match: * and
 // If-Match: "etag", answered 412 PreconditionFailed), checked and applied under one lock per
 // key; without it, like s3rver, it ignores them. Other arguments: s3rver's.
@@ -112,5 +115,55 @@ FilesystemStore.prototype.putObject = async function putObject(object) {
     throw err;
   }
 };
+
+// Multipart uploads, as s3rver keeps them: <bucket>/._S3rver_uploads/<id>/{key,metadata,N}.
+const router = require('s3rver/lib/routes');
+
+function uploadsDir(store, bucket) {
+  return store.getResourcePath(bucket, undefined, 'uploads');
+}
+
+async function listUploads(ctx) {
+  const dir = uploadsDir(ctx.store, ctx.params.bucket);
+  const prefix = ctx.query.prefix || '';
+  const ids = await fs.readdir(dir).catch(() => []);
+  const uploads = [];
+  for (const id of ids.sort()) {
+    const keyFile = path.join(dir, id, 'key');
+    const key = await fs.readFile(keyFile, 'utf8').catch(() => null);
+    if (key === null || !key.startsWith(prefix)) continue;
+    const st = await fs.stat(keyFile);
+    uploads.push({ Key: key, UploadId: id, Initiated: st.mtime.toISOString() });
+  }
+  uploads.sort((a, b) => (a.Key < b.Key ? -1 : a.Key > b.Key ? 1 : 0));
+  ctx.body = {
+    ListMultipartUploadsResult: {
+      Bucket: ctx.params.bucket,
+      Prefix: prefix,
+      MaxUploads: 1000,
+      IsTruncated: false,
+      Upload: uploads,
+    },
+  };
+}
+
+async function abortUpload(ctx) {
+  const dir = path.join(uploadsDir(ctx.store, ctx.params.bucket), ctx.query.uploadId);
+  const key = await fs.readFile(path.join(dir, 'key'), 'utf8').catch(() => null);
+  if (key === null || key !== ctx.params.key) {
+    throw new S3Error('NoSuchUpload', 'The specified upload does not exist.', {
+      UploadId: ctx.query.uploadId,
+    });
+  }
+  await fs.remove(dir);
+  ctx.status = 204;
+}
+
+router.get('/:bucket', (ctx, next) => ('uploads' in ctx.query ? listUploads(ctx) : next()));
+router.delete('/:bucket/:key+', (ctx, next) =>
+  'uploadId' in ctx.query ? abortUpload(ctx) : next(),
+);
+// Ahead of s3rver's own routes, which would refuse these.
+router.stack.unshift(router.stack.pop(), router.stack.pop());
 
 require('s3rver/bin/s3rver.js');
