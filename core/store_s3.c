@@ -343,12 +343,24 @@ static int get_etag(struct s3_store *s, const char *key, struct tfs_buf *out, ch
 	char w[1200];
 	int rc;
 
-	rc = key_call(&c, s, "GET", key, NULL, 0, w, sizeof(w));
-	if (rc)
-		return rc;
-	rc = call_do(&c, &req, NULL, 0, w, &resp);
-	if (!rc)
-		rc = status_rc(w, &resp, out);
+	/* The ETag goes into an If-Match: it must be the tag of exactly this content, or a
+	 * compare-and-swap could overwrite a version it never saw. A body that disagrees with an
+	 * MD5 ETag (a server whose metadata and data are not updated as one) is read again. */
+	for (int attempt = 0;; attempt++) {
+		rc = key_call(&c, s, "GET", key, NULL, 0, w, sizeof(w));
+		if (rc)
+			return rc;
+		rc = call_do(&c, &req, NULL, 0, w, &resp);
+		if (!rc)
+			rc = status_rc(w, &resp, out);
+		if (rc || etag_check(resp.etag, out->data, out->len) != 0)
+			break;
+		if (attempt == 2) {
+			tfs_err("%s: content and ETag disagree on every read", w);
+			return -EIO;
+		}
+		tfs_http_backoff(s->http, (unsigned)attempt);
+	}
 	if (!rc)
 		snprintf(etag, cap, "%s", resp.etag);
 	return rc;
