@@ -16,7 +16,8 @@
 'use strict';
 
 const crypto = require('crypto');
-const fs = require('fs-extra');
+const fs = require('fs/promises');
+const { createWriteStream } = require('fs');
 const http = require('http');
 const path = require('path');
 const { pipeline, Transform } = require('stream');
@@ -72,7 +73,7 @@ FilesystemStore.prototype.putObject = async function putObject(object) {
   const md5 = crypto.createHash('md5');
   let size = 0;
 
-  await fs.mkdirp(path.dirname(objectPath));
+  await fs.mkdir(path.dirname(objectPath), { recursive: true });
   try {
     if (Buffer.isBuffer(object.content)) {
       await fs.writeFile(tmp, object.content);
@@ -89,7 +90,7 @@ FilesystemStore.prototype.putObject = async function putObject(object) {
       // pipeline() fails when the request is aborted, and resolves only once the file stream
       // has written everything.
       await new Promise((resolve, reject) =>
-        pipeline(object.content, count, fs.createWriteStream(tmp), err =>
+        pipeline(object.content, count, createWriteStream(tmp), err =>
           err ? reject(err) : resolve(),
         ),
       );
@@ -106,12 +107,15 @@ FilesystemStore.prototype.putObject = async function putObject(object) {
       if (conditional && object.content instanceof http.IncomingMessage) {
         await checkConditions(this, object);
       }
-      await this.putMetadata(object.bucket, object.key, object.metadata, digest);
+      // The content first, then its MD5 (the ETag): a read in between gets the new content
+      // with the old tag, which fails an If-Match on the new content (a spurious conflict) but
+      // never lets a stale one through.
       await fs.rename(tmp, objectPath);
+      await this.putMetadata(object.bucket, object.key, object.metadata, digest);
     });
     return { size, md5: digest };
   } catch (err) {
-    await fs.remove(tmp).catch(() => {});
+    await fs.rm(tmp, { force: true }).catch(() => {});
     throw err;
   }
 };
@@ -155,7 +159,7 @@ async function abortUpload(ctx) {
       UploadId: ctx.query.uploadId,
     });
   }
-  await fs.remove(dir);
+  await fs.rm(dir, { recursive: true, force: true });
   ctx.status = 204;
 }
 
