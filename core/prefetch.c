@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MIN_WINDOW 2  /* chunks ahead once a stream looks sequential */
-#define MAX_WINDOW 64 /* chunks ahead at most, whatever the budget */
-#define SEQ_STREAK 2  /* chunk-to-chunk advances before a stream counts as sequential */
+#define MIN_WINDOW 2   /* chunks ahead once a stream looks sequential */
+#define FIRST_WINDOW 8 /* at most, ahead of a first read at the start (which may be np.load's) */
+#define MAX_WINDOW 64  /* chunks ahead at most, whatever the budget */
+#define SEQ_STREAK 2   /* chunk-to-chunk advances before a stream counts as sequential */
 
 struct job {
 	struct job *next;
@@ -160,11 +161,18 @@ int tfs_stream_create(struct tfs_prefetcher *pf, struct tfs_version *v, size_t c
 	return 0;
 }
 
+/* The window of a stream known to be sequential: a chunk for every loader, so that all of them
+ * (and, on a remote store, all their connections) are busy. */
+static size_t start_window(const struct tfs_prefetcher *pf)
+{
+	return pf->nthreads > MIN_WINDOW ? pf->nthreads : MIN_WINDOW;
+}
+
 void tfs_stream_expect_sequential(struct tfs_stream *st)
 {
 	pthread_mutex_lock(&st->lock);
 	st->streak = SEQ_STREAK;
-	st->window = MIN_WINDOW;
+	st->window = start_window(st->pf);
 	pthread_mutex_unlock(&st->lock);
 	pthread_mutex_lock(&st->pf->lock);
 	st->pf->st.sequential_streams++;
@@ -246,11 +254,13 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 		st->pos = last;
 		/* A first access at the very start is how np.load, cat, dd and every scan begin:
 		 * load ahead at once rather than after SEQ_STREAK on-demand loads (each a full
-		 * round trip on a remote store). A random reader that happens to start there
-		 * costs at most MIN_WINDOW chunks, and its next jump resets the window. */
+		 * round trip on a remote store), a chunk per loader but at most FIRST_WINDOW: a
+		 * random reader that opened the file with np.load (which reads here first) costs
+		 * no more than that, and its next jump resets the window. */
 		if (first == 0 && st->streak < SEQ_STREAK) {
 			st->streak = SEQ_STREAK;
-			st->window = MIN_WINDOW;
+			st->window = start_window(st->pf) < FIRST_WINDOW ? start_window(st->pf)
+									 : FIRST_WINDOW;
 			pthread_mutex_lock(&st->pf->lock);
 			st->pf->st.sequential_streams++;
 			pthread_mutex_unlock(&st->pf->lock);
@@ -275,9 +285,13 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 			st->pf->st.sequential_streams++;
 			pthread_mutex_unlock(&st->pf->lock);
 		}
-		/* The reader keeps up: widen the window, up to what the budget allows. */
-		if (st->streak >= SEQ_STREAK)
+		/* The reader keeps up: widen the window, to a chunk per loader at least, up to
+		 * what the budget allows. */
+		if (st->streak >= SEQ_STREAK) {
 			st->window = st->window ? st->window * 2 : MIN_WINDOW;
+			if (st->window < start_window(st->pf))
+				st->window = start_window(st->pf);
+		}
 		if (st->window > max_window)
 			st->window = max_window;
 		st->pos = last;
