@@ -4,7 +4,8 @@
 Each request is forwarded (Host header unchanged, so SigV4 signatures stay valid) unless the
 proxy decides to fail it: an immediate 503 (S3 SlowDown) or 429, a connection reset in the
 middle of the body, a body cut short of its Content-Length, corrupted body bytes, or a stall
-longer than the client's timeout. Decisions come from a seeded RNG, and a request that was
+longer than the client's timeout. Which requests fail comes from a seeded RNG, the kinds take
+turns (every kind is injected once enough requests failed), and a request that was
 failed is never failed again on its next attempt (same method, path and Range), so every
 request succeeds within two attempts: the test is deterministic in outcome.
 
@@ -92,6 +93,7 @@ class Proxy:
         self.methods = methods
         self.persistent_corrupt = False
         self.rng = random.Random(seed)
+        self.turn = 0  # the fault kind to inject next; protected by lock
         self.lock = threading.Lock()
         self.last_faulted = set()  # request keys whose previous attempt was failed
         self.counts = {f: 0 for f in FAULTS}
@@ -138,11 +140,20 @@ class Proxy:
                 return None
             if method not in self.methods or self.rng.random() >= self.rate:
                 return None
-            f = self.rng.choice(self.faults)
-            if method == "HEAD" and f in ("reset", "truncate", "corrupt"):
-                f = "503"
-            if f == "corrupt" and "?" in key[1]:
-                f = "truncate"  # a listing has no checksum to catch it (TLS's job on S3)
+            # The kinds take turns, so that every kind is injected once a few faults were:
+            # the next one that applies to this request. HEAD has no body to damage, and a
+            # listing no checksum to catch corruption (TLS's job on S3).
+            n = len(self.faults)
+            f = "503"
+            for i in range(n):
+                k = self.faults[(self.turn + i) % n]
+                if method == "HEAD" and k in ("reset", "truncate", "corrupt"):
+                    continue
+                if k == "corrupt" and "?" in key[1]:
+                    continue
+                f = k
+                self.turn = (self.turn + i + 1) % n
+                break
             self.last_faulted.add(key)
             return f
 
