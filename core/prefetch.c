@@ -299,8 +299,11 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 	end = st->pos + 1 + st->window;
 	if (end > st->n)
 		end = st->n;
-	if (st->scheduled_end < st->pos + 1)
-		st->scheduled_end = st->pos + 1;
+	/* Positions after the first that this read touches are needed now too: a read of a view
+	 * spans rows of every chunk in its shuffle window. The loaders take those in parallel
+	 * while the reader's thread loads the first itself. */
+	if (st->scheduled_end < first + 1)
+		st->scheduled_end = first + 1;
 	while (st->window && st->scheduled_end < end) {
 		if (schedule(st, chunk_at(st, st->scheduled_end)))
 			break;
