@@ -20,6 +20,8 @@ Cases (each cold: a fresh mount, nothing cached on the client; the server's file
 page cache so the server's disk is not measured), reading the whole file sequentially, 1 MiB
 read()s:
   tensorfs   mount s3://bench/lake -f -o cache_mem=1G, read ds/main/x.npy
+  view       the same, reading the shuffled view ds/main/views/seed=7,epoch=0/x.npy (every
+             row once, in shuffled order: each read takes rows of a whole shuffle window)
   s3fs       s3fs bench MNT -o url=...,use_path_request_style (defaults otherwise), read
              plain/x.npy
   transport  --parallel curl processes (default 8), each fetching --range-mib (default 8) ranged
@@ -42,7 +44,7 @@ from the kernel (PR_SET_PDEATHSIG; the FUSE daemons then unmount themselves) and
 deletes the namespaces (tfsbench-<pid>-c/-s) and /tmp/bench-s3-<pid>-* it left behind.
 
 usage: sudo TENSORFS_BIN=./tensorfs tests/bench/bench_s3.py [--mib 256] [--rtt-ms 10] [--quick]
-       [--repeat 3] [--cases tensorfs,s3fs,transport] [--mount-opts prefetch_threads=8] ...
+       [--repeat 3] [--cases tensorfs,view,s3fs,transport] [--mount-opts prefetch_threads=8] ...
 Needs root (network namespaces, TUN devices), s3rver (cd tests/s3 && npm ci), s3fs, curl,
 nsenter (util-linux), ip (iproute2), fusermount3, and /usr/bin/python3 with numpy.
 Output: a table on stdout and build/bench/bench-s3-<timestamp>.json (--out DIR).
@@ -307,6 +309,14 @@ class Bench:
     # -- cases ----------------------------------------------------------------------------------
 
     def case_tensorfs(self):
+        return self.tensorfs_scan("x.npy")
+
+    def case_view(self):
+        """The same column through a shuffled view (views/seed=7,epoch=0/): the rows of each
+        read come from every chunk of a shuffle window, fetched in the view's order."""
+        return self.tensorfs_scan("views/seed=7,epoch=0/x.npy")
+
+    def tensorfs_scan(self, rel):
         mnt = self.work / "mnt-tfs"
         mnt.mkdir(exist_ok=True)
         warm_server_files(self.s3dir)
@@ -317,7 +327,7 @@ class Bench:
                        "tensorfs mount", env=self.env, log=self.work / "tfs-mount.log")
         try:
             wait_mount(mnt, p, "tensorfs mount", self.work / "tfs-mount.log")
-            f = mnt / "ds" / "main" / "x.npy"
+            f = mnt / "ds" / "main" / rel
             os.stat(f)  # lookups (ref, version, schema) are not part of the scan
             before = json.loads((mnt / ".tensorfs" / "stats").read_text())
             s0 = self.snapshot(p)
@@ -327,11 +337,16 @@ class Bench:
             size = os.path.getsize(f)
             if n != size:
                 raise RuntimeError(f"tensorfs read {n} of {size} bytes")
-            # Spot-check the bytes (from the now warm cache): first, middle and last rows.
+            # Check the bytes (from the now warm cache): first, middle and last rows of the
+            # column; for the view, that its rows are the column's (a sum is order-blind).
             mm = np.load(f, mmap_mode="r")
-            for i in (0, len(self.arr) // 2, len(self.arr) - 1):
-                if not np.array_equal(mm[i], self.arr[i]):
-                    raise RuntimeError(f"tensorfs returned wrong bytes in row {i}")
+            if rel == "x.npy":
+                for i in (0, len(self.arr) // 2, len(self.arr) - 1):
+                    if not np.array_equal(mm[i], self.arr[i]):
+                        raise RuntimeError(f"tensorfs returned wrong bytes in row {i}")
+            elif mm.shape != self.arr.shape or \
+                    int(mm.sum(dtype=np.uint64)) != int(self.arr.sum(dtype=np.uint64)):
+                raise RuntimeError("the view's rows are not the column's")
             del mm
         finally:
             self.unmount(mnt, p)
@@ -429,7 +444,7 @@ def main():
                     "reported (default 3; --quick: 1)")
     ap.add_argument("--parallel", type=int, default=8, help="curl connections (default 8)")
     ap.add_argument("--range-mib", type=int, default=8, help="curl range size (default 8)")
-    ap.add_argument("--cases", default="tensorfs,s3fs,transport")
+    ap.add_argument("--cases", default="tensorfs,view,s3fs,transport")
     ap.add_argument("--mount-opts", default="", help="extra tensorfs -o options")
     ap.add_argument("--s3fs-opts", default="", help="extra s3fs -o options")
     ap.add_argument("--quick", action="store_true", help="64 MiB, one run per case")
@@ -439,7 +454,7 @@ def main():
     a.repeat = a.repeat or (1 if a.quick else 3)
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     for c in cases:
-        if c not in ("tensorfs", "s3fs", "transport"):
+        if c not in ("tensorfs", "view", "s3fs", "transport"):
             sys.exit(f"bench_s3: unknown case {c!r}")
 
     if os.geteuid() != 0:
@@ -532,7 +547,8 @@ def main():
           f"{'busy':>5}")
     print(f"{'':<31}{'MB/s':>9}{'MB/s':>8}{'MB':>8}{'conns':>6}   "
           f"{'reader client s3rver  delay  other':<35}")
-    labels = {"tensorfs": "tensorfs (cache_mem=1G)", "s3fs": "s3fs-fuse (defaults)",
+    labels = {"tensorfs": "tensorfs (cache_mem=1G)", "view": "tensorfs, shuffled view",
+              "s3fs": "s3fs-fuse (defaults)",
               "transport": f"curl x{a.parallel}, {a.range_mib} MiB ranges"}
     for c in cases:
         r = med[c]
