@@ -219,3 +219,25 @@ def test_view_scan_prefetches_in_view_order(lake, mount):
     s = json.loads((m.path / ".tensorfs" / "stats").read_text())["prefetch"]
     assert s["sequential_streams"] >= 1, s
     assert s["loaded"] > 0 and s["hits"] > 0, s
+
+
+def test_view_read_schedules_every_chunk_it_spans(lake, mount):
+    """One read of a view takes rows of many chunks: the loaders get all of them at once (not
+    the reader's thread one after another)."""
+    n = 8192
+    big = (np.arange(n, dtype=np.int64)[:, None] * np.ones((1, 512), np.int64)).astype(np.int64)
+    lake.build("q", {"big": big}, "--chunk-size", "256k")  # 64 rows of 4 KiB per chunk
+    m = mount(lake, opts=["cache_mem=64M", "prefetch_threads=2"])
+    vdir = tensorfs.view_path(m.path / "q" / "main", seed=5)
+    rows = 16
+    fd = os.open(vdir + "/big.npy", os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # exactly this read, no readahead
+        got = np.frombuffer(os.pread(fd, rows * 4096, 4096), np.int64).reshape(rows, 512)
+    finally:
+        os.close(fd)
+    spanned = len({int(r) // 64 for r in got[:, 0]})
+    assert spanned > 4, spanned
+    s = json.loads((m.path / ".tensorfs" / "stats").read_text())["prefetch"]
+    assert s["scheduled"] >= spanned - 1, (spanned, s)
+
