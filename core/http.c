@@ -604,43 +604,75 @@ int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_h
 
 #define SIZED_MIN (64u << 10) /* a smaller buffer says nothing of the object's size */
 
+/* tfs_http_parallel's shared state. */
+struct tasks {
+	int (*fn)(void *arg, size_t i);
+	void *arg;
+	size_t n;
+	atomic_size_t next; /* the next task to hand out */
+	atomic_int err;	    /* the first failure, 0 while none */
+};
+
+static void *tasks_worker(void *arg)
+{
+	struct tasks *t = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&t->next, 1)) < t->n && !atomic_load(&t->err)) {
+		int rc = t->fn(t->arg, i), zero = 0;
+
+		if (rc)
+			atomic_compare_exchange_strong(&t->err, &zero, rc);
+	}
+	return NULL;
+}
+
+int tfs_http_parallel(size_t n, unsigned parallel, int (*fn)(void *arg, size_t i), void *arg)
+{
+	struct tasks t = { .fn = fn, .arg = arg, .n = n };
+	pthread_t tids[64];
+	unsigned nt = 0;
+
+	atomic_init(&t.next, 0);
+	atomic_init(&t.err, 0);
+	if (parallel > 64)
+		parallel = 64;
+	for (unsigned i = 1; i < parallel && i < n; i++)
+		if (!pthread_create(&tids[nt], NULL, tasks_worker, &t))
+			nt++;
+	tasks_worker(&t);
+	for (unsigned i = 0; i < nt; i++)
+		pthread_join(tids[i], NULL);
+	return atomic_load(&t.err);
+}
+
 struct parts {
 	tfs_http_range_fn fn;
 	void *arg;
 	uint8_t *base;
 	uint64_t total, first, part; /* parts cover [first, total) */
-	size_t nparts;
-	atomic_size_t next; /* the next part index to fetch */
-	atomic_int err;
 };
 
-static void *parts_worker(void *arg)
+static int fetch_part(void *arg, size_t i)
 {
-	struct parts *p = arg;
-	size_t i;
+	const struct parts *p = arg;
+	const uint64_t off = p->first + i * p->part;
+	const size_t len = (size_t)(off + p->part > p->total ? p->total - off : p->part);
+	int64_t total;
+	ssize_t n = p->fn(p->arg, off, p->base + off, len, &total);
 
-	while ((i = atomic_fetch_add(&p->next, 1)) < p->nparts && !atomic_load(&p->err)) {
-		uint64_t off = p->first + i * p->part;
-		size_t len = (size_t)(off + p->part > p->total ? p->total - off : p->part);
-		int64_t total;
-		ssize_t n = p->fn(p->arg, off, p->base + off, len, &total);
-
-		if (n < 0 || (size_t)n != len || (total >= 0 && (uint64_t)total != p->total)) {
-			int zero = 0;
-
-			/* The object changed size under us, or a range came back short. */
-			atomic_compare_exchange_strong(&p->err, &zero, n < 0 ? (int)n : -EIO);
-		}
-	}
-	return NULL;
+	if (n < 0)
+		return (int)n;
+	/* The object changed size under us, or a range came back short. */
+	if ((size_t)n != len || (total >= 0 && (uint64_t)total != p->total))
+		return -EIO;
+	return 0;
 }
 
 int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsigned parallel,
 		       struct tfs_buf *out)
 {
 	struct parts p = { .fn = fn, .arg = arg, .part = part_size };
-	pthread_t tids[64];
-	unsigned nt = 0;
 	int64_t total = -1;
 	uint64_t first = part_size;
 	ssize_t n;
@@ -669,18 +701,8 @@ int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsi
 	p.base = out->data;
 	p.total = (uint64_t)total;
 	p.first = first;
-	p.nparts = (size_t)((p.total - first + part_size - 1) / part_size);
-	atomic_init(&p.next, 0);
-	atomic_init(&p.err, 0);
-	if (parallel > 64)
-		parallel = 64;
-	for (unsigned i = 1; i < parallel && i < p.nparts; i++)
-		if (!pthread_create(&tids[nt], NULL, parts_worker, &p))
-			nt++;
-	parts_worker(&p);
-	for (unsigned i = 0; i < nt; i++)
-		pthread_join(tids[i], NULL);
-	rc = atomic_load(&p.err);
+	rc = tfs_http_parallel((size_t)((p.total - first + part_size - 1) / part_size), parallel,
+			       fetch_part, &p);
 	if (rc)
 		return rc;
 	out->len = (size_t)total;

@@ -75,6 +75,11 @@ int tfs_http_resp_size(const struct tfs_http_resp *resp, const char *what, uint6
 typedef ssize_t (*tfs_http_range_fn)(void *arg, uint64_t off, void *dst, size_t len,
 				     int64_t *total);
 
+/* Run fn(arg, i) for every i in [0, n), up to `parallel` (at most 64) at a time on threads,
+ * the caller's among them; after a failure no further task starts. Returns 0 or the first
+ * failure's -errno. */
+int tfs_http_parallel(size_t n, unsigned parallel, int (*fn)(void *arg, size_t i), void *arg);
+
 /* A whole object by ranges: the first part_size bytes first (or out's capacity less one, when
  * the caller sized out for the object and that is smaller); when the object is larger, the rest
  * in part_size ranges, `parallel` at a time. out is reset first. Returns 0 or -errno. */

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -740,7 +739,7 @@ static int abort_upload(struct s3_store *s, const char *fk, const struct tfs_buf
 	return rc == -ENOENT ? 0 : rc;
 }
 
-/* The parts of one multipart upload, sent by up to `parallel` threads. */
+/* The parts of one multipart upload. */
 struct upload {
 	struct s3_store *s;
 	const char *fk, *what;
@@ -748,12 +747,11 @@ struct upload {
 	const uint8_t *data;
 	size_t len, nparts;
 	char (*etags)[132]; /* per part, filled by its sender */
-	atomic_size_t next;
-	atomic_int err;
 };
 
-static int put_part(struct upload *u, size_t i)
+static int put_part(void *arg, size_t i)
 {
+	struct upload *u = arg;
 	const size_t off = i * MULTIPART_PART;
 	const size_t n = u->len - off < MULTIPART_PART ? u->len - off : MULTIPART_PART;
 	struct tfs_http_req req = { 0 };
@@ -778,39 +776,6 @@ static int put_part(struct upload *u, size_t i)
 		memcpy(u->etags[i], resp.etag, sizeof(resp.etag));
 	tfs_buf_free(&q);
 	return rc;
-}
-
-static void *upload_worker(void *arg)
-{
-	struct upload *u = arg;
-	size_t i;
-
-	while ((i = atomic_fetch_add(&u->next, 1)) < u->nparts && !atomic_load(&u->err)) {
-		int rc = put_part(u, i), zero = 0;
-
-		if (rc)
-			atomic_compare_exchange_strong(&u->err, &zero, rc);
-	}
-	return NULL;
-}
-
-/* Send every part, `parallel` at a time (the HTTP settings' parallel, as for ranged GETs). */
-static int put_parts(struct upload *u)
-{
-	unsigned parallel = tfs_http_config(u->s->http)->parallel, nt = 0;
-	pthread_t tids[64];
-
-	atomic_init(&u->next, 0);
-	atomic_init(&u->err, 0);
-	if (parallel > 64)
-		parallel = 64;
-	for (unsigned t = 1; t < parallel && t < u->nparts; t++)
-		if (!pthread_create(&tids[nt], NULL, upload_worker, u))
-			nt++;
-	upload_worker(u);
-	for (unsigned t = 0; t < nt; t++)
-		pthread_join(tids[t], NULL);
-	return atomic_load(&u->err);
 }
 
 static int multipart_put(struct s3_store *s, const char *key, const void *data, size_t len)
@@ -843,7 +808,8 @@ static int multipart_put(struct s3_store *s, const char *key, const void *data, 
 		rc = -EIO;
 		goto out;
 	}
-	rc = put_parts(&u);
+	/* The parts go up `parallel` at a time, as ranged GETs come down. */
+	rc = tfs_http_parallel(u.nparts, tfs_http_config(s->http)->parallel, put_part, &u);
 	if (!rc)
 		rc = tfs_buf_printf(&done, "<CompleteMultipartUpload>");
 	for (size_t i = 0; i < u.nparts && !rc; i++)
