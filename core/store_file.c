@@ -148,20 +148,6 @@ static ssize_t file_get_range(struct tfs_store *st, const char *key, uint64_t of
 	return (ssize_t)done;
 }
 
-static int file_head(struct tfs_store *st, const char *key, uint64_t *size)
-{
-	struct stat sb;
-
-	if (!key_ok(key))
-		return -EINVAL;
-	if (fstatat(fs_of(st)->root_fd, key, &sb, 0) < 0)
-		return -errno;
-	if (!S_ISREG(sb.st_mode))
-		return -EISDIR;
-	*size = (uint64_t)sb.st_size;
-	return 0;
-}
-
 static int file_stat(struct tfs_store *st, const char *key, uint64_t *size, int64_t *mtime)
 {
 	struct stat sb;
@@ -173,8 +159,14 @@ static int file_stat(struct tfs_store *st, const char *key, uint64_t *size, int6
 	if (!S_ISREG(sb.st_mode))
 		return -EISDIR;
 	*size = (uint64_t)sb.st_size;
-	*mtime = (int64_t)sb.st_mtime;
+	if (mtime)
+		*mtime = (int64_t)sb.st_mtime;
 	return 0;
+}
+
+static int file_head(struct tfs_store *st, const char *key, uint64_t *size)
+{
+	return file_stat(st, key, size, NULL);
 }
 
 /* mkdir -p for the directories leading to key. */
