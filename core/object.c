@@ -49,25 +49,14 @@ void tfs_id_hex(const struct tfs_id *id, char out[TFS_ID_HEX])
 	out[TFS_ID_HEX - 1] = 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int tfs_id_parse(const char *hex, struct tfs_id *out)
 {
 	for (int i = 0; i < TFS_ID_LEN; i++) {
-		int hi = hexval(hex[2 * i]), lo;
+		int hi = tfs_hex_digit(hex[2 * i]), lo;
 
 		if (hi < 0)
 			return -EINVAL;
-		lo = hexval(hex[2 * i + 1]);
+		lo = tfs_hex_digit(hex[2 * i + 1]);
 		if (lo < 0)
 			return -EINVAL;
 		out->b[i] = (uint8_t)(hi << 4 | lo);

@@ -68,37 +68,6 @@ int tfs_sigv4_uri_encode(struct tfs_buf *out, const char *s, size_t n, int keep_
 	return 0;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-/* Decode %XX escapes of s[0..n) into dst (at least n + 1 bytes); a '%' not followed by two hex
- * digits stays literal. Returns the decoded length. */
-static size_t pct_decode(const char *s, size_t n, char *dst)
-{
-	size_t k = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int hi, lo;
-
-		if (s[i] == '%' && i + 2 < n && (hi = hexval(s[i + 1])) >= 0 &&
-		    (lo = hexval(s[i + 2])) >= 0) {
-			dst[k++] = (char)(hi * 16 + lo);
-			i += 2;
-		} else {
-			dst[k++] = s[i];
-		}
-	}
-	dst[k] = 0;
-	return k;
-}
-
 /* Decode then encode once: the canonical form of a path or query component. */
 static int canon_component(struct tfs_buf *out, const char *s, size_t n, int keep_slash)
 {
@@ -108,7 +77,7 @@ static int canon_component(struct tfs_buf *out, const char *s, size_t n, int kee
 
 	if (!tmp)
 		return -ENOMEM;
-	m = pct_decode(s, n, tmp);
+	m = tfs_percent_decode(s, n, tmp);
 	rc = tfs_sigv4_uri_encode(out, tmp, m, keep_slash);
 	free(tmp);
 	return rc;

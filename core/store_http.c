@@ -207,17 +207,6 @@ static int http_del(struct tfs_store *st, const char *key)
 	return http_readonly(st, key, NULL, 0);
 }
 
-static int hexv(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The children named by the href="..." links of an HTML directory listing: relative links
  * only (no scheme, no leading '/', no '?', '#' or '..'); a trailing '/' marks a directory. */
 static int parse_autoindex(const char *html, size_t len, tfs_store_list_fn fn, void *arg)
@@ -239,8 +228,9 @@ static int parse_autoindex(const char *html, size_t len, tfs_store_list_fn fn, v
 		    memchr(v, ':', (size_t)(e - v)))
 			continue;
 		for (const char *c = v; c < e && n < sizeof(name) - 1; c++) {
-			if (*c == '%' && c + 2 < e && hexv(c[1]) >= 0 && hexv(c[2]) >= 0) {
-				name[n++] = (char)(hexv(c[1]) * 16 + hexv(c[2]));
+			if (*c == '%' && c + 2 < e && tfs_hex_digit(c[1]) >= 0 &&
+			    tfs_hex_digit(c[2]) >= 0) {
+				name[n++] = (char)(tfs_hex_digit(c[1]) * 16 + tfs_hex_digit(c[2]));
 				c += 2;
 			} else if (*c == '&' && !strncmp(c, "&amp;", 5) && c + 4 < e) {
 				name[n++] = '&';

@@ -195,6 +195,36 @@ int tfs_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+int tfs_hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+size_t tfs_percent_decode(const char *s, size_t n, char *dst)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int hi, lo;
+
+		if (s[i] == '%' && i + 2 < n && (hi = tfs_hex_digit(s[i + 1])) >= 0 &&
+		    (lo = tfs_hex_digit(s[i + 2])) >= 0) {
+			dst[k++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			dst[k++] = s[i];
+		}
+	}
+	dst[k] = 0;
+	return k;
+}
+
 int tfs_name_valid(const char *name)
 {
 	size_t n = 0;

@@ -40,6 +40,13 @@ void tfs_log(enum tfs_log_level lvl, const char *fmt, ...) __attribute__((format
 /* Parse "123", "4k", "8M", "1G", "2GiB" (powers of 1024). Returns 0 or -EINVAL. */
 int tfs_parse_size(const char *s, uint64_t *out);
 
+/* The value of hex digit c (0-9, a-f, A-F), or -1. */
+int tfs_hex_digit(int c);
+
+/* Decode the %XX escapes of s[0..n) into dst (room for n + 1 bytes; NUL-terminated); a '%' not
+ * followed by two hex digits stays as it is. Returns the decoded length. */
+size_t tfs_percent_decode(const char *s, size_t n, char *dst);
+
 /* Names of datasets, columns and refs: 1..128 chars of [A-Za-z0-9_.-], not starting with '.'
  * or '-'. They become file names in the mount, so nothing else is allowed. */
 int tfs_name_valid(const char *name);

@@ -57,29 +57,12 @@ const char tfs_view_readme[] =
 
 /* --- parameters ----------------------------------------------------------------------------- */
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 static char *percent_decode(const char *s, size_t n)
 {
-	char *out = malloc(n + 1), *o = out;
+	char *out = malloc(n + 1);
 
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-			*o++ = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
-			i += 2;
-		} else {
-			*o++ = s[i];
-		}
-	}
-	*o = 0;
+	if (out)
+		tfs_percent_decode(s, n, out);
 	return out;
 }
 
