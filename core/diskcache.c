@@ -703,6 +703,18 @@ static void free_index(struct diskcache *dc)
 	free(dc->table);
 }
 
+/* Everything the wrapper owns but the inner store (a failed open leaves that to its caller). */
+static void free_dc(struct diskcache *dc)
+{
+	free_index(dc);
+	if (dc->dir_fd >= 0)
+		close(dc->dir_fd);
+	pthread_mutex_destroy(&dc->lock);
+	free(dc->dir);
+	free(dc->base.url);
+	free(dc);
+}
+
 static void dc_close(struct tfs_store *s)
 {
 	struct diskcache *dc = dc_of(s);
@@ -711,13 +723,7 @@ static void dc_close(struct tfs_store *s)
 	index_sanity(dc);
 	pthread_mutex_unlock(&dc->lock);
 	tfs_store_close(dc->inner);
-	free_index(dc);
-	if (dc->dir_fd >= 0)
-		close(dc->dir_fd);
-	pthread_mutex_destroy(&dc->lock);
-	free(dc->dir);
-	free(dc->base.url);
-	free(dc);
+	free_dc(dc);
 }
 
 static void dc_cancel(struct tfs_store *s)
@@ -811,13 +817,7 @@ int tfs_diskcache_wrap(struct tfs_store *inner, const char *dir, uint64_t budget
 	*out = &dc->base;
 	return 0;
 fail:
-	free_index(dc);
-	if (dc->dir_fd >= 0)
-		close(dc->dir_fd);
-	pthread_mutex_destroy(&dc->lock);
-	free(dc->dir);
-	free(dc->base.url);
-	free(dc);
+	free_dc(dc);
 	return rc;
 }
 
