@@ -59,6 +59,8 @@ MB = 1e6
 MiB = 1 << 20
 HEADER_SIZE = 4096  # data offset of every mounted .npy
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
+from mountinfo import is_mounted  # noqa: E402
 FUSERMOUNT = shutil.which("fusermount3") or "/usr/bin/fusermount3"
 ZSTD = shutil.which("zstd") or "/usr/bin/zstd"
 DATASET = "bench"
@@ -144,31 +146,6 @@ def warm_files(paths):
 # --------------------------------------------------------------------------------------------
 
 _LIVE_MOUNTS = []
-
-
-def _unescape_mountinfo(s):
-    out, i = [], 0
-    while i < len(s):
-        if s[i] == "\\" and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
-            out.append(chr(int(s[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(s[i])
-            i += 1
-    return "".join(out)
-
-
-def is_mounted(path):
-    path = os.path.realpath(str(path))
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 4 and _unescape_mountinfo(fields[4]) == path:
-                    return True
-    except OSError:
-        pass
-    return False
 
 
 def proc_status(pid, key):

@@ -18,12 +18,17 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+# Also when tests/gpu loads this file by path, outside pytest's prepend mode.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mountinfo import is_mounted  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TENSORFS_BIN = os.environ.get("TENSORFS_BIN") or str(REPO_ROOT / "tensorfs")
@@ -215,32 +220,6 @@ def parse_object_header(raw):
 # --------------------------------------------------------------------------------------------
 # Mounts
 # --------------------------------------------------------------------------------------------
-
-def _unescape_mountinfo(s):
-    out, i = [], 0
-    while i < len(s):
-        if s[i] == "\\" and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
-            out.append(chr(int(s[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(s[i])
-            i += 1
-    return "".join(out)
-
-
-def is_mounted(path):
-    """True when `path` is a mount point (by /proc/self/mountinfo: works for a dead daemon)."""
-    path = os.path.realpath(str(path))
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 4 and _unescape_mountinfo(fields[4]) == path:
-                    return True
-    except OSError:
-        pass
-    return False
-
 
 def unmount(path, tries=10):
     """fusermount3 -u with retries (busy), then a lazy unmount. Returns a note or None."""
