@@ -94,11 +94,16 @@ def test_s3_large_object_multipart_and_parallel_ranges(s3, tmp_path, mount, monk
     assert stats(m.path)["store"]["bytes_fetched"] >= big.nbytes
 
 
-def _s3_put_raw(s3, key, data):
-    """PUT an object as a foreign writer would (s3rver takes unsigned requests)."""
-    req = urllib.request.Request(f"{s3.endpoint}/lake/{key}", data=data, method="PUT")
+def _s3_raw(s3, method, key, data=None):
+    """One request on bucket `lake` as a foreign client would make it (s3rver takes unsigned
+    requests). Returns the body; a failure status raises."""
+    req = urllib.request.Request(f"{s3.endpoint}/lake/{key}", data=data, method=method)
     with urllib.request.urlopen(req, timeout=10) as r:
-        assert r.status == 200
+        return r.read()
+
+
+def _s3_put_raw(s3, key, data):
+    _s3_raw(s3, "PUT", key, data)
 
 
 def _s3_age(s3, key, seconds):
@@ -116,10 +121,8 @@ def test_s3_gc_sweeps_garbage_and_leftovers(s3, tmp_path):
     uploads = base / "._S3rver_uploads"
 
     def initiate(key, age_s):
-        req = urllib.request.Request(f"{s3.endpoint}/lake/{key}?uploads", data=b"",
-                                     method="POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            uid = re.search(rb"<UploadId>([^<]+)</UploadId>", r.read()).group(1).decode()
+        body = _s3_raw(s3, "POST", f"{key}?uploads", b"")
+        uid = re.search(rb"<UploadId>([^<]+)</UploadId>", body).group(1).decode()
         t = time.time() - age_s
         os.utime(uploads / uid / "key", (t, t))  # its Initiated time
         return uid
@@ -200,8 +203,7 @@ def test_s3_killed_writers_never_damage_a_version(s3, tmp_path, mount):
         p.kill()
         finish(p)
         if (base / f"{lock}._S3rver_object").exists():
-            req = urllib.request.Request(f"{s3.endpoint}/lake/{lock}", method="DELETE")
-            urllib.request.urlopen(req, timeout=10).close()
+            _s3_raw(s3, "DELETE", lock)
         rc, out, err = tfs("verify", lk.ds_url("ds"))
         assert rc == 0, f"verify after a kill at {delay * 1000:.0f} ms:\n{out}\n{err}"
         info = lk.info("ds")
