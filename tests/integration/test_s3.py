@@ -76,6 +76,18 @@ def test_s3_create_import_ls_info_log_mount(s3, tmp_path, mount):
     st = stats(m.path)
     assert st["store"]["url"] == "s3://lake/lakes/main"
     assert st["store"]["gets"] > 0
+    # A remote lake gets a chunk loader per connection the HTTP pool allows.
+    assert st["prefetch"]["threads"] == max(32, os.cpu_count())
+
+
+def test_s3_loaders_follow_the_connection_pool(s3, tmp_path, mount, monkeypatch):
+    """[http] max_inflight sets the remote default of prefetch_threads; the option wins."""
+    lk = UrlLake("s3://lake/lakes/pool", tmp_path / "npy")
+    lk.create("ds")
+    lk.import_("ds", {"x": np.arange(1000, dtype=np.int32)})
+    monkeypatch.setenv("TENSORFS_HTTP_MAX_INFLIGHT", "64")
+    assert stats(mount(lk, name="m64").path)["prefetch"]["threads"] == max(64, os.cpu_count())
+    assert stats(mount(lk, opts=["prefetch_threads=3"], name="m3").path)["prefetch"]["threads"] == 3
 
 
 def test_s3_large_object_multipart_and_parallel_ranges(s3, tmp_path, mount, monkeypatch):
