@@ -277,7 +277,8 @@ class Bench:
         self.data_bytes = arr.nbytes
         t = time.perf_counter()
         self.run_client([TFS, "create", "s3://bench/lake/ds"], self.env, "tensorfs create")
-        self.run_client([TFS, "import", "s3://bench/lake/ds", f"x={npy}"], self.env,
+        chunk = ["--chunk-size", self.a.chunk_size] if self.a.chunk_size else []
+        self.run_client([TFS, "import", "s3://bench/lake/ds", f"x={npy}", *chunk], self.env,
                         "tensorfs import")
         self.import_s = time.perf_counter() - t
         # The same bytes as one plain object, signed with SigV4 by curl.
@@ -446,6 +447,8 @@ def main():
     ap.add_argument("--range-mib", type=int, default=8, help="curl range size (default 8)")
     ap.add_argument("--cases", default="tensorfs,view,s3fs,transport")
     ap.add_argument("--mount-opts", default="", help="extra tensorfs -o options")
+    ap.add_argument("--chunk-size", default="", help="tensorfs import --chunk-size (default: "
+                    "the import's, 4M)")
     ap.add_argument("--s3fs-opts", default="", help="extra s3fs -o options")
     ap.add_argument("--quick", action="store_true", help="64 MiB, one run per case")
     ap.add_argument("--out", default=str(REPO / "build" / "bench"))
@@ -528,6 +531,7 @@ def main():
         "latency": "TUN delay line between two network namespaces (tests/bench/netdelay.py), "
                    "RTT/2 each way, MTU 1500",
         "tensorfs_mount_opts": "cache_mem=1G" + (f",{a.mount_opts}" if a.mount_opts else ""),
+        "tensorfs_chunk_size": a.chunk_size or "4M",
         "s3fs_opts": a.s3fs_opts, "transport": {"parallel": a.parallel, "range_mib": a.range_mib},
         "repeat": a.repeat, "reported": "median run per case", "wall_s": wall,
         "cpus": os.cpu_count(), "median": med, "ratios": ratios,
