@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""Daemon RSS stays within its configured cache budget while scanning a much larger column."""
+"""Daemon RSS stays within its configured cache budget while scanning a much larger column, from
+a local lake and from S3 (where a loader per HTTP connection, 32, receives objects too)."""
 
+import json
 import os
 
 import numpy as np
 import pytest
 
 from conftest import HEADER_SIZE, SANITIZE, RssSampler, opened, vm_rss
+from s3help import S3Server, UrlLake, s3_env
 
 MiB = 1 << 20
 CACHE = 16 * MiB
@@ -14,9 +17,21 @@ OVERHEAD = 48 * MiB  # decode buffers, zstd contexts, thread stacks, FUSE buffer
 ROWS, ROW = 30_000, 4096  # ~117 MiB, more than 7x the cache
 
 
+@pytest.fixture(params=["local", "s3"])
+def big_lake(request, tmp_path, monkeypatch):
+    if request.param == "local":
+        yield request.getfixturevalue("lake")
+        return
+    srv = S3Server(tmp_path / "s3data", buckets=("lake",))
+    s3_env(monkeypatch, srv.endpoint)
+    yield UrlLake("s3://lake/mem", tmp_path / "npy")
+    srv.stop()
+
+
 @pytest.mark.skipif(SANITIZE, reason="TENSORFS_SANITIZE=1: AddressSanitizer inflates RSS, "
                     "so a memory bound cannot be checked on a sanitizer build")
-def test_memory_bounded(lake, mount):
+def test_memory_bounded(big_lake, mount):
+    lake = big_lake
     rng = np.random.default_rng(2026)
     # random nibbles: compress to about half, not trivially
     src = (np.frombuffer(rng.bytes(ROWS * ROW), dtype=np.uint8) & 0x0F).reshape(ROWS, ROW)
@@ -48,3 +63,6 @@ def test_memory_bounded(lake, mount):
         f"daemon RSS grew by {growth / MiB:.1f} MiB (baseline {baseline / MiB:.1f} MiB, peak "
         f"{rss.peak / MiB:.1f} MiB) scanning {src.nbytes / MiB:.0f} MiB with cache_mem=16M; "
         f"allowed {(CACHE + OVERHEAD) / MiB:.0f} MiB")
+    if isinstance(lake, UrlLake):
+        st = json.loads((m.path / ".tensorfs" / "stats").read_text())
+        assert st["prefetch"]["threads"] >= 32 and st["store"]["bytes_fetched"] > src.nbytes / 3
