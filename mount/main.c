@@ -38,9 +38,8 @@ static const char usage_text[] =
 	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
 	"                                  mount a lake (daemonises unless -f)\n"
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
-	"               prefetch_threads=N (default: one per CPU for local lakes, one per\n"
-	"               HTTP connection ([http] max_inflight, 32) for remote ones;\n"
-	"               0 disables),\n"
+	"               prefetch_threads=N (default: one per CPU for local lakes; for\n"
+	"               remote ones 3/4 of [http] max_inflight, 24; 0 disables),\n"
 	"               readahead_kb=N (kernel readahead, default 1024, needs root),\n"
 	"               splice (reply through a pipe instead of writev),\n"
 	"               cache_dir=DIR,cache_disk=SIZE (disk cache of fetched objects,\n"
@@ -890,13 +889,15 @@ static char *keep_opt(struct kept *k, const char *opt)
 }
 
 /* Chunk loads from a local lake are CPU work (one loader per CPU); from a remote one they wait on
- * the network, so a loader per connection the HTTP pool allows ([http] max_inflight): with a
- * round trip of tens of milliseconds, a stream of 4 MiB chunks needs that many requests in flight
- * to fill the link, and the ahead budget (half the cache) still bounds the bytes they hold. */
+ * the network: with a round trip of tens of milliseconds, and TCP's slow start on every new
+ * connection, a stream of 4 MiB chunks needs many requests in flight to fill the link. So three
+ * loaders for every four connections the HTTP pool allows ([http] max_inflight): the last quarter
+ * stays free for chunks a reader waits on (another file, a random read), which would otherwise
+ * queue behind read-ahead. The ahead budget (half the cache) still bounds what loaders hold. */
 static unsigned default_prefetch_threads(const char *lake_url)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = (unsigned)(ncpu > 0 ? ncpu : 1);
+	unsigned n = (unsigned)(ncpu > 0 ? ncpu : 1), loaders;
 	struct tfs_config_http http;
 
 	if (lake_url[0] == '/' || !strncmp(lake_url, "file://", 7))
@@ -904,7 +905,8 @@ static unsigned default_prefetch_threads(const char *lake_url)
 	/* A bad [http] section is reported when the store opens; 8 until then. */
 	if (tfs_config_http(&http))
 		return n > 8 ? n : 8;
-	return n > http.max_inflight ? n : http.max_inflight;
+	loaders = http.max_inflight - http.max_inflight / 4;
+	return n > loaders ? n : loaders;
 }
 
 static int cmd_mount(int argc, char **argv)
