@@ -38,12 +38,21 @@ run completed, whatever the ratios; 1 when a case failed (the other cases still 
 interrupted. Note that s3rver is one node process: on a small machine it is what bounds the
 transport case, so read "transport limit" as "what this server delivers to 8 plain clients".
 
+Per-connection cap (--conn-mbps R, off by default): the delay line also holds each TCP
+connection's server-to-client packets to R MB/s, as real S3 does and s3rver on loopback does
+not. AWS's S3 performance guidelines plan one concurrent request per 85-90 MB/s, about 15 to
+fill a 10 Gb/s NIC, so a client's throughput there is set by how many connections it keeps busy.
+Scaled to this rig (s3rver delivers ~500 MB/s), R = 35 models a 10 Gb/s instance, 14 a 25 Gb/s
+one and 3.5 a 100 Gb/s one (GPU training instances have 100 Gb/s and more). Give the transport
+case as many connections as tensorfs uses (--parallel 24) so that it stays the transport limit.
+
 Cleanup: mounts are unmounted, processes stopped and the namespaces deleted on every exit,
 SIGINT/SIGTERM/SIGHUP included. A SIGKILLed run cannot clean up: its child processes get SIGTERM
 from the kernel (PR_SET_PDEATHSIG; the FUSE daemons then unmount themselves) and the next run
 deletes the namespaces (tfsbench-<pid>-c/-s) and /tmp/bench-s3-<pid>-* it left behind.
 
 usage: sudo TENSORFS_BIN=./tensorfs tests/bench/bench_s3.py [--mib 256] [--rtt-ms 10] [--quick]
+       [--conn-mbps R] [--parallel 8] [--chunk-size 4M] [--s3fs-opts parallel_count=24]
        [--repeat 3] [--cases tensorfs,view,s3fs,transport] [--mount-opts prefetch_threads=8] ...
 Needs root (network namespaces, TUN devices), s3rver (cd tests/s3 && npm ci), s3fs, curl,
 nsenter (util-linux), ip (iproute2), fusermount3, and /usr/bin/python3 with numpy.
@@ -292,6 +301,16 @@ class Bench:
         with os.fdopen(os.open(self.pw, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(f"{ACCESS}:{SECRET}\n")  # s3fs refuses a passwd file others can read
         self.net.set_rtt(a.rtt_ms)
+        self.conn_measured = None
+        if a.conn_mbps:
+            self.net.set_conn_rate(a.conn_mbps)
+            # What one connection really gets: a single GET of about two seconds at the cap.
+            n = min(self.npy_bytes, int(a.conn_mbps * 2e6))
+            out = self.run_client(["curl", "-sS", "-f", *SIGN, "-o", "/dev/null", "-r",
+                                   f"0-{n - 1}", "-w", "%{speed_download}",
+                                   f"{self.endpoint}/bench/plain/x.npy"], self.env,
+                                  "one capped connection")
+            self.conn_measured = float(out) / 1e6
         self.rtt_measured = self.net.measured_rtt_ms(PORT)
 
     def wait_server(self, timeout=30):
@@ -443,6 +462,8 @@ def main():
                     "clients and server (default 10)")
     ap.add_argument("--repeat", type=int, default=None, help="cold runs per case, the median "
                     "reported (default 3; --quick: 1)")
+    ap.add_argument("--conn-mbps", type=float, default=0.0, help="cap each TCP connection from "
+                    "server to client at this many MB/s, as S3 caps one request (default: no cap)")
     ap.add_argument("--parallel", type=int, default=8, help="curl connections (default 8)")
     ap.add_argument("--range-mib", type=int, default=8, help="curl range size (default 8)")
     ap.add_argument("--cases", default="tensorfs,view,s3fs,transport")
@@ -527,7 +548,8 @@ def main():
         "mib": a.mib, "logical_bytes": b.data_bytes, "npy_bytes": b.npy_bytes,
         "data": "uint8, 4096-byte rows, uniform random 0..63 per byte",
         "lake_bytes_on_server": b.wire_lake_bytes, "zstd_ratio": zratio,
-        "rtt_ms": a.rtt_ms, "rtt_measured_ms": b.rtt_measured,
+        "rtt_ms": a.rtt_ms, "rtt_measured_ms": b.rtt_measured, "conn_mbps": a.conn_mbps,
+        "conn_measured_MBps": b.conn_measured,
         "latency": "TUN delay line between two network namespaces (tests/bench/netdelay.py), "
                    "RTT/2 each way, MTU 1500",
         "tensorfs_mount_opts": "cache_mem=1G" + (f",{a.mount_opts}" if a.mount_opts else ""),
@@ -541,7 +563,9 @@ def main():
     }
 
     print()
-    print(f"S3 (s3rver) over a {a.rtt_ms:g} ms RTT link (TCP connect: {b.rtt_measured:.2f} ms), "
+    cap = (f", each connection capped at {a.conn_mbps:g} MB/s (one connection measured: "
+           f"{b.conn_measured:.1f})" if a.conn_mbps else "")
+    print(f"S3 (s3rver) over a {a.rtt_ms:g} ms RTT link{cap} (TCP connect: {b.rtt_measured:.2f} ms), "
           f"{a.mib} MiB uint8 column, cold sequential read, 1 MiB read()s, "
           f"median of {a.repeat} on {os.cpu_count()} CPUs")
     if zratio:
@@ -552,7 +576,7 @@ def main():
     print(f"{'':<31}{'MB/s':>9}{'MB/s':>8}{'MB':>8}{'conns':>6}   "
           f"{'reader client s3rver  delay  other':<35}")
     labels = {"tensorfs": "tensorfs (cache_mem=1G)", "view": "tensorfs, shuffled view",
-              "s3fs": "s3fs-fuse (defaults)",
+              "s3fs": f"s3fs-fuse ({a.s3fs_opts or 'defaults'})"[:31],
               "transport": f"curl x{a.parallel}, {a.range_mib} MiB ranges"}
     for c in cases:
         r = med[c]

@@ -19,6 +19,12 @@ over it, no delay, ~1.2 GB/s; at 10 ms RTT ~0.8 GB/s).
         server = subprocess.Popen(net.server_cmd(["s3rver", "-a", net.server_ip, ...]))
         client = subprocess.run(net.client_cmd(["curl", f"http://{net.server_ip}:PORT/"]))
 
+A per-connection cap (set_conn_rate, off by default) models what real S3 does and a loopback
+server does not: one request, on one connection, gets tens of MB/s however fast the link is, so
+a client reaches the link's speed only with many connections. Each TCP flow from server to client
+then also waits for its own share: a packet of L bytes leaves L / rate after the flow's previous
+one (other flows pass it; nothing is dropped, so TCP sees the cap as a slower path, not loss).
+
 Addresses: a /30 (10.213.0.1 client, 10.213.0.2 server) that exists only on the two TUN devices
 inside the two namespaces this process creates; nothing is routed anywhere else (neither
 namespace has any other interface than its own `lo` and its TUN device). Commands enter a
@@ -31,15 +37,16 @@ process, which destroys the TUN devices, then deletes the namespaces. Processes 
 namespace must be stopped by the caller first.
 
 Run as a script it is the delay process itself (started by DelayedNet; not for direct use):
-    netdelay.py --ns-a NS --dev-a DEV --ns-b NS --dev-b DEV --delay-ms D
+    netdelay.py --ns-a NS --dev-a DEV --ns-b NS --dev-b DEV --delay-ms D [--rate-mbps R]
 It prints "ready" once both devices exist, reads "delay MS" lines on stdin to change the delay
-(0 for setup work; answers "ok") and "stats" lines (answers its counters as JSON), writes its
+(0 for setup work; answers "ok"), "rate MBPS" lines to cap each TCP connection from server to
+client (0: no cap; answers "ok") and "stats" lines (answers its counters as JSON), writes its
 counters as JSON on SIGTERM / stdin EOF and exits."""
 
 import argparse
-import collections
 import ctypes
 import fcntl
+import heapq
 import json
 import os
 import select
@@ -143,6 +150,14 @@ class DelayedNet:
         if self.proc.stdout.readline().strip() != "ok":
             raise RuntimeError("delay line did not acknowledge the new delay")
 
+    def set_conn_rate(self, mbps):
+        """Cap every TCP connection's server-to-client direction at `mbps` MB/s (0: no cap), as
+        S3 caps what one request delivers: a client gets more only with more connections."""
+        self.proc.stdin.write(f"rate {float(mbps)}\n")
+        self.proc.stdin.flush()
+        if self.proc.stdout.readline().strip() != "ok":
+            raise RuntimeError("delay line did not acknowledge the new rate")
+
     def stats(self):
         """The loop's counters now: packets and bytes moved (bytes_a_to_b: client to server,
         bytes_b_to_a: server to client, IP packets with a 10-byte virtio header each;
@@ -214,12 +229,27 @@ def _open_tun_in(ns, name):
     return fd
 
 
-def _loop(fd_a, fd_b, delay_s):
-    # One FIFO per direction: (due time, packet). Due times never decrease within a FIFO (a new
-    # delay applies to packets read from now on, without overtaking queued ones).
-    q = {fd_a: collections.deque(), fd_b: collections.deque()}
+def _tcp_flow(pkt):
+    """(source port, destination port) of an IPv4 TCP packet after its virtio header, or None;
+    and whether it is a SYN without ACK (a new connection)."""
+    if len(pkt) < VHDR + 40 or pkt[VHDR] >> 4 != 4 or pkt[VHDR + 9] != 6:
+        return None, False
+    t = VHDR + (pkt[VHDR] & 15) * 4
+    return (pkt[t] << 8 | pkt[t + 1], pkt[t + 2] << 8 | pkt[t + 3]), pkt[t + 13] & 0x12 == 0x02
+
+
+def _loop(fd_a, fd_b, delay_s, rate_bps=0.0):
+    # One queue per direction, ordered by due time (a heap; seq keeps arrival order among equal
+    # times). Without a rate, due times never decrease within a direction (a new delay applies
+    # to packets read from now on, without overtaking queued ones). With a rate, each TCP flow
+    # from b to a (server to client) also waits for its own share of the link: a packet of L
+    # bytes leaves no earlier than L / rate after the flow's previous one, so one connection
+    # cannot carry more than `rate` bytes a second, while other connections pass it.
+    q = {fd_a: [], fd_b: []}
     peer = {fd_a: fd_b, fd_b: fd_a}
     last_due = {fd_a: 0.0, fd_b: 0.0}
+    flow_free = {}  # (sport, dport) -> time the flow's next packet may leave
+    seq = 0
     n = {"packets": 0, "bytes": 0, "dropped": 0, "max_queued": 0,
          "bytes_a_to_b": 0, "bytes_b_to_a": 0, "tcp_connects": 0}
     dir_key = {fd_a: "bytes_a_to_b", fd_b: "bytes_b_to_a"}
@@ -232,10 +262,10 @@ def _loop(fd_a, fd_b, delay_s):
     mono = time.monotonic
     while not stop:
         now = mono()
-        for src, fifo in q.items():
+        for src, heap in q.items():
             out = peer[src]
-            while fifo and fifo[0][0] <= now:
-                pkt = fifo.popleft()[1]
+            while heap and heap[0][0] <= now:
+                pkt = heapq.heappop(heap)[2]
                 try:
                     os.write(out, pkt)
                     n["packets"] += 1
@@ -243,7 +273,7 @@ def _loop(fd_a, fd_b, delay_s):
                     n[dir_key[src]] += len(pkt)
                 except OSError:
                     n["dropped"] += 1
-        due = [f[0][0] for f in q.values() if f]
+        due = [h[0][0] for h in q.values() if h]
         timeout = max(0.0, min(due) - mono()) if due else None
         try:
             ready, _, _ = select.select(rd, [], [], timeout)
@@ -263,25 +293,32 @@ def _loop(fd_a, fd_b, delay_s):
                     if len(parts) == 2 and parts[0] == b"delay":
                         delay_s = float(parts[1]) / 1000.0
                         print("ok", flush=True)
+                    elif len(parts) == 2 and parts[0] == b"rate":
+                        rate_bps = float(parts[1]) * 1e6
+                        flow_free.clear()
+                        print("ok", flush=True)
                     elif parts == [b"stats"]:
                         print(json.dumps(n), flush=True)
                 continue
-            fifo = q[fd]
+            heap = q[fd]
             for _ in range(256):  # drain what is there, then serve the other side
                 try:
                     pkt = os.read(fd, READ_MAX)
                 except BlockingIOError:
                     break
-                # A TCP SYN without ACK (IPv4 after the virtio header): a new connection.
-                if len(pkt) > VHDR + 40 and pkt[VHDR] >> 4 == 4 and pkt[VHDR + 9] == 6:
-                    ihl = (pkt[VHDR] & 15) * 4
-                    if pkt[VHDR + ihl + 13] & 0x12 == 0x02:
-                        n["tcp_connects"] += 1
+                flow, syn = _tcp_flow(pkt)
+                if syn:
+                    n["tcp_connects"] += 1
                 d = max(now + delay_s, last_due[fd])
-                last_due[fd] = d
-                fifo.append((d, pkt))
-            if len(fifo) > n["max_queued"]:
-                n["max_queued"] = len(fifo)
+                if rate_bps and fd == fd_b and flow:
+                    d = max(now + delay_s, flow_free.get(flow, 0.0))
+                    flow_free[flow] = d + (len(pkt) - VHDR) / rate_bps
+                else:
+                    last_due[fd] = d
+                heapq.heappush(heap, (d, seq, pkt))
+                seq += 1
+            if len(heap) > n["max_queued"]:
+                n["max_queued"] = len(heap)
     try:
         print(json.dumps(n), flush=True)
     except BrokenPipeError:  # the parent is gone (killed); nobody to tell
@@ -295,11 +332,13 @@ def main():
     ap.add_argument("--ns-b", required=True)
     ap.add_argument("--dev-b", required=True)
     ap.add_argument("--delay-ms", type=float, required=True, help="one-way delay")
+    ap.add_argument("--rate-mbps", type=float, default=0.0, help="cap of each TCP connection "
+                    "from b to a, in MB/s (0: none)")
     a = ap.parse_args()
     fd_a = _open_tun_in(a.ns_a, a.dev_a)
     fd_b = _open_tun_in(a.ns_b, a.dev_b)
     print("ready", flush=True)
-    _loop(fd_a, fd_b, a.delay_ms / 1000.0)
+    _loop(fd_a, fd_b, a.delay_ms / 1000.0, a.rate_mbps * 1e6)
 
 
 if __name__ == "__main__":
