@@ -548,13 +548,14 @@ out:
 /* --- store operations ------------------------------------------------------------------------- */
 
 /* A miss: fetch from inner and, if the object checks out and fits, keep a copy. */
-static int fill(struct diskcache *dc, const char *key, const char *name, const struct tfs_id *id,
-		struct tfs_buf *out)
+static int fill(struct diskcache *dc, const char *key, uint64_t urgent_size, const char *name,
+		const struct tfs_id *id, struct tfs_buf *out)
 {
 	struct entry *victims = NULL;
 	int rc, do_scan = 0;
 
-	rc = tfs_store_get(dc->inner, key, out);
+	rc = urgent_size ? tfs_store_get_urgent(dc->inner, key, urgent_size, out)
+			 : tfs_store_get(dc->inner, key, out);
 	pthread_mutex_lock(&dc->lock);
 	dc->st.misses++;
 	pthread_mutex_unlock(&dc->lock);
@@ -598,7 +599,9 @@ static int fill(struct diskcache *dc, const char *key, const char *name, const s
 	return 0;
 }
 
-static int dc_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
+/* urgent_size: the object's size when a reader waits for it (get_urgent), else 0. */
+static int get_object(struct tfs_store *s, const char *key, uint64_t urgent_size,
+		      struct tfs_buf *out)
 {
 	struct diskcache *dc = dc_of(s);
 	struct entry *victims;
@@ -608,9 +611,10 @@ static int dc_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
 
 	out->len = 0;
 	if (!object_name(key, name) || tfs_id_parse(name, &id))
-		return tfs_store_get(dc->inner, key, out);
+		return urgent_size ? tfs_store_get_urgent(dc->inner, key, urgent_size, out)
+				   : tfs_store_get(dc->inner, key, out);
 	if (dc->dir_fd < 0)
-		return fill(dc, key, name, &id, out);
+		return fill(dc, key, urgent_size, name, &id, out);
 
 	rc = read_file(dc, name, out);
 	pthread_mutex_lock(&dc->lock);
@@ -632,7 +636,17 @@ static int dc_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
 	if (rc == -EIO)
 		tfs_warn("%s/%s: damaged cache file removed; fetching %s again", dc->dir, name,
 			 key);
-	return fill(dc, key, name, &id, out);
+	return fill(dc, key, urgent_size, name, &id, out);
+}
+
+static int dc_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
+{
+	return get_object(s, key, 0, out);
+}
+
+static int dc_get_urgent(struct tfs_store *s, const char *key, uint64_t size, struct tfs_buf *out)
+{
+	return get_object(s, key, size, out);
 }
 
 static ssize_t dc_get_range(struct tfs_store *s, const char *key, uint64_t off, void *buf,
@@ -736,6 +750,7 @@ static const struct tfs_store_ops diskcache_ops = {
 	.open = dc_open,
 	.close = dc_close,
 	.get = dc_get,
+	.get_urgent = dc_get_urgent,
 	.get_range = dc_get_range,
 	.head = dc_head,
 	.stat = dc_stat,

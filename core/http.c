@@ -710,6 +710,35 @@ int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsi
 	return 0;
 }
 
+/* Below this a part's round trip costs more than what splitting saves of its transfer. */
+#define SPLIT_PART_MIN (1u << 20)
+
+int tfs_http_get_split(tfs_http_range_fn fn, void *arg, uint64_t size, unsigned parallel,
+		       struct tfs_buf *out)
+{
+	struct parts p = { .fn = fn, .arg = arg, .total = size, .first = 0 };
+	int rc;
+
+	if (parallel < 1)
+		parallel = 1;
+	p.part = (size + parallel - 1) / parallel;
+	if (p.part < SPLIT_PART_MIN)
+		p.part = SPLIT_PART_MIN;
+	if (size > SIZE_MAX / 2)
+		return -EFBIG;
+	out->len = 0;
+	rc = tfs_buf_reserve(out, (size_t)size);
+	if (rc)
+		return rc;
+	p.base = out->data;
+	rc = tfs_http_parallel((size_t)((size + p.part - 1) / p.part), parallel, fetch_part, &p);
+	if (rc)
+		return rc;
+	out->len = (size_t)size;
+	out->data[out->len] = 0;
+	return 0;
+}
+
 /* --- verified whole-object reads ---------------------------------------------------------- */
 
 static int is_object_key(const char *key)

@@ -86,6 +86,14 @@ int tfs_http_parallel(size_t n, unsigned parallel, int (*fn)(void *arg, size_t i
 int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsigned parallel,
 		       struct tfs_buf *out);
 
+/* A whole object of exactly `size` bytes that a reader is waiting for, as up to `parallel`
+ * ranges of 1 MiB or more, all requested at once, so that it arrives in a fraction of what one
+ * connection takes (each connection's rate is capped on S3, and a new one starts TCP's slow
+ * start). An object no larger than that is one request. out is reset first. Returns 0, -EIO
+ * when the object is not `size` bytes, or another -errno. */
+int tfs_http_get_split(tfs_http_range_fn fn, void *arg, uint64_t size, unsigned parallel,
+		       struct tfs_buf *out);
+
 /* Fetch a whole object with fn. When key names a content-addressed object
  * ("<dataset>/objects/<hh>/<62 hex>") whose envelope fails its check (tfs_object_check), it is
  * fetched once more (counted as a retry); a second failure is -EIO, logged once with `what`. */

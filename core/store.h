@@ -24,6 +24,10 @@ struct tfs_store_ops {
 	void (*close)(struct tfs_store *s);
 	/* Whole object into out (reset first). */
 	int (*get)(struct tfs_store *s, const char *key, struct tfs_buf *out);
+	/* Whole object of `size` bytes (known from a manifest) that a reader is waiting for:
+	 * remote backends request it as parallel ranges at once, so that it arrives sooner than
+	 * one connection brings it; -EIO when the object is another size. NULL: get. */
+	int (*get_urgent)(struct tfs_store *s, const char *key, uint64_t size, struct tfs_buf *out);
 	/* Up to len bytes at off; returns the count (short only at the end of the object). */
 	ssize_t (*get_range)(struct tfs_store *s, const char *key, uint64_t off, void *buf,
 			     size_t len);
@@ -54,6 +58,7 @@ struct tfs_store_ops {
 /* Requests made through a store (the inline wrappers below count them, atomically). */
 struct tfs_store_counters {
 	uint64_t gets, ranged_gets, heads, puts, lists, deletes;
+	uint64_t urgent_gets; /* gets a reader waited for, through get_urgent (in gets too) */
 	uint64_t bytes_read, bytes_written;
 	/* Attempts repeated by remote backends (transport errors, 5xx/429, short or damaged
 	 * bodies), counted by the backend itself; 0 for file://. */
@@ -94,6 +99,22 @@ static inline int tfs_store_get(struct tfs_store *s, const char *key, struct tfs
 	int rc = s->ops->get(s, key, out);
 
 	TFS_STORE_COUNT(s, gets, 1);
+	if (!rc)
+		TFS_STORE_COUNT(s, bytes_read, out->len);
+	return rc;
+}
+
+/* tfs_store_get for an object of a known size that a reader waits for (see get_urgent). */
+static inline int tfs_store_get_urgent(struct tfs_store *s, const char *key, uint64_t size,
+				       struct tfs_buf *out)
+{
+	int rc;
+
+	if (!s->ops->get_urgent)
+		return tfs_store_get(s, key, out);
+	rc = s->ops->get_urgent(s, key, size, out);
+	TFS_STORE_COUNT(s, gets, 1);
+	TFS_STORE_COUNT(s, urgent_gets, 1);
 	if (!rc)
 		TFS_STORE_COUNT(s, bytes_read, out->len);
 	return rc;

@@ -71,6 +71,7 @@ static int range_headers(void *arg, struct tfs_buf *h)
 struct range_ctx {
 	struct http_store *s;
 	const char *key;
+	uint64_t size; /* the object's, for fetch_split */
 };
 
 static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64_t *total)
@@ -128,21 +129,42 @@ static int fetch_whole(void *arg, struct tfs_buf *out)
 	return tfs_http_get_parts(fetch_range, c, cfg->part_size, cfg->parallel, out);
 }
 
-static int http_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
+static int fetch_split(void *arg, struct tfs_buf *out)
 {
-	struct range_ctx c = { hs_of(st), key };
+	struct range_ctx *c = arg;
+
+	return tfs_http_get_split(fetch_range, c, c->size, tfs_http_config(c->s->http)->parallel,
+				  out);
+}
+
+/* A whole object: by fetch_whole, or by fetch_split when size is known (urgent). */
+static int get_object(struct tfs_store *st, const char *key, uint64_t size, tfs_http_fetch_fn fn,
+		      struct tfs_buf *out)
+{
+	struct range_ctx c = { hs_of(st), key, size };
 	char w[512];
 
 	if (!key_ok(key))
 		return -EINVAL;
 	what(w, sizeof(w), "GET", c.s, key);
-	return tfs_http_get_verified(c.s->http, w, key, fetch_whole, &c, out);
+	return tfs_http_get_verified(c.s->http, w, key, fn, &c, out);
+}
+
+static int http_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
+{
+	return get_object(st, key, 0, fetch_whole, out);
+}
+
+static int http_get_urgent(struct tfs_store *st, const char *key, uint64_t size,
+			   struct tfs_buf *out)
+{
+	return get_object(st, key, size, fetch_split, out);
 }
 
 static ssize_t http_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
 			      size_t len)
 {
-	struct range_ctx c = { hs_of(st), key };
+	struct range_ctx c = { hs_of(st), key, 0 };
 	int64_t total;
 
 	if (!key_ok(key))
@@ -382,10 +404,11 @@ static void http_close(struct tfs_store *st)
 	free(s);
 }
 
-#define HTTP_OPS                                                                              \
-	.close = http_close, .get = http_get, .get_range = http_get_range, .head = http_head, \
-	.stat = http_stat, .put = http_readonly, .put_new = http_readonly, .cas = http_cas,   \
-	.list = http_list, .del = http_del, .sweep = NULL, .cancel = http_cancel
+#define HTTP_OPS                                                                                 \
+	.close = http_close, .get = http_get, .get_urgent = http_get_urgent,                     \
+	.get_range = http_get_range, .head = http_head, .stat = http_stat, .put = http_readonly, \
+	.put_new = http_readonly, .cas = http_cas, .list = http_list, .del = http_del,           \
+	.sweep = NULL, .cancel = http_cancel
 
 const struct tfs_store_ops tfs_store_http_ops = {
 	.scheme = "http",

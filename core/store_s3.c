@@ -192,6 +192,7 @@ struct range_ctx {
 	struct s3_store *s;
 	const char *key; /* full key */
 	const char *what;
+	uint64_t size; /* the object's, for fetch_split */
 };
 
 /* A whole object against its ETag when that is the MD5 of the content (single-part uploads on
@@ -270,11 +271,21 @@ static int fetch_whole(void *arg, struct tfs_buf *out)
 	return tfs_http_get_parts(fetch_range, r, cfg->part_size, cfg->parallel, out);
 }
 
-static int s3_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
+static int fetch_split(void *arg, struct tfs_buf *out)
+{
+	struct range_ctx *r = arg;
+
+	return tfs_http_get_split(fetch_range, r, r->size, tfs_http_config(r->s->http)->parallel,
+				  out);
+}
+
+/* A whole object: by fetch_whole, or by fetch_split when size is known (urgent). */
+static int get_object(struct tfs_store *st, const char *key, uint64_t size, tfs_http_fetch_fn fn,
+		      struct tfs_buf *out)
 {
 	struct s3_store *s = s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w };
+	struct range_ctx r = { s, fk, w, size };
 	int rc;
 
 	out->len = 0;
@@ -284,7 +295,17 @@ static int s3_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
 	if (rc)
 		return rc;
 	what_of(w, sizeof(w), "GET", s, key);
-	return tfs_http_get_verified(s->http, w, key, fetch_whole, &r, out);
+	return tfs_http_get_verified(s->http, w, key, fn, &r, out);
+}
+
+static int s3_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
+{
+	return get_object(st, key, 0, fetch_whole, out);
+}
+
+static int s3_get_urgent(struct tfs_store *st, const char *key, uint64_t size, struct tfs_buf *out)
+{
+	return get_object(st, key, size, fetch_split, out);
 }
 
 static ssize_t s3_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
@@ -292,7 +313,7 @@ static ssize_t s3_get_range(struct tfs_store *st, const char *key, uint64_t off,
 {
 	struct s3_store *s = s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w };
+	struct range_ctx r = { s, fk, w, 0 };
 	int64_t total;
 	int rc;
 
@@ -1268,6 +1289,7 @@ const struct tfs_store_ops tfs_store_s3_ops = {
 	.close = s3_close,
 	.cancel = s3_cancel,
 	.get = s3_get,
+	.get_urgent = s3_get_urgent,
 	.get_range = s3_get_range,
 	.head = s3_head,
 	.stat = s3_stat,

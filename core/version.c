@@ -89,6 +89,7 @@ struct load_ctx {
 	struct tfs_cache *cache;
 	const struct tfs_column *col;
 	size_t k;
+	int urgent; /* a reader waits for the chunk (not read-ahead) */
 };
 
 static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t *len, size_t *cap)
@@ -112,7 +113,8 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 		goto out;
 	}
 	tfs_object_key(l->v->ds, id, key);
-	rc = tfs_store_get(l->v->store, key, &obj);
+	rc = l->urgent ? tfs_store_get_urgent(l->v->store, key, c->chunks[l->k].stored_size, &obj)
+		       : tfs_store_get(l->v->store, key, &obj);
 	if (rc) {
 		why = rc == -ENOENT ? "object is missing" : strerror(-rc);
 		rc = rc == -ENOENT ? -EIO : rc;
@@ -151,7 +153,7 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 			  struct tfs_cache_entry **e)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
-	struct load_ctx l = { v, cache, c, k };
+	struct load_ctx l = { v, cache, c, k, 1 };
 
 	if (k >= c->nchunks)
 		return -EINVAL;
@@ -161,7 +163,7 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
-	struct load_ctx l = { v, cache, c, k };
+	struct load_ctx l = { v, cache, c, k, 0 };
 
 	if (k >= c->nchunks)
 		return -EINVAL;

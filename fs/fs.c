@@ -563,16 +563,16 @@ static int stats_json(struct fs *fs, struct tfs_buf *out)
 		", \"errors\": %" PRIu64 ", \"sequential_streams\": %" PRIu64
 		", \"random_resets\": %" PRIu64 "},\n"
 		"  \"fuse\": {\"reads\": %" PRIu64 ", \"read_bytes_requested\": %" PRIu64 "},\n"
-		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"ranged_gets\": %" PRIu64
-		", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64 ", \"bytes_fetched\": %" PRIu64
-		", \"retries\": %" PRIu64 "},\n",
+		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"urgent_gets\": %" PRIu64
+		", \"ranged_gets\": %" PRIu64 ", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64
+		", \"bytes_fetched\": %" PRIu64 ", \"retries\": %" PRIu64 "},\n",
 		(double)(tfs_now_ns() - fs->started_ns) / 1e9, c.budget, c.bytes, c.entries, c.hits,
 		c.misses, c.waits, c.load_errors, c.evictions, c.bytes_loaded, p.threads,
 		p.scheduled, c.prefetch_loads, c.prefetch_hits, c.prefetch_wasted,
 		c.prefetch_pending, p.skipped_cached, p.throttled, p.errors, p.sequential_streams,
 		p.random_resets, __atomic_load_n(&fs->reads, __ATOMIC_RELAXED),
 		__atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED), fs->store->url, sc.gets,
-		sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read, sc.retries);
+		sc.urgent_gets, sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read, sc.retries);
 	if (!rc && fs->ctl)
 		rc = fs->cfg->control->stats_json(fs->ctl, out);
 	if (rc)

@@ -98,6 +98,7 @@ class Proxy:
         self.last_faulted = set()  # request keys whose previous attempt was failed
         self.counts = {f: 0 for f in FAULTS}
         self.counts["requests"] = 0
+        self.counts["ranged"] = 0  # GETs with a Range header
         self.counts["persistent_corrupt"] = 0
         proxy = self
 
@@ -135,6 +136,8 @@ class Proxy:
     def _decide(self, method, key):
         with self.lock:
             self.counts["requests"] += 1
+            if method == "GET" and key[2]:
+                self.counts["ranged"] += 1
             if key in self.last_faulted:
                 self.last_faulted.discard(key)
                 return None

@@ -303,16 +303,44 @@ def test_s3_faults_retried_exact_bytes(s3, tmp_path, mount, monkeypatch):
     assert "request attempts were retried" in m.log(), m.log()[-3000:]
 
 
-def test_s3_persistent_corruption_is_eio(s3, tmp_path, mount, monkeypatch):
+def test_s3_waited_chunks_come_in_parallel_ranges(s3, tmp_path, mount, monkeypatch):
+    """A chunk a reader waits for (no read-ahead here) is requested as parallel ranges of 1 MiB
+    or more, through faults on those ranges too: exactly the right bytes."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 255, size=(3 * 1024 + 100, 4096), dtype=np.uint8)  # 4 chunks
+    lk_direct = UrlLake("s3://lake/w", tmp_path / "npy")
+    lk_direct.build("ds", {"x": x}, "--chunk-size", "4M", "--codec", "raw")
+    proxy = FaultProxy(s3.port, rate=0.3, seed=3, stall_s=2.5, workdir=tmp_path)
+    try:
+        s3_env(monkeypatch, proxy.endpoint, TENSORFS_HTTP_TIMEOUT_MS=1000,
+               TENSORFS_HTTP_STALL_MS=1000, TENSORFS_HTTP_BACKOFF_MS=5,
+               TENSORFS_HTTP_BACKOFF_MAX_MS=50, TENSORFS_HTTP_RETRIES=6)
+        m = mount(UrlLake("s3://lake/w", tmp_path / "npy"), opts=["prefetch_threads=0"])
+        check_column_file(m / "ds" / "main" / "x.npy", x)
+        st = stats(m.path)
+    finally:
+        proxy.stop()
+    assert st["store"]["urgent_gets"] == 4, st["store"]
+    # Three 4 MiB chunks in 4 ranges each and the last (100 rows) in one, at least, plus the
+    # ranges of faulted attempts.
+    assert proxy.counts["ranged"] >= 13, proxy.counts
+    assert proxy.injected() >= 3, proxy.counts
+
+
+@pytest.mark.parametrize("chunk", ["256k", "4M"])
+def test_s3_persistent_corruption_is_eio(s3, tmp_path, mount, monkeypatch, chunk):
+    """Damage that does not go away is EIO, for a chunk fetched whole (256k) and one a reader
+    waits for in parallel ranges (4M: only the first range carries the damaged header)."""
+    rows = 200_000 if chunk == "256k" else 1_000_000
     lk_direct = UrlLake("s3://lake/c", tmp_path / "npy")
-    cols = {"x": np.arange(200_000, dtype=np.int64)}
-    lk_direct.build("ds", cols, "--chunk-size", "256k", "--codec", "raw")
+    cols = {"x": np.arange(rows, dtype=np.int64)}
+    lk_direct.build("ds", cols, "--chunk-size", chunk, "--codec", "raw")
     proxy = FaultProxy(s3.port, persistent_corrupt=True, workdir=tmp_path)
     try:
         s3_env(monkeypatch, proxy.endpoint, TENSORFS_HTTP_BACKOFF_MS=5)
         m = mount(UrlLake("s3://lake/c", tmp_path / "npy"))
         path = m / "ds" / "main" / "x.npy"
-        assert os.path.getsize(path) == 4096 + 200_000 * 8
+        assert os.path.getsize(path) == 4096 + rows * 8
         with open(path, "rb") as f:
             f.read(4096)  # the header is synthesised: fine
             with pytest.raises(OSError) as e:
