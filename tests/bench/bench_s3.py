@@ -26,6 +26,10 @@ read()s:
              plain/x.npy
   transport  --parallel curl processes (default 8), each fetching --range-mib (default 8) ranged
              GETs of plain/x.npy one after another on one kept-alive connection
+  tensorfs_random, s3fs_random (not run by default)
+             np.load(mmap_mode="r") of the file, then 16 rows read one after another, one from
+             each sixteenth of the column in a seeded random order (the training pattern
+             without a view); reported as rows read per second and ms per row
 Each case runs --repeat times (default 3, interleaved) and the median run is reported:
 logical MB/s (bytes the reader got) for all; wire MB/s for tensorfs (the mount's .tensorfs/stats
 "store".bytes_fetched: compressed chunk bytes plus metadata); the IP bytes the delay line carried
@@ -140,6 +144,29 @@ def read_all(path, bs=1 << 20):
                 break
             n += k
     return n, time.perf_counter() - t
+
+
+RANDOM_ROWS = 16
+
+
+def read_random(path, seed=11):
+    """The training pattern without a view: np.load(mmap_mode="r"), then RANDOM_ROWS rows read
+    one after another, one from each sixteenth of the column (so from different chunks), in a
+    seeded random order. Returns (bytes, seconds, [ms per row]); np.load itself is not timed."""
+    a = np.load(path, mmap_mode="r")
+    seg = a.shape[0] // RANDOM_ROWS
+    rng = np.random.default_rng(seed)
+    rows = [int(i * seg + rng.integers(seg)) for i in rng.permutation(RANDOM_ROWS)]
+    lat = []
+    t = time.perf_counter()
+    for r in rows:
+        t0 = time.perf_counter()
+        np.array(a[r])  # a copy: faults the row's pages in
+        lat.append((time.perf_counter() - t0) * 1e3)
+    dt = time.perf_counter() - t
+    n = RANDOM_ROWS * a[0].nbytes
+    del a
+    return n, dt, lat
 
 
 def wait_mount(path, proc, what, log=None, timeout=30):
@@ -336,7 +363,14 @@ class Bench:
         read come from every chunk of a shuffle window, fetched in the view's order."""
         return self.tensorfs_scan("views/seed=7,epoch=0/x.npy")
 
-    def tensorfs_scan(self, rel):
+    def case_tensorfs_random(self):
+        """RANDOM_ROWS rows of x.npy at random, each from another chunk (read_random)."""
+        return self.tensorfs_scan("x.npy", random=True)
+
+    def case_s3fs_random(self):
+        return self.case_s3fs(random=True)
+
+    def tensorfs_scan(self, rel, random=False):
         mnt = self.work / "mnt-tfs"
         mnt.mkdir(exist_ok=True)
         warm_server_files(self.s3dir)
@@ -351,11 +385,14 @@ class Bench:
             os.stat(f)  # lookups (ref, version, schema) are not part of the scan
             before = json.loads((mnt / ".tensorfs" / "stats").read_text())
             s0 = self.snapshot(p)
-            n, dt = read_all(f)
+            if random:
+                n, dt, lat = read_random(f)
+            else:
+                n, dt = read_all(f)
             s1 = self.snapshot(p)
             after = json.loads((mnt / ".tensorfs" / "stats").read_text())
             size = os.path.getsize(f)
-            if n != size:
+            if n != (RANDOM_ROWS * self.arr[0].nbytes if random else size):
                 raise RuntimeError(f"tensorfs read {n} of {size} bytes")
             # Check the bytes (from the now warm cache): first, middle and last rows of the
             # column; for the view, that its rows are the column's (a sum is order-blind).
@@ -375,12 +412,13 @@ class Bench:
         return {
             "bytes": n, "seconds": dt, "MBps": n / dt / 1e6,
             "wire_bytes": wire, "wire_MBps": wire / dt / 1e6, **self.delta(s0, s1),
-            "requests": {k: st_a[k] - st_b[k] for k in ("gets", "ranged_gets", "heads", "lists",
-                                                       "retries")},
+            "requests": {k: st_a.get(k, 0) - st_b.get(k, 0) for k in
+                         ("gets", "urgent_gets", "ranged_gets", "heads", "lists", "retries")},
             "stats_before": before, "stats_after": after,
+            **({"ms_per_row": lat} if random else {}),
         }
 
-    def case_s3fs(self):
+    def case_s3fs(self, random=False):
         mnt = self.work / "mnt-s3fs"
         mnt.mkdir(exist_ok=True)
         warm_server_files(self.s3dir)
@@ -401,14 +439,21 @@ class Bench:
             if size != self.npy_bytes:
                 raise RuntimeError(f"s3fs shows x.npy with {size} bytes, not {self.npy_bytes}")
             s0 = self.snapshot(p)
-            n, dt = read_all(f)
+            if random:
+                n, dt, lat = read_random(f)
+            else:
+                n, dt = read_all(f)
             s1 = self.snapshot(p)
-            if n != size:
+            if n != (RANDOM_ROWS * self.arr[0].nbytes if random else size):
                 raise RuntimeError(f"s3fs read {n} of {size} bytes")
         finally:
             self.unmount(mnt, p)
-        return {"bytes": n, "seconds": dt, "MBps": n / dt / 1e6, "wire_MBps": n / dt / 1e6,
-                **self.delta(s0, s1), "options": opts.replace(str(self.pw), "PASSWD")}
+        d = self.delta(s0, s1)
+        # s3fs does not say what it fetched: the delay line's bytes to the client stand in.
+        return {"bytes": n, "seconds": dt, "MBps": n / dt / 1e6,
+                "wire_MBps": (d["link_bytes_to_client"] if random else n) / dt / 1e6, **d,
+                "options": opts.replace(str(self.pw), "PASSWD"),
+                **({"ms_per_row": lat} if random else {})}
 
     def case_transport(self):
         warm_server_files(self.s3dir)
@@ -478,7 +523,7 @@ def main():
     a.repeat = a.repeat or (1 if a.quick else 3)
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     for c in cases:
-        if c not in ("tensorfs", "view", "s3fs", "transport"):
+        if c not in ("tensorfs", "view", "s3fs", "transport", "tensorfs_random", "s3fs_random"):
             sys.exit(f"bench_s3: unknown case {c!r}")
 
     if os.geteuid() != 0:
@@ -577,7 +622,9 @@ def main():
           f"{'reader client s3rver  delay  other':<35}")
     labels = {"tensorfs": "tensorfs (cache_mem=1G)", "view": "tensorfs, shuffled view",
               "s3fs": f"s3fs-fuse ({a.s3fs_opts or 'defaults'})"[:31],
-              "transport": f"curl x{a.parallel}, {a.range_mib} MiB ranges"}
+              "transport": f"curl x{a.parallel}, {a.range_mib} MiB ranges",
+              "tensorfs_random": f"tensorfs, {RANDOM_ROWS} random rows",
+              "s3fs_random": f"s3fs, {RANDOM_ROWS} random rows"}
     for c in cases:
         r = med[c]
         if not r:
@@ -612,6 +659,20 @@ def main():
     if "tensorfs_wire_vs_transport" in ratios:
         print(f"{'tensorfs_wire_vs_transport':<28}{ratios['tensorfs_wire_vs_transport']:6.2f}x"
               f"   (wire bytes over wire bytes, informational)")
+    for c in ("tensorfs_random", "s3fs_random"):
+        if med.get(c):
+            lat = sorted(med[c]["ms_per_row"])
+            print(f"{labels[c] + ', ms per row':<36} median {lat[len(lat) // 2]:7.1f}   "
+                  f"max {lat[-1]:7.1f}")
+    tr_, s3r = med.get("tensorfs_random"), med.get("s3fs_random")
+    if tr_ and s3r:
+        ratios["tensorfs_vs_s3fs_random_rows"] = tr_["MBps"] / s3r["MBps"]
+        print(f"{'tensorfs_vs_s3fs_random_rows':<28}"
+              f"{ratios['tensorfs_vs_s3fs_random_rows']:6.2f}x   (rows per second, informational)")
+    if tr_:
+        rq = tr_["requests"]
+        print(f"tensorfs during the random reads: {rq['gets']} GETs ({rq['urgent_gets']} a reader "
+              f"waited for, in parallel ranges)")
     if tf:
         rq, pf = tf["requests"], tf["stats_after"]["prefetch"]
         print(f"tensorfs during the scan: {rq['gets']} GETs ({rq['ranged_gets']} ranged), "
