@@ -149,24 +149,27 @@ def read_all(path, bs=1 << 20):
 RANDOM_ROWS = 16
 
 
-def read_random(path, seed=11):
+def read_random(path, expect, seed=11):
     """The training pattern without a view: np.load(mmap_mode="r"), then RANDOM_ROWS rows read
     one after another, one from each sixteenth of the column (so from different chunks), in a
-    seeded random order. Returns (bytes, seconds, [ms per row]); np.load itself is not timed."""
+    seeded random order, each checked against expect afterwards. Returns (bytes, seconds,
+    [ms per row]); np.load itself is not timed."""
     a = np.load(path, mmap_mode="r")
     seg = a.shape[0] // RANDOM_ROWS
     rng = np.random.default_rng(seed)
     rows = [int(i * seg + rng.integers(seg)) for i in rng.permutation(RANDOM_ROWS)]
-    lat = []
+    lat, got = [], []
     t = time.perf_counter()
     for r in rows:
         t0 = time.perf_counter()
-        np.array(a[r])  # a copy: faults the row's pages in
+        got.append(np.array(a[r]))  # a copy: faults the row's pages in
         lat.append((time.perf_counter() - t0) * 1e3)
     dt = time.perf_counter() - t
-    n = RANDOM_ROWS * a[0].nbytes
     del a
-    return n, dt, lat
+    for r, g in zip(rows, got):
+        if not np.array_equal(g, expect[r]):
+            raise RuntimeError(f"{path}: wrong bytes in row {r}")
+    return sum(g.nbytes for g in got), dt, lat
 
 
 def wait_mount(path, proc, what, log=None, timeout=30):
@@ -363,6 +366,18 @@ class Bench:
         read come from every chunk of a shuffle window, fetched in the view's order."""
         return self.tensorfs_scan("views/seed=7,epoch=0/x.npy")
 
+    def read(self, f, random, who):
+        """The whole file (read_all) or RANDOM_ROWS random rows (read_random), checked for
+        length. Returns (bytes, seconds, ms per row or None)."""
+        if random:
+            n, dt, lat = read_random(f, self.arr)
+            want = RANDOM_ROWS * self.arr[0].nbytes
+        else:
+            (n, dt), lat, want = read_all(f), None, os.path.getsize(f)
+        if n != want:
+            raise RuntimeError(f"{who} read {n} of {want} bytes")
+        return n, dt, lat
+
     def case_tensorfs_random(self):
         """RANDOM_ROWS rows of x.npy at random, each from another chunk (read_random)."""
         return self.tensorfs_scan("x.npy", random=True)
@@ -385,15 +400,9 @@ class Bench:
             os.stat(f)  # lookups (ref, version, schema) are not part of the scan
             before = json.loads((mnt / ".tensorfs" / "stats").read_text())
             s0 = self.snapshot(p)
-            if random:
-                n, dt, lat = read_random(f)
-            else:
-                n, dt = read_all(f)
+            n, dt, lat = self.read(f, random, "tensorfs")
             s1 = self.snapshot(p)
             after = json.loads((mnt / ".tensorfs" / "stats").read_text())
-            size = os.path.getsize(f)
-            if n != (RANDOM_ROWS * self.arr[0].nbytes if random else size):
-                raise RuntimeError(f"tensorfs read {n} of {size} bytes")
             # Check the bytes (from the now warm cache): first, middle and last rows of the
             # column; for the view, that its rows are the column's (a sum is order-blind).
             mm = np.load(f, mmap_mode="r")
@@ -439,13 +448,8 @@ class Bench:
             if size != self.npy_bytes:
                 raise RuntimeError(f"s3fs shows x.npy with {size} bytes, not {self.npy_bytes}")
             s0 = self.snapshot(p)
-            if random:
-                n, dt, lat = read_random(f)
-            else:
-                n, dt = read_all(f)
+            n, dt, lat = self.read(f, random, "s3fs")
             s1 = self.snapshot(p)
-            if n != (RANDOM_ROWS * self.arr[0].nbytes if random else size):
-                raise RuntimeError(f"s3fs read {n} of {size} bytes")
         finally:
             self.unmount(mnt, p)
         d = self.delta(s0, s1)
