@@ -669,6 +669,28 @@ static int fetch_part(void *arg, size_t i)
 	return 0;
 }
 
+/* Fetch p's parts [p->first, p->total) into out, which holds the bytes before p->first, up to
+ * `parallel` at a time; out then holds the whole object, NUL-terminated. */
+static int fetch_parts(struct parts *p, unsigned parallel, struct tfs_buf *out)
+{
+	int rc;
+
+	assert(out->len == p->first);
+	if (p->total > SIZE_MAX / 2)
+		return -EFBIG;
+	rc = tfs_buf_reserve(out, (size_t)(p->total - p->first));
+	if (rc)
+		return rc;
+	p->base = out->data;
+	rc = tfs_http_parallel((size_t)((p->total - p->first + p->part - 1) / p->part), parallel,
+			       fetch_part, p);
+	if (rc)
+		return rc;
+	out->len = (size_t)p->total;
+	out->data[out->len] = 0;
+	return 0;
+}
+
 int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsigned parallel,
 		       struct tfs_buf *out)
 {
@@ -693,21 +715,9 @@ int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsi
 	out->data[out->len] = 0;
 	if ((uint64_t)n < first || total <= (int64_t)n)
 		return total >= 0 && total != n ? -EIO : 0;
-	if ((uint64_t)total > SIZE_MAX / 2)
-		return -EFBIG;
-	rc = tfs_buf_reserve(out, (size_t)total - out->len);
-	if (rc)
-		return rc;
-	p.base = out->data;
 	p.total = (uint64_t)total;
 	p.first = first;
-	rc = tfs_http_parallel((size_t)((p.total - first + part_size - 1) / part_size), parallel,
-			       fetch_part, &p);
-	if (rc)
-		return rc;
-	out->len = (size_t)total;
-	out->data[out->len] = 0;
-	return 0;
+	return fetch_parts(&p, parallel, out);
 }
 
 /* Below this a part's round trip costs more than what splitting saves of its transfer. */
@@ -717,26 +727,14 @@ int tfs_http_get_split(tfs_http_range_fn fn, void *arg, uint64_t size, unsigned 
 		       struct tfs_buf *out)
 {
 	struct parts p = { .fn = fn, .arg = arg, .total = size, .first = 0 };
-	int rc;
 
 	if (parallel < 1)
 		parallel = 1;
 	p.part = (size + parallel - 1) / parallel;
 	if (p.part < SPLIT_PART_MIN)
 		p.part = SPLIT_PART_MIN;
-	if (size > SIZE_MAX / 2)
-		return -EFBIG;
 	out->len = 0;
-	rc = tfs_buf_reserve(out, (size_t)size);
-	if (rc)
-		return rc;
-	p.base = out->data;
-	rc = tfs_http_parallel((size_t)((size + p.part - 1) / p.part), parallel, fetch_part, &p);
-	if (rc)
-		return rc;
-	out->len = (size_t)size;
-	out->data[out->len] = 0;
-	return 0;
+	return fetch_parts(&p, parallel, out);
 }
 
 /* --- verified whole-object reads ---------------------------------------------------------- */
