@@ -547,6 +547,14 @@ out:
 
 /* --- store operations ------------------------------------------------------------------------- */
 
+/* From inner, as a reader waiting for it when urgent_size (the object's size) is given. */
+static int inner_get(struct diskcache *dc, const char *key, uint64_t urgent_size,
+		     struct tfs_buf *out)
+{
+	return urgent_size ? tfs_store_get_urgent(dc->inner, key, urgent_size, out)
+			   : tfs_store_get(dc->inner, key, out);
+}
+
 /* A miss: fetch from inner and, if the object checks out and fits, keep a copy. */
 static int fill(struct diskcache *dc, const char *key, uint64_t urgent_size, const char *name,
 		const struct tfs_id *id, struct tfs_buf *out)
@@ -554,8 +562,7 @@ static int fill(struct diskcache *dc, const char *key, uint64_t urgent_size, con
 	struct entry *victims = NULL;
 	int rc, do_scan = 0;
 
-	rc = urgent_size ? tfs_store_get_urgent(dc->inner, key, urgent_size, out)
-			 : tfs_store_get(dc->inner, key, out);
+	rc = inner_get(dc, key, urgent_size, out);
 	pthread_mutex_lock(&dc->lock);
 	dc->st.misses++;
 	pthread_mutex_unlock(&dc->lock);
@@ -611,8 +618,7 @@ static int get_object(struct tfs_store *s, const char *key, uint64_t urgent_size
 
 	out->len = 0;
 	if (!object_name(key, name) || tfs_id_parse(name, &id))
-		return urgent_size ? tfs_store_get_urgent(dc->inner, key, urgent_size, out)
-				   : tfs_store_get(dc->inner, key, out);
+		return inner_get(dc, key, urgent_size, out);
 	if (dc->dir_fd < 0)
 		return fill(dc, key, urgent_size, name, &id, out);
 
