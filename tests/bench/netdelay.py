@@ -309,12 +309,11 @@ def _loop(fd_a, fd_b, delay_s, rate_bps=0.0):
                 flow, syn = _tcp_flow(pkt)
                 if syn:
                     n["tcp_connects"] += 1
-                d = max(now + delay_s, last_due[fd])
                 if rate_bps and fd == fd_b and flow:
                     d = max(now + delay_s, flow_free.get(flow, 0.0))
                     flow_free[flow] = d + (len(pkt) - VHDR) / rate_bps
                 else:
-                    last_due[fd] = d
+                    d = last_due[fd] = max(now + delay_s, last_due[fd])
                 heapq.heappush(heap, (d, seq, pkt))
                 seq += 1
             if len(heap) > n["max_queued"]:
