@@ -1,9 +1,16 @@
 # SPDX-License-Identifier: MIT
-# tensorfs: one GNU Makefile. Knobs: CC, CFLAGS, PREFIX, DESTDIR, SANITIZE=1, CUDA=0|1, NVCC.
+# tensorfs: one GNU Makefile. Knobs: CC, CFLAGS, CPPFLAGS, LDFLAGS, PREFIX, DESTDIR, SANITIZE=1,
+# CUDA=0|1. `make demo` and `make test` first install what is missing (packaging/deps.sh).
+
+# The version, in one place: the VERSION file. The binary, the Python package, the man pages, the
+# pkg-config files and the Debian package all take it from here.
+VERSION  := $(shell cat VERSION)
 
 CC       ?= cc
 PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
+SBINDIR  ?= /sbin
+SYSCONFDIR ?= /etc
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include
 MANDIR   ?= $(PREFIX)/share/man
@@ -23,8 +30,9 @@ endif
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
 DEPS     := fuse3 libzstd libxxhash libcrypto libcurl inih
-DEPCFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS))
-DEPLIBS  := $(shell $(PKG_CONFIG) --libs $(DEPS))
+# Quiet when the packages are not there yet: `make demo` installs them, then builds in a sub-make.
+DEPCFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS) 2>/dev/null)
+DEPLIBS  := $(shell $(PKG_CONFIG) --libs $(DEPS) 2>/dev/null)
 # CUDA: the cuda staging backend is built when the toolkit is found ($(CUDA_HOME), default
 # /usr/local/cuda) unless CUDA=0 (CUDA=1 insists). The runtime is linked statically: the binary
 # runs anywhere, and `cuda:N` is a clear error reply where no driver or device is present.
@@ -41,7 +49,7 @@ ifneq ($(HAVE_CUDA),)
 CUDA_CFLAGS := -DTFS_HAVE_CUDA -isystem $(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
 endif
-ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -MP \
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -MP \
 	     -Icore $(DEPCFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS) -pthread
 
@@ -60,8 +68,20 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 CORE_LIB := $(BUILD)/libtensorfs-core.a
 BIN      := $(BUILD)/tensorfs
 
-.PHONY: all clean install test unit integration demo bench
-all: $(BIN) tensorfs
+# Files made from the VERSION file: the Python package's _version.py and the man pages.
+PYVERSION := packaging/python/tensorfs/_version.py
+MAN_SRC  := $(wildcard packaging/man/*.[1-8])
+MAN_OUT  := $(MAN_SRC:packaging/man/%=build/man/%)
+
+.PHONY: all clean install test unit integration demo bench deps deps-test deb
+all: $(BIN) tensorfs $(PYVERSION) $(MAN_OUT)
+
+# What the targets need, installed when missing (a no-op when everything is there). demo and
+# test build in a sub-make so that the pkg-config flags are read after the install.
+deps:
+	packaging/deps.sh build
+deps-test:
+	packaging/deps.sh test
 
 # The top-level ./tensorfs is always the regular build; sanitizer builds stay in build/san.
 tensorfs: $(BIN)
@@ -84,7 +104,8 @@ CUDA_STAMP := $(BUILD)/gpu/cuda.flags
 $(shell mkdir -p $(BUILD)/gpu && (echo '$(CUDA_CFLAGS)' | cmp -s - $(CUDA_STAMP) || \
 	echo '$(CUDA_CFLAGS)' > $(CUDA_STAMP)))
 $(GPU_OBJ): $(CUDA_STAMP)
-$(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu -Ipackaging/include
+$(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu -Ipackaging/include -DTFS_VERSION_STRING='"$(VERSION)"'
+$(MOUNT_OBJ): VERSION
 
 $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -137,9 +158,12 @@ integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
 	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) \
 		$(PYTHON) -m pytest -q -rs tests/gpu
 
-test: unit integration
+test: deps-test
+	$(MAKE) unit
+	$(MAKE) integration
 
-demo: all
+demo: deps
+	$(MAKE) all
 	./tests/demo.sh
 
 bench: all
@@ -191,23 +215,42 @@ fuzz: $(FUZZ_BIN)
 
 -include $(FUZZ_CORE_OBJ:.o=.d) $(FUZZ_BIN:=.d)
 
-VERSION  := 0.1.0
+$(PYVERSION): VERSION
+	printf '# Written by make from the VERSION file.\n__version__ = "%s"\n' '$(VERSION)' > $@
+
+build/man/%: packaging/man/% VERSION
+	@mkdir -p $(dir $@)
+	sed -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+# PYTHONDIR: where /usr/bin/python3 finds packages (dist-packages for a Debian install).
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
+SUBST    = sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|'
 
 install: all
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tensorfs
-	ln -sf tensorfs $(DESTDIR)$(BINDIR)/mount.tensorfs
+	install -d $(DESTDIR)$(SBINDIR)
+	ln -sf $(BINDIR)/tensorfs $(DESTDIR)$(SBINDIR)/mount.tensorfs
 	install -D -m 0644 $(CORE_LIB) $(DESTDIR)$(LIBDIR)/libtensorfs-core.a
-	install -D -m 0644 packaging/man/tensorfs.1 $(DESTDIR)$(MANDIR)/man1/tensorfs.1
-	install -d $(DESTDIR)$(INCDIR)/tensorfs
-	install -m 0644 $(wildcard core/*.h) $(DESTDIR)$(INCDIR)/tensorfs/
+	install -D -m 0644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libtensorfs-client.a
+	for m in $(MAN_OUT); do s=$${m##*.}; \
+		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	install -d $(DESTDIR)$(INCDIR)/tensorfs/core
+	install -m 0644 $(wildcard core/*.h) $(DESTDIR)$(INCDIR)/tensorfs/core/
 	install -m 0644 packaging/include/tensorfs/control.h packaging/include/tensorfs/client.h \
 		$(DESTDIR)$(INCDIR)/tensorfs/
-	install -m 0644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libtensorfs-client.a
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
-		packaging/tensorfs-core.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensorfs-core.pc
+	$(SUBST) packaging/tensorfs-core.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensorfs-core.pc
+	$(SUBST) packaging/tensorfs-client.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensorfs-client.pc
+	install -D -m 0644 packaging/examples/tensorfs.ini $(DESTDIR)$(SYSCONFDIR)/tensorfs/tensorfs.ini.example
+	install -d $(DESTDIR)$(PYTHONDIR)/tensorfs
+	install -m 0644 packaging/python/tensorfs/*.py $(DESTDIR)$(PYTHONDIR)/tensorfs/
+
+# The Debian package, tensorfs_$(VERSION)_ARCH.deb, built by dpkg-buildpackage from
+# packaging/debian/ in a copy of the tree (packaging/mkdeb.sh says how).
+deb:
+	packaging/mkdeb.sh
 
 clean:
-	rm -rf build tensorfs
+	rm -rf build tensorfs $(PYVERSION) tensorfs_*.deb
 
 -include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(GPU_OBJ:.o=.d) $(MOUNT_OBJ:.o=.d) $(UNIT_BIN:=.d) $(CLIENT_OBJ:.o=.d)

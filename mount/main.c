@@ -23,7 +23,6 @@
 #include "ctlfile.h"
 #include "lakeindex.h"
 
-#define TFS_VERSION_STRING "0.1.0"
 #define EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe */
 
 static const char usage_text[] =

@@ -13,7 +13,21 @@ from builtins import open as builtins_open
 import numpy as np
 
 __all__ = ["open", "view_path", "Columns", "Stager", "StagingError"]
-__version__ = "0.1.0"
+
+
+def _read_version():
+    """The version: _version.py, written by the build from the top-level VERSION file, or that
+    file itself when the package is used from a source tree that was never built."""
+    try:
+        from ._version import __version__ as v
+        return v
+    except ImportError:
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "VERSION")
+        with builtins_open(path) as f:
+            return f.read().strip()
+
+
+__version__ = _read_version()
 
 
 class Columns(dict):
