@@ -22,6 +22,7 @@
 #include "config.h"
 #include "ctlfile.h"
 #include "lakeindex.h"
+#include "mountpoint.h"
 
 #define EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe */
 
@@ -34,8 +35,9 @@ static const char usage_text[] =
 	"         [--level N] [--threads N]\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
 	"  info URL [--ref REF] [--json]   show a dataset version's schema\n"
-	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
-	"                                  mount a lake (daemonises unless -f)\n"
+	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [--force] [-o OPT[,OPT...]]\n"
+	"                                  mount a lake (daemonises unless -f; --force\n"
+	"                                  first unmounts a dead mount left there)\n"
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
 	"               prefetch_threads=N (default: one per CPU for local lakes; for\n"
 	"               remote ones 3/4 of [http] max_inflight, 24; 0 disables),\n"
@@ -44,7 +46,8 @@ static const char usage_text[] =
 	"               cache_dir=DIR,cache_disk=SIZE (disk cache of fetched objects,\n"
 	"               default size 8G),\n"
 	"               config=FILE (remotes and credentials, see README),\n"
-	"               log=FILE, threads=N, and libfuse options such as allow_other\n"
+	"               log=FILE, threads=N, nonempty (mount over a non-empty\n"
+	"               directory), and libfuse options such as allow_other\n"
 	"  branch URL NAME [--from REF]    create a branch (default: from main)\n"
 	"  tag URL NAME [--at REF]         create a tag; tags never move\n"
 	"  log URL [REF] [-n N]            history of a ref (default main), newest first\n"
@@ -735,7 +738,14 @@ static int mount8_option(const char *o)
 	return !strncmp(o, "x-", 2);
 }
 
-static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_buf *fuse_opts)
+/* Mount-point checks the mount command makes itself (see mountpoint.h). */
+struct mount_flags {
+	int force;    /* --force: clean up a dead mount first */
+	int nonempty; /* -o nonempty: mount over files */
+};
+
+static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_buf *fuse_opts,
+			    struct mount_flags *mf)
 {
 	char *save, *o;
 
@@ -791,6 +801,8 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 			cfg->prefetch_threads = (unsigned)n;
 		} else if (!strcmp(o, "debug") && !val) {
 			cfg->debug = 1;
+		} else if (!strcmp(o, "nonempty") && !val) {
+			mf->nonempty = 1;
 		} else if (mount8_option(o)) {
 			continue;
 		} else {
@@ -920,6 +932,7 @@ static int cmd_mount(int argc, char **argv)
 	};
 	struct kept kept = { 0 };
 	struct tfs_buf fuse_opts = { 0 };
+	struct mount_flags mf = { 0 };
 	char *pos[2], mnt[PATH_MAX], logpath[PATH_MAX];
 	int npos = 0, rc = 1;
 
@@ -929,11 +942,16 @@ static int cmd_mount(int argc, char **argv)
 		} else if (!strcmp(argv[i], "-d")) {
 			cfg.foreground = 1;
 			cfg.debug = 1;
+		} else if (!strcmp(argv[i], "--force")) {
+			mf.force = 1;
+		} else if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-s") ||
+			   !strcmp(argv[i], "-v")) {
+			/* mount(8)'s no-mtab, sloppy and verbose flags to its helpers: nothing to do */
 		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			if (parse_mount_opts(keep_opt(&kept, argv[++i]), &cfg, &fuse_opts))
+			if (parse_mount_opts(keep_opt(&kept, argv[++i]), &cfg, &fuse_opts, &mf))
 				goto out;
 		} else if (!strncmp(argv[i], "-o", 2) && argv[i][2]) {
-			if (parse_mount_opts(keep_opt(&kept, argv[i] + 2), &cfg, &fuse_opts))
+			if (parse_mount_opts(keep_opt(&kept, argv[i] + 2), &cfg, &fuse_opts, &mf))
 				goto out;
 		} else if (argv[i][0] == '-' || npos == 2) {
 			rc = usage(2);
@@ -947,10 +965,8 @@ static int cmd_mount(int argc, char **argv)
 		goto out;
 	}
 	/* A daemon changes directory to /: make paths absolute first. */
-	if (!realpath(pos[1], mnt)) {
-		tfs_err("mount point %s: %s", pos[1], strerror(errno));
+	if (tfs_mountpoint_prepare(pos[1], mf.force, mf.nonempty, mnt))
 		goto out;
-	}
 	if (cfg.log_path) {
 		if (cfg.log_path[0] != '/' && getcwd(logpath, sizeof(logpath) - 1) &&
 		    strlen(logpath) + strlen(cfg.log_path) + 2 < sizeof(logpath)) {
@@ -1057,6 +1073,9 @@ int main(int argc, char **argv)
 		return cmd_info(argc, argv);
 	if (!strcmp(argv[0], "mount"))
 		return cmd_mount(argc, argv);
+	/* mount -t fuse.tensorfs (mount.fuse3) runs `tensorfs SOURCE MOUNTPOINT -o OPTIONS`. */
+	if (strstr(argv[0], "://"))
+		return cmd_mount(argc + 1, argv - 1);
 	if (!strcmp(argv[0], "branch"))
 		return cmd_ref(argc, argv, TFS_REF_BRANCH);
 	if (!strcmp(argv[0], "tag"))

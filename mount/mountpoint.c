@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* mountpoint: refuse to stack on a tensorfs mount, clean a dead one on request, keep files visible. */
+#include "mountpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* The filesystem type and source of the topmost mount at path, from /proc/self/mountinfo.
+ * Returns 1 when path is a mount point, 0 when not. */
+static int mounted_at(const char *path, char *fstype, size_t tcap, char *source, size_t scap)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (getline(&line, &cap, f) > 0) {
+		char *save, *fld[5], *dash = strstr(line, " - "), *type, *src;
+		int n = 0;
+
+		if (!dash)
+			continue;
+		*dash = 0;
+		for (char *t = strtok_r(line, " ", &save); t && n < 5; t = strtok_r(NULL, " ", &save))
+			fld[n++] = t;
+		if (n < 5)
+			continue;
+		unescape(fld[4]);
+		if (strcmp(fld[4], path))
+			continue;
+		type = strtok_r(dash + 3, " \n", &save);
+		src = type ? strtok_r(NULL, " \n", &save) : NULL;
+		/* Later lines are mounts on top of earlier ones: keep the last. */
+		snprintf(fstype, tcap, "%s", type ? type : "");
+		snprintf(source, scap, "%s", src ? src : "");
+		if (src)
+			unescape(source);
+		found = 1;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Detach a dead FUSE mount: directly as root, through fusermount3 otherwise. */
+static int unmount_dead(const char *path)
+{
+	pid_t pid;
+	int status;
+
+	if (umount2(path, MNT_DETACH) == 0)
+		return 0;
+	if (errno != EPERM)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-z", path, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
+}
+
+/* An absolute, lexically clean form of a path that cannot be resolved (a dead mount). */
+static int absolute(const char *path, char abs[PATH_MAX])
+{
+	char cwd[PATH_MAX];
+
+	if (path[0] == '/')
+		return snprintf(abs, PATH_MAX, "%s", path) < PATH_MAX ? 0 : -ENAMETOOLONG;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	return snprintf(abs, PATH_MAX, "%s/%s", cwd, path) < PATH_MAX ? 0 : -ENAMETOOLONG;
+}
+
+static int entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+int tfs_mountpoint_prepare(const char *path, int force, int nonempty, char abs[PATH_MAX])
+{
+	char fstype[64], source[PATH_MAX];
+	struct statfs sf;
+	int rc, n;
+
+	/* Every request to a FUSE mount whose daemon is gone fails with ENOTCONN (ECONNABORTED
+	 * while the kernel is still tearing the connection down); statfs is one
+	 * the kernel never answers from its caches (stat may). */
+	if (statfs(path, &sf) && (errno == ENOTCONN || errno == ECONNABORTED)) {
+		rc = absolute(path, abs);
+		if (rc)
+			return rc;
+		if (!force) {
+			tfs_err("mount point %s: a dead mount is there (its daemon is gone: Transport "
+				"endpoint is not connected); run `fusermount3 -u %s` once, or mount "
+				"with --force to clean it up",
+				path, abs);
+			return -ENOTCONN;
+		}
+		rc = unmount_dead(abs);
+		if (rc) {
+			tfs_err("mount point %s: cannot unmount the dead mount there: %s", path,
+				strerror(-rc));
+			return rc;
+		}
+		tfs_info("mount point %s: unmounted the dead mount that was there", abs);
+	}
+	if (!realpath(path, abs)) {
+		rc = -errno;
+		tfs_err("mount point %s: %s", path, strerror(errno));
+		return rc;
+	}
+	if (mounted_at(abs, fstype, sizeof(fstype), source, sizeof(source)) &&
+	    !strcmp(fstype, "fuse.tensorfs")) {
+		tfs_err("mount point %s: %s is mounted there already; unmount it first "
+			"(`fusermount3 -u %s`)",
+			abs, source, abs);
+		return -EBUSY;
+	}
+	n = entries(abs);
+	if (n < 0) {
+		tfs_err("mount point %s: %s", abs, strerror(-n));
+		return n;
+	}
+	if (n > 0 && !nonempty) {
+		tfs_err("mount point %s is not empty (%d entr%s): the mount would hide them; use "
+			"-o nonempty to mount there anyway",
+			abs, n, n == 1 ? "y" : "ies");
+		return -ENOTEMPTY;
+	}
+	return 0;
+}
