@@ -158,9 +158,10 @@ integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
 	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) \
 		$(PYTHON) -m pytest -q -rs tests/gpu
 
+# After deps-test every tool is there: a test that finds one missing fails instead of skipping.
 test: deps-test
 	$(MAKE) unit
-	$(MAKE) integration
+	TENSORFS_REQUIRE_S3=1 TENSORFS_REQUIRE_TOOLS=1 $(MAKE) integration
 
 demo: deps
 	$(MAKE) all
