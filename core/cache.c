@@ -41,7 +41,7 @@ struct shard {
 
 /* Counters, updated with relaxed atomics outside any lock. */
 struct counters {
-	uint64_t hits, misses, waits, load_errors, evictions, bytes_loaded;
+	uint64_t hits, misses, waits, wait_ns, load_errors, evictions, bytes_loaded;
 	uint64_t prefetch_loads, prefetch_hits, prefetch_wasted, prefetch_pending;
 };
 
@@ -422,6 +422,7 @@ int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_
 	const unsigned idx = key->b[0] % NSHARDS;
 	struct shard *s = &c->shards[idx];
 	struct entry *e, *freed = NULL;
+	uint64_t t0;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
@@ -430,9 +431,12 @@ int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_
 		e->refs++;
 		first_use(c, e);
 		if (e->state == LOADING) {
+			const uint64_t w0 = tfs_now_ns();
+
 			COUNT(c, waits, 1);
 			while (e->state == LOADING)
 				pthread_cond_wait(&s->loaded, &s->lock);
+			COUNT(c, wait_ns, tfs_now_ns() - w0);
 		} else {
 			COUNT(c, hits, 1);
 		}
@@ -456,7 +460,9 @@ int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_
 	pthread_mutex_unlock(&s->lock);
 	if (!e)
 		return -ENOMEM;
+	t0 = tfs_now_ns();
 	rc = run_load(c, idx, e, load, arg, 1);
+	COUNT(c, wait_ns, tfs_now_ns() - t0);
 	if (!rc)
 		*out = &e->pub;
 	return rc;
@@ -526,6 +532,7 @@ void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 	st->hits = __atomic_load_n(&c->n.hits, __ATOMIC_RELAXED);
 	st->misses = __atomic_load_n(&c->n.misses, __ATOMIC_RELAXED);
 	st->waits = __atomic_load_n(&c->n.waits, __ATOMIC_RELAXED);
+	st->wait_ns = __atomic_load_n(&c->n.wait_ns, __ATOMIC_RELAXED);
 	st->load_errors = __atomic_load_n(&c->n.load_errors, __ATOMIC_RELAXED);
 	st->evictions = __atomic_load_n(&c->n.evictions, __ATOMIC_RELAXED);
 	st->bytes_loaded = __atomic_load_n(&c->n.bytes_loaded, __ATOMIC_RELAXED);

@@ -26,7 +26,8 @@ typedef int (*tfs_cache_load_fn)(void *arg, const struct tfs_id *key, uint8_t **
 
 struct tfs_cache_stats {
 	uint64_t hits, misses;
-	uint64_t waits; /* misses that joined a load already under way */
+	uint64_t waits;	  /* misses that joined a load already under way */
+	uint64_t wait_ns; /* time tfs_cache_get callers spent blocked on a load (data stall) */
 	uint64_t load_errors;
 	uint64_t evictions;
 	uint64_t bytes_loaded;	   /* decoded bytes loaded, by readers and prefetch */

@@ -133,6 +133,7 @@ void tfs_prefetcher_stats(struct tfs_prefetcher *pf, struct tfs_prefetch_stats *
 {
 	pthread_mutex_lock(&pf->lock);
 	*st = pf->st;
+	st->inflight_bytes = pf->queued_bytes;
 	pthread_mutex_unlock(&pf->lock);
 }
 

@@ -21,6 +21,7 @@ struct tfs_prefetch_stats {
 	uint64_t throttled;	 /* chunks not queued because the ahead budget was used up */
 	uint64_t errors;
 	uint64_t sequential_streams, random_resets;
+	uint64_t inflight_bytes; /* chunks queued or loading now */
 };
 
 /* nthreads loaders; at most max_ahead bytes of chunks queued, loading, or loaded and not yet

@@ -85,7 +85,10 @@ void tfs_view_params_free(struct tfs_view_params *p)
 
 int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_t err_cap)
 {
+	static const char *const keys[] = { "seed",  "epoch", "rank",	   "world",
+					     "block", "start", "drop_last", "where" };
 	const char *s = name;
+	unsigned seen = 0;
 	int rc = 0;
 
 	memset(p, 0, sizeof(*p));
@@ -114,6 +117,18 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 		klen = (size_t)(eq - s);
 		memcpy(key, s, klen);
 		key[klen] = 0;
+		/* A name means one view: seed=1,seed=2 would leave which seed to chance. */
+		for (unsigned i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+			if (strcmp(key, keys[i]))
+				continue;
+			if (seen & (1u << i)) {
+				SET_ERR("'%s' is given twice", key);
+				rc = -EINVAL;
+			}
+			seen |= 1u << i;
+		}
+		if (rc)
+			break;
 		val = percent_decode(eq + 1, (size_t)(end - eq - 1));
 		if (!val) {
 			rc = -ENOMEM;

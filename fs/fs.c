@@ -26,6 +26,7 @@
 #include "store.h"
 #include "history.h"
 #include "prefetch.h"
+#include "stats.h"
 #include "version.h"
 #include "view.h"
 
@@ -46,6 +47,8 @@ enum ntype {
 	N_SCHEMA,
 	N_CTLDIR,
 	N_STATS,
+	N_METRICS,
+	N_ERRORS,
 	N_VIEWS,
 	N_VIEW,
 	N_README,
@@ -102,6 +105,7 @@ struct fs {
 	time_t started;
 	uint64_t started_ns;
 	uint64_t reads, read_bytes; /* FUSE read requests of column files; atomic */
+	struct tfs_fs_stats *stats; /* version accounts and the error log */
 };
 
 /* A built view and the commit it was built on; shared by its directory node and open files. */
@@ -133,6 +137,7 @@ struct handle {
 	struct tfs_stream *stream; /* column files: drives the prefetcher */
 	void *ctl;		   /* the control file: this open's session */
 	const struct tfs_fs_control *ctl_ops; /* and what serves it */
+	struct tfs_fs_acct *acct;	      /* column files: the version's read counters */
 	struct tfs_buf text;		      /* generated files' content, taken at open */
 	enum ntype type;
 	size_t col;
@@ -407,6 +412,8 @@ static void fill_attr(struct fs *fs, const struct node *n, const struct tfs_vers
 		break;
 	case N_LOG:
 	case N_STATS:
+	case N_METRICS:
+	case N_ERRORS:
 	case N_README:
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
@@ -483,6 +490,12 @@ static int file_version(struct fs *fs, struct node *n, struct tfs_version **v)
 
 /* The view a views/<params> directory shows: built once per commit of its version. A bad name
  * is ENOENT, with the reason in the log. */
+/* A version directory's path under its dataset: main, v1.0, commits/<id>. */
+static void version_name(const struct node *vd, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s%s", vd->parent->type == N_COMMITS ? "commits/" : "", vd->name);
+}
+
 static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout, struct fview **fout)
 {
 	struct tfs_view_params params;
@@ -511,7 +524,13 @@ static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout, 
 		free(f);
 		tfs_version_put(v);
 		if (rc == -EINVAL) {
-			tfs_warn("view '%s' of %s: %s", vn->name, node_dataset(vn), err);
+			char ver[160], path[512];
+
+			/* The lookup fails with ENOENT; the reason goes to .tensorfs/errors. */
+			version_name(version_dir(vn), ver, sizeof(ver));
+			snprintf(path, sizeof(path), "%s/%s/views/%s", node_dataset(vn), ver,
+				 vn->name);
+			tfs_fs_stats_error(fs->stats, path, "%s", err);
 			rc = -ENOENT;
 		}
 		return rc;
@@ -534,68 +553,71 @@ static uint64_t view_file_size(const struct fview *f, const struct tfs_column *c
 	return TFS_NPY_ALIGN + f->v->n * c->row_bytes;
 }
 
-/* The .tensorfs/stats file: every counter the daemon keeps, as JSON. */
-static int stats_json(struct fs *fs, struct tfs_buf *out)
+/* Every counter the daemon keeps, at one moment. The control file's part is rendered into
+ * ctl_json and ctl_metrics, which the caller frees. */
+static int snapshot(struct fs *fs, struct tfs_fs_snapshot *s, struct tfs_buf *ctl_json,
+		    struct tfs_buf *ctl_metrics)
 {
-	struct tfs_cache_stats c;
-	struct tfs_prefetch_stats p = { 0 };
-	struct tfs_store_counters sc;
+	const struct tfs_fs_control *ctl = fs->cfg->control;
+	int rc = 0;
 
-	tfs_cache_stats(fs->cache, &c);
+	memset(s, 0, sizeof(*s));
+	s->uptime_s = (double)(tfs_now_ns() - fs->started_ns) / 1e9;
+	tfs_cache_stats(fs->cache, &s->cache);
 	if (fs->prefetch)
-		tfs_prefetcher_stats(fs->prefetch, &p);
-	struct tfs_diskcache_stats dc;
-	int has_dc = tfs_diskcache_stats(fs->store, &dc) == 0;
-	int rc;
-
+		tfs_prefetcher_stats(fs->prefetch, &s->prefetch);
+	s->has_disk_cache = tfs_diskcache_stats(fs->store, &s->disk) == 0;
+	s->cache_dir = fs->cfg->cache_dir;
 	/* The backend's own counters: with a disk cache, what really went over the wire. */
-	tfs_store_counters(tfs_diskcache_inner(fs->store), &sc);
-	rc = tfs_buf_printf(
-		out,
-		"{\n  \"uptime_s\": %.3f,\n"
-		"  \"cache\": {\"budget\": %" PRIu64 ", \"bytes\": %" PRIu64
-		", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
-		", \"joined_loads\": %" PRIu64 ", \"load_errors\": %" PRIu64
-		", \"evictions\": %" PRIu64 ", \"bytes_decompressed\": %" PRIu64 "},\n"
-		"  \"prefetch\": {\"threads\": %u, \"scheduled\": %" PRIu64 ", \"loaded\": %" PRIu64
-		", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 ", \"pending_bytes\": %" PRIu64
-		", \"already_cached\": %" PRIu64 ", \"throttled\": %" PRIu64
-		", \"errors\": %" PRIu64 ", \"sequential_streams\": %" PRIu64
-		", \"random_resets\": %" PRIu64 "},\n"
-		"  \"fuse\": {\"reads\": %" PRIu64 ", \"read_bytes_requested\": %" PRIu64 "},\n"
-		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"urgent_gets\": %" PRIu64
-		", \"ranged_gets\": %" PRIu64 ", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64
-		", \"bytes_fetched\": %" PRIu64 ", \"retries\": %" PRIu64 "},\n",
-		(double)(tfs_now_ns() - fs->started_ns) / 1e9, c.budget, c.bytes, c.entries, c.hits,
-		c.misses, c.waits, c.load_errors, c.evictions, c.bytes_loaded, p.threads,
-		p.scheduled, c.prefetch_loads, c.prefetch_hits, c.prefetch_wasted,
-		c.prefetch_pending, p.skipped_cached, p.throttled, p.errors, p.sequential_streams,
-		p.random_resets, __atomic_load_n(&fs->reads, __ATOMIC_RELAXED),
-		__atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED), fs->store->url, sc.gets,
-		sc.urgent_gets, sc.ranged_gets, sc.heads, sc.lists, sc.bytes_read, sc.retries);
-	if (!rc && fs->ctl)
-		rc = fs->cfg->control->stats_json(fs->ctl, out);
-	if (rc)
-		return rc;
-	if (!has_dc)
-		return tfs_buf_printf(out, "  \"disk_cache\": null\n}\n");
-	return tfs_buf_printf(out,
-			      "  \"disk_cache\": {\"dir\": \"%s\", \"budget\": %" PRIu64
-			      ", \"bytes\": %" PRIu64 ", \"hits\": %" PRIu64
-			      ", \"misses\": %" PRIu64 ", \"fills\": %" PRIu64
-			      ", \"evictions\": %" PRIu64 ", \"bad_files\": %" PRIu64
-			      ", \"bypassed\": %" PRIu64 "}\n}\n",
-			      fs->cfg->cache_dir, dc.budget, dc.bytes_used, dc.hits, dc.misses,
-			      dc.fills, dc.evictions, dc.bad_files, dc.bypassed);
+	tfs_store_counters(tfs_diskcache_inner(fs->store), &s->store);
+	s->store_url = fs->store->url;
+	s->reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
+	s->read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
+	if (fs->ctl) {
+		rc = ctl->stats_json(fs->ctl, ctl_json);
+		if (!rc && ctl->metrics)
+			rc = ctl->metrics(fs->ctl, ctl_metrics);
+		s->control_json = ctl_json->len ? (const char *)ctl_json->data : NULL;
+		s->control_metrics = ctl_metrics->len ? (const char *)ctl_metrics->data : NULL;
+	}
+	return rc;
 }
 
-static uint64_t stats_size(struct fs *fs)
+/* The content of a generated .tensorfs/ file: stats (JSON), metrics (Prometheus), errors. */
+static int gen_text(struct fs *fs, enum ntype type, struct tfs_buf *out)
+{
+	struct tfs_buf cj = { 0 }, cm = { 0 };
+	struct tfs_fs_snapshot s;
+	int rc;
+
+	if (type == N_ERRORS)
+		return tfs_fs_errors_text(fs->stats, out);
+	rc = snapshot(fs, &s, &cj, &cm);
+	if (!rc)
+		rc = type == N_STATS ? tfs_fs_stats_json(fs->stats, &s, out)
+				     : tfs_fs_metrics_text(fs->stats, &s, out);
+	tfs_buf_free(&cj);
+	tfs_buf_free(&cm);
+	return rc;
+}
+
+static uint64_t gen_size(struct fs *fs, enum ntype type)
 {
 	struct tfs_buf b = { 0 };
-	uint64_t n = stats_json(fs, &b) ? 0 : b.len;
+	uint64_t n = gen_text(fs, type, &b) ? 0 : b.len;
 
 	tfs_buf_free(&b);
 	return n;
+}
+
+static const struct {
+	const char *name;
+	enum ntype type;
+} gen_files[] = { { "stats", N_STATS }, { "metrics", N_METRICS }, { "errors", N_ERRORS } };
+
+static int is_gen(enum ntype t)
+{
+	return t == N_STATS || t == N_METRICS || t == N_ERRORS;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -622,10 +644,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			n = node_child(fs, p, name, N_DATASET);
 		break;
 	case N_CTLDIR:
-		if (!strcmp(name, "stats")) {
-			n = node_child(fs, p, name, N_STATS);
-			log_size = stats_size(fs);
-		} else if (!strcmp(name, "control") && fs->ctl) {
+		for (size_t i = 0; i < sizeof(gen_files) / sizeof(gen_files[0]); i++)
+			if (!strcmp(name, gen_files[i].name)) {
+				n = node_child(fs, p, name, gen_files[i].type);
+				log_size = gen_size(fs, gen_files[i].type);
+			}
+		if (!strcmp(name, "control") && fs->ctl) {
 			n = node_child(fs, p, name, N_CONTROL);
 		}
 		break;
@@ -814,8 +838,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		log_size = strlen(tfs_view_readme);
 	} else if (n->type == N_LOG) {
 		rc = log_text(fs, n, NULL, &log_size);
-	} else if (n->type == N_STATS) {
-		log_size = stats_size(fs);
+	} else if (is_gen(n->type)) {
+		log_size = gen_size(fs, n->type);
 	}
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -912,9 +936,12 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		break;
 	}
 	case N_CTLDIR: {
-		struct node *c = node_child(fs, n, "stats", N_STATS);
+		struct node *c;
 
-		rc = c ? dir_add(d, "stats", c->ino, S_IFREG) : -ENOMEM;
+		for (size_t i = 0; i < sizeof(gen_files) / sizeof(gen_files[0]) && !rc; i++) {
+			c = node_child(fs, n, gen_files[i].name, gen_files[i].type);
+			rc = c ? dir_add(d, gen_files[i].name, c->ino, S_IFREG) : -ENOMEM;
+		}
 		if (!rc && fs->ctl) {
 			c = node_child(fs, n, "control", N_CONTROL);
 			rc = c ? dir_add(d, "control", c->ino, S_IFREG) : -ENOMEM;
@@ -1155,7 +1182,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		open_control(req, fs, fi);
 		return;
 	}
-	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG && n->type != N_STATS &&
+	if (n->type != N_COLUMN && n->type != N_SCHEMA && n->type != N_LOG && !is_gen(n->type) &&
 	    n->type != N_README) {
 		fuse_reply_err(req, EISDIR);
 		return;
@@ -1170,10 +1197,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	h->type = n->type;
-	if (n->type == N_LOG || n->type == N_STATS || n->type == N_README) {
+	if (n->type == N_LOG || is_gen(n->type) || n->type == N_README) {
 		/* Generated text whose size may change between stat and read: no page cache. */
-		if (n->type == N_STATS) {
-			rc = stats_json(fs, &h->text);
+		if (is_gen(n->type)) {
+			rc = gen_text(fs, n->type, &h->text);
 			h->size = h->text.len;
 		} else if (n->type == N_README) {
 			rc = tfs_buf_append(&h->text, tfs_view_readme, strlen(tfs_view_readme));
@@ -1184,6 +1211,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 		open_finish(req, fs, h, fi, rc);
 		return;
+	}
+	if (n->type == N_COLUMN) {
+		char ver[160];
+
+		version_name(version_dir(n), ver, sizeof(ver));
+		h->acct = tfs_fs_stats_acct(fs->stats, node_dataset(n), ver);
 	}
 	if (n->type == N_COLUMN && n->parent->type == N_VIEW) {
 		open_view_column(req, fs, n, h, fi);
@@ -1484,6 +1517,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (h->type == N_COLUMN) {
 		__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&fs->read_bytes, size, __ATOMIC_RELAXED);
+		if (h->acct)
+			tfs_fs_acct_read(h->acct, size);
 	}
 	if (h->type == N_COLUMN && h->view) {
 		read_view_column(req, fs_of(req), h, size, (uint64_t)off);
@@ -1838,6 +1873,7 @@ static void fs_free(struct fs *fs)
 	free(fs->htab);
 	tfs_cache_destroy(fs->cache);
 	tfs_store_close(fs->store);
+	tfs_fs_stats_destroy(fs->stats);
 	pthread_mutex_destroy(&fs->lock);
 }
 
@@ -1845,7 +1881,7 @@ static void log_stats(struct fs *fs)
 {
 	struct tfs_buf b = { 0 };
 
-	if (stats_json(fs, &b))
+	if (gen_text(fs, N_STATS, &b))
 		return;
 	/* One line: the JSON of .tensorfs/stats without its newlines. */
 	for (size_t i = 0; i < b.len; i++)
@@ -1953,7 +1989,8 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	fs.nodes = calloc(fs.cap, sizeof(*fs.nodes));
 	fs.htab = calloc(fs.hsize, sizeof(*fs.htab));
 	root = calloc(1, sizeof(*root));
-	if (!fs.nodes || !fs.htab || !root || !(root->name = strdup(""))) {
+	if (!fs.nodes || !fs.htab || !root || !(root->name = strdup("")) ||
+	    tfs_fs_stats_create(&fs.stats)) {
 		free(root);
 		tfs_err("out of memory");
 		goto out;

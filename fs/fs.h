@@ -29,6 +29,8 @@ struct tfs_fs_control {
 		     size_t out_len);
 	/* A member for .tensorfs/stats: `  "name": {...},\n`. */
 	int (*stats_json)(void *obj, struct tfs_buf *out);
+	/* Its metric families for .tensorfs/metrics (Prometheus text); may be NULL. */
+	int (*metrics)(void *obj, struct tfs_buf *out);
 };
 
 struct tfs_fs_config {

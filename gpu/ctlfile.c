@@ -1412,3 +1412,41 @@ int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 			      st.sessions, st.streams, st.slots, st.slots_leased, st.batches,
 			      st.rows, st.bytes, (double)ss.fill_ns / 1e9, st.requests, st.errors);
 }
+
+int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)
+{
+	struct tfs_staging_stats ss;
+	struct tfs_ctl_stats st;
+	const struct {
+		const char *name, *type, *help;
+	} m[] = {
+		{ "sessions", "gauge", "Control-file sessions open." },
+		{ "streams", "gauge", "Staging streams open." },
+		{ "slots", "gauge", "Staging slots allocated." },
+		{ "slots_leased", "gauge", "Staging slots leased to loaders now." },
+		{ "batches_total", "counter", "Batches staged." },
+		{ "rows_total", "counter", "Rows staged." },
+		{ "bytes_total", "counter", "Bytes staged." },
+		{ "requests_total", "counter", "Control-file requests." },
+		{ "errors_total", "counter", "Control-file requests answered with an error." },
+	};
+	uint64_t v[sizeof(m) / sizeof(m[0])];
+	int rc = 0;
+
+	tfs_staging_stats(&ss);
+	stats_now(ctl, &st, NULL);
+	v[0] = st.sessions, v[1] = st.streams, v[2] = st.slots, v[3] = st.slots_leased;
+	v[4] = st.batches, v[5] = st.rows, v[6] = st.bytes, v[7] = st.requests, v[8] = st.errors;
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]) && !rc; i++)
+		rc = tfs_buf_printf(out,
+				    "# HELP tensorfs_staging_%s %s\n# TYPE tensorfs_staging_%s %s\n"
+				    "tensorfs_staging_%s %" PRIu64 "\n",
+				    m[i].name, m[i].help, m[i].name, m[i].type, m[i].name, v[i]);
+	if (!rc)
+		rc = tfs_buf_printf(out,
+				    "# HELP tensorfs_staging_gather_seconds_total Time spent gathering "
+				    "rows into slots.\n# TYPE tensorfs_staging_gather_seconds_total "
+				    "counter\ntensorfs_staging_gather_seconds_total %.6f\n",
+				    (double)ss.fill_ns / 1e9);
+	return rc;
+}

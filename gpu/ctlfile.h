@@ -48,5 +48,7 @@ int tfs_ctlfile_ioctl(struct tfs_ctlfile_session *s, unsigned cmd, const void *i
 
 /* The "staging" member of .tensorfs/stats: `  "staging": {...},\n`. */
 int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out);
+/* The same counters as Prometheus metric families (tensorfs_staging_*). */
+int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out);
 
 #endif

@@ -864,6 +864,11 @@ static int ctl_stats(void *obj, struct tfs_buf *out)
 	return tfs_ctlfile_stats_json(obj, out);
 }
 
+static int ctl_metrics(void *obj, struct tfs_buf *out)
+{
+	return tfs_ctlfile_metrics(obj, out);
+}
+
 static const struct tfs_fs_control staging_control = {
 	.create = ctl_create,
 	.destroy = ctl_destroy,
@@ -873,6 +878,7 @@ static const struct tfs_fs_control staging_control = {
 	.read = ctl_read,
 	.ioctl = ctl_ioctl,
 	.stats_json = ctl_stats,
+	.metrics = ctl_metrics,
 };
 
 /* Option strings are parsed in place (and the config keeps pointers into them): parse copies,

@@ -4,6 +4,7 @@
 import errno
 import json
 import os
+import re
 import sys
 import time
 
@@ -132,6 +133,8 @@ def test_filter(lake, mount):
     ("where=label<", "expected a number"),
     ("where=(label<3", "missing ')'"),
     ("seed", "not key=value"),
+    ("seed=1,seed=2", "'seed' is given twice"),
+    ("seed=1,epoch=2,where=label<3,epoch=2", "'epoch' is given twice"),
 ])
 def test_bad_views_are_enoent_with_a_reason(lake, mount, name, reason):
     build(lake)
@@ -143,6 +146,13 @@ def test_bad_views_are_enoent_with_a_reason(lake, mount, name, reason):
     while reason not in m.log() and time.time() < deadline:
         time.sleep(0.05)
     assert reason in m.log(), m.log()[-2000:]
+    # the reason is readable without the daemon's log, with the path and a time
+    errors = (m.path / ".tensorfs" / "errors").read_text().splitlines()
+    assert errors and f" d/main/views/{name}: " in errors[-1], errors
+    assert reason in errors[-1], errors
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z d/main/views/", errors[-1])
+    metrics = (m.path / ".tensorfs" / "metrics").read_text()
+    assert re.search(r"^tensorfs_lookup_errors_total [1-9]", metrics, re.M), metrics
     # the daemon keeps serving
     assert len(np.load(m.path / "d" / "main" / "rid.npy")) == N
 
