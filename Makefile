@@ -112,9 +112,14 @@ $(CORE_LIB): $(CORE_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
+# `tensorfs top` draws with curses; only mount/ uses it.
+CURSES_CFLAGS := $(shell $(PKG_CONFIG) --cflags ncursesw 2>/dev/null)
+CURSES_LIBS := $(shell $(PKG_CONFIG) --libs ncursesw 2>/dev/null)
+$(BUILD)/mount/%.o: ALL_CFLAGS += $(CURSES_CFLAGS)
+
 $(BIN): $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB) $(DEPLIBS) -lm \
-		$(CUDA_LIBS)
+		$(CUDA_LIBS) $(CURSES_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB)
 	@mkdir -p $(dir $@)

@@ -23,6 +23,7 @@
 #include "ctlfile.h"
 #include "lakeindex.h"
 #include "mountpoint.h"
+#include "top.h"
 
 #define EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe */
 
@@ -64,6 +65,12 @@ static const char usage_text[] =
 	"                                  delete objects no ref reaches (default grace 86400)\n"
 	"  index LAKE_URL                  write the listing files a lake served over\n"
 	"                                  http(s):// needs (run again after writes)\n"
+	"  top MOUNTPOINT [-d SECONDS] [-n COUNT]\n"
+	"                                  a live view of a mount's reads, cache, prefetch,\n"
+	"                                  store and staging (one line per interval when\n"
+	"                                  not on a terminal); keys: s sort, q quit\n"
+	"  stats MOUNTPOINT [--json]       the mount's counters once (--json: as\n"
+	"                                  .tensorfs/stats; Prometheus: .tensorfs/metrics)\n"
 	"  version                         print the version\n"
 	"\n"
 	"LAKE_URL: file:///absolute/path, s3://[REMOTE@]BUCKET[/PREFIX] or http(s)://HOST/PATH\n"
@@ -1102,6 +1109,10 @@ int main(int argc, char **argv)
 		return cmd_index(argc, argv);
 	if (!strcmp(argv[0], "gc"))
 		return cmd_gc(argc, argv);
+	if (!strcmp(argv[0], "top"))
+		return tfs_cmd_top(argc, argv);
+	if (!strcmp(argv[0], "stats"))
+		return tfs_cmd_stats(argc, argv);
 	if (!strcmp(argv[0], "version") || !strcmp(argv[0], "--version")) {
 		printf("tensorfs %s (format %d)\n", TFS_VERSION_STRING, TFS_FORMAT_VERSION);
 		return 0;
