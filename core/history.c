@@ -322,6 +322,7 @@ static void verify_chunk(struct verify_ctx *v, const struct tfs_id *cid, const s
 	}
 	v->r->chunks++;
 	v->r->bytes += obj.len;
+	tfs_progress_add(&v->r->progress, obj.len, 1);
 	tfs_id_of(obj.data, obj.len, &got);
 	if (!tfs_id_eq(&got, cid)) {
 		problem(v, cid,
@@ -355,6 +356,7 @@ static int verify_commit(void *arg, const struct tfs_commit *c)
 	int rc;
 
 	v->r->commits++;
+	tfs_progress_add(&v->r->progress, 0, 1);
 	if (tfs_idset_add(&v->manifests, &c->manifest) == 0)
 		return 0;
 	rc = tfs_manifest_load(v->s, v->ds, &c->manifest, &m);
@@ -363,6 +365,7 @@ static int verify_commit(void *arg, const struct tfs_commit *c)
 		return 0;
 	}
 	v->r->manifests++;
+	tfs_progress_add(&v->r->progress, 0, 1);
 	if (m.rows != c->rows)
 		problem(v, &c->id, "commit says %" PRIu64 " rows, its manifest %" PRIu64, c->rows,
 			m.rows);
@@ -379,7 +382,8 @@ int tfs_verify(struct tfs_store *s, const char *ds, struct tfs_verify_report *r)
 	struct tfs_idset seen = { 0 };
 	int rc;
 
-	memset(r, 0, sizeof(*r));
+	/* Not progress: a watcher may be reading it already (the caller zeroes it). */
+	r->commits = r->manifests = r->chunks = r->bytes = r->problems = 0;
 	rc = tfs_dataset_check(s, ds);
 	if (rc)
 		return rc;
@@ -444,6 +448,7 @@ static int sweep_object(void *arg, const char *name, int is_dir)
 		return 0; /* not an object */
 	if (tfs_idset_has(&g->live, &id)) {
 		g->r->kept++;
+		tfs_progress_add(&g->r->progress, 0, 1);
 		return 0;
 	}
 	snprintf(key, sizeof(key), "%s/%s", g->dir, name);
@@ -452,6 +457,7 @@ static int sweep_object(void *arg, const char *name, int is_dir)
 		return rc == -ENOENT ? 0 : rc;
 	if (mtime > g->cutoff) {
 		g->r->young++;
+		tfs_progress_add(&g->r->progress, 0, 1);
 		return 0;
 	}
 	if (!g->dry_run) {
@@ -463,6 +469,7 @@ static int sweep_object(void *arg, const char *name, int is_dir)
 		}
 	}
 	g->r->deleted++;
+	tfs_progress_add(&g->r->progress, size, 1);
 	g->r->deleted_bytes += size;
 	return 0;
 }
@@ -485,7 +492,7 @@ int tfs_gc(struct tfs_store *s, const char *ds, int64_t grace_s, int dry_run,
 	char key[TFS_KEY_MAX];
 	int rc;
 
-	memset(r, 0, sizeof(*r));
+	r->kept = r->deleted = r->deleted_bytes = r->young = r->temp_removed = 0; /* not progress */
 	g.cutoff = (int64_t)time(NULL) - grace_s;
 	rc = tfs_dataset_check(s, ds);
 	if (rc)

@@ -28,6 +28,8 @@ int tfs_reachable_commits(struct tfs_store *s, const char *ds, struct tfs_idset 
 struct tfs_verify_report {
 	uint64_t commits, manifests, chunks, bytes;
 	uint64_t problems;
+	struct tfs_progress progress; /* while it runs: object bytes and objects checked; the
+				       * caller zeroes it, a watcher may read it meanwhile */
 };
 
 /* Re-read every object reachable from every ref, checking content ids, checksums, sizes and the
@@ -37,6 +39,7 @@ int tfs_verify(struct tfs_store *s, const char *ds, struct tfs_verify_report *r)
 
 struct tfs_gc_report {
 	uint64_t kept, deleted, deleted_bytes, young, temp_removed;
+	struct tfs_progress progress; /* while it runs: objects looked at (zeroed by the caller) */
 };
 
 /* Delete the objects of ds that no ref reaches and that were last written grace_s or more

@@ -44,6 +44,7 @@ struct pool {
 	int level;
 	unsigned nthreads;
 	pthread_t *threads;
+	struct tfs_progress *progress; /* source bytes submitted */
 };
 
 static void *worker(void *arg)
@@ -297,6 +298,7 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 		rc = pool_submit(pool, raw, len, c->codec, c->level, &c->chunks[k]);
 		if (rc)
 			break;
+		tfs_progress_add(pool->progress, take * c->row_bytes, 0);
 		k++;
 		done += take;
 	}
@@ -580,7 +582,22 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		}
 		m.rows = rows == UINT64_MAX ? 0 : rows;
 	}
+	/* No rows and no new column: a commit would say nothing. (A new, empty column is a
+	 * change of schema, and commits.) */
+	if (add == 0 && m.ncols == t.old.ncols) {
+		rc = -ENODATA;
+		goto out;
+	}
+	if (o->progress) {
+		uint64_t bytes = 0;
 
+		for (size_t i = 0; i < n; i++)
+			bytes += add * src[i].row_bytes;
+		/* A watcher may be reading the progress already. */
+		__atomic_store_n(&o->progress->total, bytes, __ATOMIC_RELAXED);
+		__atomic_store_n(&o->progress->total_items, add, __ATOMIC_RELAXED);
+	}
+	pool.progress = o->progress;
 	rc = pool_start(&pool, default_threads(o));
 	pool_up = 1;
 	if (rc)

@@ -20,6 +20,7 @@ struct tfs_import_opts {
 	enum tfs_codec_id codec; /* for columns this import creates */
 	int level;		 /* zstd level */
 	unsigned threads;	 /* encoding threads; 0: one per CPU */
+	struct tfs_progress *progress; /* bytes and rows read from the sources, or NULL */
 };
 
 /* Append the rows of every source to its column (creating it with the source's dtype and row
@@ -29,7 +30,8 @@ struct tfs_import_opts {
  * row shape that differs from the column's, an unsupported NPY, or a result in which columns
  * would have different row counts are errors (-EINVAL, logged) that leave the dataset as it
  * was. Objects are written before the branch moves; -EAGAIN means another writer moved the
- * branch meanwhile and nothing was committed. */
+ * branch meanwhile and nothing was committed. Sources with no rows for columns that all exist
+ * are -ENODATA: nothing to commit, and nothing was written. */
 int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src *src, size_t n,
 	       const struct tfs_import_opts *opts, struct tfs_id *commit);
 

@@ -73,4 +73,21 @@ static inline int tfs_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 	return 0;
 }
 
+/* Progress of long work (import, verify, gc), for a progress line: the worker adds with
+ * tfs_progress_add from any thread; a watcher loads the fields with __atomic_load_n. */
+struct tfs_progress {
+	uint64_t done;	      /* bytes done */
+	uint64_t total;	      /* bytes in all; 0: not known */
+	uint64_t items;	      /* rows or objects done */
+	uint64_t total_items; /* 0: not known */
+};
+
+static inline void tfs_progress_add(struct tfs_progress *p, uint64_t bytes, uint64_t items)
+{
+	if (!p)
+		return;
+	__atomic_add_fetch(&p->done, bytes, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&p->items, items, __ATOMIC_RELAXED);
+}
+
 #endif

@@ -24,6 +24,7 @@
 #include "lakeindex.h"
 #include "mountpoint.h"
 #include "top.h"
+#include "progress.h"
 
 #define EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe */
 
@@ -33,7 +34,7 @@ static const char usage_text[] =
 	"  create URL                      create a dataset (URL = LAKE_URL/DATASET)\n"
 	"  import URL COL=FILE.npy ...     append rows to columns and commit\n"
 	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
-	"         [--level N] [--threads N]\n"
+	"         [--level N] [--threads N] [--progress | --quiet]\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
 	"  info URL [--ref REF] [--json]   show a dataset version's schema\n"
 	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [--force] [-o OPT[,OPT...]]\n"
@@ -60,8 +61,9 @@ static const char usage_text[] =
 	"  view URL [--ref REF] [--seed N] [--epoch N] [--rank R --world W] [--block N]\n"
 	"       [--start N] [--drop-last] [--where EXPR] [-n N]\n"
 	"                                  a view's row count and first rows, without mounting\n"
-	"  verify URL                      re-read and check everything every ref reaches\n"
-	"  gc URL [--grace SECONDS] [--dry-run]\n"
+	"  verify URL [--progress | --quiet]\n"
+	"                                  re-read and check everything every ref reaches\n"
+	"  gc URL [--grace SECONDS] [--dry-run] [--progress | --quiet]\n"
 	"                                  delete objects no ref reaches (default grace 86400)\n"
 	"  index LAKE_URL                  write the listing files a lake served over\n"
 	"                                  http(s):// needs (run again after writes)\n"
@@ -74,7 +76,9 @@ static const char usage_text[] =
 	"  version                         print the version\n"
 	"\n"
 	"LAKE_URL: file:///absolute/path, s3://[REMOTE@]BUCKET[/PREFIX] or http(s)://HOST/PATH\n"
-	"(read-only). Unmount with `fusermount3 -u MOUNTPOINT`.\n";
+	"(read-only). Unmount with `fusermount3 -u MOUNTPOINT`.\n"
+	"import, verify and gc show a progress line when stderr is a terminal; --progress\n"
+	"shows it anyway (a line a second), --quiet never.\n";
 
 static int usage(int rc)
 {
@@ -134,9 +138,14 @@ static int cmd_import(int argc, char **argv)
 		{ "codec", required_argument, NULL, 'C' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "progress", no_argument, NULL, 'P' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 3 };
+	struct tfs_progress progress = { 0 };
+	struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 3, .progress = &progress };
+	enum tfs_progress_mode pmode = TFS_PROGRESS_AUTO;
+	struct tfs_progress_line *pl;
 	struct tfs_import_src *src = NULL;
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
@@ -144,10 +153,16 @@ static int cmd_import(int argc, char **argv)
 	char *ds = NULL, hex[TFS_ID_HEX];
 	int opt, rc = 1;
 
-	while ((opt = getopt_long(argc, argv, "m:b:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "m:b:q", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'm':
 			o.message = optarg;
+			break;
+		case 'P':
+			pmode = TFS_PROGRESS_ON;
+			break;
+		case 'q':
+			pmode = TFS_PROGRESS_OFF;
 			break;
 		case 'b':
 			o.branch = optarg;
@@ -204,7 +219,17 @@ static int cmd_import(int argc, char **argv)
 	}
 	if (open_dataset(argv[optind], 0, &s, &ds))
 		goto out;
+	pl = tfs_progress_line_start("import", "rows", &progress, pmode);
 	rc = tfs_import(s, ds, src, n, &o, &commit);
+	tfs_progress_line_stop(pl);
+	if (rc == -ENODATA) {
+		printf("no commit: the sources hold 0 rows for existing columns, so %s/%s is "
+		       "unchanged\n",
+		       ds,
+		       o.branch ? o.branch : "main");
+		rc = 0;
+		goto out;
+	}
 	if (rc) {
 		tfs_err("import into %s failed; the dataset is unchanged", argv[optind]);
 		rc = rc == -EAGAIN ? EXIT_RETRY : 1;
@@ -662,18 +687,41 @@ out:
 	return rc;
 }
 
+/* Drop --progress/--quiet/-q from argv (they may come anywhere) into *mode; returns the new
+ * argc. */
+static int take_progress_flags(int argc, char **argv, enum tfs_progress_mode *mode)
+{
+	int n = 0;
+
+	for (int i = 0; i < argc; i++) {
+		const int m = i ? tfs_progress_flag(argv[i]) : -1;
+
+		if (m >= 0)
+			*mode = (enum tfs_progress_mode)m;
+		else
+			argv[n++] = argv[i];
+	}
+	argv[n] = NULL;
+	return n;
+}
+
 static int cmd_verify(int argc, char **argv)
 {
-	struct tfs_verify_report r;
+	enum tfs_progress_mode pmode = TFS_PROGRESS_AUTO;
+	struct tfs_verify_report r = { 0 };
+	struct tfs_progress_line *pl;
 	struct tfs_store *s;
 	char *ds;
 	int rc;
 
+	argc = take_progress_flags(argc, argv, &pmode);
 	if (argc != 2)
 		return usage(2);
 	if (open_dataset(argv[1], 0, &s, &ds))
 		return 1;
+	pl = tfs_progress_line_start("verify", "objects", &r.progress, pmode);
 	rc = tfs_verify(s, ds, &r);
+	tfs_progress_line_stop(pl);
 	if (rc == -ENOENT)
 		tfs_err("%s: no such dataset", argv[1]);
 	else if (rc)
@@ -695,12 +743,15 @@ static int cmd_gc(int argc, char **argv)
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct tfs_gc_report r;
+	enum tfs_progress_mode pmode = TFS_PROGRESS_AUTO;
+	struct tfs_gc_report r = { 0 };
+	struct tfs_progress_line *pl;
 	struct tfs_store *s;
 	long long grace = 86400;
 	int opt, dry = 0, rc;
 	char *ds, *end;
 
+	argc = take_progress_flags(argc, argv, &pmode);
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == 'g') {
 			grace = strtoll(optarg, &end, 10);
@@ -718,15 +769,22 @@ static int cmd_gc(int argc, char **argv)
 		return usage(2);
 	if (open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
+	pl = tfs_progress_line_start("gc", "objects", &r.progress, pmode);
 	rc = tfs_gc(s, ds, grace, dry, &r);
+	tfs_progress_line_stop(pl);
 	if (rc == -ENOENT)
 		tfs_err("%s: no such dataset", argv[optind]);
+	else if (!rc && dry)
+		printf("%s: would delete %" PRIu64 " unreachable objects (%" PRIu64
+		       " bytes), kept %" PRIu64 " reachable and %" PRIu64
+		       " younger than %llds; nothing was removed (--dry-run)\n",
+		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace);
 	else if (!rc)
-		printf("%s: %s%" PRIu64 " unreachable objects (%" PRIu64 " bytes), kept %" PRIu64
+		printf("%s: deleted %" PRIu64 " unreachable objects (%" PRIu64 " bytes), kept %" PRIu64
 		       " reachable and %" PRIu64 " younger than %llds; removed %" PRIu64
 		       " temporary files\n",
-		       argv[optind], dry ? "would delete " : "deleted ", r.deleted, r.deleted_bytes,
-		       r.kept, r.young, grace, r.temp_removed);
+		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace,
+		       r.temp_removed);
 	free(ds);
 	tfs_store_close(s);
 	return rc ? 1 : 0;
