@@ -22,6 +22,7 @@
 #include "config.h"
 #include "ctlfile.h"
 #include "lakeindex.h"
+#include "logfile.h"
 #include "mountpoint.h"
 #include "top.h"
 #include "progress.h"
@@ -1061,6 +1062,19 @@ static int cmd_mount(int argc, char **argv)
 		strcat(dirpath, "/");
 		strcat(dirpath, cfg.cache_dir);
 		cfg.cache_dir = dirpath;
+	}
+	if (!cfg.foreground && !cfg.log_path) {
+		int fb = tfs_logfile_fallback(mnt, logpath, sizeof(logpath));
+
+		if (fb == 0 && tfs_log_open(logpath) == 0) {
+			cfg.log_path = logpath;
+			fprintf(stderr, "tensorfs: no syslog here (/dev/log); the daemon logs to %s\n",
+				logpath);
+		} else if (fb < 0) {
+			tfs_warn("no syslog here, and no file for the log: %s; the daemon's log is lost "
+				 "(give -o log=FILE)",
+				 strerror(-fb));
+		}
 	}
 	cfg.lake_url = pos[0];
 	cfg.mountpoint = mnt;

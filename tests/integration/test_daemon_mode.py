@@ -142,3 +142,42 @@ def test_sigterm_with_open_files_exits_cleanly(lake, mount):
     assert m.proc.returncode == 0, m.log()[-3000:]
     assert not any(k in m.log() for k in ("ERROR: AddressSanitizer", "LeakSanitizer")), \
         m.log()[-3000:]
+
+
+def syslog_listens():
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.connect("/dev/log")
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def test_daemon_without_syslog_logs_to_a_named_file(lake, tmp_path):
+    """No -o log=FILE and no syslog socket: the daemon's lines go to a file the mount command
+    names, instead of being lost."""
+    require_binary()
+    if syslog_listens():
+        import pytest
+        pytest.skip("a syslog listens on /dev/log here: the daemon logs there")
+    build(lake)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        p = subprocess.run([TENSORFS_BIN, "mount", lake.url, str(mnt)], capture_output=True,
+                           text=True, timeout=30 * SLOW)
+        assert p.returncode == 0, p.stderr
+        line = [ln for ln in p.stderr.splitlines() if "the daemon logs to " in ln]
+        assert line, p.stderr
+        path = line[0].split("the daemon logs to ", 1)[1].strip()
+        assert os.path.isabs(path) and "mnt" in os.path.basename(path)
+        r = subprocess.run([FUSERMOUNT, "-u", str(mnt)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert not wait_gone(mnt, 5 * SLOW)
+        text = open(path, errors="replace").read()
+        assert f"mounted {lake.url} on {mnt}" in text and f"unmounted {mnt}" in text, text[-2000:]
+    finally:
+        cleanup(mnt)
