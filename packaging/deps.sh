@@ -71,7 +71,11 @@ installed() {
 	nodejs) command -v node >/dev/null 2>&1 && return 0 ;;
 	npm) command -v npm >/dev/null 2>&1 && return 0 ;;
 	esac
-	[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
+	# Installed, or installed with triggers still to run (another apt at work right now).
+	case $(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null) in
+	installed | triggers-pending | triggers-awaited) return 0 ;;
+	esac
+	return 1
 }
 
 missing=
