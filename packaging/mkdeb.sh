@@ -46,6 +46,9 @@ tensorfs ($version) unstable; urgency=medium
  -- tensorfs developers <tensorfs@example.org>  $when
 CHANGELOG
 
+# A package build is its own: nothing of a calling make (`make SANITIZE=1 test` passes its
+# variables down through MAKEFLAGS) may reach the package's make.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES SANITIZE BUILD
 echo "mkdeb.sh: building tensorfs $version in $src (log: $work/build.log)"
 (cd "$src" && DEB_BUILD_OPTIONS="nocheck noddebs${DEB_BUILD_OPTIONS:+ $DEB_BUILD_OPTIONS}" \
 	dpkg-buildpackage -b -us -uc -j"$(nproc)" >"$work/build.log" 2>&1) || {
