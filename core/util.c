@@ -153,6 +153,19 @@ void tfs_log(enum tfs_log_level lvl, const char *fmt, ...)
 	pthread_mutex_unlock(&log_lock);
 }
 
+const char *tfs_size_str(double v, char *buf, size_t cap)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	int u = 0;
+
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
 int tfs_parse_size(const char *s, uint64_t *out)
 {
 	char *end;

@@ -39,6 +39,9 @@ void tfs_log(enum tfs_log_level lvl, const char *fmt, ...) __attribute__((format
 
 /* Parse "123", "4k", "8M", "1G", "2GiB" (powers of 1024). Returns 0 or -EINVAL. */
 int tfs_parse_size(const char *s, uint64_t *out);
+/* The reverse, for people: bytes in binary units with one decimal ("12.3 MiB", "512 B") into
+ * buf; returns buf. */
+const char *tfs_size_str(double bytes, char *buf, size_t cap);
 
 /* The value of hex digit c (0-9, a-f, A-F), or -1. */
 int tfs_hex_digit(int c);

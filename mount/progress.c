@@ -30,19 +30,6 @@ int tfs_progress_flag(const char *arg)
 	return -1;
 }
 
-static const char *bytes_str(double v, char *buf, size_t cap)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int u = 0;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-	return buf;
-}
-
 static void draw(struct tfs_progress_line *pl, int last)
 {
 	const uint64_t done = __atomic_load_n(&pl->p->done, __ATOMIC_RELAXED),
@@ -57,8 +44,8 @@ static void draw(struct tfs_progress_line *pl, int last)
 	/* Rows follow bytes when only the bytes are counted (every row has the same size). */
 	if (!items && total_items && total)
 		items = (uint64_t)((double)done / (double)total * (double)total_items);
-	bytes_str((double)done, a, sizeof(a));
-	bytes_str((double)total, b, sizeof(b));
+	tfs_size_str((double)done, a, sizeof(a));
+	tfs_size_str((double)total, b, sizeof(b));
 	if (total_items)
 		n = snprintf(line, sizeof(line), "%s: %s of %s (%.0f%%), %" PRIu64 " of %" PRIu64 " %s",
 			     pl->what, a, b, total ? 100.0 * (double)done / (double)total : 0, items,
@@ -69,7 +56,7 @@ static void draw(struct tfs_progress_line *pl, int last)
 	else
 		n = snprintf(line, sizeof(line), "%s: %" PRIu64 " %s, %s", pl->what, items, pl->unit,
 			     a);
-	n += snprintf(line + n, sizeof(line) - (size_t)n, ", %s/s", bytes_str(rate, c, sizeof(c)));
+	n += snprintf(line + n, sizeof(line) - (size_t)n, ", %s/s", tfs_size_str(rate, c, sizeof(c)));
 	if (total && rate > 0 && !last && done < total) {
 		const unsigned eta = (unsigned)((double)(total - done) / rate);
 

@@ -54,20 +54,6 @@ static __attribute__((format(printf, 2, 3))) void add(struct screen *s, const ch
 	va_end(ap);
 }
 
-/* A byte count in binary units: 12.3 MiB. */
-static const char *size_str(double v, char *buf, size_t cap)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-	int u = 0;
-
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-	return buf;
-}
-
 static double get(const struct snap *s, const char *name)
 {
 	return tfs_metrics_get(&s->m, name, NULL);
@@ -176,13 +162,13 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	    rate(cur, prev, "tensorfs_read_bytes_total") / 1e6,
 	    up > 0 ? get(cur, "tensorfs_read_bytes_total") / up / 1e6 : 0,
 	    get(cur, "tensorfs_read_requests_total"), rate(cur, prev, "tensorfs_read_requests_total"),
-	    size_str(get(cur, "tensorfs_read_bytes_total"), a, sizeof(a)));
+	    tfs_size_str(get(cur, "tensorfs_read_bytes_total"), a, sizeof(a)));
 	add(s, "Stall    readers blocked on chunk loads: %.3f s total, %.0f ms/s now",
 	    get(cur, "tensorfs_reader_wait_seconds_total"),
 	    1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"));
 	add(s, "Cache    memory %s of %s (%.0f%%)  hit %.1f%% (now %.1f%%)  chunks %.0f  evicted %.0f",
-	    size_str(get(cur, "tensorfs_cache_bytes"), a, sizeof(a)),
-	    size_str(get(cur, "tensorfs_cache_budget_bytes"), b, sizeof(b)),
+	    tfs_size_str(get(cur, "tensorfs_cache_bytes"), a, sizeof(a)),
+	    tfs_size_str(get(cur, "tensorfs_cache_budget_bytes"), b, sizeof(b)),
 	    pct(get(cur, "tensorfs_cache_bytes"), get(cur, "tensorfs_cache_budget_bytes")),
 	    pct(hits, hits + misses), pct(dh, dh + dm), get(cur, "tensorfs_cache_entries"),
 	    get(cur, "tensorfs_cache_evictions_total"));
@@ -191,8 +177,8 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 		       mi = get(cur, "tensorfs_disk_cache_misses_total");
 
 		add(s, "         disk %s of %s (%.0f%%)  hit %.1f%%  fills %.0f  bad files %.0f",
-		    size_str(get(cur, "tensorfs_disk_cache_bytes"), a, sizeof(a)),
-		    size_str(get(cur, "tensorfs_disk_cache_budget_bytes"), b, sizeof(b)),
+		    tfs_size_str(get(cur, "tensorfs_disk_cache_bytes"), a, sizeof(a)),
+		    tfs_size_str(get(cur, "tensorfs_disk_cache_budget_bytes"), b, sizeof(b)),
 		    pct(get(cur, "tensorfs_disk_cache_bytes"),
 			get(cur, "tensorfs_disk_cache_budget_bytes")),
 		    pct(h, h + mi), get(cur, "tensorfs_disk_cache_fills_total"),
@@ -202,12 +188,12 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	}
 	add(s, "Prefetch loaders %.0f  in flight %s  ahead of readers %s  used %.0f  wasted %.0f",
 	    get(cur, "tensorfs_prefetch_threads"),
-	    size_str(get(cur, "tensorfs_prefetch_inflight_bytes"), a, sizeof(a)),
-	    size_str(get(cur, "tensorfs_prefetch_ahead_bytes"), b, sizeof(b)),
+	    tfs_size_str(get(cur, "tensorfs_prefetch_inflight_bytes"), a, sizeof(a)),
+	    tfs_size_str(get(cur, "tensorfs_prefetch_ahead_bytes"), b, sizeof(b)),
 	    get(cur, "tensorfs_prefetch_hits_total"), get(cur, "tensorfs_prefetch_wasted_total"));
 	add(s, "Store    requests %.0f (%.0f/s)  fetched %s (%.1f MB/s)  retries %.0f  errors %.0f",
 	    get(cur, "tensorfs_store_requests_total"), rate(cur, prev, "tensorfs_store_requests_total"),
-	    size_str(get(cur, "tensorfs_store_fetched_bytes_total"), c, sizeof(c)),
+	    tfs_size_str(get(cur, "tensorfs_store_fetched_bytes_total"), c, sizeof(c)),
 	    rate(cur, prev, "tensorfs_store_fetched_bytes_total") / 1e6,
 	    get(cur, "tensorfs_store_retries_total"),
 	    get(cur, "tensorfs_chunk_load_errors_total") + get(cur, "tensorfs_prefetch_errors_total"));
@@ -226,7 +212,7 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	for (size_t i = 0; i < nrows; i++)
 		add(s, "%-20.20s %-24.24s %12.0f %10.0f %12s %10.1f", rows[i].dataset,
 		    rows[i].version, rows[i].reads, rows[i].reads_rate,
-		    size_str(rows[i].bytes, a, sizeof(a)), rows[i].bytes_rate / 1e6);
+		    tfs_size_str(rows[i].bytes, a, sizeof(a)), rows[i].bytes_rate / 1e6);
 	if (!nrows)
 		add(s, "(no column file read yet)");
 	free(rows);

@@ -156,6 +156,23 @@ def start_daemon(lake, mnt, *extra):
     return p
 
 
+def mounts_at(mnt):
+    with open("/proc/self/mountinfo") as f:
+        return sum(1 for ln in f if f" {mnt} " in ln)
+
+
+@pytest.fixture
+def mp(lake, tmp_path):
+    """A built lake's mount point, an empty directory; whatever is mounted there goes in
+    teardown."""
+    require_binary()
+    build(lake)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    yield mnt
+    cleanup(mnt)
+
+
 def cleanup(mnt):
     unmount(mnt)
     if is_mounted(mnt):
@@ -166,85 +183,54 @@ def cleanup(mnt):
     kill_pids(pids_for_path(mnt))
 
 
-def test_second_mount_on_a_tensorfs_mount_is_refused(lake, tmp_path):
-    require_binary()
-    build(lake)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    try:
-        p = start_daemon(lake, mnt)
-        assert p.returncode == 0, p.stderr
-        daemons = pids_for_path(mnt)
-        p2 = start_daemon(lake, mnt)
-        assert p2.returncode != 0
-        assert "is mounted there already" in p2.stderr and "fusermount3 -u" in p2.stderr, p2.stderr
-        with open("/proc/self/mountinfo") as f:
-            stacked = sum(1 for ln in f if f" {mnt} " in ln)
-        assert stacked == 1, "a second mount stacked on the first"
-        assert pids_for_path(mnt) == daemons
-    finally:
-        cleanup(mnt)
+def test_second_mount_on_a_tensorfs_mount_is_refused(lake, mp):
+    p = start_daemon(lake, mp)
+    assert p.returncode == 0, p.stderr
+    daemons = pids_for_path(mp)
+    p2 = start_daemon(lake, mp)
+    assert p2.returncode != 0
+    assert "is mounted there already" in p2.stderr and "fusermount3 -u" in p2.stderr, p2.stderr
+    assert mounts_at(mp) == 1, "a second mount stacked on the first"
+    assert pids_for_path(mp) == daemons
 
 
-def test_dead_mount_is_named_and_force_cleans_it(lake, tmp_path):
-    require_binary()
-    build(lake)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    try:
-        assert start_daemon(lake, mnt).returncode == 0
-        for pid in pids_for_path(mnt):
-            os.kill(pid, signal.SIGKILL)
-        deadline = time.time() + 5
-        while pids_for_path(mnt) and time.time() < deadline:
-            time.sleep(0.05)
-        with pytest.raises(OSError) as e:
-            os.listdir(mnt)
-        assert e.value.errno in (103, 107)  # ECONNABORTED at first, then ENOTCONN
-        p = start_daemon(lake, mnt)
-        assert p.returncode != 0
-        assert "dead mount" in p.stderr and f"fusermount3 -u {mnt}" in p.stderr, p.stderr
-        assert "--force" in p.stderr
-        p = start_daemon(lake, mnt, "--force")
-        assert p.returncode == 0, p.stderr
-        assert "x.npy" in os.listdir(mnt / "ds" / "main")
-        with open("/proc/self/mountinfo") as f:
-            assert sum(1 for ln in f if f" {mnt} " in ln) == 1
-    finally:
-        cleanup(mnt)
+def test_dead_mount_is_named_and_force_cleans_it(lake, mp):
+    assert start_daemon(lake, mp).returncode == 0
+    for pid in pids_for_path(mp):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 5
+    while pids_for_path(mp) and time.time() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(OSError) as e:
+        os.listdir(mp)
+    assert e.value.errno in (103, 107)  # ECONNABORTED at first, then ENOTCONN
+    p = start_daemon(lake, mp)
+    assert p.returncode != 0
+    assert "dead mount" in p.stderr and f"fusermount3 -u {mp}" in p.stderr, p.stderr
+    assert "--force" in p.stderr
+    p = start_daemon(lake, mp, "--force")
+    assert p.returncode == 0, p.stderr
+    assert "x.npy" in os.listdir(mp / "ds" / "main")
+    assert mounts_at(mp) == 1
 
 
-def test_non_empty_mount_point_needs_nonempty(lake, tmp_path):
-    require_binary()
-    build(lake)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    (mnt / "keep.txt").write_text("mine")
-    try:
-        p = start_daemon(lake, mnt)
-        assert p.returncode != 0 and "not empty" in p.stderr and "nonempty" in p.stderr
-        assert not is_mounted(mnt)
-        p = start_daemon(lake, mnt, "-o", "nonempty")
-        assert p.returncode == 0, p.stderr
-        assert "ds" in os.listdir(mnt)
-    finally:
-        cleanup(mnt)
-    assert (mnt / "keep.txt").read_text() == "mine"
+def test_non_empty_mount_point_needs_nonempty(lake, mp):
+    (mp / "keep.txt").write_text("mine")
+    p = start_daemon(lake, mp)
+    assert p.returncode != 0 and "not empty" in p.stderr and "nonempty" in p.stderr
+    assert not is_mounted(mp)
+    p = start_daemon(lake, mp, "-o", "nonempty")
+    assert p.returncode == 0, p.stderr
+    assert "ds" in os.listdir(mp)
+    cleanup(mp)
+    assert (mp / "keep.txt").read_text() == "mine"
 
 
-def test_mount_helper_argv_form(lake, tmp_path):
+def test_mount_helper_argv_form(lake, mp):
     """mount.fuse3 runs `tensorfs SOURCE DIR -o rw,...,dev,suid`; the CLI takes that form."""
-    require_binary()
-    build(lake)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    try:
-        p = subprocess.run([TENSORFS_BIN, lake.url, str(mnt), "-o",
-                            "rw,cache_mem=64M,dev,suid"], capture_output=True, text=True,
-                           timeout=30 * SLOW)
-        assert p.returncode == 0, p.stderr
-        assert np.load(mnt / "ds" / "main" / "x.npy").shape == (3000, 10)
-    finally:
-        cleanup(mnt)
+    p = subprocess.run([TENSORFS_BIN, lake.url, str(mp), "-o", "rw,cache_mem=64M,dev,suid"],
+                       capture_output=True, text=True, timeout=30 * SLOW)
+    assert p.returncode == 0, p.stderr
+    assert np.load(mp / "ds" / "main" / "x.npy").shape == (3000, 10)
     r = run_proc(["mount", lake.url])
     assert r.returncode == 2  # a usage error still reads as one
