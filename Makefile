@@ -29,10 +29,13 @@ SANFLAGS :=
 endif
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
-DEPS     := fuse3 libzstd libxxhash libcrypto libcurl inih
-# Quiet when the packages are not there yet: `make demo` installs them, then builds in a sub-make.
-DEPCFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS) 2>/dev/null)
-DEPLIBS  := $(shell $(PKG_CONFIG) --libs $(DEPS) 2>/dev/null)
+# core/ builds against these alone (no FUSE, no CUDA: the layering rule, kept by the flags);
+# fs/ and mount/ add FUSE. Quiet when the packages are not there yet: `make demo` installs them,
+# then builds in a sub-make.
+CORE_DEPS := libzstd libxxhash libcrypto libcurl inih
+DEPCFLAGS := $(shell $(PKG_CONFIG) --cflags $(CORE_DEPS) 2>/dev/null)
+FUSE_CFLAGS := $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
+DEPLIBS  := $(shell $(PKG_CONFIG) --libs fuse3 $(CORE_DEPS) 2>/dev/null)
 # CUDA: the cuda staging backend is built when the toolkit is found ($(CUDA_HOME), default
 # /usr/local/cuda) unless CUDA=0 (CUDA=1 insists). The runtime is linked statically: the binary
 # runs anywhere, and `cuda:N` is a clear error reply where no driver or device is present.
@@ -96,7 +99,7 @@ $(BUILD)/%.o: %.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # The layering, enforced by include paths: fs/ and gpu/ see core/ only; mount/ sees everything.
-$(BUILD)/fs/%.o: ALL_CFLAGS += -Ifs
+$(BUILD)/fs/%.o: ALL_CFLAGS += -Ifs $(FUSE_CFLAGS)
 $(BUILD)/gpu/%.o: ALL_CFLAGS += -Igpu -Ipackaging/include
 $(BUILD)/gpu/%.o: ALL_CFLAGS += $(CUDA_CFLAGS)
 # gpu/ objects are rebuilt when the CUDA setting changes (the stamp holds it).
@@ -104,7 +107,8 @@ CUDA_STAMP := $(BUILD)/gpu/cuda.flags
 $(shell mkdir -p $(BUILD)/gpu && (echo '$(CUDA_CFLAGS)' | cmp -s - $(CUDA_STAMP) || \
 	echo '$(CUDA_CFLAGS)' > $(CUDA_STAMP)))
 $(GPU_OBJ): $(CUDA_STAMP)
-$(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu -Ipackaging/include -DTFS_VERSION_STRING='"$(VERSION)"'
+$(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu -Ipackaging/include $(FUSE_CFLAGS) \
+	-DTFS_VERSION_STRING='"$(VERSION)"'
 $(MOUNT_OBJ): VERSION
 
 $(CORE_LIB): $(CORE_OBJ)
@@ -183,7 +187,7 @@ bench: all
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_BUILD   := build/fuzz
-FUZZ_DEPS    := libzstd libxxhash libcrypto libcurl inih
+FUZZ_DEPS    := $(CORE_DEPS)
 FUZZ_CFLAGS  := -std=gnu11 $(WARN) -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	       -D_GNU_SOURCE -pthread -MMD -MP -Icore $(shell $(PKG_CONFIG) --cflags $(FUZZ_DEPS))
 FUZZ_LIBS    := $(shell $(PKG_CONFIG) --libs $(FUZZ_DEPS)) -lm
