@@ -18,7 +18,7 @@
 # exits 1 when any is missing. Only sh, dpkg and apt are assumed.
 set -eu
 
-BUILD_PKGS="make gcc libc6-dev pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev libssl-dev
+BUILD_PKGS="build-essential pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev libssl-dev
 	libcurl4-openssl-dev libinih-dev libncurses-dev python3 python3-numpy ca-certificates attr"
 TEST_PKGS="libcmocka-dev python3-pytest python3-torch zstd python3-botocore nginx openssl curl
 	nodejs npm tmux man-db groff-base dpkg-dev debhelper fakeroot lintian util-linux systemd"

@@ -32,7 +32,7 @@ fi
 cp -r packaging/debian "$src/debian"
 
 # Build-Depends: the build group's packages, less what every build machine has.
-deps=$(packaging/deps.sh --list build | grep -vxE 'make|gcc|libc6-dev|ca-certificates|attr|python3-numpy' |
+deps=$(packaging/deps.sh --list build | grep -vxE 'build-essential|ca-certificates|attr|python3-numpy' |
 	paste -sd, - | sed 's/,/, /g')
 sed -e "s|@BUILD_DEPENDS@|$deps|" packaging/debian/control.in > "$src/debian/control"
 rm -f "$src/debian/control.in"

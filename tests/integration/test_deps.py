@@ -224,7 +224,7 @@ def test_listing_and_missing_modes(tmp_path):
     nothing; an unknown group is a usage error."""
     build = subprocess.run([str(DEPS), "--list"], capture_output=True, text=True)
     assert build.returncode == 0
-    assert {"libfuse3-dev", "pkg-config", "make"} <= set(build.stdout.split())
+    assert {"libfuse3-dev", "pkg-config", "build-essential"} <= set(build.stdout.split())
     assert "lintian" not in build.stdout.split()  # test-only packages stay out of the build group
     test = set(subprocess.run([str(DEPS), "--list", "test"], capture_output=True,
                               text=True).stdout.split())
@@ -242,8 +242,10 @@ def test_without_root_or_sudo_it_says_what_to_do(tmp_path):
         pytest.skip("needs root to drop to another user")
     tmp_path = Path(tempfile.mkdtemp(prefix="tensorfs-deps-"))  # readable by nobody
     script = tmp_path / "deps.sh"
-    script.write_text(DEPS.read_text().replace('BUILD_PKGS="make ',
-                                               'BUILD_PKGS="tensorfs-no-such-package make ', 1))
+    text = DEPS.read_text()
+    assert 'BUILD_PKGS="build-essential ' in text
+    script.write_text(text.replace('BUILD_PKGS="build-essential ',
+                                   'BUILD_PKGS="tensorfs-no-such-package build-essential ', 1))
     script.chmod(0o755)
     os.chmod(tmp_path, 0o755)
     bindir = tmp_path / "bin"  # dpkg-query and the shell's basics, but no sudo
