@@ -34,8 +34,9 @@ mount --bind "$dir" "$dir"
 for d in dev dev/pts proc sys; do mount --bind "/$d" "$dir/$d"; done
 cp /etc/resolv.conf "$dir/etc/"
 if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+	# Taken in when deps.sh installs ca-certificates (its update-ca-certificates reads them).
+	mkdir -p "$dir/usr/local/share/ca-certificates"
 	cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/"
-	chroot "$dir" update-ca-certificates >/dev/null 2>&1 || true
 fi
 mkdir -p "$dir/root/tensorfs"
 git -C "$top" archive HEAD | tar -x -C "$dir/root/tensorfs"
