@@ -156,7 +156,7 @@ static int lake_list_one(void *arg, const char *name, int is_dir)
 	return c->fn(c->arg, name, 1);
 }
 
-int tfs_lake_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg)
+int tfs_dataset_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg)
 {
 	struct lake_list_ctx c = { s, fn, arg };
 

@@ -76,7 +76,7 @@ int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,
 int tfs_dataset_create(struct tfs_store *s, const char *ds);
 int tfs_dataset_check(struct tfs_store *s, const char *ds);
 /* Calls fn for every dataset in the lake, in no particular order. */
-int tfs_lake_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg);
+int tfs_dataset_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg);
 
 /* Refs. Branches live under refs/heads, tags under refs/tags. */
 enum tfs_ref_kind { TFS_REF_BRANCH, TFS_REF_TAG };

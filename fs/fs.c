@@ -25,6 +25,7 @@
 #include "format.h"
 #include "store.h"
 #include "history.h"
+#include "lake.h"
 #include "prefetch.h"
 #include "stats.h"
 #include "version.h"
@@ -89,9 +90,7 @@ struct fs {
 	const struct tfs_fs_config *cfg;
 	struct link open_files; /* struct handle; protected by lock */
 	struct link open_dirs;	/* struct dirlist; protected by lock */
-	struct tfs_store *store;
-	struct tfs_cache *cache;
-	struct tfs_prefetcher *prefetch;
+	struct tfs_lake *lake; /* the engine (cfg->lake): store, caches, prefetcher */
 	void *ctl;	 /* .tensorfs/control (cfg->control's object); NULL without one */
 	int allow_other; /* -o allow_other: anyone may use the control file */
 	pthread_mutex_t lock;
@@ -288,7 +287,7 @@ static int resolve_id(struct fs *fs, struct node *vn, struct tfs_id *id)
 	pthread_mutex_unlock(&fs->lock);
 	if (kind == V_COMMIT)
 		return tfs_id_parse(vn->name, id) ? -ENOENT : 0;
-	return tfs_ref_read(fs->store, node_dataset(vn),
+	return tfs_ref_read(fs->lake->store, node_dataset(vn),
 			    kind == V_TAG ? TFS_REF_TAG : TFS_REF_BRANCH, vn->name, id);
 }
 
@@ -326,7 +325,7 @@ static int ref_version(struct fs *fs, struct node *vn, struct tfs_version **out)
 		return 0;
 	}
 
-	rc = tfs_version_open(fs->store, node_dataset(vn), &id, &v);
+	rc = tfs_version_open(fs->lake->store, node_dataset(vn), &id, &v);
 	if (rc)
 		return rc == -EIO ? -EIO : -ENOENT;
 	pthread_mutex_lock(&fs->lock);
@@ -346,14 +345,14 @@ static int log_text(struct fs *fs, struct node *ln, struct tfs_buf *copy, uint64
 	const char *ds = node_dataset(ln);
 	struct tfs_buf text = { 0 };
 	struct tfs_id head;
-	int rc = tfs_ref_read(fs->store, ds, TFS_REF_BRANCH, "main", &head);
+	int rc = tfs_ref_read(fs->lake->store, ds, TFS_REF_BRANCH, "main", &head);
 
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&fs->lock);
 	if (!ln->log.data || !tfs_id_eq(&ln->log_head, &head)) {
 		pthread_mutex_unlock(&fs->lock);
-		rc = tfs_log_text(fs->store, ds, &head, 0, &text);
+		rc = tfs_log_text(fs->lake->store, ds, &head, 0, &text);
 		if (rc) {
 			tfs_buf_free(&text);
 			return rc;
@@ -475,7 +474,7 @@ static int file_version(struct fs *fs, struct node *n, struct tfs_version **v)
 		return 0;
 	/* Forgotten by the kernel and named again (by inode number, e.g. through NFS-style
 	 * handles): open its commit afresh. */
-	rc = tfs_version_open(fs->store, node_dataset(n), &n->commit, &nv);
+	rc = tfs_version_open(fs->lake->store, node_dataset(n), &n->commit, &nv);
 	if (rc)
 		return rc == -EIO ? -EIO : -ENOENT;
 	pthread_mutex_lock(&fs->lock);
@@ -517,7 +516,7 @@ static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout, 
 	rc = tfs_view_parse(vn->name, &params, err, sizeof(err));
 	if (!rc) {
 		f = calloc(1, sizeof(*f));
-		rc = f ? tfs_view_build(v, fs->cache, &params, &f->v, err, sizeof(err)) : -ENOMEM;
+		rc = f ? tfs_view_build(v, fs->lake->cache, &params, &f->v, err, sizeof(err)) : -ENOMEM;
 		tfs_view_params_free(&params);
 	}
 	if (rc) {
@@ -563,14 +562,14 @@ static int snapshot(struct fs *fs, struct tfs_fs_snapshot *s, struct tfs_buf *ct
 
 	memset(s, 0, sizeof(*s));
 	s->uptime_s = (double)(tfs_now_ns() - fs->started_ns) / 1e9;
-	tfs_cache_stats(fs->cache, &s->cache);
-	if (fs->prefetch)
-		tfs_prefetcher_stats(fs->prefetch, &s->prefetch);
-	s->has_disk_cache = tfs_diskcache_stats(fs->store, &s->disk) == 0;
-	s->cache_dir = fs->cfg->cache_dir;
+	tfs_cache_stats(fs->lake->cache, &s->cache);
+	if (fs->lake->prefetch)
+		tfs_prefetcher_stats(fs->lake->prefetch, &s->prefetch);
+	s->has_disk_cache = tfs_diskcache_stats(fs->lake->store, &s->disk) == 0;
+	s->cache_dir = fs->lake->cache_dir;
 	/* The backend's own counters: with a disk cache, what really went over the wire. */
-	tfs_store_counters(tfs_diskcache_inner(fs->store), &s->store);
-	s->store_url = fs->store->url;
+	tfs_store_counters(tfs_diskcache_inner(fs->lake->store), &s->store);
+	s->store_url = fs->lake->store->url;
 	s->reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
 	s->read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
 	if (fs->ctl) {
@@ -640,7 +639,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	case N_ROOT:
 		if (!strcmp(name, CTL_DIR))
 			n = node_child(fs, p, name, N_CTLDIR);
-		else if (tfs_name_valid(name) && !(rc = tfs_dataset_check(fs->store, name)))
+		else if (tfs_name_valid(name) && !(rc = tfs_dataset_check(fs->lake->store, name)))
 			n = node_child(fs, p, name, N_DATASET);
 		break;
 	case N_CTLDIR:
@@ -665,7 +664,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			break;
 		}
 		if (!tfs_name_valid(name) ||
-		    (rc = tfs_ref_lookup(fs->store, p->name, name, &kind, &id)))
+		    (rc = tfs_ref_lookup(fs->lake->store, p->name, name, &kind, &id)))
 			break;
 		n = node_child(fs, p, name, N_VERSION);
 		if (!n)
@@ -932,7 +931,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 		rc = c ? dir_add(d, CTL_DIR, c->ino, S_IFDIR) : -ENOMEM;
 		if (!rc)
-			rc = tfs_lake_list(fs->store, list_child, &l);
+			rc = tfs_dataset_list(fs->lake->store, list_child, &l);
 		break;
 	}
 	case N_CTLDIR: {
@@ -958,10 +957,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		l.type = N_VERSION;
 		l.kind = V_BRANCH;
 		if (!rc)
-			rc = tfs_ref_list(fs->store, n->name, TFS_REF_BRANCH, list_child, &l);
+			rc = tfs_ref_list(fs->lake->store, n->name, TFS_REF_BRANCH, list_child, &l);
 		l.kind = V_TAG;
 		if (!rc)
-			rc = tfs_ref_list(fs->store, n->name, TFS_REF_TAG, list_child, &l);
+			rc = tfs_ref_list(fs->lake->store, n->name, TFS_REF_TAG, list_child, &l);
 		break;
 	}
 	case N_COMMITS: {
@@ -969,7 +968,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 		l.type = N_VERSION;
 		l.kind = V_COMMIT;
-		rc = tfs_reachable_commits(fs->store, node_dataset(n), &all);
+		rc = tfs_reachable_commits(fs->lake->store, node_dataset(n), &all);
 		for (size_t i = 0; !rc && i < all.cap; i++) {
 			char hex[TFS_ID_HEX];
 
@@ -1131,8 +1130,8 @@ static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, stru
 	rc = tfs_npy_header_build(&c->dtype, h->view->v->n, c->ndim, c->shape, h->header);
 	if (!rc)
 		rc = tfs_view_chunk_order(h->view->v, c, &order, &norder, &h->chunk_pos);
-	if (!rc && fs->prefetch) {
-		rc = tfs_stream_create(fs->prefetch, h->ver, h->col, order, norder, &h->stream);
+	if (!rc && fs->lake->prefetch) {
+		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, order, norder, &h->stream);
 		if (!rc)
 			tfs_stream_expect_sequential(h->stream);
 	}
@@ -1234,8 +1233,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		c = &h->ver->manifest.cols[h->col];
 		h->size = column_size(c);
 		rc = tfs_npy_header_build(&c->dtype, c->rows, c->ndim, c->shape, h->header);
-		if (!rc && fs->prefetch)
-			rc = tfs_stream_create(fs->prefetch, h->ver, h->col, NULL, c->nchunks,
+		if (!rc && fs->lake->prefetch)
+			rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, NULL, c->nchunks,
 					       &h->stream);
 	} else {
 		h->size = h->ver->schema.len;
@@ -1290,7 +1289,7 @@ static void read_column_copy(fuse_req_t req, struct fs *fs, struct handle *h, ui
 		hdr = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
 		memcpy(buf, h->header + pos, hdr);
 	}
-	r = tfs_version_read(h->ver, fs->cache, h->col, pos + hdr - TFS_NPY_ALIGN, buf + hdr,
+	r = tfs_version_read(h->ver, fs->lake->cache, h->col, pos + hdr - TFS_NPY_ALIGN, buf + hdr,
 			     len - hdr);
 	if (r < 0 || (size_t)r != len - hdr)
 		fuse_reply_err(req, r == -ENOMEM ? ENOMEM : EIO);
@@ -1351,7 +1350,7 @@ static void read_column(fuse_req_t req, struct fs *fs, struct handle *h, size_t 
 		struct tfs_cache_entry *e;
 
 		assert(count < maxbufs);
-		rc = tfs_version_chunk_get(h->ver, fs->cache, h->col, k, &e);
+		rc = tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k, &e);
 		if (rc)
 			goto out;
 		pinned[npinned++] = e;
@@ -1371,7 +1370,7 @@ static void read_column(fuse_req_t req, struct fs *fs, struct handle *h, size_t 
 		fuse_reply_iov(req, iov, (int)count);
 out:
 	for (size_t i = 0; i < npinned; i++)
-		tfs_cache_put(fs->cache, pinned[i]);
+		tfs_cache_put(fs->lake->cache, pinned[i]);
 	free(pinned);
 	free(iov);
 	if (rc)
@@ -1448,7 +1447,7 @@ static void read_view_column(fuse_req_t req, struct fs *fs, struct handle *h, si
 				break;
 			}
 		if (!e) {
-			rc = tfs_version_chunk_get(h->ver, fs->cache, h->col, k, &e);
+			rc = tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k, &e);
 			if (rc)
 				goto out;
 			pinned[npinned] = e;
@@ -1484,7 +1483,7 @@ static void read_view_column(fuse_req_t req, struct fs *fs, struct handle *h, si
 	}
 out:
 	for (size_t i = 0; i < npinned; i++)
-		tfs_cache_put(fs->cache, pinned[i]);
+		tfs_cache_put(fs->lake->cache, pinned[i]);
 	free(pinned);
 	free(pinned_k);
 	free(iov);
@@ -1859,9 +1858,7 @@ static void fs_free(struct fs *fs)
 		fs->cfg->control->destroy(fs->ctl);
 	/* Loaders reference versions and the cache: stop them first, without letting them wait out
 	 * retries against a remote store (the unmount already happened). */
-	if (fs->store)
-		tfs_store_cancel(fs->store);
-	tfs_prefetcher_destroy(fs->prefetch);
+	tfs_lake_stop(fs->lake);
 	for (size_t i = 0; i < fs->nnodes; i++) {
 		tfs_version_put(fs->nodes[i]->ver);
 		fview_put(fs->nodes[i]->view);
@@ -1871,8 +1868,6 @@ static void fs_free(struct fs *fs)
 	}
 	free(fs->nodes);
 	free(fs->htab);
-	tfs_cache_destroy(fs->cache);
-	tfs_store_close(fs->store);
 	tfs_fs_stats_destroy(fs->stats);
 	pthread_mutex_destroy(&fs->lock);
 }
@@ -1963,7 +1958,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	struct exit_watch watch = { 0 };
 	pthread_t watcher;
 	int watching = 0, loop_rc;
-	struct fs fs = { .cfg = cfg };
+	struct fs fs = { .cfg = cfg, .lake = cfg->lake };
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
@@ -1999,21 +1994,6 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	root->ino = FUSE_ROOT_ID;
 	fs.nodes[fs.nnodes++] = root;
 
-	if (tfs_store_open(cfg->lake_url, 0, &fs.store))
-		goto out; /* the backend said why */
-	if (cfg->cache_dir) {
-		struct tfs_store *cached;
-
-		if (tfs_diskcache_wrap(fs.store, cfg->cache_dir, cfg->cache_disk, &cached)) {
-			tfs_err("cannot set up the disk cache in %s", cfg->cache_dir);
-			goto out;
-		}
-		fs.store = cached;
-	}
-	if (tfs_cache_create(cfg->cache_mem, &fs.cache)) {
-		tfs_err("out of memory");
-		goto out;
-	}
 
 	/* fsname shows the lake in mount(8) and df; commas would split the option list. */
 	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=tensorfs%s%s",
@@ -2051,15 +2031,11 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 		}
 	}
 	tfs_info("mounted %s on %s", cfg->lake_url, cfg->mountpoint);
-	/* After fuse_daemonize: its fork would not carry the loader threads along. Half the cache
-	 * may hold chunks loaded ahead; the rest stays for chunks readers are using. */
-	if (cfg->prefetch_threads && tfs_prefetcher_create(fs.cache, cfg->prefetch_threads,
-							   cfg->cache_mem / 2, &fs.prefetch)) {
-		tfs_err("out of memory");
+	/* After fuse_daemonize: its fork would not carry the loader threads along. */
+	if (tfs_lake_start(fs.lake))
 		goto out;
-	}
 	/* After fuse_daemonize: slot files are named after the daemon's pid. */
-	if (cfg->control && cfg->control->create(fs.store, fs.cache, cfg->mountpoint, &fs.ctl)) {
+	if (cfg->control && cfg->control->create(fs.lake, cfg->mountpoint, &fs.ctl)) {
 		tfs_err("cannot set up the control file");
 		goto out;
 	}
@@ -2071,7 +2047,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	fuse_loop_cfg_set_clone_fd(loop, 1);
 	fuse_loop_cfg_set_max_threads(loop, cfg->max_threads ? cfg->max_threads : 16);
 	watch.se = se;
-	watch.store = fs.store;
+	watch.store = fs.lake->store;
 	watching = !pthread_create(&watcher, NULL, watch_exit, &watch);
 	loop_rc = fuse_session_loop_mt(se, loop);
 	/* libfuse reports the signal that ended the loop; stopping on SIGTERM/INT/HUP is a clean

@@ -9,16 +9,14 @@
 
 #include "util.h"
 
-struct tfs_store;
-struct tfs_cache;
+struct tfs_lake;
 
 /* What serves <mount>/.tensorfs/control. fs/ only routes the control file's opens, reads,
  * writes, ioctls and releases here; the wiring (mount/) plugs in the staging engine (gpu/), so
  * neither depends on the other. All functions return 0 or -errno (sizes for read and write). */
 struct tfs_fs_control {
-	/* Called once the store and cache exist (after daemonising); *obj is passed back below. */
-	int (*create)(struct tfs_store *store, struct tfs_cache *cache, const char *mountpoint,
-		      void **obj);
+	/* Called once the lake is started (after daemonising); *obj is passed back below. */
+	int (*create)(struct tfs_lake *lake, const char *mountpoint, void **obj);
 	void (*destroy)(void *obj);
 	/* One session per open file, for the user who opened it. */
 	int (*open)(void *obj, uid_t uid, gid_t gid, void **session);
@@ -34,18 +32,15 @@ struct tfs_fs_control {
 };
 
 struct tfs_fs_config {
-	const char *lake_url;
+	struct tfs_lake *lake;	 /* the engine, opened (not started) by the caller, who closes it */
+	const char *lake_url;	 /* as the user gave it: for mount(8)'s listing and the log */
 	const char *mountpoint;
 	int foreground;
-	int debug;		   /* libfuse request tracing */
-	uint64_t cache_mem;	   /* bytes of decoded chunks kept in memory */
-	double ref_ttl;		   /* seconds a branch head is trusted before it is read again */
-	const char *cache_dir;	   /* disk cache of fetched objects; NULL: none */
-	uint64_t cache_disk;	   /* its budget in bytes */
-	const char *log_path;	   /* NULL: stderr in the foreground, syslog as a daemon */
-	unsigned max_threads;	   /* FUSE worker threads */
-	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: no prefetch */
-	unsigned readahead_kb;	   /* kernel readahead for the mount (needs root); 0: leave it */
+	int debug;		 /* libfuse request tracing */
+	double ref_ttl;		 /* seconds a branch head is trusted before it is read again */
+	const char *log_path;	 /* NULL: stderr in the foreground, syslog as a daemon */
+	unsigned max_threads;	 /* FUSE worker threads */
+	unsigned readahead_kb;	 /* kernel readahead for the mount (needs root); 0: leave it */
 	int splice;		   /* reply to column reads through a pipe (vmsplice + splice) */
 	const char *fuse_opts;	   /* extra -o options for libfuse (allow_other, ...), or NULL */
 	const struct tfs_fs_control *control; /* NULL: no control file */

@@ -21,6 +21,7 @@
 #include "view.h"
 #include "config.h"
 #include "ctlfile.h"
+#include "lake.h"
 #include "lakeindex.h"
 #include "logfile.h"
 #include "mountpoint.h"
@@ -286,7 +287,7 @@ static int cmd_ls(int argc, char **argv)
 		return usage(2);
 	if (tfs_store_open(argv[1], 0, &s))
 		return 1;
-	rc = tfs_lake_list(s, print_name, &names);
+	rc = tfs_dataset_list(s, print_name, &names);
 	if (rc)
 		tfs_err("%s: cannot list: %s", argv[1], strerror(-rc));
 	else
@@ -810,8 +811,8 @@ struct mount_flags {
 	int nonempty; /* -o nonempty: mount over files */
 };
 
-static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_buf *fuse_opts,
-			    struct mount_flags *mf)
+static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_lake_config *lc,
+			    struct tfs_buf *fuse_opts, struct mount_flags *mf)
 {
 	char *save, *o;
 
@@ -821,7 +822,7 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 		if (val)
 			*val++ = 0;
 		if (!strcmp(o, "cache_mem") && val) {
-			if (tfs_parse_size(val, &cfg->cache_mem)) {
+			if (tfs_parse_size(val, &lc->cache_mem)) {
 				tfs_err("-o cache_mem=%s: expected a size like 512M", val);
 				return -EINVAL;
 			}
@@ -836,7 +837,7 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 		} else if (!strcmp(o, "log") && val) {
 			cfg->log_path = val;
 		} else if (!strcmp(o, "cache_dir") && val) {
-			cfg->cache_dir = val;
+			lc->cache_dir = val;
 		} else if (!strcmp(o, "config") && val) {
 			/* Resolved now: a daemon changes directory to /. */
 			char path[PATH_MAX];
@@ -846,7 +847,7 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 				return -EINVAL;
 			}
 		} else if (!strcmp(o, "cache_disk") && val) {
-			if (tfs_parse_size(val, &cfg->cache_disk)) {
+			if (tfs_parse_size(val, &lc->cache_disk)) {
 				tfs_err("-o cache_disk=%s: expected a size like 20G", val);
 				return -EINVAL;
 			}
@@ -864,7 +865,7 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 				tfs_err("-o prefetch_threads=%s: expected 0..256", val);
 				return -EINVAL;
 			}
-			cfg->prefetch_threads = (unsigned)n;
+			lc->prefetch_threads = (unsigned)n;
 		} else if (!strcmp(o, "debug") && !val) {
 			cfg->debug = 1;
 		} else if (!strcmp(o, "nonempty") && !val) {
@@ -884,11 +885,10 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_bu
 }
 
 /* The control file is the staging engine's (gpu/), reached through fs/'s control table. */
-static int ctl_create(struct tfs_store *store, struct tfs_cache *cache, const char *mountpoint,
-		      void **obj)
+static int ctl_create(struct tfs_lake *lake, const char *mountpoint, void **obj)
 {
-	const struct tfs_ctlfile_config cc = { .store = store,
-					       .cache = cache,
+	const struct tfs_ctlfile_config cc = { .store = lake->store,
+					       .cache = lake->cache,
 					       .mountpoint = mountpoint };
 
 	return tfs_ctlfile_create(&cc, (struct tfs_ctlfile **)obj);
@@ -996,9 +996,11 @@ static int cmd_mount(int argc, char **argv)
 {
 	struct tfs_fs_config cfg = {
 		.control = &staging_control,
-		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
 		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
 		.readahead_kb = TFS_FS_DEFAULT_READAHEAD_KB,
+	};
+	struct tfs_lake_config lc = {
+		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
 		.cache_disk = TFS_FS_DEFAULT_CACHE_DISK,
 		.prefetch_threads = UINT_MAX, /* not given: chosen by the lake's scheme */
 	};
@@ -1020,10 +1022,10 @@ static int cmd_mount(int argc, char **argv)
 			   !strcmp(argv[i], "-v")) {
 			/* mount(8)'s no-mtab, sloppy and verbose flags to its helpers: nothing to do */
 		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			if (parse_mount_opts(keep_opt(&kept, argv[++i]), &cfg, &fuse_opts, &mf))
+			if (parse_mount_opts(keep_opt(&kept, argv[++i]), &cfg, &lc, &fuse_opts, &mf))
 				goto out;
 		} else if (!strncmp(argv[i], "-o", 2) && argv[i][2]) {
-			if (parse_mount_opts(keep_opt(&kept, argv[i] + 2), &cfg, &fuse_opts, &mf))
+			if (parse_mount_opts(keep_opt(&kept, argv[i] + 2), &cfg, &lc, &fuse_opts, &mf))
 				goto out;
 		} else if (argv[i][0] == '-' || npos == 2) {
 			rc = usage(2);
@@ -1051,17 +1053,17 @@ static int cmd_mount(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (cfg.cache_dir && cfg.cache_dir[0] != '/') {
+	if (lc.cache_dir && lc.cache_dir[0] != '/') {
 		static char dirpath[PATH_MAX];
 
 		if (!getcwd(dirpath, sizeof(dirpath) - 1) ||
-		    strlen(dirpath) + strlen(cfg.cache_dir) + 2 >= sizeof(dirpath)) {
-			tfs_err("-o cache_dir=%s: path too long", cfg.cache_dir);
+		    strlen(dirpath) + strlen(lc.cache_dir) + 2 >= sizeof(dirpath)) {
+			tfs_err("-o cache_dir=%s: path too long", lc.cache_dir);
 			goto out;
 		}
 		strcat(dirpath, "/");
-		strcat(dirpath, cfg.cache_dir);
-		cfg.cache_dir = dirpath;
+		strcat(dirpath, lc.cache_dir);
+		lc.cache_dir = dirpath;
 	}
 	if (!cfg.foreground && !cfg.log_path) {
 		int fb = tfs_logfile_fallback(mnt, logpath, sizeof(logpath));
@@ -1076,12 +1078,16 @@ static int cmd_mount(int argc, char **argv)
 				 strerror(-fb));
 		}
 	}
-	cfg.lake_url = pos[0];
+	cfg.lake_url = lc.url = pos[0];
 	cfg.mountpoint = mnt;
 	cfg.fuse_opts = fuse_opts.len ? (const char *)fuse_opts.data : NULL;
-	if (cfg.prefetch_threads == UINT_MAX)
-		cfg.prefetch_threads = default_prefetch_threads(cfg.lake_url);
+	if (lc.prefetch_threads == UINT_MAX)
+		lc.prefetch_threads = default_prefetch_threads(lc.url);
+	/* The engine: opened here (before the daemon forks), started by fs/ once it has. */
+	if (tfs_lake_open(&lc, &cfg.lake))
+		goto out;
 	rc = tfs_fs_main(&cfg);
+	tfs_lake_close(cfg.lake);
 out:
 	for (int i = 0; i < kept.n; i++)
 		free(kept.s[i]);

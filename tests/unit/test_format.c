@@ -909,7 +909,7 @@ static void test_lake_list_lists_only_datasets(void **state)
 
 	(void)state;
 	open_lake("listing", &s, path, sizeof(path));
-	assert_int_equal(tfs_lake_list(s, collect_name, &l), 0);
+	assert_int_equal(tfs_dataset_list(s, collect_name, &l), 0);
 	assert_int_equal(l.n, 0);
 
 	assert_int_equal(tfs_dataset_create(s, "alpha"), 0);
@@ -933,13 +933,13 @@ static void test_lake_list_lists_only_datasets(void **state)
 			0);
 	}
 
-	assert_int_equal(tfs_lake_list(s, collect_name, &l), 0);
+	assert_int_equal(tfs_dataset_list(s, collect_name, &l), 0);
 	assert_int_equal(l.n, 2);
 	assert_true(list_has(&l, "alpha"));
 	assert_true(list_has(&l, "beta.v2"));
 
 	/* A non-zero return from the callback stops the listing and is returned. */
-	assert_int_equal(tfs_lake_list(s, stop_at_first, &calls), 42);
+	assert_int_equal(tfs_dataset_list(s, stop_at_first, &calls), 42);
 	assert_int_equal(calls, 1);
 	tfs_store_close(s);
 }
