@@ -3,11 +3,24 @@
 #include "lake.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "diskcache.h"
+#include "format.h"
 #include "util.h"
+
+/* A ref as some path named it, and the version it named when last confirmed. Entries are made
+ * for refs that resolved, and live as long as the lake (refs are few; a ref removed later
+ * keeps its last version until the lake closes). */
+struct tfs_lake_ref {
+	struct tfs_lake_ref *next; /* protected by the lake's lock */
+	enum tfs_lake_ref_kind kind;
+	char *ds, *name;
+	struct tfs_version *ver; /* protected by the lake's lock */
+	uint64_t resolved_ns;	 /* when ver was last confirmed; protected by the lake's lock */
+};
 
 int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out)
 {
@@ -15,12 +28,14 @@ int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out)
 	int rc;
 
 	if (!l || (cfg->cache_dir && !(l->cache_dir = strdup(cfg->cache_dir)))) {
-		rc = -ENOMEM;
+		free(l);
 		tfs_err("out of memory");
-		goto fail;
+		return -ENOMEM;
 	}
+	pthread_mutex_init(&l->lock, NULL);
 	l->cache_mem = cfg->cache_mem;
 	l->prefetch_threads = cfg->prefetch_threads;
+	l->ttl_ns = (uint64_t)(cfg->ref_ttl * 1e9);
 	rc = tfs_store_open(cfg->url, 0, &l->store);
 	if (rc)
 		goto fail; /* the backend said why */
@@ -73,8 +88,198 @@ void tfs_lake_close(struct tfs_lake *l)
 	if (!l)
 		return;
 	tfs_lake_stop(l);
+	while (l->refs) {
+		struct tfs_lake_ref *r = l->refs;
+
+		l->refs = r->next;
+		tfs_version_put(r->ver);
+		free(r->ds);
+		free(r->name);
+		free(r);
+	}
+	pthread_mutex_destroy(&l->lock);
 	tfs_cache_destroy(l->cache);
 	tfs_store_close(l->store);
 	free(l->cache_dir);
 	free(l);
+}
+
+/* Called with the lake's lock held. */
+static struct tfs_lake_ref *ref_find(struct tfs_lake *l, const char *ds,
+				     enum tfs_lake_ref_kind kind, const char *name)
+{
+	for (struct tfs_lake_ref *r = l->refs; r; r = r->next)
+		if (r->kind == kind && !strcmp(r->name, name) && !strcmp(r->ds, ds))
+			return r;
+	return NULL;
+}
+
+/* A version of ds at commit id some ref already holds, referenced; or NULL. Lock held. */
+static struct tfs_version *shared_version(struct tfs_lake *l, const char *ds,
+					  const struct tfs_id *id)
+{
+	for (struct tfs_lake_ref *r = l->refs; r; r = r->next)
+		if (r->ver && tfs_id_eq(&r->ver->commit.id, id) && !strcmp(r->ds, ds)) {
+			tfs_version_get(r->ver);
+			return r->ver;
+		}
+	return NULL;
+}
+
+static int resolve_id(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind kind,
+		      const char *name, struct tfs_id *id)
+{
+	if (kind == TFS_LAKE_COMMIT)
+		return strlen(name) == TFS_ID_HEX - 1 && !tfs_id_parse(name, id) ? 0 : -ENOENT;
+	return tfs_ref_read(l->store, ds, kind == TFS_LAKE_TAG ? TFS_REF_TAG : TFS_REF_BRANCH, name,
+			    id);
+}
+
+int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind kind,
+		     const char *name, struct tfs_version **out)
+{
+	const uint64_t now = tfs_now_ns();
+	struct tfs_version *v = NULL, *old = NULL;
+	struct tfs_lake_ref *r;
+	struct tfs_id id;
+	int rc;
+
+	pthread_mutex_lock(&l->lock);
+	r = ref_find(l, ds, kind, name);
+	if (r && r->ver && (kind != TFS_LAKE_BRANCH || now - r->resolved_ns < l->ttl_ns)) {
+		v = r->ver;
+		tfs_version_get(v);
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (v) {
+		*out = v;
+		return 0;
+	}
+
+	/* Read the ref (or parse the id) without the lock: it may be a request to a remote store. */
+	rc = resolve_id(l, ds, kind, name, &id);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&l->lock);
+	v = shared_version(l, ds, &id);
+	pthread_mutex_unlock(&l->lock);
+	if (!v) {
+		rc = tfs_version_open(l->store, ds, &id, &v);
+		if (rc)
+			return rc;
+	}
+
+	pthread_mutex_lock(&l->lock);
+	r = ref_find(l, ds, kind, name);
+	if (!r && (r = calloc(1, sizeof(*r)))) {
+		r->kind = kind;
+		r->ds = strdup(ds);
+		r->name = strdup(name);
+		if (r->ds && r->name) {
+			r->next = l->refs;
+			l->refs = r;
+		} else {
+			free(r->ds);
+			free(r->name);
+			free(r);
+			r = NULL;
+		}
+	}
+	if (r) {
+		/* Keep whichever version a racing caller stored for the same commit. */
+		if (r->ver && tfs_id_eq(&r->ver->commit.id, &id)) {
+			tfs_version_put(v);
+			v = r->ver;
+		} else {
+			old = r->ver;
+			r->ver = v;
+		}
+		r->resolved_ns = now;
+		tfs_version_get(v);
+	}
+	pthread_mutex_unlock(&l->lock);
+	tfs_version_put(old);
+	*out = v; /* without an entry (out of memory) the caller still gets its version */
+	return 0;
+}
+
+#define SET_ERR(...) snprintf(err, err_cap, __VA_ARGS__)
+
+int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **out,
+		     char **view_params, char *err, size_t err_cap)
+{
+	char *copy = strdup(path), *parts[6], *save = NULL;
+	struct tfs_version *v = NULL;
+	enum tfs_lake_ref_kind kind = TFS_LAKE_COMMIT;
+	const char *name;
+	size_t n = 0, vi;
+	int rc = -EINVAL;
+
+	*view_params = NULL;
+	if (!copy)
+		return -ENOMEM;
+	for (char *p = strtok_r(copy, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+		if (n == 6)
+			goto bad;
+		parts[n++] = p;
+	}
+	/* ds ref | ds commits id, then optionally views params */
+	vi = n >= 3 && !strcmp(parts[1], "commits") ? 3 : 2;
+	if (n < 2 || (n != vi && !(n == vi + 2 && !strcmp(parts[vi], "views"))) ||
+	    !tfs_name_valid(parts[0]))
+		goto bad;
+	rc = tfs_dataset_check(l->store, parts[0]);
+	if (rc) {
+		SET_ERR("no dataset '%s'%s", parts[0],
+			rc == -EPROTO ? " this tensorfs can read (newer format)" : "");
+		goto out;
+	}
+	name = parts[vi - 1];
+	if (vi == 3) {
+		struct tfs_id id;
+
+		if (strlen(name) != TFS_ID_HEX - 1 || tfs_id_parse(name, &id)) {
+			SET_ERR("'%s' is not a commit id (64 hex digits)", name);
+			rc = -EINVAL;
+			goto out;
+		}
+	} else {
+		enum tfs_ref_kind rk;
+		struct tfs_id id;
+
+		/* A branch, a tag, or else a commit id. */
+		rc = tfs_name_valid(name) ? tfs_ref_lookup(l->store, parts[0], name, &rk, &id)
+					  : -ENOENT;
+		if (!rc)
+			kind = rk == TFS_REF_TAG ? TFS_LAKE_TAG : TFS_LAKE_BRANCH;
+		else if (rc != -ENOENT)
+			goto unreadable;
+	}
+	rc = tfs_lake_version(l, parts[0], kind, name, &v);
+	if (rc == -ENOENT) {
+		SET_ERR("dataset '%s' has no branch, tag or commit '%s'", parts[0], name);
+		goto out;
+	}
+	if (rc)
+		goto unreadable;
+	if (n == vi + 2 && !(*view_params = strdup(parts[vi + 1]))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	*out = v;
+	v = NULL;
+	rc = 0;
+	goto out;
+unreadable:
+	SET_ERR("cannot open %s: %s", path, strerror(-rc));
+	goto out;
+bad:
+	SET_ERR("target '%s': expected DATASET/REF or DATASET/commits/ID, optionally followed by "
+		"/views/PARAMS",
+		path);
+	rc = -EINVAL;
+out:
+	tfs_version_put(v);
+	free(copy);
+	return rc;
 }

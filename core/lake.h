@@ -7,9 +7,12 @@
 
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "cache.h"
 #include "prefetch.h"
 #include "store.h"
+#include "version.h"
 
 struct tfs_lake_config {
 	const char *url;	   /* the lake: file://, s3://, http(s):// */
@@ -17,7 +20,10 @@ struct tfs_lake_config {
 	const char *cache_dir;	   /* disk cache of fetched objects; NULL: none */
 	uint64_t cache_disk;	   /* its budget in bytes */
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: none */
+	double ref_ttl;		   /* seconds a branch head is trusted before it is read again */
 };
+
+struct tfs_lake_ref; /* a resolved ref, cached (lake.c) */
 
 struct tfs_lake {
 	struct tfs_store *store;	 /* with the disk cache in front when there is one */
@@ -26,7 +32,13 @@ struct tfs_lake {
 	uint64_t cache_mem;
 	char *cache_dir; /* NULL: none */
 	unsigned prefetch_threads;
+	uint64_t ttl_ns;	     /* ref_ttl */
+	pthread_mutex_t lock;
+	struct tfs_lake_ref *refs; /* resolved refs; protected by lock */
 };
+
+/* How a name under a dataset is meant: a branch (moves), a tag or a commit id (never move). */
+enum tfs_lake_ref_kind { TFS_LAKE_BRANCH, TFS_LAKE_TAG, TFS_LAKE_COMMIT };
 
 /* Open the store (and its disk cache) and make the chunk cache; no thread is started, so a
  * process may still fork (daemonise) afterwards. Logs why it fails. */
@@ -39,5 +51,20 @@ int tfs_lake_start(struct tfs_lake *l);
 void tfs_lake_stop(struct tfs_lake *l);
 /* Stops the lake if needed, then frees the cache and closes the store. NULL is fine. */
 void tfs_lake_close(struct tfs_lake *l);
+
+/* The version that branch, tag or commit `name` of dataset ds names now, referenced (release it
+ * with tfs_version_put). The ref-refresh rule lives here alone: a branch's head is read again
+ * once ref_ttl has passed since it was last confirmed; a tag or a commit is resolved once, for
+ * good. Versions are shared: callers asking for the same commit get the same one. -ENOENT for
+ * a ref or commit that is not there, -EIO when it cannot be read, -EPROTO for a newer format. */
+int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind kind,
+		     const char *name, struct tfs_version **out);
+
+/* A path in the mount's grammar: "DATASET/REF" (a branch, a tag or a commit id) or
+ * "DATASET/commits/ID", either followed by "/views/PARAMS" or not. Gives the version (as
+ * tfs_lake_version) and, for a view, its PARAMS in *view_params (malloc'd; NULL for none). On
+ * failure, a message for the user in err. */
+int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **out,
+		     char **view_params, char *err, size_t err_cap);
 
 #endif

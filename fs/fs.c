@@ -68,8 +68,7 @@ struct node {
 	char *name;
 	struct node *hnext;	 /* (parent, name) hash chain; protected by fs->lock */
 	enum vkind kind;	 /* N_VERSION; protected by fs->lock */
-	struct tfs_version *ver; /* N_VERSION: the commit last resolved; protected by fs->lock */
-	uint64_t resolved_ns;	 /* N_VERSION: when ver was last confirmed; protected by fs->lock */
+	struct tfs_version *ver; /* files: their version (below); protected by fs->lock */
 	struct fview *view;	 /* N_VIEW: built for view->commit; protected by fs->lock */
 	struct tfs_buf log;	 /* N_LOG: the log text of log_head; protected by fs->lock */
 	struct tfs_id log_head;	 /* protected by fs->lock */
@@ -98,7 +97,6 @@ struct fs {
 	size_t nnodes, cap;  /* protected by lock */
 	struct node **htab;  /* protected by lock */
 	size_t hsize;	     /* protected by lock */
-	uint64_t ttl_ns;
 	uid_t uid;
 	gid_t gid;
 	time_t started;
@@ -276,67 +274,23 @@ static int is_immutable(const struct fs *fs, const struct node *vn)
 	return imm;
 }
 
-/* The commit a version directory names now: for a branch, its head as of at most ttl ago; for a
- * tag or a commit, the one resolved first, for good. */
-static int resolve_id(struct fs *fs, struct node *vn, struct tfs_id *id)
-{
-	enum vkind kind;
-
-	pthread_mutex_lock(&fs->lock);
-	kind = vn->kind;
-	pthread_mutex_unlock(&fs->lock);
-	if (kind == V_COMMIT)
-		return tfs_id_parse(vn->name, id) ? -ENOENT : 0;
-	return tfs_ref_read(fs->lake->store, node_dataset(vn),
-			    kind == V_TAG ? TFS_REF_TAG : TFS_REF_BRANCH, vn->name, id);
-}
-
+/* The version a version directory names now (the lake keeps the ref-refresh rule). */
 static int ref_version(struct fs *fs, struct node *vn, struct tfs_version **out)
 {
-	const uint64_t now = tfs_now_ns();
-	struct tfs_version *v = NULL, *old = NULL;
-	struct tfs_id id;
+	static const enum tfs_lake_ref_kind kinds[] = {
+		[V_BRANCH] = TFS_LAKE_BRANCH,
+		[V_TAG] = TFS_LAKE_TAG,
+		[V_COMMIT] = TFS_LAKE_COMMIT,
+	};
+	enum vkind kind;
 	int rc;
 
 	assert(vn->type == N_VERSION);
 	pthread_mutex_lock(&fs->lock);
-	if (vn->ver && (vn->kind != V_BRANCH || now - vn->resolved_ns < fs->ttl_ns)) {
-		v = vn->ver;
-		tfs_version_get(v);
-	}
+	kind = vn->kind;
 	pthread_mutex_unlock(&fs->lock);
-	if (v) {
-		*out = v;
-		return 0;
-	}
-
-	rc = resolve_id(fs, vn, &id);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&fs->lock);
-	if (vn->ver && tfs_id_eq(&vn->ver->commit.id, &id)) {
-		vn->resolved_ns = now;
-		v = vn->ver;
-		tfs_version_get(v);
-	}
-	pthread_mutex_unlock(&fs->lock);
-	if (v) {
-		*out = v;
-		return 0;
-	}
-
-	rc = tfs_version_open(fs->lake->store, node_dataset(vn), &id, &v);
-	if (rc)
-		return rc == -EIO ? -EIO : -ENOENT;
-	pthread_mutex_lock(&fs->lock);
-	old = vn->ver;
-	vn->ver = v;
-	vn->resolved_ns = now;
-	tfs_version_get(v);
-	pthread_mutex_unlock(&fs->lock);
-	tfs_version_put(old);
-	*out = v;
-	return 0;
+	rc = tfs_lake_version(fs->lake, node_dataset(vn), kinds[kind], vn->name, out);
+	return rc == -EIO || rc == -ENOMEM ? rc : rc ? -ENOENT : 0;
 }
 
 /* The dataset's log file: the history of main, regenerated when main moves. */
@@ -1978,7 +1932,6 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	fs.gid = getgid();
 	fs.started = time(NULL);
 	fs.started_ns = tfs_now_ns();
-	fs.ttl_ns = (uint64_t)(cfg->ref_ttl * 1e9);
 	fs.cap = 1024;
 	fs.hsize = 4096;
 	fs.nodes = calloc(fs.cap, sizeof(*fs.nodes));

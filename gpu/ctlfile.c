@@ -61,8 +61,7 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 
 	if (!ctl)
 		return -ENOMEM;
-	ctl->store = cfg->store;
-	ctl->cache = cfg->cache;
+	ctl->lake = cfg->lake;
 	ctl->shm_dir = strdup(cfg->shm_dir ? cfg->shm_dir : DEFAULT_SHM_DIR);
 	/* As given (absolute): resolving it would stat the mount, which waits for this daemon. */
 	ctl->mountpoint = cfg->mountpoint ? strdup(cfg->mountpoint) : NULL;
@@ -180,10 +179,9 @@ static int resolve_target(struct tfs_ctlfile *ctl, const char *target, struct tf
 {
 	struct tfs_view_params params;
 	struct tfs_version *v = NULL;
-	char *copy = NULL, *parts[6], *save = NULL, *p;
 	const char *rel = target;
-	size_t n = 0, ml;
-	struct tfs_id id;
+	char *vparams = NULL;
+	size_t ml;
 	int rc;
 
 	*view = NULL;
@@ -196,72 +194,15 @@ static int resolve_target(struct tfs_ctlfile *ctl, const char *target, struct tf
 		}
 		rel = target + ml + 1;
 	}
-	copy = strdup(rel);
-	if (!copy)
-		return -ENOMEM;
-	for (p = strtok_r(copy, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
-		if (n == 6) {
-			rc = -EINVAL;
-			goto bad;
-		}
-		parts[n++] = p;
-	}
-	/* ds ref | ds commits id, then optionally views params */
-	{
-		const size_t vi = n >= 3 && !strcmp(parts[1], "commits") ? 3 : 2;
-
-		if (n != vi && !(n == vi + 2 && !strcmp(parts[vi], "views"))) {
-			rc = -EINVAL;
-			goto bad;
-		}
-		if (!tfs_name_valid(parts[0])) {
-			rc = -EINVAL;
-			goto bad;
-		}
-		rc = tfs_dataset_check(ctl->store, parts[0]);
-		if (rc) {
-			SET_ERR("no dataset '%s'%s", parts[0],
-				rc == -EPROTO ? " this tensorfs can read (newer format)" : "");
-			goto out;
-		}
-		if (vi == 3) {
-			rc = strlen(parts[2]) == TFS_ID_HEX - 1 ? tfs_id_parse(parts[2], &id) : -1;
-			if (rc) {
-				SET_ERR("'%s' is not a commit id (64 hex digits)", parts[2]);
-				rc = -EINVAL;
-				goto out;
-			}
-		} else {
-			rc = tfs_ref_resolve(ctl->store, parts[0], parts[1], &id);
-			if (rc) {
-				SET_ERR("dataset '%s' has no branch, tag or commit '%s'", parts[0],
-					parts[1]);
-				goto out;
-			}
-		}
-		rc = tfs_version_open(ctl->store, parts[0], &id, &v);
-		if (rc) {
-			SET_ERR("cannot open %s: %s", rel, strerror(-rc));
-			goto out;
-		}
-		if (n == vi + 2) {
-			rc = tfs_view_parse(parts[vi + 1], &params, err, ERR_MAX);
-			if (!rc) {
-				rc = tfs_view_build(v, ctl->cache, &params, view, err, ERR_MAX);
-				tfs_view_params_free(&params);
-			}
-			if (rc)
-				goto out;
+	rc = tfs_lake_resolve(ctl->lake, rel, &v, &vparams, err, ERR_MAX);
+	if (!rc && vparams) {
+		rc = tfs_view_parse(vparams, &params, err, ERR_MAX);
+		if (!rc) {
+			rc = tfs_view_build(v, ctl->lake->cache, &params, view, err, ERR_MAX);
+			tfs_view_params_free(&params);
 		}
 	}
-	rc = 0;
-	goto out;
-bad:
-	SET_ERR("target '%s': expected DATASET/REF or DATASET/commits/ID, optionally followed by "
-		"/views/PARAMS",
-		target);
-out:
-	free(copy);
+	free(vparams);
 	if (rc) {
 		tfs_version_put(v);
 		return rc;
@@ -397,7 +338,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	}
 	snprintf(tag, sizeof(tag), "%ld-%u-%u", (long)getpid(), se->id, s->id);
 	cfg.ver = s->ver;
-	cfg.cache = ctl->cache;
+	cfg.cache = ctl->lake->cache;
 	cfg.ncols = s->ncols;
 	memcpy(cfg.cols, s->cols, sizeof(cfg.cols));
 	cfg.max_rows = s->max_batch;

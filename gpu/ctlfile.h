@@ -8,17 +8,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cache.h"
-#include "store.h"
+#include "lake.h"
 #include "util.h"
 
 struct tfs_ctlfile;
 struct tfs_ctlfile_session;
 
 struct tfs_ctlfile_config {
-	struct tfs_store *store; /* borrowed: outlives the control file */
-	struct tfs_cache *cache; /* borrowed */
-	const char *mountpoint;	 /* absolute targets are taken relative to it; may be NULL */
+	struct tfs_lake *lake;	/* borrowed: outlives the control file; targets resolve in it */
+	const char *mountpoint;	/* absolute targets are taken relative to it; may be NULL */
 	const char *shm_dir;	 /* host slot files; NULL: /dev/shm */
 	unsigned threads;	 /* gather threads; 0: a default from the CPU count */
 };

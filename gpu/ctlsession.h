@@ -31,8 +31,7 @@ _Static_assert(TFS_CTL_MAX_COLS == TFS_STAGING_MAX_COLS, "column limits differ")
 _Static_assert(TFS_CTL_IPC_BYTES == TFS_STAGING_IPC_BYTES, "IPC handle sizes differ");
 
 struct tfs_ctlfile {
-	struct tfs_store *store;
-	struct tfs_cache *cache;
+	struct tfs_lake *lake; /* borrowed */
 	char *mountpoint; /* NULL: absolute targets are refused */
 	char *shm_dir;
 	unsigned threads;

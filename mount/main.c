@@ -887,9 +887,7 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 /* The control file is the staging engine's (gpu/), reached through fs/'s control table. */
 static int ctl_create(struct tfs_lake *lake, const char *mountpoint, void **obj)
 {
-	const struct tfs_ctlfile_config cc = { .store = lake->store,
-					       .cache = lake->cache,
-					       .mountpoint = mountpoint };
+	const struct tfs_ctlfile_config cc = { .lake = lake, .mountpoint = mountpoint };
 
 	return tfs_ctlfile_create(&cc, (struct tfs_ctlfile **)obj);
 }
@@ -1079,6 +1077,7 @@ static int cmd_mount(int argc, char **argv)
 		}
 	}
 	cfg.lake_url = lc.url = pos[0];
+	lc.ref_ttl = cfg.ref_ttl;
 	cfg.mountpoint = mnt;
 	cfg.fuse_opts = fuse_opts.len ? (const char *)fuse_opts.data : NULL;
 	if (lc.prefetch_threads == UINT_MAX)

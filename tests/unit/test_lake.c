@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for core/lake.c: opening the engine, the ref-refresh rule, shared versions and the
+ * path grammar, over a file:// lake made in a temporary directory. */
+#include <setjmp.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "format.h"
+#include "import.h"
+#include "lake.h"
+#include "npy.h"
+
+static char tmpdir[64], logpath[128], url[128];
+
+/* An .npy of n int32 rows holding first..first+n-1. */
+static void write_npy(const char *path, int32_t first, size_t n)
+{
+	char header[TFS_NPY_ALIGN];
+	const uint64_t shape[1] = { n };
+	struct tfs_dtype dt;
+	FILE *f = fopen(path, "wb");
+
+	assert_non_null(f);
+	char msg[128];
+	int big = 0;
+
+	assert_int_equal(tfs_dtype_parse("<i4", &dt, &big, msg, sizeof(msg)), 0);
+	assert_int_equal(tfs_npy_header_build(&dt, n, 0, shape + 1, header), 0);
+	assert_int_equal(fwrite(header, 1, sizeof(header), f), sizeof(header));
+	for (size_t i = 0; i < n; i++) {
+		int32_t v = first + (int32_t)i;
+
+		assert_int_equal(fwrite(&v, 4, 1, f), 1);
+	}
+	fclose(f);
+}
+
+/* Import n more rows into ds's branch; returns the commit. */
+static struct tfs_id import_rows(struct tfs_store *s, const char *ds, const char *branch,
+				 size_t n)
+{
+	struct tfs_import_opts o = { .codec = TFS_CODEC_RAW, .branch = branch, .message = "t" };
+	char npy[160];
+	struct tfs_import_src src = { "x", npy };
+	struct tfs_id id;
+
+	snprintf(npy, sizeof(npy), "%s/in.npy", tmpdir);
+	write_npy(npy, 0, n);
+	assert_int_equal(tfs_import(s, ds, &src, 1, &o, &id), 0);
+	return id;
+}
+
+static struct tfs_lake *open_lake(double ttl)
+{
+	const struct tfs_lake_config cfg = { .url = url, .cache_mem = 8 << 20, .ref_ttl = ttl };
+	struct tfs_lake *l;
+
+	assert_int_equal(tfs_lake_open(&cfg, &l), 0);
+	assert_non_null(l->store);
+	assert_non_null(l->cache);
+	assert_null(l->prefetch);
+	return l;
+}
+
+static void test_open_start_stop(void **state)
+{
+	const struct tfs_lake_config bad = { .url = "file:///nonexistent/dir/x", .cache_mem = 1 << 20 };
+	struct tfs_lake *l = open_lake(5);
+
+	(void)state;
+	l->prefetch_threads = 2;
+	assert_int_equal(tfs_lake_start(l), 0);
+	assert_non_null(l->prefetch);
+	tfs_lake_stop(l);
+	assert_null(l->prefetch);
+	tfs_lake_close(l);
+	tfs_lake_close(NULL);
+	assert_int_not_equal(tfs_lake_open(&bad, &l), 0);
+}
+
+static void test_branch_refresh_follows_ttl(void **state)
+{
+	struct tfs_lake *slow = open_lake(3600), *fast = open_lake(0);
+	struct tfs_version *a, *b, *c;
+	struct tfs_id first, second;
+
+	(void)state;
+	assert_int_equal(tfs_dataset_create(slow->store, "ttl"), 0);
+	first = import_rows(slow->store, "ttl", NULL, 10);
+	assert_int_equal(tfs_lake_version(slow, "ttl", TFS_LAKE_BRANCH, "main", &a), 0);
+	assert_int_equal(tfs_lake_version(fast, "ttl", TFS_LAKE_BRANCH, "main", &b), 0);
+	assert_true(tfs_id_eq(&a->commit.id, &first));
+	second = import_rows(slow->store, "ttl", NULL, 5);
+	/* Within the TTL the branch keeps its head; with a TTL of 0 it moves at once. */
+	assert_int_equal(tfs_lake_version(slow, "ttl", TFS_LAKE_BRANCH, "main", &c), 0);
+	assert_ptr_equal(c, a);
+	tfs_version_put(c);
+	assert_int_equal(tfs_lake_version(fast, "ttl", TFS_LAKE_BRANCH, "main", &c), 0);
+	assert_true(tfs_id_eq(&c->commit.id, &second));
+	assert_int_equal(c->manifest.rows, 15);
+	/* The version handed out earlier stays whole: pinned to its commit. */
+	assert_int_equal(b->manifest.rows, 10);
+	tfs_version_put(a);
+	tfs_version_put(b);
+	tfs_version_put(c);
+	tfs_lake_close(slow);
+	tfs_lake_close(fast);
+}
+
+static void test_tags_and_commits_share_versions(void **state)
+{
+	struct tfs_lake *l = open_lake(0);
+	struct tfs_version *br, *tag, *com, *again;
+	struct tfs_id id;
+	char hex[TFS_ID_HEX];
+
+	(void)state;
+	assert_int_equal(tfs_dataset_create(l->store, "share"), 0);
+	id = import_rows(l->store, "share", NULL, 4);
+	assert_int_equal(tfs_ref_create(l->store, "share", TFS_REF_TAG, "v1", &id), 0);
+	tfs_id_hex(&id, hex);
+	assert_int_equal(tfs_lake_version(l, "share", TFS_LAKE_BRANCH, "main", &br), 0);
+	assert_int_equal(tfs_lake_version(l, "share", TFS_LAKE_TAG, "v1", &tag), 0);
+	assert_int_equal(tfs_lake_version(l, "share", TFS_LAKE_COMMIT, hex, &com), 0);
+	/* One commit, one version, whichever ref named it. */
+	assert_ptr_equal(br, tag);
+	assert_ptr_equal(tag, com);
+	/* A tag is resolved for good: moving main does not move it. */
+	import_rows(l->store, "share", NULL, 1);
+	assert_int_equal(tfs_lake_version(l, "share", TFS_LAKE_TAG, "v1", &again), 0);
+	assert_ptr_equal(again, tag);
+	tfs_version_put(again);
+	assert_int_equal(tfs_lake_version(l, "share", TFS_LAKE_TAG, "nosuch", &again), -ENOENT);
+	assert_int_equal(tfs_lake_version(l, "share", TFS_LAKE_COMMIT, "abc", &again), -ENOENT);
+	tfs_version_put(br);
+	tfs_version_put(tag);
+	tfs_version_put(com);
+	tfs_lake_close(l);
+}
+
+static void test_resolve_grammar(void **state)
+{
+	struct tfs_lake *l = open_lake(5);
+	struct tfs_version *v = NULL;
+	char *params = NULL, err[256], path[256], hex[TFS_ID_HEX];
+	struct tfs_id id;
+
+	(void)state;
+	assert_int_equal(tfs_dataset_create(l->store, "g"), 0);
+	id = import_rows(l->store, "g", NULL, 3);
+	assert_int_equal(tfs_ref_create(l->store, "g", TFS_REF_TAG, "t1", &id), 0);
+	tfs_id_hex(&id, hex);
+
+	assert_int_equal(tfs_lake_resolve(l, "g/main", &v, &params, err, sizeof(err)), 0);
+	assert_null(params);
+	assert_true(tfs_id_eq(&v->commit.id, &id));
+	tfs_version_put(v);
+	assert_int_equal(tfs_lake_resolve(l, "g/t1/views/seed=1,epoch=2", &v, &params, err,
+					  sizeof(err)),
+			 0);
+	assert_string_equal(params, "seed=1,epoch=2");
+	free(params);
+	tfs_version_put(v);
+	snprintf(path, sizeof(path), "g/commits/%s/views/rank=0,world=2/", hex);
+	assert_int_equal(tfs_lake_resolve(l, path, &v, &params, err, sizeof(err)), 0);
+	assert_string_equal(params, "rank=0,world=2");
+	free(params);
+	tfs_version_put(v);
+	snprintf(path, sizeof(path), "g/%s", hex); /* a commit id where a ref goes */
+	assert_int_equal(tfs_lake_resolve(l, path, &v, &params, err, sizeof(err)), 0);
+	tfs_version_put(v);
+
+	assert_int_equal(tfs_lake_resolve(l, "nope/main", &v, &params, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "no dataset 'nope'"));
+	assert_int_equal(tfs_lake_resolve(l, "g/dev", &v, &params, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "has no branch, tag or commit 'dev'"));
+	assert_int_equal(tfs_lake_resolve(l, "g/commits/xyz", &v, &params, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "not a commit id"));
+	static const char *const bad[] = { "g", "g/main/x", "g/main/views", "", "..",
+					   "g/main/views/a/b" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(tfs_lake_resolve(l, bad[i], &v, &params, err, sizeof(err)),
+				 -EINVAL);
+		assert_non_null(strstr(err, "expected DATASET/REF"));
+	}
+	tfs_lake_close(l);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tfs-test-lake-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	snprintf(url, sizeof(url), "%s/lake", tmpdir);
+	if (mkdir(url, 0755))
+		return -1;
+	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
+	/* Expected errors go to a log file, not to the terminal. */
+	snprintf(logpath, sizeof(logpath), "%s/tensorfs.log", tmpdir);
+	return tfs_log_open(logpath);
+}
+
+static int group_teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_open_start_stop),
+		cmocka_unit_test(test_branch_refresh_follows_ttl),
+		cmocka_unit_test(test_tags_and_commits_share_versions),
+		cmocka_unit_test(test_resolve_grammar),
+	};
+
+	return cmocka_run_group_tests_name("lake", tests, group_setup, group_teardown);
+}
