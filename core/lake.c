@@ -2,6 +2,7 @@
 /* lake: the store, disk cache, chunk cache and prefetcher of one mounted lake. */
 #include "lake.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,14 @@ struct tfs_lake_ref {
 	struct tfs_version *ver; /* protected by the lake's lock */
 	uint64_t resolved_ns;	 /* when ver was last confirmed; protected by the lake's lock */
 };
+
+static void view_free(struct tfs_lake_view *lv)
+{
+	tfs_view_free(lv->view);
+	tfs_version_put(lv->ver);
+	free(lv->name);
+	free(lv);
+}
 
 int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out)
 {
@@ -96,6 +105,14 @@ void tfs_lake_close(struct tfs_lake *l)
 		free(r->ds);
 		free(r->name);
 		free(r);
+	}
+	while (l->views) {
+		struct tfs_lake_view *lv = l->views;
+
+		/* Every holder has let go by now (the front ends are gone). */
+		assert(lv->refs == 0);
+		l->views = lv->next;
+		view_free(lv);
 	}
 	pthread_mutex_destroy(&l->lock);
 	tfs_cache_destroy(l->cache);
@@ -282,4 +299,153 @@ out:
 	tfs_version_put(v);
 	free(copy);
 	return rc;
+}
+
+/* --- views ----------------------------------------------------------------------------------- */
+
+/* Lock held for all three. */
+static void view_unlink(struct tfs_lake *l, struct tfs_lake_view *lv)
+{
+	if (lv->prev)
+		lv->prev->next = lv->next;
+	else
+		l->views = lv->next;
+	if (lv->next)
+		lv->next->prev = lv->prev;
+	lv->next = lv->prev = NULL;
+}
+
+static void view_push(struct tfs_lake *l, struct tfs_lake_view *lv)
+{
+	lv->prev = NULL;
+	lv->next = l->views;
+	if (l->views)
+		l->views->prev = lv;
+	l->views = lv;
+}
+
+/* Unlink the least recently used idle views beyond the bound; returns them as a list. */
+static struct tfs_lake_view *trim_idle(struct tfs_lake *l)
+{
+	struct tfs_lake_view *lv = l->views, *last = NULL, *freed = NULL;
+
+	for (; lv; lv = lv->next)
+		last = lv;
+	for (lv = last; lv && l->idle_views > TFS_LAKE_IDLE_VIEWS;) {
+		struct tfs_lake_view *prev = lv->prev;
+
+		if (!lv->refs) {
+			view_unlink(l, lv);
+			lv->next = freed;
+			freed = lv;
+			l->idle_views--;
+		}
+		lv = prev;
+	}
+	return freed;
+}
+
+static void free_list(struct tfs_lake_view *lv)
+{
+	while (lv) {
+		struct tfs_lake_view *next = lv->next;
+
+		view_free(lv);
+		lv = next;
+	}
+}
+
+static struct tfs_lake_view *view_find(struct tfs_lake *l, const struct tfs_version *v,
+				       const char *name)
+{
+	for (struct tfs_lake_view *lv = l->views; lv; lv = lv->next)
+		if (tfs_id_eq(&lv->ver->commit.id, &v->commit.id) && !strcmp(lv->name, name) &&
+		    !strcmp(lv->ver->ds, v->ds))
+			return lv;
+	return NULL;
+}
+
+/* Take a reference on lv, found in the list. Lock held. */
+static void view_take(struct tfs_lake *l, struct tfs_lake_view *lv)
+{
+	if (lv->refs++ == 0)
+		l->idle_views--;
+	view_unlink(l, lv);
+	view_push(l, lv);
+}
+
+int tfs_lake_view_get(struct tfs_lake *l, struct tfs_version *v, const char *name,
+		      struct tfs_lake_view **out, char *err, size_t err_cap)
+{
+	struct tfs_view_params params;
+	struct tfs_lake_view *lv, *nv;
+	int rc;
+
+	pthread_mutex_lock(&l->lock);
+	lv = view_find(l, v, name);
+	if (lv)
+		view_take(l, lv);
+	pthread_mutex_unlock(&l->lock);
+	if (lv) {
+		*out = lv;
+		return 0;
+	}
+
+	/* Build without the lock: a shuffle of many rows takes a while. */
+	nv = calloc(1, sizeof(*nv));
+	if (!nv || !(nv->name = strdup(name))) {
+		free(nv);
+		return -ENOMEM;
+	}
+	rc = tfs_view_parse(name, &params, err, err_cap);
+	if (!rc) {
+		rc = tfs_view_build(v, l->cache, &params, &nv->view, err, err_cap);
+		tfs_view_params_free(&params);
+	}
+	if (rc) {
+		free(nv->name);
+		free(nv);
+		return rc;
+	}
+	nv->ver = v;
+	tfs_version_get(v);
+	nv->refs = 1;
+
+	pthread_mutex_lock(&l->lock);
+	lv = view_find(l, v, name); /* another caller may have built it meanwhile */
+	if (lv)
+		view_take(l, lv);
+	else
+		view_push(l, nv);
+	pthread_mutex_unlock(&l->lock);
+	if (lv) {
+		view_free(nv);
+		nv = lv;
+	}
+	*out = nv;
+	return 0;
+}
+
+void tfs_lake_view_ref(struct tfs_lake *l, struct tfs_lake_view *lv)
+{
+	pthread_mutex_lock(&l->lock);
+	assert(lv->refs > 0);
+	lv->refs++;
+	pthread_mutex_unlock(&l->lock);
+}
+
+void tfs_lake_view_put(struct tfs_lake *l, struct tfs_lake_view *lv)
+{
+	struct tfs_lake_view *freed = NULL;
+
+	if (!lv)
+		return;
+	pthread_mutex_lock(&l->lock);
+	assert(lv->refs > 0);
+	if (--lv->refs == 0) {
+		l->idle_views++;
+		freed = trim_idle(l);
+	}
+	pthread_mutex_unlock(&l->lock);
+	free_list(freed);
 }

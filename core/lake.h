@@ -13,6 +13,7 @@
 #include "prefetch.h"
 #include "store.h"
 #include "version.h"
+#include "view.h"
 
 struct tfs_lake_config {
 	const char *url;	   /* the lake: file://, s3://, http(s):// */
@@ -25,6 +26,16 @@ struct tfs_lake_config {
 
 struct tfs_lake_ref; /* a resolved ref, cached (lake.c) */
 
+/* A view of a version, built once per (commit, view name) and shared by whoever reads it: the
+ * mount's view directories and open files, and the control file's streams. */
+struct tfs_lake_view {
+	struct tfs_view *view;	 /* the rows, in view order; never changes */
+	struct tfs_version *ver; /* the version it was built on (referenced) */
+	char *name;		 /* the view's name: its directory, "seed=7,epoch=3" */
+	unsigned refs;		 /* protected by the lake's lock */
+	struct tfs_lake_view *next, *prev; /* most recently used first; protected by the lake's lock */
+};
+
 struct tfs_lake {
 	struct tfs_store *store;	 /* with the disk cache in front when there is one */
 	struct tfs_cache *cache;	 /* decoded chunks */
@@ -35,6 +46,8 @@ struct tfs_lake {
 	uint64_t ttl_ns;	     /* ref_ttl */
 	pthread_mutex_t lock;
 	struct tfs_lake_ref *refs; /* resolved refs; protected by lock */
+	struct tfs_lake_view *views; /* built views, most recently used first; protected by lock */
+	unsigned idle_views;	     /* of those, ones nobody holds; protected by lock */
 };
 
 /* How a name under a dataset is meant: a branch (moves), a tag or a commit id (never move). */
@@ -66,5 +79,17 @@ int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind 
  * failure, a message for the user in err. */
 int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **out,
 		     char **view_params, char *err, size_t err_cap);
+
+/* The view `name` (a views/ directory name) of version v, referenced: built on first use,
+ * then shared. A few views nobody holds stay built (TFS_LAKE_IDLE_VIEWS, the most recently
+ * used), so that an epoch's files opened one after another build their view once. -EINVAL
+ * with a message in err for a name that is not a view. */
+#define TFS_LAKE_IDLE_VIEWS 8
+int tfs_lake_view_get(struct tfs_lake *l, struct tfs_version *v, const char *name,
+		      struct tfs_lake_view **out, char *err, size_t err_cap);
+/* Another reference to a view one already holds. */
+void tfs_lake_view_ref(struct tfs_lake *l, struct tfs_lake_view *lv);
+/* Drop a reference. NULL is fine. */
+void tfs_lake_view_put(struct tfs_lake *l, struct tfs_lake_view *lv);
 
 #endif

@@ -69,7 +69,7 @@ struct node {
 	struct node *hnext;	 /* (parent, name) hash chain; protected by fs->lock */
 	enum vkind kind;	 /* N_VERSION; protected by fs->lock */
 	struct tfs_version *ver; /* files: their version (below); protected by fs->lock */
-	struct fview *view;	 /* N_VIEW: built for view->commit; protected by fs->lock */
+	struct tfs_lake_view *view; /* N_VIEW: the view last built for it; protected by fs->lock */
 	struct tfs_buf log;	 /* N_LOG: the log text of log_head; protected by fs->lock */
 	struct tfs_id log_head;	 /* protected by fs->lock */
 	/* Files are one inode per commit: a branch file whose branch moved is a new inode, so the
@@ -105,31 +105,11 @@ struct fs {
 	struct tfs_fs_stats *stats; /* version accounts and the error log */
 };
 
-/* A built view and the commit it was built on; shared by its directory node and open files. */
-struct fview {
-	unsigned refs; /* atomic */
-	struct tfs_view *v;
-	struct tfs_id commit;
-};
-
-static void fview_get(struct fview *f)
-{
-	__atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED);
-}
-
-static void fview_put(struct fview *f)
-{
-	if (!f || __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL))
-		return;
-	tfs_view_free(f->v);
-	free(f);
-}
-
 /* An open file: pinned to the version it was opened at, whatever the branch does later. */
 struct handle {
 	struct link link;	   /* in fs->open_files while open */
 	struct tfs_version *ver;   /* NULL for generated files (log, stats) */
-	struct fview *view;	   /* view column files: the rows, in view order */
+	struct tfs_lake_view *view; /* view column files: the rows, in view order */
 	uint32_t *chunk_pos;	   /* view column files: chunk -> position in the stream's order */
 	struct tfs_stream *stream; /* column files: drives the prefetcher */
 	void *ctl;		   /* the control file: this open's session */
@@ -449,32 +429,27 @@ static void version_name(const struct node *vd, char *buf, size_t cap)
 	snprintf(buf, cap, "%s%s", vd->parent->type == N_COMMITS ? "commits/" : "", vd->name);
 }
 
-static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout, struct fview **fout)
+static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout,
+		     struct tfs_lake_view **fout)
 {
-	struct tfs_view_params params;
+	struct tfs_lake_view *f = NULL, *old;
 	struct tfs_version *v;
-	struct fview *f = NULL, *old;
 	char err[256];
 	int rc = ref_version(fs, version_dir(vn), &v);
 
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&fs->lock);
-	if (vn->view && tfs_id_eq(&vn->view->commit, &v->commit.id)) {
+	if (vn->view && tfs_id_eq(&vn->view->ver->commit.id, &v->commit.id)) {
 		f = vn->view;
-		fview_get(f);
+		tfs_lake_view_ref(fs->lake, f);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (f)
 		goto done;
-	rc = tfs_view_parse(vn->name, &params, err, sizeof(err));
-	if (!rc) {
-		f = calloc(1, sizeof(*f));
-		rc = f ? tfs_view_build(v, fs->lake->cache, &params, &f->v, err, sizeof(err)) : -ENOMEM;
-		tfs_view_params_free(&params);
-	}
+	/* Built once per commit and name in the lake, and shared with the control file. */
+	rc = tfs_lake_view_get(fs->lake, v, vn->name, &f, err, sizeof(err));
 	if (rc) {
-		free(f);
 		tfs_version_put(v);
 		if (rc == -EINVAL) {
 			char ver[160], path[512];
@@ -488,22 +463,21 @@ static int node_view(struct fs *fs, struct node *vn, struct tfs_version **vout, 
 		}
 		return rc;
 	}
-	f->commit = v->commit.id;
-	f->refs = 2; /* the node's and the caller's */
+	tfs_lake_view_ref(fs->lake, f); /* the node's, besides the caller's */
 	pthread_mutex_lock(&fs->lock);
 	old = vn->view;
 	vn->view = f;
 	pthread_mutex_unlock(&fs->lock);
-	fview_put(old);
+	tfs_lake_view_put(fs->lake, old);
 done:
 	*vout = v;
 	*fout = f;
 	return 0;
 }
 
-static uint64_t view_file_size(const struct fview *f, const struct tfs_column *c)
+static uint64_t view_file_size(const struct tfs_lake_view *f, const struct tfs_column *c)
 {
-	return TFS_NPY_ALIGN + f->v->n * c->row_bytes;
+	return TFS_NPY_ALIGN + f->view->n * c->row_bytes;
 }
 
 /* Every counter the daemon keeps, at one moment. The control file's part is rendered into
@@ -579,7 +553,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct node *p = node_get(fs, parent), *n = NULL;
 	struct tfs_version *v = NULL;
 	struct fuse_entry_param e;
-	struct fview *fv = NULL;
+	struct tfs_lake_view *fv = NULL;
 	uint64_t log_size = 0;
 	enum tfs_ref_kind kind;
 	struct tfs_id id;
@@ -677,7 +651,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	default:
 		rc = -ENOTDIR;
 	}
-	fview_put(fv);
+	tfs_lake_view_put(fs->lake, fv);
 	if (!n) {
 		if (rc == -ENOENT) {
 			/* Negative entries expire like positive ones: a dataset or ref created
@@ -766,24 +740,24 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	} else if (n->type == N_VERSION) {
 		rc = ref_version(fs, n, &v);
 	} else if (n->type == N_VIEW) {
-		struct fview *fv;
+		struct tfs_lake_view *fv;
 
 		rc = node_view(fs, n, &v, &fv);
 		if (!rc)
-			fview_put(fv);
+			tfs_lake_view_put(fs->lake, fv);
 	} else if (n->type == N_COLUMN && n->parent->type == N_VIEW) {
-		struct fview *fv;
+		struct tfs_lake_view *fv;
 
 		rc = node_view(fs, n->parent, &v, &fv);
 		if (!rc && tfs_version_column(v, n->name) < 0) {
-			fview_put(fv);
+			tfs_lake_view_put(fs->lake, fv);
 			tfs_version_put(v);
 			v = NULL;
 			rc = -ENOENT;
 		} else if (!rc) {
 			log_size = view_file_size(
 				fv, &v->manifest.cols[tfs_version_column(v, n->name)]);
-			fview_put(fv);
+			tfs_lake_view_put(fs->lake, fv);
 		}
 	} else if (n->type == N_COLUMN || n->type == N_SCHEMA) {
 		rc = file_version(fs, n, &v);
@@ -963,11 +937,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		break;
 	}
 	case N_VIEW: {
-		struct fview *fv;
+		struct tfs_lake_view *fv;
 
 		rc = node_view(fs, n, &v, &fv);
 		if (!rc)
-			fview_put(fv);
+			tfs_lake_view_put(fs->lake, fv);
 		for (size_t i = 0; !rc && i < v->manifest.ncols; i++) {
 			const char *name = v->manifest.cols[i].name;
 			struct node *c = node_child_at(fs, n, name, N_COLUMN, v);
@@ -1030,13 +1004,13 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
-static void handle_free(struct handle *h)
+static void handle_free(struct fs *fs, struct handle *h)
 {
 	if (h->ctl)
 		h->ctl_ops->close(h->ctl);
 	tfs_stream_destroy(h->stream);
 	tfs_version_put(h->ver);
-	fview_put(h->view);
+	tfs_lake_view_put(fs->lake, h->view);
 	free(h->chunk_pos);
 	tfs_buf_free(&h->text);
 	free(h);
@@ -1047,7 +1021,7 @@ static void open_finish(fuse_req_t req, struct fs *fs, struct handle *h, struct 
 			int rc)
 {
 	if (rc) {
-		handle_free(h);
+		handle_free(fs, h);
 		fuse_reply_err(req, -rc);
 		return;
 	}
@@ -1081,9 +1055,9 @@ static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, stru
 	h->col = (size_t)tfs_version_column(h->ver, n->name);
 	c = &h->ver->manifest.cols[h->col];
 	h->size = view_file_size(h->view, c);
-	rc = tfs_npy_header_build(&c->dtype, h->view->v->n, c->ndim, c->shape, h->header);
+	rc = tfs_npy_header_build(&c->dtype, h->view->view->n, c->ndim, c->shape, h->header);
 	if (!rc)
-		rc = tfs_view_chunk_order(h->view->v, c, &order, &norder, &h->chunk_pos);
+		rc = tfs_view_chunk_order(h->view->view, c, &order, &norder, &h->chunk_pos);
 	if (!rc && fs->lake->prefetch) {
 		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, order, norder, &h->stream);
 		if (!rc)
@@ -1201,10 +1175,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct handle *h = (struct handle *)fi->fh;
+	struct fs *fs = fs_of(req);
 
 	(void)ino;
-	link_del(fs_of(req), &h->link);
-	handle_free(h);
+	link_del(fs, &h->link);
+	handle_free(fs, h);
 	fuse_reply_err(req, 0);
 }
 
@@ -1336,7 +1311,7 @@ static void read_view_column(fuse_req_t req, struct fs *fs, struct handle *h, si
 			     uint64_t pos)
 {
 	const struct tfs_column *c = &h->ver->manifest.cols[h->col];
-	const struct tfs_view *view = h->view->v;
+	const struct tfs_view *view = h->view->view;
 	const uint64_t rb = c->row_bytes;
 	uint64_t end = pos + size;
 	struct tfs_cache_entry **pinned = NULL;
@@ -1799,7 +1774,7 @@ static void fs_free(struct fs *fs)
 		struct handle *h = (struct handle *)fs->open_files.next;
 
 		link_del(fs, &h->link);
-		handle_free(h);
+		handle_free(fs, h);
 	}
 	while (fs->open_dirs.next && fs->open_dirs.next != &fs->open_dirs) {
 		struct dirlist *d = (struct dirlist *)fs->open_dirs.next;
@@ -1815,7 +1790,7 @@ static void fs_free(struct fs *fs)
 	tfs_lake_stop(fs->lake);
 	for (size_t i = 0; i < fs->nnodes; i++) {
 		tfs_version_put(fs->nodes[i]->ver);
-		fview_put(fs->nodes[i]->view);
+		tfs_lake_view_put(fs->lake, fs->nodes[i]->view);
 		tfs_buf_free(&fs->nodes[i]->log);
 		free(fs->nodes[i]->name);
 		free(fs->nodes[i]);

@@ -165,7 +165,7 @@ static void stream_free(struct tfs_ctl_stream *s)
 	if (s->ring)
 		drop_ahead(s, 0);
 	tfs_staging_destroy(s->ring);
-	tfs_view_free(s->view);
+	tfs_lake_view_put(s->lake, s->lview);
 	tfs_version_put(s->ver);
 	free(s->rows);
 	free(s->slot_pos);
@@ -175,9 +175,8 @@ static void stream_free(struct tfs_ctl_stream *s)
 /* "DATASET/REF[/views/PARAMS]" or "DATASET/commits/ID[/views/PARAMS]", or such a directory's
  * absolute path under the mount. */
 static int resolve_target(struct tfs_ctlfile *ctl, const char *target, struct tfs_version **vout,
-			  struct tfs_view **view, char *err)
+			  struct tfs_lake_view **view, char *err)
 {
-	struct tfs_view_params params;
 	struct tfs_version *v = NULL;
 	const char *rel = target;
 	char *vparams = NULL;
@@ -194,14 +193,10 @@ static int resolve_target(struct tfs_ctlfile *ctl, const char *target, struct tf
 		}
 		rel = target + ml + 1;
 	}
+	/* The same version and view the mount's directories show, shared through the lake. */
 	rc = tfs_lake_resolve(ctl->lake, rel, &v, &vparams, err, ERR_MAX);
-	if (!rc && vparams) {
-		rc = tfs_view_parse(vparams, &params, err, ERR_MAX);
-		if (!rc) {
-			rc = tfs_view_build(v, ctl->lake->cache, &params, view, err, ERR_MAX);
-			tfs_view_params_free(&params);
-		}
-	}
+	if (!rc && vparams)
+		rc = tfs_lake_view_get(ctl->lake, v, vparams, view, err, ERR_MAX);
 	free(vparams);
 	if (rc) {
 		tfs_version_put(v);
@@ -250,6 +245,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	if (!s)
 		return -ENOMEM;
 	s->id = slot_id;
+	s->lake = ctl->lake;
 	s->device = TFS_STAGING_HOST;
 	if (a->device && tfs_staging_parse_device(a->device, &s->device)) {
 		SET_ERR("device '%s': expected host or cuda:N", a->device);
@@ -273,7 +269,8 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	rc = tfs_staging_probe(s->device, err, ERR_MAX);
 	if (rc)
 		goto fail;
-	rc = resolve_target(ctl, a->target, &s->ver, &s->view, err);
+	rc = resolve_target(ctl, a->target, &s->ver, &s->lview, err);
+	s->view = s->lview ? s->lview->view : NULL;
 	if (rc)
 		goto fail;
 	s->n = s->view ? s->view->n : s->ver->manifest.rows;

@@ -52,7 +52,9 @@ struct ahead {
 struct tfs_ctl_stream {
 	unsigned id;
 	struct tfs_version *ver;
-	struct tfs_view *view; /* NULL: the version's rows in order */
+	struct tfs_lake *lake;
+	struct tfs_lake_view *lview; /* the view, shared through the lake; NULL: none */
+	const struct tfs_view *view; /* lview's rows; NULL: the version's rows in order */
 	uint64_t n;	       /* rows of the stream */
 	struct tfs_staging *ring;
 	int device;

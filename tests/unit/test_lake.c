@@ -196,6 +196,51 @@ static void test_resolve_grammar(void **state)
 	tfs_lake_close(l);
 }
 
+static void test_views_are_shared_and_bounded(void **state)
+{
+	struct tfs_lake *l = open_lake(0);
+	struct tfs_lake_view *a, *b, *c, *held[TFS_LAKE_IDLE_VIEWS + 4];
+	struct tfs_version *v, *v2;
+	char err[256], name[32];
+
+	(void)state;
+	assert_int_equal(tfs_dataset_create(l->store, "vw"), 0);
+	import_rows(l->store, "vw", NULL, 100);
+	assert_int_equal(tfs_lake_version(l, "vw", TFS_LAKE_BRANCH, "main", &v), 0);
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=3", &a, err, sizeof(err)), 0);
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=3", &b, err, sizeof(err)), 0);
+	assert_ptr_equal(a, b); /* built once, shared */
+	assert_int_equal(a->view->n, 100);
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=4", &c, err, sizeof(err)), 0);
+	assert_ptr_not_equal(a, c);
+	tfs_lake_view_put(l, c);
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=1,seed=2", &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "given twice"));
+	tfs_lake_view_put(l, a);
+	tfs_lake_view_put(l, b);
+	/* Idle views stay built, the most recently used first, up to the bound. */
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=3", &b, err, sizeof(err)), 0);
+	assert_ptr_equal(a, b);
+	tfs_lake_view_put(l, b);
+	for (int i = 0; i < TFS_LAKE_IDLE_VIEWS + 4; i++) {
+		snprintf(name, sizeof(name), "seed=%d", 100 + i);
+		assert_int_equal(tfs_lake_view_get(l, v, name, &held[i], err, sizeof(err)), 0);
+	}
+	for (int i = 0; i < TFS_LAKE_IDLE_VIEWS + 4; i++)
+		tfs_lake_view_put(l, held[i]);
+	assert_int_equal(l->idle_views, TFS_LAKE_IDLE_VIEWS);
+	/* A new commit makes a new view of the same name. */
+	import_rows(l->store, "vw", NULL, 20);
+	assert_int_equal(tfs_lake_version(l, "vw", TFS_LAKE_BRANCH, "main", &v2), 0);
+	assert_int_equal(tfs_lake_view_get(l, v2, "seed=3", &c, err, sizeof(err)), 0);
+	assert_int_equal(c->view->n, 120);
+	tfs_lake_view_put(l, c);
+	tfs_version_put(v);
+	tfs_version_put(v2);
+	tfs_lake_close(l);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -227,6 +272,7 @@ int main(void)
 		cmocka_unit_test(test_branch_refresh_follows_ttl),
 		cmocka_unit_test(test_tags_and_commits_share_versions),
 		cmocka_unit_test(test_resolve_grammar),
+		cmocka_unit_test(test_views_are_shared_and_bounded),
 	};
 
 	return cmocka_run_group_tests_name("lake", tests, group_setup, group_teardown);
