@@ -173,7 +173,8 @@ int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind 
 		return 0;
 	}
 
-	/* Read the ref (or parse the id) without the lock: it may be a request to a remote store. */
+	/* Read the ref (or parse the id) without the lock: it may be a request to a remote store.
+	 */
 	rc = resolve_id(l, ds, kind, name, &id);
 	if (rc)
 		return rc;

@@ -33,7 +33,8 @@ struct tfs_lake_view {
 	struct tfs_version *ver; /* the version it was built on (referenced) */
 	char *name;		 /* the view's name: its directory, "seed=7,epoch=3" */
 	unsigned refs;		 /* protected by the lake's lock */
-	struct tfs_lake_view *next, *prev; /* most recently used first; protected by the lake's lock */
+	struct tfs_lake_view *next,
+		*prev; /* most recently used first; protected by the lake's lock */
 };
 
 struct tfs_lake {
@@ -43,9 +44,9 @@ struct tfs_lake {
 	uint64_t cache_mem;
 	char *cache_dir; /* NULL: none */
 	unsigned prefetch_threads;
-	uint64_t ttl_ns;	     /* ref_ttl */
+	uint64_t ttl_ns; /* ref_ttl */
 	pthread_mutex_t lock;
-	struct tfs_lake_ref *refs; /* resolved refs; protected by lock */
+	struct tfs_lake_ref *refs;   /* resolved refs; protected by lock */
 	struct tfs_lake_view *views; /* built views, most recently used first; protected by lock */
 	unsigned idle_views;	     /* of those, ones nobody holds; protected by lock */
 };

@@ -86,7 +86,7 @@ void tfs_view_params_free(struct tfs_view_params *p)
 int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_t err_cap)
 {
 	static const char *const keys[] = { "seed",  "epoch", "rank",	   "world",
-					     "block", "start", "drop_last", "where" };
+					    "block", "start", "drop_last", "where" };
 	const char *s = name;
 	unsigned seen = 0;
 	int rc = 0;

@@ -66,12 +66,12 @@ struct node {
 	enum ntype type;
 	struct node *parent;
 	char *name;
-	struct node *hnext;	 /* (parent, name) hash chain; protected by fs->lock */
-	enum vkind kind;	 /* N_VERSION; protected by fs->lock */
-	struct tfs_version *ver; /* files: their version (below); protected by fs->lock */
+	struct node *hnext;	    /* (parent, name) hash chain; protected by fs->lock */
+	enum vkind kind;	    /* N_VERSION; protected by fs->lock */
+	struct tfs_version *ver;    /* files: their version (below); protected by fs->lock */
 	struct tfs_lake_view *view; /* N_VIEW: the view last built for it; protected by fs->lock */
-	struct tfs_buf log;	 /* N_LOG: the log text of log_head; protected by fs->lock */
-	struct tfs_id log_head;	 /* protected by fs->lock */
+	struct tfs_buf log;	    /* N_LOG: the log text of log_head; protected by fs->lock */
+	struct tfs_id log_head;	    /* protected by fs->lock */
 	/* Files are one inode per commit: a branch file whose branch moved is a new inode, so the
 	 * kernel never mixes two commits' pages, and an open file or mapping keeps its own. */
 	struct tfs_id commit; /* files: the commit this inode shows (part of its key) */
@@ -89,9 +89,9 @@ struct fs {
 	const struct tfs_fs_config *cfg;
 	struct link open_files; /* struct handle; protected by lock */
 	struct link open_dirs;	/* struct dirlist; protected by lock */
-	struct tfs_lake *lake; /* the engine (cfg->lake): store, caches, prefetcher */
-	void *ctl;	 /* .tensorfs/control (cfg->control's object); NULL without one */
-	int allow_other; /* -o allow_other: anyone may use the control file */
+	struct tfs_lake *lake;	/* the engine (cfg->lake): store, caches, prefetcher */
+	void *ctl;		/* .tensorfs/control (cfg->control's object); NULL without one */
+	int allow_other;	/* -o allow_other: anyone may use the control file */
 	pthread_mutex_t lock;
 	struct node **nodes; /* by ino - 1; protected by lock */
 	size_t nnodes, cap;  /* protected by lock */
@@ -107,12 +107,12 @@ struct fs {
 
 /* An open file: pinned to the version it was opened at, whatever the branch does later. */
 struct handle {
-	struct link link;	   /* in fs->open_files while open */
-	struct tfs_version *ver;   /* NULL for generated files (log, stats) */
+	struct link link;	    /* in fs->open_files while open */
+	struct tfs_version *ver;    /* NULL for generated files (log, stats) */
 	struct tfs_lake_view *view; /* view column files: the rows, in view order */
-	uint32_t *chunk_pos;	   /* view column files: chunk -> position in the stream's order */
-	struct tfs_stream *stream; /* column files: drives the prefetcher */
-	void *ctl;		   /* the control file: this open's session */
+	uint32_t *chunk_pos;	    /* view column files: chunk -> position in the stream's order */
+	struct tfs_stream *stream;  /* column files: drives the prefetcher */
+	void *ctl;		    /* the control file: this open's session */
 	const struct tfs_fs_control *ctl_ops; /* and what serves it */
 	struct tfs_fs_acct *acct;	      /* column files: the version's read counters */
 	struct tfs_buf text;		      /* generated files' content, taken at open */
@@ -1059,7 +1059,8 @@ static void open_view_column(fuse_req_t req, struct fs *fs, struct node *n, stru
 	if (!rc)
 		rc = tfs_view_chunk_order(h->view->view, c, &order, &norder, &h->chunk_pos);
 	if (!rc && fs->lake->prefetch) {
-		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, order, norder, &h->stream);
+		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, order, norder,
+				       &h->stream);
 		if (!rc)
 			tfs_stream_expect_sequential(h->stream);
 	}
@@ -1921,7 +1922,6 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	root->type = N_ROOT;
 	root->ino = FUSE_ROOT_ID;
 	fs.nodes[fs.nnodes++] = root;
-
 
 	/* fsname shows the lake in mount(8) and df; commas would split the option list. */
 	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=tensorfs%s%s",

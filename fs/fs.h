@@ -32,17 +32,17 @@ struct tfs_fs_control {
 };
 
 struct tfs_fs_config {
-	struct tfs_lake *lake;	 /* the engine, opened (not started) by the caller, who closes it */
-	const char *lake_url;	 /* as the user gave it: for mount(8)'s listing and the log */
+	struct tfs_lake *lake; /* the engine, opened (not started) by the caller, who closes it */
+	const char *lake_url;  /* as the user gave it: for mount(8)'s listing and the log */
 	const char *mountpoint;
 	int foreground;
-	int debug;		 /* libfuse request tracing */
-	double ref_ttl;		 /* seconds a branch head is trusted before it is read again */
-	const char *log_path;	 /* NULL: stderr in the foreground, syslog as a daemon */
-	unsigned max_threads;	 /* FUSE worker threads */
-	unsigned readahead_kb;	 /* kernel readahead for the mount (needs root); 0: leave it */
-	int splice;		   /* reply to column reads through a pipe (vmsplice + splice) */
-	const char *fuse_opts;	   /* extra -o options for libfuse (allow_other, ...), or NULL */
+	int debug;	       /* libfuse request tracing */
+	double ref_ttl;	       /* seconds a branch head is trusted before it is read again */
+	const char *log_path;  /* NULL: stderr in the foreground, syslog as a daemon */
+	unsigned max_threads;  /* FUSE worker threads */
+	unsigned readahead_kb; /* kernel readahead for the mount (needs root); 0: leave it */
+	int splice;	       /* reply to column reads through a pipe (vmsplice + splice) */
+	const char *fuse_opts; /* extra -o options for libfuse (allow_other, ...), or NULL */
 	const struct tfs_fs_control *control; /* NULL: no control file */
 };
 

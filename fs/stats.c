@@ -134,8 +134,7 @@ static uint64_t nerrors(struct tfs_fs_stats *st)
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
-int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s,
-		      struct tfs_buf *out)
+int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, struct tfs_buf *out)
 {
 	const struct tfs_cache_stats *c = &s->cache;
 	const struct tfs_prefetch_stats *p = &s->prefetch;
@@ -173,11 +172,12 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s,
 	if (!rc)
 		rc = tfs_buf_printf(out, "  \"versions\": [");
 	for (size_t i = 0; i < n && !rc; i++)
-		rc = tfs_buf_printf(out,
-				    "%s\n    {\"dataset\": \"%s\", \"version\": \"%s\", \"reads\": %" PRIu64
-				    ", \"bytes\": %" PRIu64 "}",
-				    i ? "," : "", accts[i]->dataset, accts[i]->version,
-				    LOAD(accts[i]->reads), LOAD(accts[i]->bytes));
+		rc = tfs_buf_printf(
+			out,
+			"%s\n    {\"dataset\": \"%s\", \"version\": \"%s\", \"reads\": %" PRIu64
+			", \"bytes\": %" PRIu64 "}",
+			i ? "," : "", accts[i]->dataset, accts[i]->version, LOAD(accts[i]->reads),
+			LOAD(accts[i]->bytes));
 	if (!rc)
 		rc = tfs_buf_printf(out, "%s],\n  \"errors\": %" PRIu64 ",\n", n ? "\n  " : "",
 				    nerrors(st));
@@ -185,15 +185,14 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s,
 		return rc;
 	if (!s->has_disk_cache)
 		return tfs_buf_printf(out, "  \"disk_cache\": null\n}\n");
-	return tfs_buf_printf(out,
-			      "  \"disk_cache\": {\"dir\": \"%s\", \"budget\": %" PRIu64
-			      ", \"bytes\": %" PRIu64 ", \"hits\": %" PRIu64
-			      ", \"misses\": %" PRIu64 ", \"fills\": %" PRIu64
-			      ", \"evictions\": %" PRIu64 ", \"bad_files\": %" PRIu64
-			      ", \"bypassed\": %" PRIu64 "}\n}\n",
-			      s->cache_dir, s->disk.budget, s->disk.bytes_used, s->disk.hits,
-			      s->disk.misses, s->disk.fills, s->disk.evictions, s->disk.bad_files,
-			      s->disk.bypassed);
+	return tfs_buf_printf(
+		out,
+		"  \"disk_cache\": {\"dir\": \"%s\", \"budget\": %" PRIu64 ", \"bytes\": %" PRIu64
+		", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"fills\": %" PRIu64
+		", \"evictions\": %" PRIu64 ", \"bad_files\": %" PRIu64 ", \"bypassed\": %" PRIu64
+		"}\n}\n",
+		s->cache_dir, s->disk.budget, s->disk.bytes_used, s->disk.hits, s->disk.misses,
+		s->disk.fills, s->disk.evictions, s->disk.bad_files, s->disk.bypassed);
 }
 
 /* Prometheus' text exposition format, version 0.0.4: a family is "# HELP", "# TYPE" and its
@@ -207,7 +206,8 @@ static int family(struct tfs_buf *o, const char *name, const char *type, const c
 static int metric(struct tfs_buf *o, const char *name, const char *type, const char *help,
 		  uint64_t v)
 {
-	return family(o, name, type, help) ?: tfs_buf_printf(o, "tensorfs_%s %" PRIu64 "\n", name, v);
+	return family(o, name, type, help)
+		       ?: tfs_buf_printf(o, "tensorfs_%s %" PRIu64 "\n", name, v);
 }
 
 /* A label value, escaped as the format wants (\\, \" and \n). */
@@ -216,8 +216,8 @@ static int label(struct tfs_buf *o, const char *v)
 	int rc = 0;
 
 	for (; *v && !rc; v++)
-		rc = *v == '\\' ? tfs_buf_printf(o, "\\\\")
-		     : *v == '"' ? tfs_buf_printf(o, "\\\"")
+		rc = *v == '\\'	  ? tfs_buf_printf(o, "\\\\")
+		     : *v == '"'  ? tfs_buf_printf(o, "\\\"")
 		     : *v == '\n' ? tfs_buf_printf(o, "\\n")
 				  : tfs_buf_append(o, v, 1);
 	return rc;
@@ -237,8 +237,7 @@ static int version_samples(struct tfs_buf *o, const char *name, struct tfs_fs_ac
 	return rc;
 }
 
-int tfs_fs_metrics_text(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s,
-			struct tfs_buf *o)
+int tfs_fs_metrics_text(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, struct tfs_buf *o)
 {
 	const struct tfs_cache_stats *c = &s->cache;
 	const struct tfs_prefetch_stats *p = &s->prefetch;

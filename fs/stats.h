@@ -56,7 +56,7 @@ struct tfs_fs_snapshot {
 	struct tfs_diskcache_stats disk;
 	const char *cache_dir;
 	uint64_t reads, read_bytes; /* FUSE reads of column files */
-	const char *control_json;   /* the control file's member of stats ("  \"staging\": ...,\n") */
+	const char *control_json; /* the control file's member of stats ("  \"staging\": ...,\n") */
 	const char *control_metrics; /* and its metric families; NULL without a control file */
 };
 

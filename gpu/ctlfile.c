@@ -217,8 +217,8 @@ static void column_list(const struct tfs_version *v, char *out, size_t cap)
 					v->manifest.cols[i].name);
 }
 
-int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_open_args *a, struct tfs_ctl_stream **out,
-		   char *err)
+int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_open_args *a,
+			struct tfs_ctl_stream **out, char *err)
 {
 	struct tfs_ctlfile *ctl = se->ctl;
 	struct tfs_staging_config cfg = { 0 };
@@ -387,7 +387,8 @@ int tfs_ctl_stream_close(struct tfs_ctlfile_session *se, uint64_t id, char *err)
 
 /* Fill a slot with s->rows[0..n) synchronously and lease it. A slot taken by a batch made ahead
  * is reclaimed (youngest first) rather than refusing. */
-static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos, unsigned *out, char *err)
+static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos, unsigned *out,
+		     char *err)
 {
 	int rc;
 
@@ -484,8 +485,8 @@ int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot
 	return 0;
 }
 
-int tfs_ctl_stream_stage(struct tfs_ctl_stream *s, const uint64_t *rows, uint64_t start, uint64_t n, int slot,
-		    unsigned *out, char *err)
+int tfs_ctl_stream_stage(struct tfs_ctl_stream *s, const uint64_t *rows, uint64_t start, uint64_t n,
+			 int slot, unsigned *out, char *err)
 {
 	if (!n) {
 		SET_ERR("no rows to stage");
@@ -551,7 +552,7 @@ int tfs_ctl_stream_seek(struct tfs_ctl_stream *s, uint64_t pos, char *err)
 }
 
 void tfs_ctl_stats_now(struct tfs_ctlfile *ctl, struct tfs_ctl_stats *st,
-		      struct tfs_ctlfile_session *se)
+		       struct tfs_ctlfile_session *se)
 {
 	struct tfs_staging_stats ss;
 
@@ -632,10 +633,11 @@ int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 				    "tensorfs_staging_%s %" PRIu64 "\n",
 				    m[i].name, m[i].help, m[i].name, m[i].type, m[i].name, v[i]);
 	if (!rc)
-		rc = tfs_buf_printf(out,
-				    "# HELP tensorfs_staging_gather_seconds_total Time spent gathering "
-				    "rows into slots.\n# TYPE tensorfs_staging_gather_seconds_total "
-				    "counter\ntensorfs_staging_gather_seconds_total %.6f\n",
-				    (double)ss.fill_ns / 1e9);
+		rc = tfs_buf_printf(
+			out,
+			"# HELP tensorfs_staging_gather_seconds_total Time spent gathering "
+			"rows into slots.\n# TYPE tensorfs_staging_gather_seconds_total "
+			"counter\ntensorfs_staging_gather_seconds_total %.6f\n",
+			(double)ss.fill_ns / 1e9);
 	return rc;
 }

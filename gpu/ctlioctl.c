@@ -166,13 +166,17 @@ int tfs_ctlfile_ioctl(struct tfs_ctlfile_session *se, unsigned cmd, const void *
 	} else if (cmd == TFS_CTL_IOC_RELEASE) {
 		const struct tfs_ctl_release *r = in;
 
-		rc = (s = tfs_ctl_stream_find(se, r->stream, err)) ? tfs_ctl_stream_release(s, r->slot, err) : -ENOENT;
+		rc = (s = tfs_ctl_stream_find(se, r->stream, err))
+			     ? tfs_ctl_stream_release(s, r->slot, err)
+			     : -ENOENT;
 	} else if (cmd == TFS_CTL_IOC_CLOSE) {
 		rc = tfs_ctl_stream_close(se, ((const struct tfs_ctl_close *)in)->stream, err);
 	} else if (cmd == TFS_CTL_IOC_SEEK) {
 		const struct tfs_ctl_seek *k = in;
 
-		rc = (s = tfs_ctl_stream_find(se, k->stream, err)) ? tfs_ctl_stream_seek(s, k->pos, err) : -ENOENT;
+		rc = (s = tfs_ctl_stream_find(se, k->stream, err))
+			     ? tfs_ctl_stream_seek(s, k->pos, err)
+			     : -ENOENT;
 	} else {
 		tfs_ctl_stats_now(se->ctl, out, se);
 		rc = 0;

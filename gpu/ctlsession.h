@@ -32,7 +32,7 @@ _Static_assert(TFS_CTL_IPC_BYTES == TFS_STAGING_IPC_BYTES, "IPC handle sizes dif
 
 struct tfs_ctlfile {
 	struct tfs_lake *lake; /* borrowed */
-	char *mountpoint; /* NULL: absolute targets are refused */
+	char *mountpoint;      /* NULL: absolute targets are refused */
 	char *shm_dir;
 	unsigned threads;
 	pthread_mutex_t lock;
@@ -55,7 +55,7 @@ struct tfs_ctl_stream {
 	struct tfs_lake *lake;
 	struct tfs_lake_view *lview; /* the view, shared through the lake; NULL: none */
 	const struct tfs_view *view; /* lview's rows; NULL: the version's rows in order */
-	uint64_t n;	       /* rows of the stream */
+	uint64_t n;		     /* rows of the stream */
 	struct tfs_staging *ring;
 	int device;
 	size_t ncols;
@@ -74,12 +74,12 @@ struct tfs_ctlfile_session {
 	unsigned id;
 	uid_t uid;
 	gid_t gid;
-	struct tfs_ctlfile_session *next, *prev; /* protected by ctl->lock */
-	pthread_mutex_t lock;			 /* serialises the session's requests */
-	struct tfs_ctl_stream *streams[MAX_STREAMS];	 /* by id - 1; protected by lock */
-	unsigned nstreams;			 /* protected by lock */
-	struct tfs_buf out;			 /* replies not read yet; protected by lock */
-	size_t out_off;				 /* protected by lock */
+	struct tfs_ctlfile_session *next, *prev;     /* protected by ctl->lock */
+	pthread_mutex_t lock;			     /* serialises the session's requests */
+	struct tfs_ctl_stream *streams[MAX_STREAMS]; /* by id - 1; protected by lock */
+	unsigned nstreams;			     /* protected by lock */
+	struct tfs_buf out;			     /* replies not read yet; protected by lock */
+	size_t out_off;				     /* protected by lock */
 };
 
 #define SET_ERR(...) snprintf(err, ERR_MAX, __VA_ARGS__)
@@ -108,8 +108,8 @@ int tfs_ctl_stream_close(struct tfs_ctlfile_session *se, uint64_t id, char *err)
 int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, char *err);
 /* Stage by rows (rows != NULL, n of them) or by range [start, start + n) into slot (-1: any
  * free one), which is leased to the caller: *out. */
-int tfs_ctl_stream_stage(struct tfs_ctl_stream *s, const uint64_t *rows, uint64_t start,
-			 uint64_t n, int slot, unsigned *out, char *err);
+int tfs_ctl_stream_stage(struct tfs_ctl_stream *s, const uint64_t *rows, uint64_t start, uint64_t n,
+			 int slot, unsigned *out, char *err);
 int tfs_ctl_stream_release(struct tfs_ctl_stream *s, int slot, char *err);
 /* Move the `next` cursor to stream position pos (batches made ahead are dropped). */
 int tfs_ctl_stream_seek(struct tfs_ctl_stream *s, uint64_t pos, char *err);

@@ -284,7 +284,8 @@ static int text_stage(struct tfs_ctlfile_session *se, const struct kv *kv, size_
 			SET_ERR("range=%s: expected A:B with A < B (rows A..B-1)", range);
 	}
 	if (!rc)
-		rc = tfs_ctl_stream_stage(s, rows, start, n, slot == UINT64_MAX ? -1 : (int)slot, &out, err);
+		rc = tfs_ctl_stream_stage(s, rows, start, n, slot == UINT64_MAX ? -1 : (int)slot,
+					  &out, err);
 	free(rows);
 	return rc ? rc : reply_batch(r, s, out);
 }
@@ -324,8 +325,8 @@ static int text_release(struct tfs_ctlfile_session *se, const struct kv *kv, siz
 	}
 	if (strcmp(slot_s, "all") && (rc = need_u64(kv, nkv, "slot", &slot, err)))
 		return rc;
-	rc = tfs_ctl_stream_release(s, strcmp(slot_s, "all") ? (slot > INT32_MAX ? INT32_MAX : (int)slot) : -1,
-			err);
+	rc = tfs_ctl_stream_release(
+		s, strcmp(slot_s, "all") ? (slot > INT32_MAX ? INT32_MAX : (int)slot) : -1, err);
 	return rc ? rc : tfs_buf_printf(r, "ok\n");
 }
 

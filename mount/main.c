@@ -227,8 +227,7 @@ static int cmd_import(int argc, char **argv)
 	if (rc == -ENODATA) {
 		printf("no commit: the sources hold 0 rows for existing columns, so %s/%s is "
 		       "unchanged\n",
-		       ds,
-		       o.branch ? o.branch : "main");
+		       ds, o.branch ? o.branch : "main");
 		rc = 0;
 		goto out;
 	}
@@ -782,9 +781,9 @@ static int cmd_gc(int argc, char **argv)
 		       " younger than %llds; nothing was removed (--dry-run)\n",
 		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace);
 	else if (!rc)
-		printf("%s: deleted %" PRIu64 " unreachable objects (%" PRIu64 " bytes), kept %" PRIu64
-		       " reachable and %" PRIu64 " younger than %llds; removed %" PRIu64
-		       " temporary files\n",
+		printf("%s: deleted %" PRIu64 " unreachable objects (%" PRIu64
+		       " bytes), kept %" PRIu64 " reachable and %" PRIu64
+		       " younger than %llds; removed %" PRIu64 " temporary files\n",
 		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace,
 		       r.temp_removed);
 	free(ds);
@@ -1018,12 +1017,15 @@ static int cmd_mount(int argc, char **argv)
 			mf.force = 1;
 		} else if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-s") ||
 			   !strcmp(argv[i], "-v")) {
-			/* mount(8)'s no-mtab, sloppy and verbose flags to its helpers: nothing to do */
+			/* mount(8)'s no-mtab, sloppy and verbose flags to its helpers: nothing to
+			 * do */
 		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			if (parse_mount_opts(keep_opt(&kept, argv[++i]), &cfg, &lc, &fuse_opts, &mf))
+			if (parse_mount_opts(keep_opt(&kept, argv[++i]), &cfg, &lc, &fuse_opts,
+					     &mf))
 				goto out;
 		} else if (!strncmp(argv[i], "-o", 2) && argv[i][2]) {
-			if (parse_mount_opts(keep_opt(&kept, argv[i] + 2), &cfg, &lc, &fuse_opts, &mf))
+			if (parse_mount_opts(keep_opt(&kept, argv[i] + 2), &cfg, &lc, &fuse_opts,
+					     &mf))
 				goto out;
 		} else if (argv[i][0] == '-' || npos == 2) {
 			rc = usage(2);
@@ -1068,10 +1070,12 @@ static int cmd_mount(int argc, char **argv)
 
 		if (fb == 0 && tfs_log_open(logpath) == 0) {
 			cfg.log_path = logpath;
-			fprintf(stderr, "tensorfs: no syslog here (/dev/log); the daemon logs to %s\n",
+			fprintf(stderr,
+				"tensorfs: no syslog here (/dev/log); the daemon logs to %s\n",
 				logpath);
 		} else if (fb < 0) {
-			tfs_warn("no syslog here, and no file for the log: %s; the daemon's log is lost "
+			tfs_warn("no syslog here, and no file for the log: %s; the daemon's log is "
+				 "lost "
 				 "(give -o log=FILE)",
 				 strerror(-fb));
 		}

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* mountpoint: refuse to stack on a tensorfs mount, clean a dead one on request, keep files visible. */
+/* mountpoint: refuse to stack on a tensorfs mount, clean a dead one on request, keep files visible.
+ */
 #include "mountpoint.h"
 
 #include <dirent.h>
@@ -50,7 +51,8 @@ static int mounted_at(const char *path, char *fstype, size_t tcap, char *source,
 		if (!dash)
 			continue;
 		*dash = 0;
-		for (char *t = strtok_r(line, " ", &save); t && n < 5; t = strtok_r(NULL, " ", &save))
+		for (char *t = strtok_r(line, " ", &save); t && n < 5;
+		     t = strtok_r(NULL, " ", &save))
 			fld[n++] = t;
 		if (n < 5)
 			continue;
@@ -134,8 +136,10 @@ int tfs_mountpoint_prepare(const char *path, int force, int nonempty, char abs[P
 		if (rc)
 			return rc;
 		if (!force) {
-			tfs_err("mount point %s: a dead mount is there (its daemon is gone: Transport "
-				"endpoint is not connected); run `fusermount3 -u %s` once, or mount "
+			tfs_err("mount point %s: a dead mount is there (its daemon is gone: "
+				"Transport "
+				"endpoint is not connected); run `fusermount3 -u %s` once, or "
+				"mount "
 				"with --force to clean it up",
 				path, abs);
 			return -ENOTCONN;

@@ -13,7 +13,7 @@
 struct tfs_progress_line {
 	const char *what, *unit;
 	const struct tfs_progress *p;
-	int tty;	     /* redraw in place; otherwise a line per second */
+	int tty; /* redraw in place; otherwise a line per second */
 	uint64_t start_ns;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -47,16 +47,18 @@ static void draw(struct tfs_progress_line *pl, int last)
 	tfs_size_str((double)done, a, sizeof(a));
 	tfs_size_str((double)total, b, sizeof(b));
 	if (total_items)
-		n = snprintf(line, sizeof(line), "%s: %s of %s (%.0f%%), %" PRIu64 " of %" PRIu64 " %s",
-			     pl->what, a, b, total ? 100.0 * (double)done / (double)total : 0, items,
-			     total_items, pl->unit);
+		n = snprintf(line, sizeof(line),
+			     "%s: %s of %s (%.0f%%), %" PRIu64 " of %" PRIu64 " %s", pl->what, a, b,
+			     total ? 100.0 * (double)done / (double)total : 0, items, total_items,
+			     pl->unit);
 	else if (total)
 		n = snprintf(line, sizeof(line), "%s: %s of %s (%.0f%%), %" PRIu64 " %s", pl->what,
 			     a, b, 100.0 * (double)done / (double)total, items, pl->unit);
 	else
-		n = snprintf(line, sizeof(line), "%s: %" PRIu64 " %s, %s", pl->what, items, pl->unit,
-			     a);
-	n += snprintf(line + n, sizeof(line) - (size_t)n, ", %s/s", tfs_size_str(rate, c, sizeof(c)));
+		n = snprintf(line, sizeof(line), "%s: %" PRIu64 " %s, %s", pl->what, items,
+			     pl->unit, a);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, ", %s/s",
+		      tfs_size_str(rate, c, sizeof(c)));
 	if (total && rate > 0 && !last && done < total) {
 		const unsigned eta = (unsigned)((double)(total - done) / rate);
 

@@ -7,8 +7,9 @@
 
 enum tfs_progress_mode {
 	TFS_PROGRESS_AUTO, /* on when stderr is a terminal */
-	TFS_PROGRESS_ON,   /* --progress: on a terminal a line redrawn in place, else a line a second */
-	TFS_PROGRESS_OFF,  /* --quiet */
+	TFS_PROGRESS_ON,  /* --progress: on a terminal a line redrawn in place, else a line a second
+			   */
+	TFS_PROGRESS_OFF, /* --quiet */
 };
 
 struct tfs_progress_line;

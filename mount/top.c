@@ -124,12 +124,16 @@ static size_t version_rows(const struct snap *cur, const struct snap *prev, stru
 		r->bytes = m->v[i].value;
 		r->reads = tfs_metrics_get(m, "tensorfs_version_read_requests_total", labels);
 		if (dt > 0) {
-			r->bytes_rate = (r->bytes - tfs_metrics_get(&prev->m,
-								     "tensorfs_version_read_bytes_total",
-								     labels)) / dt;
-			r->reads_rate = (r->reads - tfs_metrics_get(&prev->m,
-								     "tensorfs_version_read_requests_total",
-								     labels)) / dt;
+			r->bytes_rate =
+				(r->bytes - tfs_metrics_get(&prev->m,
+							    "tensorfs_version_read_bytes_total",
+							    labels)) /
+				dt;
+			r->reads_rate =
+				(r->reads - tfs_metrics_get(&prev->m,
+							    "tensorfs_version_read_requests_total",
+							    labels)) /
+				dt;
 		}
 	}
 	qsort(rows, n, sizeof(*rows), row_cmp);
@@ -152,21 +156,22 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 
 	s->n = 0;
 	s->table = -1;
-	add(s, "%s - %s   up %02d:%02d:%02d%s%s", title, mnt, (int)up / 3600,
-	    (int)up % 3600 / 60, (int)up % 60, with_keys ? "   sort: " : "",
-	    with_keys ? sort_names[sort_by] : "");
+	add(s, "%s - %s   up %02d:%02d:%02d%s%s", title, mnt, (int)up / 3600, (int)up % 3600 / 60,
+	    (int)up % 60, with_keys ? "   sort: " : "", with_keys ? sort_names[sort_by] : "");
 	if (with_keys)
 		add(s, "keys: s sort (MB/s, reads/s, bytes, name)   q quit");
 	add(s, "%s", "");
 	add(s, "Read     now %8.1f MB/s  avg %8.1f MB/s  reads %.0f (%.0f/s)  total %s",
 	    rate(cur, prev, "tensorfs_read_bytes_total") / 1e6,
 	    up > 0 ? get(cur, "tensorfs_read_bytes_total") / up / 1e6 : 0,
-	    get(cur, "tensorfs_read_requests_total"), rate(cur, prev, "tensorfs_read_requests_total"),
+	    get(cur, "tensorfs_read_requests_total"),
+	    rate(cur, prev, "tensorfs_read_requests_total"),
 	    tfs_size_str(get(cur, "tensorfs_read_bytes_total"), a, sizeof(a)));
 	add(s, "Stall    readers blocked on chunk loads: %.3f s total, %.0f ms/s now",
 	    get(cur, "tensorfs_reader_wait_seconds_total"),
 	    1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"));
-	add(s, "Cache    memory %s of %s (%.0f%%)  hit %.1f%% (now %.1f%%)  chunks %.0f  evicted %.0f",
+	add(s,
+	    "Cache    memory %s of %s (%.0f%%)  hit %.1f%% (now %.1f%%)  chunks %.0f  evicted %.0f",
 	    tfs_size_str(get(cur, "tensorfs_cache_bytes"), a, sizeof(a)),
 	    tfs_size_str(get(cur, "tensorfs_cache_budget_bytes"), b, sizeof(b)),
 	    pct(get(cur, "tensorfs_cache_bytes"), get(cur, "tensorfs_cache_budget_bytes")),
@@ -192,18 +197,22 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	    tfs_size_str(get(cur, "tensorfs_prefetch_ahead_bytes"), b, sizeof(b)),
 	    get(cur, "tensorfs_prefetch_hits_total"), get(cur, "tensorfs_prefetch_wasted_total"));
 	add(s, "Store    requests %.0f (%.0f/s)  fetched %s (%.1f MB/s)  retries %.0f  errors %.0f",
-	    get(cur, "tensorfs_store_requests_total"), rate(cur, prev, "tensorfs_store_requests_total"),
+	    get(cur, "tensorfs_store_requests_total"),
+	    rate(cur, prev, "tensorfs_store_requests_total"),
 	    tfs_size_str(get(cur, "tensorfs_store_fetched_bytes_total"), c, sizeof(c)),
 	    rate(cur, prev, "tensorfs_store_fetched_bytes_total") / 1e6,
 	    get(cur, "tensorfs_store_retries_total"),
-	    get(cur, "tensorfs_chunk_load_errors_total") + get(cur, "tensorfs_prefetch_errors_total"));
-	add(s, "Staging  sessions %.0f  slots %.0f (leased %.0f)  batches %.0f (%.1f/s)  errors %.0f",
+	    get(cur, "tensorfs_chunk_load_errors_total") +
+		    get(cur, "tensorfs_prefetch_errors_total"));
+	add(s,
+	    "Staging  sessions %.0f  slots %.0f (leased %.0f)  batches %.0f (%.1f/s)  errors %.0f",
 	    get(cur, "tensorfs_staging_sessions"), get(cur, "tensorfs_staging_slots"),
 	    get(cur, "tensorfs_staging_slots_leased"), get(cur, "tensorfs_staging_batches_total"),
 	    rate(cur, prev, "tensorfs_staging_batches_total"),
 	    get(cur, "tensorfs_staging_errors_total"));
 	add(s, "Lookups  errors %.0f%s", get(cur, "tensorfs_lookup_errors_total"),
-	    get(cur, "tensorfs_lookup_errors_total") > 0 ? " (the last are in .tensorfs/errors)" : "");
+	    get(cur, "tensorfs_lookup_errors_total") > 0 ? " (the last are in .tensorfs/errors)"
+							 : "");
 	add(s, "%s", "");
 	nrows = version_rows(cur, prev, &rows);
 	s->table = s->n;
@@ -235,7 +244,8 @@ static void line_mode(const char *mnt, const struct snap *cur, const struct snap
 	char when[32];
 	time_t t = time(NULL);
 	struct tm tm;
-	double h = get(cur, "tensorfs_cache_hits_total"), m = get(cur, "tensorfs_cache_misses_total");
+	double h = get(cur, "tensorfs_cache_hits_total"),
+	       m = get(cur, "tensorfs_cache_misses_total");
 
 	localtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
@@ -246,9 +256,10 @@ static void line_mode(const char *mnt, const struct snap *cur, const struct snap
 	       1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"),
 	       pct(get(cur, "tensorfs_cache_bytes"), get(cur, "tensorfs_cache_budget_bytes")),
 	       pct(h, h + m), get(cur, "tensorfs_prefetch_inflight_bytes") / 1e6,
-	       rate(cur, prev, "tensorfs_store_requests_total"), get(cur, "tensorfs_store_retries_total"),
-	       get(cur, "tensorfs_chunk_load_errors_total"), get(cur, "tensorfs_staging_slots_leased"),
-	       get(cur, "tensorfs_staging_slots"));
+	       rate(cur, prev, "tensorfs_store_requests_total"),
+	       get(cur, "tensorfs_store_retries_total"),
+	       get(cur, "tensorfs_chunk_load_errors_total"),
+	       get(cur, "tensorfs_staging_slots_leased"), get(cur, "tensorfs_staging_slots"));
 	fflush(stdout);
 }
 

@@ -45,8 +45,7 @@ static void write_npy(const char *path, int32_t first, size_t n)
 }
 
 /* Import n more rows into ds's branch; returns the commit. */
-static struct tfs_id import_rows(struct tfs_store *s, const char *ds, const char *branch,
-				 size_t n)
+static struct tfs_id import_rows(struct tfs_store *s, const char *ds, const char *branch, size_t n)
 {
 	struct tfs_import_opts o = { .codec = TFS_CODEC_RAW, .branch = branch, .message = "t" };
 	char npy[160];
@@ -73,7 +72,8 @@ static struct tfs_lake *open_lake(double ttl)
 
 static void test_open_start_stop(void **state)
 {
-	const struct tfs_lake_config bad = { .url = "file:///nonexistent/dir/x", .cache_mem = 1 << 20 };
+	const struct tfs_lake_config bad = { .url = "file:///nonexistent/dir/x",
+					     .cache_mem = 1 << 20 };
 	struct tfs_lake *l = open_lake(5);
 
 	(void)state;
@@ -164,9 +164,8 @@ static void test_resolve_grammar(void **state)
 	assert_null(params);
 	assert_true(tfs_id_eq(&v->commit.id, &id));
 	tfs_version_put(v);
-	assert_int_equal(tfs_lake_resolve(l, "g/t1/views/seed=1,epoch=2", &v, &params, err,
-					  sizeof(err)),
-			 0);
+	assert_int_equal(
+		tfs_lake_resolve(l, "g/t1/views/seed=1,epoch=2", &v, &params, err, sizeof(err)), 0);
 	assert_string_equal(params, "seed=1,epoch=2");
 	free(params);
 	tfs_version_put(v);
@@ -186,8 +185,8 @@ static void test_resolve_grammar(void **state)
 	assert_int_equal(tfs_lake_resolve(l, "g/commits/xyz", &v, &params, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "not a commit id"));
-	static const char *const bad[] = { "g", "g/main/x", "g/main/views", "", "..",
-					   "g/main/views/a/b" };
+	static const char *const bad[] = { "g", "g/main/x", "g/main/views",
+					   "",	"..",	    "g/main/views/a/b" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(tfs_lake_resolve(l, bad[i], &v, &params, err, sizeof(err)),
 				 -EINVAL);
@@ -214,8 +213,7 @@ static void test_views_are_shared_and_bounded(void **state)
 	assert_int_equal(tfs_lake_view_get(l, v, "seed=4", &c, err, sizeof(err)), 0);
 	assert_ptr_not_equal(a, c);
 	tfs_lake_view_put(l, c);
-	assert_int_equal(tfs_lake_view_get(l, v, "seed=1,seed=2", &c, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=1,seed=2", &c, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "given twice"));
 	tfs_lake_view_put(l, a);
 	tfs_lake_view_put(l, b);
