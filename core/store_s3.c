@@ -906,72 +906,135 @@ static int list_page(struct s3_store *s, const char *query, const char *w, struc
 	return status_rc(w, &resp, body);
 }
 
-static int s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, void *arg)
+/* A paginated listing: GET /bucket/?QUERY page after page, QUERY being the base query, the
+ * key prefix, then the markers the previous page gave. */
+struct pager {
+	struct s3_store *s;
+	const char *base; /* "list-type=2&delimiter=%2F&prefix=" */
+	const char *fk;	  /* the full key prefix */
+	size_t plen;	  /* its length */
+	const char *what; /* for messages */
+	/* Append the next page's markers to q (nothing before the first page). */
+	int (*markers)(struct pager *pg, struct tfs_buf *q);
+	/* Handle one page; set *more when another follows (and keep its markers). */
+	int (*page)(struct pager *pg, const char *body, const char *end, int *more);
+	int pages;
+};
+
+/* Run the pages. Returns 0, -EOPNOTSUPP for a server without that listing (not logged), or
+ * -errno. */
+static int list_pages(struct pager *pg)
 {
-	struct s3_store *s = s3_of(st);
-	struct tfs_buf body = { 0 }, q = { 0 }, tok = { 0 }, v = { 0 };
-	char fk[1024], w[1200];
-	size_t plen;
-	int rc, more = 1, pages = 0;
+	struct tfs_buf body = { 0 }, q = { 0 };
+	int rc = 0, more = 1;
 
-	if (*prefix && !key_ok(prefix))
-		return -EINVAL;
-	rc = dir_key(s, prefix, fk, sizeof(fk), &plen);
-	if (rc)
-		return rc;
-	what_of(w, sizeof(w), "LIST", s, prefix);
-	while (more && !rc && pages++ < 100000) {
-		const char *p, *end;
-
+	while (more && !rc && pg->pages++ < 100000) {
 		q.len = 0;
-		rc = tfs_buf_printf(&q, "list-type=2&delimiter=%%2F&prefix=");
+		rc = tfs_buf_printf(&q, "%s", pg->base);
 		if (!rc)
-			rc = tfs_sigv4_uri_encode(&q, fk, plen, 0);
-		if (!rc && tok.len) {
-			rc = tfs_buf_printf(&q, "&continuation-token=");
-			if (!rc)
-				rc = tfs_sigv4_uri_encode(&q, (char *)tok.data, tok.len, 0);
-		}
+			rc = tfs_sigv4_uri_encode(&q, pg->fk, pg->plen, 0);
+		if (!rc && pg->pages > 1)
+			rc = pg->markers(pg, &q);
 		if (!rc)
-			rc = list_page(s, (char *)q.data, w, &body);
-		if (rc == -EOPNOTSUPP)
-			tfs_err("%s: the server does not implement ListObjectsV2", w);
-		if (rc)
-			break;
-		end = (char *)body.data + body.len;
-		/* Files: <Contents><Key>...</Key>...</Contents> */
-		for (p = (char *)body.data; p && !rc;) {
-			const char *blk = memmem(p, (size_t)(end - p), "<Contents>", 10);
-
-			if (!blk || !(p = xml_get(blk, end, "Key", &v)))
-				break;
-			if (v.len > plen && !strncmp((char *)v.data, fk, plen) &&
-			    !strchr((char *)v.data + plen, '/') && v.data[plen] != '.')
-				rc = fn(arg, (char *)v.data + plen, 0);
-		}
-		/* Directories: <CommonPrefixes><Prefix>.../</Prefix></CommonPrefixes> */
-		for (p = (char *)body.data; p && !rc;) {
-			const char *blk = memmem(p, (size_t)(end - p), "<CommonPrefixes>", 16);
-
-			if (!blk || !(p = xml_get(blk, end, "Prefix", &v)))
-				break;
-			if (v.len > plen + 1 && !strncmp((char *)v.data, fk, plen) &&
-			    v.data[v.len - 1] == '/' && v.data[plen] != '.') {
-				v.data[--v.len] = 0;
-				if (!strchr((char *)v.data + plen, '/'))
-					rc = fn(arg, (char *)v.data + plen, 1);
-			}
-		}
-		more = memmem(body.data, body.len, "<IsTruncated>true</IsTruncated>", 31) != NULL;
-		if (more && !xml_get((char *)body.data, end, "NextContinuationToken", &tok)) {
-			tfs_err("%s: truncated listing without a continuation token", w);
-			rc = -EIO;
-		}
+			rc = list_page(pg->s, (char *)q.data, pg->what, &body);
+		if (!rc)
+			rc = pg->page(pg, (char *)body.data, (char *)body.data + body.len, &more);
 	}
 	tfs_buf_free(&body);
 	tfs_buf_free(&q);
-	tfs_buf_free(&tok);
-	tfs_buf_free(&v);
+	return rc;
+}
+
+/* Append "&name=" and the URI-encoded value. */
+static int add_marker(struct tfs_buf *q, const char *name, const struct tfs_buf *v)
+{
+	int rc = tfs_buf_printf(q, "&%s=", name);
+
+	return rc ? rc : tfs_sigv4_uri_encode(q, (const char *)v->data, v->len, 0);
+}
+
+static int is_truncated(const char *body, const char *end)
+{
+	return memmem(body, (size_t)(end - body), "<IsTruncated>true</IsTruncated>", 31) != NULL;
+}
+
+struct listing {
+	struct pager pg;
+	tfs_store_list_fn fn;
+	void *arg;
+	struct tfs_buf tok, v;
+};
+
+static int listing_markers(struct pager *pg, struct tfs_buf *q)
+{
+	return add_marker(q, "continuation-token", &((struct listing *)pg)->tok);
+}
+
+/* Files: <Contents><Key>...</Key>...</Contents>; directories: <CommonPrefixes><Prefix>.../
+ * </Prefix></CommonPrefixes>. */
+static int listing_page(struct pager *pg, const char *body, const char *end, int *more)
+{
+	struct listing *ls = (struct listing *)pg;
+	const char *fk = pg->fk;
+	const size_t plen = pg->plen;
+	struct tfs_buf *v = &ls->v;
+	const char *p;
+	int rc = 0;
+
+	for (p = body; p && !rc;) {
+		const char *blk = memmem(p, (size_t)(end - p), "<Contents>", 10);
+
+		if (!blk || !(p = xml_get(blk, end, "Key", v)))
+			break;
+		if (v->len > plen && !strncmp((char *)v->data, fk, plen) &&
+		    !strchr((char *)v->data + plen, '/') && v->data[plen] != '.')
+			rc = ls->fn(ls->arg, (char *)v->data + plen, 0);
+	}
+	for (p = body; p && !rc;) {
+		const char *blk = memmem(p, (size_t)(end - p), "<CommonPrefixes>", 16);
+
+		if (!blk || !(p = xml_get(blk, end, "Prefix", v)))
+			break;
+		if (v->len > plen + 1 && !strncmp((char *)v->data, fk, plen) &&
+		    v->data[v->len - 1] == '/' && v->data[plen] != '.') {
+			v->data[--v->len] = 0;
+			if (!strchr((char *)v->data + plen, '/'))
+				rc = ls->fn(ls->arg, (char *)v->data + plen, 1);
+		}
+	}
+	*more = is_truncated(body, end);
+	if (!rc && *more && !xml_get(body, end, "NextContinuationToken", &ls->tok)) {
+		tfs_err("%s: truncated listing without a continuation token", pg->what);
+		rc = -EIO;
+	}
+	return rc;
+}
+
+static int s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, void *arg)
+{
+	struct s3_store *s = s3_of(st);
+	char fk[1024], w[1200];
+	struct listing ls = { .pg = { .s = s,
+				      .base = "list-type=2&delimiter=%2F&prefix=",
+				      .fk = fk,
+				      .what = w,
+				      .markers = listing_markers,
+				      .page = listing_page },
+			      .fn = fn,
+			      .arg = arg };
+	int rc;
+
+	if (*prefix && !key_ok(prefix))
+		return -EINVAL;
+	rc = dir_key(s, prefix, fk, sizeof(fk), &ls.pg.plen);
+	if (rc)
+		return rc;
+	what_of(w, sizeof(w), "LIST", s, prefix);
+	rc = list_pages(&ls.pg);
+	if (rc == -EOPNOTSUPP)
+		tfs_err("%s: the server does not implement ListObjectsV2", w);
+	tfs_buf_free(&ls.tok);
+	tfs_buf_free(&ls.v);
 	return rc;
 }
 
@@ -986,83 +1049,85 @@ static int64_t parse_iso8601(const char *v)
 	return end ? (int64_t)timegm(&tm) : -1;
 }
 
+struct upload_sweep {
+	struct pager pg;
+	int64_t older_than;
+	int aborted;
+	struct tfs_buf key, id, t, kmark, umark;
+};
+
+static int uploads_markers(struct pager *pg, struct tfs_buf *q)
+{
+	struct upload_sweep *us = (struct upload_sweep *)pg;
+	int rc = add_marker(q, "key-marker", &us->kmark);
+
+	return rc ? rc : add_marker(q, "upload-id-marker", &us->umark);
+}
+
+static int uploads_page(struct pager *pg, const char *body, const char *end, int *more)
+{
+	struct upload_sweep *us = (struct upload_sweep *)pg;
+	int rc = 0;
+
+	for (const char *p = body; p && !rc;) {
+		const char *blk = memmem(p, (size_t)(end - p), "<Upload>", 8);
+		const char *bend = blk ? memmem(blk, (size_t)(end - blk), "</Upload>", 9) : NULL;
+		int64_t started;
+
+		if (!bend)
+			break;
+		p = bend + 9;
+		if (!xml_get(blk, bend, "Key", &us->key) ||
+		    !xml_get(blk, bend, "UploadId", &us->id) ||
+		    !xml_get(blk, bend, "Initiated", &us->t))
+			continue;
+		started = parse_iso8601((char *)us->t.data);
+		if (started < 0 || started > us->older_than ||
+		    strncmp((char *)us->key.data, pg->fk, pg->plen))
+			continue;
+		rc = abort_upload(pg->s, (char *)us->key.data, &us->id);
+		if (!rc)
+			us->aborted++;
+	}
+	*more = is_truncated(body, end);
+	if (!rc && *more &&
+	    (!xml_get(body, end, "NextKeyMarker", &us->kmark) ||
+	     !xml_get(body, end, "NextUploadIdMarker", &us->umark))) {
+		tfs_err("%s: truncated listing without its markers", pg->what);
+		rc = -EIO;
+	}
+	return rc;
+}
+
 /* Multipart uploads under prefix begun before older_than: a writer killed mid-upload leaves its
  * parts stored (and billed) until the upload is aborted. Returns how many were aborted, or
  * -errno. A server that cannot list uploads (501) has none to show: 0, with a log line. */
 static int sweep_uploads(struct s3_store *s, const char *prefix, int64_t older_than)
 {
-	struct tfs_buf body = { 0 }, q = { 0 }, key = { 0 }, id = { 0 }, t = { 0 };
-	struct tfs_buf kmark = { 0 }, umark = { 0 };
 	char fk[1024], w[1200];
-	size_t plen;
-	int rc, more = 1, pages = 0, n = 0;
+	struct upload_sweep us = { .pg = { .s = s,
+					   .base = "uploads=&prefix=",
+					   .fk = fk,
+					   .what = w,
+					   .markers = uploads_markers,
+					   .page = uploads_page },
+				   .older_than = older_than };
+	int rc = dir_key(s, prefix, fk, sizeof(fk), &us.pg.plen);
 
-	rc = dir_key(s, prefix, fk, sizeof(fk), &plen);
 	if (rc)
 		return rc;
 	what_of(w, sizeof(w), "LIST (multipart uploads)", s, prefix);
-	while (more && !rc && pages++ < 100000) {
-		const char *p, *end;
-
-		q.len = 0;
-		rc = tfs_buf_printf(&q, "uploads=&prefix=");
-		if (!rc)
-			rc = tfs_sigv4_uri_encode(&q, fk, plen, 0);
-		if (!rc && kmark.len) {
-			rc = tfs_buf_printf(&q, "&key-marker=");
-			if (!rc)
-				rc = tfs_sigv4_uri_encode(&q, (char *)kmark.data, kmark.len, 0);
-			if (!rc)
-				rc = tfs_buf_printf(&q, "&upload-id-marker=");
-			if (!rc)
-				rc = tfs_sigv4_uri_encode(&q, (char *)umark.data, umark.len, 0);
-		}
-		if (!rc)
-			rc = list_page(s, (char *)q.data, w, &body);
-		if (rc == -EOPNOTSUPP) {
-			tfs_info("%s: the server does not list multipart uploads; none swept", w);
-			rc = 0;
-			break;
-		}
-		if (rc)
-			break;
-		end = (char *)body.data + body.len;
-		for (p = (char *)body.data; p && !rc;) {
-			const char *blk = memmem(p, (size_t)(end - p), "<Upload>", 8);
-			const char *bend =
-				blk ? memmem(blk, (size_t)(end - blk), "</Upload>", 9) : NULL;
-			int64_t started;
-
-			if (!bend)
-				break;
-			p = bend + 9;
-			if (!xml_get(blk, bend, "Key", &key) ||
-			    !xml_get(blk, bend, "UploadId", &id) ||
-			    !xml_get(blk, bend, "Initiated", &t))
-				continue;
-			started = parse_iso8601((char *)t.data);
-			if (started < 0 || started > older_than ||
-			    strncmp((char *)key.data, fk, plen))
-				continue;
-			rc = abort_upload(s, (char *)key.data, &id);
-			if (!rc)
-				n++;
-		}
-		more = memmem(body.data, body.len, "<IsTruncated>true</IsTruncated>", 31) != NULL;
-		if (more && (!xml_get((char *)body.data, end, "NextKeyMarker", &kmark) ||
-			     !xml_get((char *)body.data, end, "NextUploadIdMarker", &umark))) {
-			tfs_err("%s: truncated listing without its markers", w);
-			rc = -EIO;
-		}
+	rc = list_pages(&us.pg);
+	if (rc == -EOPNOTSUPP) {
+		tfs_info("%s: the server does not list multipart uploads; none swept", w);
+		rc = 0;
 	}
-	tfs_buf_free(&body);
-	tfs_buf_free(&q);
-	tfs_buf_free(&key);
-	tfs_buf_free(&id);
-	tfs_buf_free(&t);
-	tfs_buf_free(&kmark);
-	tfs_buf_free(&umark);
-	return rc ? rc : n;
+	tfs_buf_free(&us.key);
+	tfs_buf_free(&us.id);
+	tfs_buf_free(&us.t);
+	tfs_buf_free(&us.kmark);
+	tfs_buf_free(&us.umark);
+	return rc ? rc : us.aborted;
 }
 
 /* Ref lock objects left by writers that died while moving a ref (see lock_take): removed once
