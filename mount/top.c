@@ -149,8 +149,10 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	double up = get(cur, "tensorfs_uptime_seconds");
 	double hits = get(cur, "tensorfs_cache_hits_total"),
 	       misses = get(cur, "tensorfs_cache_misses_total");
-	double dh = prev ? hits - get(prev, "tensorfs_cache_hits_total") : 0,
-	       dm = prev ? misses - get(prev, "tensorfs_cache_misses_total") : 0;
+	double dh, dm;
+	struct snap zero = { 0 };
+	const char *now = "now";
+	char hit_now[32] = "";
 	struct row *rows = NULL;
 	size_t nrows;
 
@@ -161,21 +163,36 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	if (with_keys)
 		add(s, "keys: s sort (MB/s, reads/s, bytes, name)   q quit");
 	add(s, "%s", "");
-	add(s, "Read     now %8.1f MB/s  avg %8.1f MB/s  reads %.0f (%.0f/s)  total %s",
-	    rate(cur, prev, "tensorfs_read_bytes_total") / 1e6,
-	    up > 0 ? get(cur, "tensorfs_read_bytes_total") / up / 1e6 : 0,
-	    get(cur, "tensorfs_read_requests_total"),
-	    rate(cur, prev, "tensorfs_read_requests_total"),
-	    tfs_size_str(get(cur, "tensorfs_read_bytes_total"), a, sizeof(a)));
-	add(s, "Stall    readers blocked on chunk loads: %.3f s total, %.0f ms/s now",
+	/* One sample (stats) has no "now": rates are over the uptime, and say so. */
+	if (!prev) {
+		zero.t = cur->t - up;
+		prev = &zero;
+		now = "avg";
+	}
+	dh = hits - get(prev, "tensorfs_cache_hits_total");
+	dm = misses - get(prev, "tensorfs_cache_misses_total");
+	if (prev != &zero)
+		snprintf(hit_now, sizeof(hit_now), " (now %.1f%%)", pct(dh, dh + dm));
+	if (prev == &zero)
+		add(s, "Read     avg %8.1f MB/s  reads %.0f  total %s",
+		    rate(cur, prev, "tensorfs_read_bytes_total") / 1e6,
+		    get(cur, "tensorfs_read_requests_total"),
+		    tfs_size_str(get(cur, "tensorfs_read_bytes_total"), a, sizeof(a)));
+	else
+		add(s, "Read     now %8.1f MB/s  avg %8.1f MB/s  reads %.0f (%.0f/s)  total %s",
+		    rate(cur, prev, "tensorfs_read_bytes_total") / 1e6,
+		    up > 0 ? get(cur, "tensorfs_read_bytes_total") / up / 1e6 : 0,
+		    get(cur, "tensorfs_read_requests_total"),
+		    rate(cur, prev, "tensorfs_read_requests_total"),
+		    tfs_size_str(get(cur, "tensorfs_read_bytes_total"), a, sizeof(a)));
+	add(s, "Stall    readers blocked on chunk loads: %.3f s total, %.0f ms/s %s",
 	    get(cur, "tensorfs_reader_wait_seconds_total"),
-	    1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"));
-	add(s,
-	    "Cache    memory %s of %s (%.0f%%)  hit %.1f%% (now %.1f%%)  chunks %.0f  evicted %.0f",
+	    1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"), now);
+	add(s, "Cache    memory %s of %s (%.0f%%)  hit %.1f%%%s  chunks %.0f  evicted %.0f",
 	    tfs_size_str(get(cur, "tensorfs_cache_bytes"), a, sizeof(a)),
 	    tfs_size_str(get(cur, "tensorfs_cache_budget_bytes"), b, sizeof(b)),
 	    pct(get(cur, "tensorfs_cache_bytes"), get(cur, "tensorfs_cache_budget_bytes")),
-	    pct(hits, hits + misses), pct(dh, dh + dm), get(cur, "tensorfs_cache_entries"),
+	    pct(hits, hits + misses), hit_now, get(cur, "tensorfs_cache_entries"),
 	    get(cur, "tensorfs_cache_evictions_total"));
 	if (get(cur, "tensorfs_disk_cache_budget_bytes") > 0) {
 		double h = get(cur, "tensorfs_disk_cache_hits_total"),
