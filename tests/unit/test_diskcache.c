@@ -23,9 +23,8 @@
 #include "object.h"
 #include "store.h"
 #include "util.h"
+#include "tmpdir_fixture.h"
 
-static char tmpdir[64];
-static char logpath[128];
 static char tmpfs_mnt[300]; /* non-empty while a test's tmpfs may be mounted */
 
 /* A file:// lake with dataset "ds", and where its disk cache goes. */
@@ -855,23 +854,15 @@ static void test_two_wrappers_share_a_dir(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tfs-test-diskcache-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return -1;
-	/* Expected warnings go to a log file, not to the terminal. */
-	snprintf(logpath, sizeof(logpath), "%s/tensorfs.log", tmpdir);
-	return tfs_log_open(logpath);
+	return tmpdir_make("diskcache");
 }
 
 static int group_teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
 	if (tmpfs_mnt[0])
 		umount2(tmpfs_mnt, MNT_DETACH);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return tmpdir_remove();
 }
 
 int main(void)

@@ -19,10 +19,8 @@
 #include "object.h"
 #include "store.h"
 #include "util.h"
-
-/* The group's scratch directory; each store test opens its own lake below it. */
-static char tmpdir[64];
-static char logpath[128];
+/* The group's scratch directory (tmpdir); each store test opens its own lake below it. */
+#include "tmpdir_fixture.h"
 
 /* --- helpers -------------------------------------------------------------------------------- */
 
@@ -1432,21 +1430,13 @@ static void test_schema_json(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tfs-test-format-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return -1;
-	/* Expected errors go to a log file the tests can read, not to the terminal. */
-	snprintf(logpath, sizeof(logpath), "%s/tensorfs.log", tmpdir);
-	return tfs_log_open(logpath);
+	return tmpdir_make("format");
 }
 
 static int group_teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return tmpdir_remove();
 }
 
 int main(void)

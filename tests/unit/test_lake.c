@@ -18,8 +18,9 @@
 #include "import.h"
 #include "lake.h"
 #include "npy.h"
+#include "tmpdir_fixture.h"
 
-static char tmpdir[64], logpath[128], url[128];
+static char url[128];
 
 /* An .npy of n int32 rows holding first..first+n-1. */
 static void write_npy(const char *path, int32_t first, size_t n)
@@ -242,25 +243,19 @@ static void test_views_are_shared_and_bounded(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tfs-test-lake-XXXXXX");
-	if (!mkdtemp(tmpdir))
+	if (tmpdir_make("lake"))
 		return -1;
 	snprintf(url, sizeof(url), "%s/lake", tmpdir);
 	if (mkdir(url, 0755))
 		return -1;
 	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
-	/* Expected errors go to a log file, not to the terminal. */
-	snprintf(logpath, sizeof(logpath), "%s/tensorfs.log", tmpdir);
-	return tfs_log_open(logpath);
+	return 0;
 }
 
 static int group_teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return tmpdir_remove();
 }
 
 int main(void)
