@@ -10,20 +10,22 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "idmap.h"
+
 #define NSHARDS 16
 
 enum state { LOADING, READY, FAILED };
 
 struct entry {
 	struct tfs_cache_entry pub; /* first: tfs_cache_entry pointers are entry pointers */
-	struct tfs_id key;
+	struct tfs_idmap_node node; /* the key, in the shard's map; protected by shard->lock */
 	unsigned shard;
-	enum state state;    /* protected by shard->lock */
-	int err;	     /* protected by shard->lock; set when FAILED */
-	unsigned refs;	     /* protected by shard->lock */
-	int prefetched;	     /* loaded ahead, no reader yet; protected by shard->lock */
-	size_t cap;	     /* capacity of pub.data if it came from tfs_cache_alloc, else 0 */
-	struct entry *hnext; /* hash chain; protected by shard->lock */
+	enum state state;	  /* protected by shard->lock */
+	int err;		  /* protected by shard->lock; set when FAILED */
+	unsigned refs;		  /* protected by shard->lock */
+	int prefetched;		  /* loaded ahead, no reader yet; protected by shard->lock */
+	size_t cap;		  /* capacity of pub.data if it came from tfs_cache_alloc, else 0 */
+	struct entry *freed_next; /* evicted or failed: the list to free once unlocked */
 	struct entry *lru_prev, *lru_next; /* protected by shard->lock; READY entries only */
 };
 
@@ -32,9 +34,7 @@ struct entry {
 struct shard {
 	pthread_mutex_t lock;
 	pthread_cond_t loaded; /* broadcast when a load in this shard finishes */
-	struct entry **table;  /* protected by lock */
-	size_t nbuckets;       /* protected by lock */
-	size_t n;	       /* protected by lock */
+	struct tfs_idmap map;  /* protected by lock */
 	struct entry lru;      /* sentinel: lru.lru_next is the most recently used */
 	uint64_t bytes;	       /* protected by lock */
 };
@@ -66,14 +66,6 @@ struct tfs_cache {
 
 #define COUNT(c, f, v) __atomic_add_fetch(&(c)->n.f, (v), __ATOMIC_RELAXED)
 
-static uint64_t hash_of(const struct tfs_id *key)
-{
-	uint64_t h;
-
-	memcpy(&h, key->b + 8, sizeof(h));
-	return h;
-}
-
 int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 {
 	struct tfs_cache *c = calloc(1, sizeof(*c));
@@ -83,11 +75,9 @@ int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 	for (unsigned i = 0; i < NSHARDS; i++) {
 		struct shard *s = &c->shards[i];
 
-		s->nbuckets = 64;
-		s->table = calloc(s->nbuckets, sizeof(*s->table));
-		if (!s->table) {
+		if (tfs_idmap_init(&s->map, 64)) {
 			while (i--)
-				free(c->shards[i].table);
+				tfs_idmap_free(&c->shards[i].map);
 			free(c);
 			return -ENOMEM;
 		}
@@ -188,16 +178,16 @@ void tfs_cache_destroy(struct tfs_cache *c)
 	for (unsigned i = 0; i < NSHARDS; i++) {
 		struct shard *s = &c->shards[i];
 
-		for (size_t b = 0; b < s->nbuckets; b++) {
-			struct entry *e = s->table[b], *next;
+		struct tfs_idmap_node *n = tfs_idmap_drain(&s->map), *next;
 
-			for (; e; e = next) {
-				next = e->hnext;
-				assert(e->refs == 0);
-				free_entry(c, e);
-			}
+		for (; n; n = next) {
+			struct entry *e = tfs_idmap_entry(n, struct entry, node);
+
+			next = n->next;
+			assert(e->refs == 0);
+			free_entry(c, e);
 		}
-		free(s->table);
+		tfs_idmap_free(&s->map);
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->loaded);
 	}
@@ -226,77 +216,35 @@ static void lru_push_front(struct shard *s, struct entry *e)
 	s->lru.lru_next = e;
 }
 
-static struct entry **bucket(struct shard *s, const struct tfs_id *key)
-{
-	return &s->table[hash_of(key) & (s->nbuckets - 1)];
-}
-
 static struct entry *lookup(struct shard *s, const struct tfs_id *key)
 {
-	struct entry *e = *bucket(s, key);
+	struct tfs_idmap_node *n = tfs_idmap_find(&s->map, key);
 
-	while (e && !tfs_id_eq(&e->key, key))
-		e = e->hnext;
-	return e;
+	return n ? tfs_idmap_entry(n, struct entry, node) : NULL;
 }
 
 static void unhash(struct shard *s, struct entry *e)
 {
-	struct entry **pp = bucket(s, &e->key);
-
-	while (*pp != e)
-		pp = &(*pp)->hnext;
-	*pp = e->hnext;
-	e->hnext = NULL;
-	s->n--;
-}
-
-static void grow(struct shard *s)
-{
-	size_t n = s->nbuckets * 2;
-	struct entry **t = calloc(n, sizeof(*t));
-
-	if (!t)
-		return; /* longer chains, still correct */
-	for (size_t i = 0; i < s->nbuckets; i++) {
-		struct entry *e = s->table[i], *next;
-
-		for (; e; e = next) {
-			size_t b = hash_of(&e->key) & (n - 1);
-
-			next = e->hnext;
-			e->hnext = t[b];
-			t[b] = e;
-		}
-	}
-	free(s->table);
-	s->table = t;
-	s->nbuckets = n;
+	tfs_idmap_remove(&s->map, &e->node);
 }
 
 /* A new LOADING entry with one reference, hashed into s. Called with s->lock held. */
 static struct entry *insert_loading(struct shard *s, unsigned idx, const struct tfs_id *key)
 {
 	struct entry *e = calloc(1, sizeof(*e));
-	struct entry **b;
 
 	if (!e)
 		return NULL;
-	e->key = *key;
+	e->node.id = *key;
 	e->shard = idx;
 	e->state = LOADING;
 	e->refs = 1;
-	if (s->n >= s->nbuckets)
-		grow(s);
-	b = bucket(s, key);
-	e->hnext = *b;
-	*b = e;
-	s->n++;
+	tfs_idmap_insert(&s->map, &e->node);
 	return e;
 }
 
 /* Evict unused entries from the cold end of shard s while the cache is over budget. Called with
- * s->lock held; the evicted entries are chained through hnext for freeing after unlocking. */
+ * s->lock held; the evicted entries are chained through freed_next for freeing after unlocking. */
 static void evict_shard(struct tfs_cache *c, struct shard *s, struct entry **freed)
 {
 	struct entry *e = s->lru.lru_prev;
@@ -315,7 +263,7 @@ static void evict_shard(struct tfs_cache *c, struct shard *s, struct entry **fre
 				__atomic_sub_fetch(&c->n.prefetch_pending, e->pub.len,
 						   __ATOMIC_RELAXED);
 			}
-			e->hnext = *freed;
+			e->freed_next = *freed;
 			*freed = e;
 		}
 		e = prev;
@@ -325,7 +273,7 @@ static void evict_shard(struct tfs_cache *c, struct shard *s, struct entry **fre
 static void free_list(struct tfs_cache *c, struct entry *e)
 {
 	while (e) {
-		struct entry *next = e->hnext;
+		struct entry *next = e->freed_next;
 
 		free_entry(c, e);
 		e = next;
@@ -402,7 +350,7 @@ static int run_load(struct tfs_cache *c, unsigned idx, struct entry *e, tfs_cach
 	struct entry *freed = NULL;
 	uint8_t *data = NULL;
 	size_t len = 0, cap = 0;
-	int rc = load(arg, &e->key, &data, &len, &cap), over;
+	int rc = load(arg, &e->node.id, &data, &len, &cap), over;
 
 	pthread_mutex_lock(&s->lock);
 	over = finish_load(c, s, e, rc, data, len, cap, &freed);
@@ -543,7 +491,7 @@ void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 	st->bytes = __atomic_load_n(&c->total, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < NSHARDS; i++) {
 		pthread_mutex_lock(&c->shards[i].lock);
-		st->entries += c->shards[i].n;
+		st->entries += c->shards[i].map.n;
 		pthread_mutex_unlock(&c->shards[i].lock);
 	}
 	st->budget = c->budget;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "idmap.h"
 #include "object.h"
 
 /*
@@ -52,13 +53,13 @@
  */
 
 struct entry {
-	struct tfs_id id;
-	uint64_t size;		   /* file size in bytes */
-	int64_t used_ns;	   /* last use (CLOCK_REALTIME); the LRU list is sorted by it */
-	uint64_t seq;		   /* dc->seq when last inserted or used */
-	uint64_t seen;		   /* generation of the last scan that found the file */
-	struct entry *hnext;	   /* hash chain, or the victim list once removed */
-	struct entry *prev, *next; /* LRU list: dc->lru.next is the most recently used */
+	struct tfs_idmap_node node; /* the object's id, in dc->index */
+	uint64_t size;		    /* file size in bytes */
+	int64_t used_ns;	    /* last use (CLOCK_REALTIME); the LRU list is sorted by it */
+	uint64_t seq;		    /* dc->seq when last inserted or used */
+	uint64_t seen;		    /* generation of the last scan that found the file */
+	struct entry *victim_next;  /* the victim list once removed */
+	struct entry *prev, *next;  /* LRU list: dc->lru.next is the most recently used */
 };
 
 struct diskcache {
@@ -70,8 +71,7 @@ struct diskcache {
 	atomic_int warned; /* the one bypass warning has been logged */
 
 	pthread_mutex_t lock;
-	struct entry **table;	       /* protected by lock */
-	size_t nbuckets, n;	       /* protected by lock */
+	struct tfs_idmap index;	       /* protected by lock */
 	struct entry lru;	       /* sentinel; protected by lock */
 	uint64_t seq;		       /* protected by lock */
 	uint64_t gen;		       /* scan generation; protected by lock */
@@ -155,50 +155,11 @@ static void warn_bypass(struct diskcache *dc, const char *what, int err)
 
 /* --- index (all called with dc->lock held) ---------------------------------------------------- */
 
-static size_t hash_of(const struct tfs_id *id)
-{
-	uint64_t h;
-
-	/* Ids are SHA-256 digests: any 8 bytes are uniformly distributed. */
-	memcpy(&h, id->b, sizeof(h));
-	return (size_t)h;
-}
-
-static struct entry **bucket(struct diskcache *dc, const struct tfs_id *id)
-{
-	return &dc->table[hash_of(id) & (dc->nbuckets - 1)];
-}
-
 static struct entry *lookup(struct diskcache *dc, const struct tfs_id *id)
 {
-	struct entry *e = *bucket(dc, id);
+	struct tfs_idmap_node *n = tfs_idmap_find(&dc->index, id);
 
-	while (e && !tfs_id_eq(&e->id, id))
-		e = e->hnext;
-	return e;
-}
-
-static void grow(struct diskcache *dc)
-{
-	size_t n = dc->nbuckets * 2;
-	struct entry **t = calloc(n, sizeof(*t));
-
-	if (!t)
-		return; /* longer chains, still correct */
-	for (size_t i = 0; i < dc->nbuckets; i++) {
-		struct entry *e = dc->table[i], *next;
-
-		for (; e; e = next) {
-			size_t b = hash_of(&e->id) & (n - 1);
-
-			next = e->hnext;
-			e->hnext = t[b];
-			t[b] = e;
-		}
-	}
-	free(dc->table);
-	dc->table = t;
-	dc->nbuckets = n;
+	return n ? tfs_idmap_entry(n, struct entry, node) : NULL;
 }
 
 static void lru_unlink(struct entry *e)
@@ -233,34 +194,21 @@ static void touch(struct diskcache *dc, struct entry *e)
 
 static void hash_insert(struct diskcache *dc, struct entry *e)
 {
-	struct entry **b;
-
-	if (dc->n >= dc->nbuckets)
-		grow(dc);
-	b = bucket(dc, &e->id);
-	e->hnext = *b;
-	*b = e;
-	dc->n++;
+	tfs_idmap_insert(&dc->index, &e->node);
 	dc->st.bytes_used += e->size;
 }
 
-/* Take e out of the index; its hnext is free for the caller's use afterwards. */
+/* Take e out of the index and the LRU list. */
 static void index_remove(struct diskcache *dc, struct entry *e)
 {
-	struct entry **pp = bucket(dc, &e->id);
-
-	while (*pp != e)
-		pp = &(*pp)->hnext;
-	*pp = e->hnext;
-	e->hnext = NULL;
+	tfs_idmap_remove(&dc->index, &e->node);
 	lru_unlink(e);
-	dc->n--;
 	assert(dc->st.bytes_used >= e->size);
 	dc->st.bytes_used -= e->size;
 }
 
 /* Take least recently used entries out of the index until the known bytes fit the budget; the
- * returned list (chained by hnext) is for unlink_victims once the lock is dropped. */
+ * returned list (chained by victim_next) is for unlink_victims once the lock is dropped. */
 static struct entry *take_victims(struct diskcache *dc)
 {
 	struct entry *victims = NULL;
@@ -269,7 +217,7 @@ static struct entry *take_victims(struct diskcache *dc)
 		struct entry *e = dc->lru.prev;
 
 		index_remove(dc, e);
-		e->hnext = victims;
+		e->victim_next = victims;
 		victims = e;
 	}
 	return victims;
@@ -287,7 +235,7 @@ static struct entry *note_used(struct diskcache *dc, const struct tfs_id *id, ui
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return NULL; /* the file stays, uncounted until the next scan */
-		e->id = *id;
+		e->node.id = *id;
 		e->size = size;
 		hash_insert(dc, e);
 	}
@@ -314,11 +262,11 @@ static void index_sanity(struct diskcache *dc)
 	for (struct entry *e = dc->lru.next; e != &dc->lru; e = e->next) {
 		assert(e->next->prev == e);
 		assert(e->next == &dc->lru || e->used_ns >= e->next->used_ns);
-		assert(lookup(dc, &e->id) == e);
+		assert(lookup(dc, &e->node.id) == e);
 		bytes += e->size;
 		n++;
 	}
-	assert(n == dc->n);
+	assert(n == dc->index.n);
 	assert(bytes == dc->st.bytes_used);
 }
 #else
@@ -338,8 +286,8 @@ static void unlink_victims(struct diskcache *dc, struct entry *victims)
 	while (victims) {
 		struct entry *e = victims;
 
-		victims = e->hnext;
-		tfs_id_hex(&e->id, name);
+		victims = e->victim_next;
+		tfs_id_hex(&e->node.id, name);
 		/* ENOENT: another process evicted it first; it is gone either way. */
 		if (unlinkat(dc->dir_fd, name, 0) == 0)
 			removed++;
@@ -462,7 +410,7 @@ static int scan(struct diskcache *dc)
 			rc = -ENOMEM;
 			break;
 		}
-		e->id = v[i].id;
+		e->node.id = v[i].id;
 		e->size = v[i].size;
 		e->used_ns = v[i].mtime_ns;
 		e->seen = gen;
@@ -720,7 +668,7 @@ static void free_index(struct diskcache *dc)
 		next = e->next;
 		free(e);
 	}
-	free(dc->table);
+	tfs_idmap_free(&dc->index);
 }
 
 /* Everything the wrapper owns but the inner store (a failed open leaves that to its caller). */
@@ -807,14 +755,12 @@ int tfs_diskcache_wrap(struct tfs_store *inner, const char *dir, uint64_t budget
 	dc->base.ops = &diskcache_ops;
 	dc->inner = inner;
 	dc->dir_fd = -1;
-	dc->nbuckets = 1024;
 	dc->lru.next = dc->lru.prev = &dc->lru;
 	dc->st.budget = dc->budget = budget;
 	pthread_mutex_init(&dc->lock, NULL);
 	dc->base.url = strdup(inner->url);
 	dc->dir = strdup(dir);
-	dc->table = calloc(dc->nbuckets, sizeof(*dc->table));
-	if (!dc->base.url || !dc->dir || !dc->table) {
+	if (!dc->base.url || !dc->dir || tfs_idmap_init(&dc->index, 1024)) {
 		rc = -ENOMEM;
 		goto fail;
 	}
