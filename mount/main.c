@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* main: the tensorfs command line (create, import, ls, info, mount) and mount.tensorfs. */
+/* main: the tensorfs command line: the commands on lakes and datasets (create, import, ls, info,
+ * log, diff, verify, gc, ...) and the dispatch to mount (mount_cmd.c) and top and stats (top.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -12,7 +13,6 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "fs.h"
 #include "history.h"
 #include "import.h"
 #include "store.h"
@@ -20,11 +20,8 @@
 #include "version.h"
 #include "view.h"
 #include "config.h"
-#include "ctlfile.h"
-#include "lake.h"
 #include "lakeindex.h"
-#include "logfile.h"
-#include "mountpoint.h"
+#include "cli.h"
 #include "top.h"
 #include "progress.h"
 
@@ -82,7 +79,7 @@ static const char usage_text[] =
 	"import, verify and gc show a progress line when stderr is a terminal; --progress\n"
 	"shows it anyway (a line a second), --quiet never.\n";
 
-static int usage(int rc)
+int tfs_cli_usage(int rc)
 {
 	fputs(usage_text, rc ? stderr : stdout);
 	return rc;
@@ -116,7 +113,7 @@ static int cmd_create(int argc, char **argv)
 	int rc;
 
 	if (argc != 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (open_dataset(argv[1], TFS_STORE_CREATE, &s, &ds))
 		return 1;
 	rc = tfs_dataset_create(s, ds);
@@ -198,11 +195,11 @@ static int cmd_import(int argc, char **argv)
 			o.threads = (unsigned)atoi(optarg);
 			break;
 		default:
-			return usage(2);
+			return tfs_cli_usage(2);
 		}
 	}
 	if (argc - optind < 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	src = calloc((size_t)(argc - optind - 1), sizeof(*src));
 	if (!src)
 		return 1;
@@ -283,7 +280,7 @@ static int cmd_ls(int argc, char **argv)
 	int rc;
 
 	if (argc != 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (tfs_store_open(argv[1], 0, &s))
 		return 1;
 	rc = tfs_dataset_list(s, print_name, &names);
@@ -343,10 +340,10 @@ static int cmd_info(int argc, char **argv)
 		else if (opt == 'j')
 			json = 1;
 		else
-			return usage(2);
+			return tfs_cli_usage(2);
 	}
 	if (argc - optind != 1)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
 	rc = tfs_dataset_check(s, ds);
@@ -416,7 +413,7 @@ static int cmd_update(int argc, char **argv)
 	int rc;
 
 	if (write_opts(argc, argv, &o) || argc - optind != 3)
-		return usage(2);
+		return tfs_cli_usage(2);
 	eq = strchr(argv[optind + 2], '=');
 	errno = 0;
 	start = strtoull(argv[optind + 2], &end, 10);
@@ -442,7 +439,7 @@ static int cmd_drop(int argc, char **argv)
 	int rc;
 
 	if (write_opts(argc, argv, &o) || argc - optind != 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
 	rc = tfs_drop(s, ds, argv[optind + 1], &o, &commit);
@@ -484,11 +481,11 @@ static int cmd_ref(int argc, char **argv, enum tfs_ref_kind kind)
 
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt != 'f')
-			return usage(2);
+			return tfs_cli_usage(2);
 		from = optarg;
 	}
 	if (argc - optind != 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
 	rc = resolve(s, argv[optind], ds, from, &id);
@@ -527,11 +524,11 @@ static int cmd_log(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "n:")) != -1) {
 		if (opt != 'n')
-			return usage(2);
+			return tfs_cli_usage(2);
 		max = atol(optarg);
 	}
 	if (argc - optind < 1 || argc - optind > 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
 	rc = resolve(s, argv[optind], ds, argc - optind == 2 ? argv[optind + 1] : "main", &id);
@@ -555,7 +552,7 @@ static int cmd_diff(int argc, char **argv)
 	int rc;
 
 	if (argc != 4)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (open_dataset(argv[1], 0, &s, &ds))
 		return 1;
 	rc = resolve(s, argv[1], ds, argv[2], &ia);
@@ -640,13 +637,13 @@ static int cmd_view(int argc, char **argv)
 			break;
 		default:
 			tfs_buf_free(&name);
-			return usage(2);
+			return tfs_cli_usage(2);
 		}
 		tfs_buf_printf(&name, "%s%s=%s", name.len ? "," : "", key, optarg);
 	}
 	if (argc - optind != 1) {
 		tfs_buf_free(&name);
-		return usage(2);
+		return tfs_cli_usage(2);
 	}
 	rc = tfs_view_parse(name.len ? (char *)name.data : "world=1", &p, err, sizeof(err));
 	if (rc) {
@@ -717,7 +714,7 @@ static int cmd_verify(int argc, char **argv)
 
 	argc = take_progress_flags(argc, argv, &pmode);
 	if (argc != 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (open_dataset(argv[1], 0, &s, &ds))
 		return 1;
 	pl = tfs_progress_line_start("verify", "objects", &r.progress, pmode);
@@ -763,11 +760,11 @@ static int cmd_gc(int argc, char **argv)
 		} else if (opt == 'n') {
 			dry = 1;
 		} else {
-			return usage(2);
+			return tfs_cli_usage(2);
 		}
 	}
 	if (argc - optind != 1)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
 	pl = tfs_progress_line_start("gc", "objects", &r.progress, pmode);
@@ -791,321 +788,13 @@ static int cmd_gc(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
-/* Options mount(8) hands every helper that mean nothing to a FUSE mount. */
-static int mount8_option(const char *o)
-{
-	static const char *const ignored[] = { "rw",	 "ro",	     "auto",  "noauto",
-					       "user",	 "nouser",   "users", "_netdev",
-					       "nofail", "defaults", NULL };
-
-	for (int i = 0; ignored[i]; i++)
-		if (!strcmp(o, ignored[i]))
-			return 1;
-	return !strncmp(o, "x-", 2);
-}
-
-/* Mount-point checks the mount command makes itself (see mountpoint.h). */
-struct mount_flags {
-	int force;    /* --force: clean up a dead mount first */
-	int nonempty; /* -o nonempty: mount over files */
-};
-
-static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_lake_config *lc,
-			    struct tfs_buf *fuse_opts, struct mount_flags *mf)
-{
-	char *save, *o;
-
-	for (o = strtok_r(list, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
-		char *val = strchr(o, '=');
-
-		if (val)
-			*val++ = 0;
-		if (!strcmp(o, "cache_mem") && val) {
-			if (tfs_parse_size(val, &lc->cache_mem)) {
-				tfs_err("-o cache_mem=%s: expected a size like 512M", val);
-				return -EINVAL;
-			}
-		} else if (!strcmp(o, "ref_ttl") && val) {
-			char *end;
-
-			cfg->ref_ttl = strtod(val, &end);
-			if (*end || cfg->ref_ttl < 0) {
-				tfs_err("-o ref_ttl=%s: expected seconds", val);
-				return -EINVAL;
-			}
-		} else if (!strcmp(o, "log") && val) {
-			cfg->log_path = val;
-		} else if (!strcmp(o, "cache_dir") && val) {
-			lc->cache_dir = val;
-		} else if (!strcmp(o, "config") && val) {
-			/* Resolved now: a daemon changes directory to /. */
-			char path[PATH_MAX];
-
-			if (!realpath(val, path) || tfs_config_set_path(path)) {
-				tfs_err("-o config=%s: %s", val, strerror(errno));
-				return -EINVAL;
-			}
-		} else if (!strcmp(o, "cache_disk") && val) {
-			if (tfs_parse_size(val, &lc->cache_disk)) {
-				tfs_err("-o cache_disk=%s: expected a size like 20G", val);
-				return -EINVAL;
-			}
-		} else if (!strcmp(o, "threads") && val) {
-			cfg->max_threads = (unsigned)atoi(val);
-		} else if (!strcmp(o, "splice") && !val) {
-			cfg->splice = 1;
-		} else if (!strcmp(o, "readahead_kb") && val) {
-			cfg->readahead_kb = (unsigned)strtoul(val, NULL, 10);
-		} else if (!strcmp(o, "prefetch_threads") && val) {
-			char *end;
-			long n = strtol(val, &end, 10);
-
-			if (*end || n < 0 || n > 256) {
-				tfs_err("-o prefetch_threads=%s: expected 0..256", val);
-				return -EINVAL;
-			}
-			lc->prefetch_threads = (unsigned)n;
-		} else if (!strcmp(o, "debug") && !val) {
-			cfg->debug = 1;
-		} else if (!strcmp(o, "nonempty") && !val) {
-			mf->nonempty = 1;
-		} else if (mount8_option(o)) {
-			continue;
-		} else {
-			if (fuse_opts->len)
-				tfs_buf_append(fuse_opts, ",", 1);
-			if (val)
-				tfs_buf_printf(fuse_opts, "%s=%s", o, val);
-			else
-				tfs_buf_printf(fuse_opts, "%s", o);
-		}
-	}
-	return 0;
-}
-
-/* The control file is the staging engine's (gpu/), reached through fs/'s control table. */
-static int ctl_create(struct tfs_lake *lake, const char *mountpoint, void **obj)
-{
-	const struct tfs_ctlfile_config cc = { .lake = lake, .mountpoint = mountpoint };
-
-	return tfs_ctlfile_create(&cc, (struct tfs_ctlfile **)obj);
-}
-
-static void ctl_destroy(void *obj)
-{
-	tfs_ctlfile_destroy(obj);
-}
-
-static int ctl_open(void *obj, uid_t uid, gid_t gid, void **session)
-{
-	return tfs_ctlfile_session_open(obj, uid, gid, (struct tfs_ctlfile_session **)session);
-}
-
-static void ctl_close(void *session)
-{
-	tfs_ctlfile_session_close(session);
-}
-
-static ssize_t ctl_write(void *session, const char *buf, size_t len)
-{
-	return tfs_ctlfile_write(session, buf, len);
-}
-
-static ssize_t ctl_read(void *session, char *buf, size_t len)
-{
-	return tfs_ctlfile_read(session, buf, len);
-}
-
-static int ctl_ioctl(void *session, unsigned cmd, const void *in, size_t in_len, void *out,
-		     size_t out_len)
-{
-	return tfs_ctlfile_ioctl(session, cmd, in, in_len, out, out_len);
-}
-
-static int ctl_stats(void *obj, struct tfs_buf *out)
-{
-	return tfs_ctlfile_stats_json(obj, out);
-}
-
-static int ctl_metrics(void *obj, struct tfs_buf *out)
-{
-	return tfs_ctlfile_metrics(obj, out);
-}
-
-static const struct tfs_fs_control staging_control = {
-	.create = ctl_create,
-	.destroy = ctl_destroy,
-	.open = ctl_open,
-	.close = ctl_close,
-	.write = ctl_write,
-	.read = ctl_read,
-	.ioctl = ctl_ioctl,
-	.stats_json = ctl_stats,
-	.metrics = ctl_metrics,
-};
-
-/* Option strings are parsed in place (and the config keeps pointers into them): parse copies,
- * so the command line the daemon shows in ps stays as it was typed. */
-struct kept {
-	char **s;
-	int n;
-};
-
-static char *keep_opt(struct kept *k, const char *opt)
-{
-	char **v = realloc(k->s, (size_t)(k->n + 1) * sizeof(*v));
-	char *copy = strdup(opt);
-
-	if (!v || !copy) {
-		free(copy);
-		if (v)
-			k->s = v;
-		tfs_err("out of memory");
-		exit(1);
-	}
-	k->s = v;
-	k->s[k->n++] = copy;
-	return copy;
-}
-
-/* Chunk loads from a local lake are CPU work (one loader per CPU); from a remote one they wait on
- * the network: with a round trip of tens of milliseconds, and TCP's slow start on every new
- * connection, a stream of 4 MiB chunks needs many requests in flight to fill the link. So three
- * loaders for every four connections the HTTP pool allows ([http] max_inflight): the last quarter
- * stays free for chunks a reader waits on (another file, a random read), which would otherwise
- * queue behind read-ahead. The ahead budget (half the cache) still bounds what loaders hold. */
-static unsigned default_prefetch_threads(const char *lake_url)
-{
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = (unsigned)(ncpu > 0 ? ncpu : 1), loaders;
-	struct tfs_config_http http;
-
-	if (lake_url[0] == '/' || !strncmp(lake_url, "file://", 7))
-		return n;
-	/* A bad [http] section is reported when the store opens; 8 until then. */
-	if (tfs_config_http(&http))
-		return n > 8 ? n : 8;
-	loaders = http.max_inflight - http.max_inflight / 4;
-	return n > loaders ? n : loaders;
-}
-
-static int cmd_mount(int argc, char **argv)
-{
-	struct tfs_fs_config cfg = {
-		.control = &staging_control,
-		.ref_ttl = TFS_FS_DEFAULT_REF_TTL,
-		.readahead_kb = TFS_FS_DEFAULT_READAHEAD_KB,
-	};
-	struct tfs_lake_config lc = {
-		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
-		.cache_disk = TFS_FS_DEFAULT_CACHE_DISK,
-		.prefetch_threads = UINT_MAX, /* not given: chosen by the lake's scheme */
-	};
-	struct kept kept = { 0 };
-	struct tfs_buf fuse_opts = { 0 };
-	struct mount_flags mf = { 0 };
-	char *pos[2], mnt[PATH_MAX], logpath[PATH_MAX];
-	int npos = 0, rc = 1;
-
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-f")) {
-			cfg.foreground = 1;
-		} else if (!strcmp(argv[i], "-d")) {
-			cfg.foreground = 1;
-			cfg.debug = 1;
-		} else if (!strcmp(argv[i], "--force")) {
-			mf.force = 1;
-		} else if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-s") ||
-			   !strcmp(argv[i], "-v")) {
-			/* mount(8)'s no-mtab, sloppy and verbose flags to its helpers: nothing to
-			 * do */
-		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			if (parse_mount_opts(keep_opt(&kept, argv[++i]), &cfg, &lc, &fuse_opts,
-					     &mf))
-				goto out;
-		} else if (!strncmp(argv[i], "-o", 2) && argv[i][2]) {
-			if (parse_mount_opts(keep_opt(&kept, argv[i] + 2), &cfg, &lc, &fuse_opts,
-					     &mf))
-				goto out;
-		} else if (argv[i][0] == '-' || npos == 2) {
-			rc = usage(2);
-			goto out;
-		} else {
-			pos[npos++] = argv[i];
-		}
-	}
-	if (npos != 2) {
-		rc = usage(2);
-		goto out;
-	}
-	/* A daemon changes directory to /: make paths absolute first. */
-	if (tfs_mountpoint_prepare(pos[1], mf.force, mf.nonempty, mnt))
-		goto out;
-	if (cfg.log_path) {
-		if (cfg.log_path[0] != '/' && getcwd(logpath, sizeof(logpath) - 1) &&
-		    strlen(logpath) + strlen(cfg.log_path) + 2 < sizeof(logpath)) {
-			strcat(logpath, "/");
-			strcat(logpath, cfg.log_path);
-			cfg.log_path = logpath;
-		}
-		if (tfs_log_open(cfg.log_path)) {
-			tfs_err("-o log=%s: cannot open: %s", cfg.log_path, strerror(errno));
-			goto out;
-		}
-	}
-	if (lc.cache_dir && lc.cache_dir[0] != '/') {
-		static char dirpath[PATH_MAX];
-
-		if (!getcwd(dirpath, sizeof(dirpath) - 1) ||
-		    strlen(dirpath) + strlen(lc.cache_dir) + 2 >= sizeof(dirpath)) {
-			tfs_err("-o cache_dir=%s: path too long", lc.cache_dir);
-			goto out;
-		}
-		strcat(dirpath, "/");
-		strcat(dirpath, lc.cache_dir);
-		lc.cache_dir = dirpath;
-	}
-	if (!cfg.foreground && !cfg.log_path) {
-		int fb = tfs_logfile_fallback(mnt, logpath, sizeof(logpath));
-
-		if (fb == 0 && tfs_log_open(logpath) == 0) {
-			cfg.log_path = logpath;
-			fprintf(stderr,
-				"tensorfs: no syslog here (/dev/log); the daemon logs to %s\n",
-				logpath);
-		} else if (fb < 0) {
-			tfs_warn("no syslog here, and no file for the log: %s; the daemon's log is "
-				 "lost "
-				 "(give -o log=FILE)",
-				 strerror(-fb));
-		}
-	}
-	cfg.lake_url = lc.url = pos[0];
-	lc.ref_ttl = cfg.ref_ttl;
-	cfg.mountpoint = mnt;
-	cfg.fuse_opts = fuse_opts.len ? (const char *)fuse_opts.data : NULL;
-	if (lc.prefetch_threads == UINT_MAX)
-		lc.prefetch_threads = default_prefetch_threads(lc.url);
-	/* The engine: opened here (before the daemon forks), started by fs/ once it has. */
-	if (tfs_lake_open(&lc, &cfg.lake))
-		goto out;
-	rc = tfs_fs_main(&cfg);
-	tfs_lake_close(cfg.lake);
-out:
-	for (int i = 0; i < kept.n; i++)
-		free(kept.s[i]);
-	free(kept.s);
-	tfs_buf_free(&fuse_opts);
-	return rc;
-}
-
 static int cmd_index(int argc, char **argv)
 {
 	struct tfs_store *s;
 	int rc;
 
 	if (argc != 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	if (tfs_store_open(argv[1], 0, &s))
 		return 1;
 	rc = tfs_lakeindex_write(s);
@@ -1141,9 +830,9 @@ int main(int argc, char **argv)
 	log_level_from_env();
 	/* mount(8) runs mount.tensorfs SOURCE DIR -o OPTIONS. */
 	if (!strcmp(prog, "mount.tensorfs"))
-		return cmd_mount(argc, argv);
+		return tfs_cmd_mount(argc, argv);
 	if (argc < 2)
-		return usage(2);
+		return tfs_cli_usage(2);
 	argc--;
 	argv++;
 	if (!strcmp(argv[0], "--config") || !strncmp(argv[0], "--config=", 9)) {
@@ -1151,7 +840,7 @@ int main(int argc, char **argv)
 		int used = argv[0][8] == '=' ? 1 : 2;
 
 		if (!path || argc <= used)
-			return usage(2);
+			return tfs_cli_usage(2);
 		if (tfs_config_set_path(path))
 			return 1;
 		argc -= used;
@@ -1166,10 +855,10 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[0], "info"))
 		return cmd_info(argc, argv);
 	if (!strcmp(argv[0], "mount"))
-		return cmd_mount(argc, argv);
+		return tfs_cmd_mount(argc, argv);
 	/* mount -t fuse.tensorfs (mount.fuse3) runs `tensorfs SOURCE MOUNTPOINT -o OPTIONS`. */
 	if (strstr(argv[0], "://"))
-		return cmd_mount(argc + 1, argv - 1);
+		return tfs_cmd_mount(argc + 1, argv - 1);
 	if (!strcmp(argv[0], "branch"))
 		return cmd_ref(argc, argv, TFS_REF_BRANCH);
 	if (!strcmp(argv[0], "tag"))
@@ -1199,7 +888,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[0], "help") || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
-		return usage(0);
+		return tfs_cli_usage(0);
 	tfs_err("unknown command '%s'", argv[0]);
-	return usage(2);
+	return tfs_cli_usage(2);
 }
