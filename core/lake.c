@@ -152,14 +152,14 @@ static int resolve_id(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind
 			    id);
 }
 
-int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind kind,
-		     const char *name, struct tfs_version **out)
+/* The version a ref's entry holds, referenced, when it may still be trusted (a branch within
+ * ref_ttl of its last confirmation, a tag or commit for good); else NULL. */
+static struct tfs_version *cached_version(struct tfs_lake *l, const char *ds,
+					  enum tfs_lake_ref_kind kind, const char *name,
+					  uint64_t now)
 {
-	const uint64_t now = tfs_now_ns();
-	struct tfs_version *v = NULL, *old = NULL;
+	struct tfs_version *v = NULL;
 	struct tfs_lake_ref *r;
-	struct tfs_id id;
-	int rc;
 
 	pthread_mutex_lock(&l->lock);
 	r = ref_find(l, ds, kind, name);
@@ -168,21 +168,23 @@ int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind 
 		tfs_version_get(v);
 	}
 	pthread_mutex_unlock(&l->lock);
-	if (v) {
-		*out = v;
-		return 0;
-	}
+	return v;
+}
 
-	/* Read the ref (or parse the id) without the lock: it may be a request to a remote store.
-	 */
-	rc = resolve_id(l, ds, kind, name, &id);
-	if (rc)
-		return rc;
+/* The ref was just read and names commit id: the version of id (shared when another ref holds
+ * it, else opened), recorded as the ref's, confirmed now. */
+static int settle(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind kind, const char *name,
+		  const struct tfs_id *id, uint64_t now, struct tfs_version **out)
+{
+	struct tfs_version *v, *old = NULL;
+	struct tfs_lake_ref *r;
+	int rc;
+
 	pthread_mutex_lock(&l->lock);
-	v = shared_version(l, ds, &id);
+	v = shared_version(l, ds, id);
 	pthread_mutex_unlock(&l->lock);
 	if (!v) {
-		rc = tfs_version_open(l->store, ds, &id, &v);
+		rc = tfs_version_open(l->store, ds, id, &v);
 		if (rc)
 			return rc;
 	}
@@ -205,7 +207,7 @@ int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind 
 	}
 	if (r) {
 		/* Keep whichever version a racing caller stored for the same commit. */
-		if (r->ver && tfs_id_eq(&r->ver->commit.id, &id)) {
+		if (r->ver && tfs_id_eq(&r->ver->commit.id, id)) {
 			tfs_version_put(v);
 			v = r->ver;
 		} else {
@@ -221,6 +223,46 @@ int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind 
 	return 0;
 }
 
+int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind kind,
+		     const char *name, struct tfs_version **out)
+{
+	const uint64_t now = tfs_now_ns();
+	struct tfs_id id;
+	int rc;
+
+	*out = cached_version(l, ds, kind, name, now);
+	if (*out)
+		return 0;
+	/* Read the ref (or parse the id) without the lock: it may be a request to a remote store.
+	 */
+	rc = resolve_id(l, ds, kind, name, &id);
+	return rc ? rc : settle(l, ds, kind, name, &id, now, out);
+}
+
+/* A name where a ref goes: a branch, a tag, or else a commit id. A trusted entry answers with no
+ * I/O, and a ref read here is not read a second time. */
+static int named_version(struct tfs_lake *l, const char *ds, const char *name,
+			 struct tfs_version **out)
+{
+	const uint64_t now = tfs_now_ns();
+	enum tfs_ref_kind rk;
+	struct tfs_id id;
+	int rc;
+
+	*out = cached_version(l, ds, TFS_LAKE_BRANCH, name, now);
+	if (!*out)
+		*out = cached_version(l, ds, TFS_LAKE_TAG, name, now);
+	if (*out)
+		return 0;
+	rc = tfs_name_valid(name) ? tfs_ref_lookup(l->store, ds, name, &rk, &id) : -ENOENT;
+	if (rc == -ENOENT)
+		return tfs_lake_version(l, ds, TFS_LAKE_COMMIT, name, out);
+	if (rc)
+		return rc;
+	return settle(l, ds, rk == TFS_REF_TAG ? TFS_LAKE_TAG : TFS_LAKE_BRANCH, name, &id, now,
+		      out);
+}
+
 #define SET_ERR(...) snprintf(err, err_cap, __VA_ARGS__)
 
 int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **out,
@@ -228,7 +270,6 @@ int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **
 {
 	char *copy = strdup(path), *parts[6], *save = NULL;
 	struct tfs_version *v = NULL;
-	enum tfs_lake_ref_kind kind = TFS_LAKE_COMMIT;
 	const char *name;
 	size_t n = 0, vi;
 	int rc = -EINVAL;
@@ -261,19 +302,9 @@ int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **
 			rc = -EINVAL;
 			goto out;
 		}
-	} else {
-		enum tfs_ref_kind rk;
-		struct tfs_id id;
-
-		/* A branch, a tag, or else a commit id. */
-		rc = tfs_name_valid(name) ? tfs_ref_lookup(l->store, parts[0], name, &rk, &id)
-					  : -ENOENT;
-		if (!rc)
-			kind = rk == TFS_REF_TAG ? TFS_LAKE_TAG : TFS_LAKE_BRANCH;
-		else if (rc != -ENOENT)
-			goto unreadable;
 	}
-	rc = tfs_lake_version(l, parts[0], kind, name, &v);
+	rc = vi == 3 ? tfs_lake_version(l, parts[0], TFS_LAKE_COMMIT, name, &v)
+		     : named_version(l, parts[0], name, &v);
 	if (rc == -ENOENT) {
 		SET_ERR("dataset '%s' has no branch, tag or commit '%s'", parts[0], name);
 		goto out;
