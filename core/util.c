@@ -328,3 +328,64 @@ uint64_t tfs_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* --- mountinfo ------------------------------------------------------------------------------ */
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+int tfs_mountinfo_find(const char *path, struct tfs_mountinfo *out)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (getline(&line, &cap, f) > 0) {
+		char *save, *fld[5], *dash = strstr(line, " - "), *type, *src;
+		unsigned maj, min;
+		int n = 0;
+
+		if (!dash)
+			continue;
+		*dash = 0;
+		for (char *t = strtok_r(line, " ", &save); t && n < 5;
+		     t = strtok_r(NULL, " ", &save))
+			fld[n++] = t;
+		if (n < 5)
+			continue;
+		unescape(fld[4]);
+		if (strcmp(fld[4], path))
+			continue;
+		type = strtok_r(dash + 3, " \n", &save);
+		src = type ? strtok_r(NULL, " \n", &save) : NULL;
+		/* Later lines are mounts on top of earlier ones: keep the last. */
+		snprintf(out->fstype, sizeof(out->fstype), "%s", type ? type : "");
+		snprintf(out->source, sizeof(out->source), "%s", src ? src : "");
+		if (src)
+			unescape(out->source);
+		out->dev[0] = 0;
+		if (sscanf(fld[2], "%u:%u", &maj, &min) == 2)
+			snprintf(out->dev, sizeof(out->dev), "%u:%u", maj, min);
+		found = 1;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}

@@ -93,4 +93,13 @@ static inline void tfs_progress_add(struct tfs_progress *p, uint64_t bytes, uint
 	__atomic_add_fetch(&p->items, items, __ATOMIC_RELAXED);
 }
 
+/* The topmost mount at path (absolute, symlinks resolved), from /proc/self/mountinfo, with its
+ * escapes undone. Returns 1 when path is a mount point, 0 when not. */
+struct tfs_mountinfo {
+	char dev[32];	   /* "major:minor" */
+	char fstype[64];   /* "fuse.tensorfs" */
+	char source[4096]; /* the lake URL for a tensorfs mount */
+};
+int tfs_mountinfo_find(const char *path, struct tfs_mountinfo *out);
+
 #endif

@@ -480,12 +480,11 @@ static uint64_t view_file_size(const struct tfs_lake_view *f, const struct tfs_c
 	return TFS_NPY_ALIGN + f->view->n * c->row_bytes;
 }
 
-/* Every counter the daemon keeps, at one moment. The control file's part is rendered into
- * ctl_json and ctl_metrics, which the caller frees. */
-static int snapshot(struct fs *fs, struct tfs_fs_snapshot *s, struct tfs_buf *ctl_json,
-		    struct tfs_buf *ctl_metrics)
+/* Every counter the daemon keeps, at one moment. The control file's part is rendered into ctl,
+ * which the caller frees: as JSON for stats, as metric families for metrics. */
+static int snapshot(struct fs *fs, enum ntype type, struct tfs_fs_snapshot *s, struct tfs_buf *ctl)
 {
-	const struct tfs_fs_control *ctl = fs->cfg->control;
+	const struct tfs_fs_control *co = fs->cfg->control;
 	int rc = 0;
 
 	memset(s, 0, sizeof(*s));
@@ -500,12 +499,12 @@ static int snapshot(struct fs *fs, struct tfs_fs_snapshot *s, struct tfs_buf *ct
 	s->store_url = fs->lake->store->url;
 	s->reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
 	s->read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
-	if (fs->ctl) {
-		rc = ctl->stats_json(fs->ctl, ctl_json);
-		if (!rc && ctl->metrics)
-			rc = ctl->metrics(fs->ctl, ctl_metrics);
-		s->control_json = ctl_json->len ? (const char *)ctl_json->data : NULL;
-		s->control_metrics = ctl_metrics->len ? (const char *)ctl_metrics->data : NULL;
+	if (fs->ctl && type == N_STATS) {
+		rc = co->stats_json(fs->ctl, ctl);
+		s->control_json = ctl->len ? (const char *)ctl->data : NULL;
+	} else if (fs->ctl && co->metrics) {
+		rc = co->metrics(fs->ctl, ctl);
+		s->control_metrics = ctl->len ? (const char *)ctl->data : NULL;
 	}
 	return rc;
 }
@@ -513,18 +512,17 @@ static int snapshot(struct fs *fs, struct tfs_fs_snapshot *s, struct tfs_buf *ct
 /* The content of a generated .tensorfs/ file: stats (JSON), metrics (Prometheus), errors. */
 static int gen_text(struct fs *fs, enum ntype type, struct tfs_buf *out)
 {
-	struct tfs_buf cj = { 0 }, cm = { 0 };
+	struct tfs_buf ctl = { 0 };
 	struct tfs_fs_snapshot s;
 	int rc;
 
 	if (type == N_ERRORS)
 		return tfs_fs_errors_text(fs->stats, out);
-	rc = snapshot(fs, &s, &cj, &cm);
+	rc = snapshot(fs, type, &s, &ctl);
 	if (!rc)
 		rc = type == N_STATS ? tfs_fs_stats_json(fs->stats, &s, out)
 				     : tfs_fs_metrics_text(fs->stats, &s, out);
-	tfs_buf_free(&cj);
-	tfs_buf_free(&cm);
+	tfs_buf_free(&ctl);
 	return rc;
 }
 
@@ -1821,23 +1819,13 @@ static void log_stats(struct fs *fs)
  * stat of the mount point would wait for the INIT we have not answered yet. */
 static void set_readahead(const char *mountpoint, unsigned kb)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096], dev[32] = "", path[PATH_MAX + 64];
-	unsigned maj, min;
+	struct tfs_mountinfo mi;
+	char path[128];
+	FILE *f;
 
-	if (!f)
+	if (!tfs_mountinfo_find(mountpoint, &mi) || !mi.dev[0])
 		return;
-	while (fgets(line, sizeof(line), f)) {
-		char mnt[PATH_MAX];
-
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) == 3 &&
-		    !strcmp(mnt, mountpoint))
-			snprintf(dev, sizeof(dev), "%u:%u", maj, min);
-	}
-	fclose(f);
-	if (!dev[0])
-		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", mi.dev);
 	f = fopen(path, "we");
 	if (!f) {
 		tfs_debug("cannot set %s: %s", path, strerror(errno));

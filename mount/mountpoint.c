@@ -16,63 +16,6 @@
 
 #include "util.h"
 
-/* mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = 0;
-}
-
-/* The filesystem type and source of the topmost mount at path, from /proc/self/mountinfo.
- * Returns 1 when path is a mount point, 0 when not. */
-static int mounted_at(const char *path, char *fstype, size_t tcap, char *source, size_t scap)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
-	size_t cap = 0;
-	int found = 0;
-
-	if (!f)
-		return 0;
-	while (getline(&line, &cap, f) > 0) {
-		char *save, *fld[5], *dash = strstr(line, " - "), *type, *src;
-		int n = 0;
-
-		if (!dash)
-			continue;
-		*dash = 0;
-		for (char *t = strtok_r(line, " ", &save); t && n < 5;
-		     t = strtok_r(NULL, " ", &save))
-			fld[n++] = t;
-		if (n < 5)
-			continue;
-		unescape(fld[4]);
-		if (strcmp(fld[4], path))
-			continue;
-		type = strtok_r(dash + 3, " \n", &save);
-		src = type ? strtok_r(NULL, " \n", &save) : NULL;
-		/* Later lines are mounts on top of earlier ones: keep the last. */
-		snprintf(fstype, tcap, "%s", type ? type : "");
-		snprintf(source, scap, "%s", src ? src : "");
-		if (src)
-			unescape(source);
-		found = 1;
-	}
-	free(line);
-	fclose(f);
-	return found;
-}
-
 /* Detach a dead FUSE mount: directly as root, through fusermount3 otherwise. */
 static int unmount_dead(const char *path)
 {
@@ -124,7 +67,7 @@ static int entries(const char *path)
 
 int tfs_mountpoint_prepare(const char *path, int force, int nonempty, char abs[PATH_MAX])
 {
-	char fstype[64], source[PATH_MAX];
+	struct tfs_mountinfo mi;
 	struct statfs sf;
 	int rc, n;
 
@@ -157,11 +100,10 @@ int tfs_mountpoint_prepare(const char *path, int force, int nonempty, char abs[P
 		tfs_err("mount point %s: %s", path, strerror(errno));
 		return rc;
 	}
-	if (mounted_at(abs, fstype, sizeof(fstype), source, sizeof(source)) &&
-	    !strcmp(fstype, "fuse.tensorfs")) {
+	if (tfs_mountinfo_find(abs, &mi) && !strcmp(mi.fstype, "fuse.tensorfs")) {
 		tfs_err("mount point %s: %s is mounted there already; unmount it first "
 			"(`fusermount3 -u %s`)",
-			abs, source, abs);
+			abs, mi.source, abs);
 		return -EBUSY;
 	}
 	n = entries(abs);
