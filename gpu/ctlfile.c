@@ -85,6 +85,7 @@ static void session_free(struct tfs_ctlfile_session *s)
 	for (unsigned i = 0; i < MAX_STREAMS; i++)
 		stream_free(s->streams[i]);
 	tfs_buf_free(&s->out);
+	tfs_buf_free(&s->in);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

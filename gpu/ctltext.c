@@ -349,6 +349,20 @@ static int text_stats(struct tfs_ctlfile_session *se, const struct kv *kv, size_
 }
 
 /* One request line (NUL-terminated, no newline, modified in place) -> one reply line. */
+/* Count an error and queue its reply line: "error NAME message". */
+static int reply_error(struct tfs_ctlfile_session *se, int rc, char *err, struct tfs_buf *r)
+{
+	__atomic_add_fetch(&se->ctl->errors, 1, __ATOMIC_RELAXED);
+	if (!err[0])
+		snprintf(err, ERR_MAX, "%s", strerror(-rc));
+	/* One line of printable ASCII, whatever the request held. */
+	for (char *p = err; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	tfs_debug("control session %u: error %s %s", se->id, tfs_ctl_errno_name(-rc), err);
+	return tfs_buf_printf(r, "error %s %s\n", tfs_ctl_errno_name(-rc), err);
+}
+
 static int handle_line(struct tfs_ctlfile_session *se, char *line, struct tfs_buf *r)
 {
 	struct tfs_ctlfile *ctl = se->ctl;
@@ -426,52 +440,62 @@ static int handle_line(struct tfs_ctlfile_session *se, char *line, struct tfs_bu
 		rc = -EINVAL;
 	}
 out:
-	if (!rc)
-		return 0;
-	__atomic_add_fetch(&ctl->errors, 1, __ATOMIC_RELAXED);
-	if (!err[0])
-		snprintf(err, sizeof(err), "%s", strerror(-rc));
-	/* One line of printable ASCII, whatever the request held. */
-	for (char *p = err; *p; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-			*p = '?';
-	tfs_debug("control session %u: error %s %s", se->id, tfs_ctl_errno_name(-rc), err);
-	return tfs_buf_printf(r, "error %s %s\n", tfs_ctl_errno_name(-rc), err);
+	return rc ? reply_error(se, rc, err, r) : 0;
+}
+
+/* Hand one whole request line (its newline cut off) to handle_line. */
+static int handle_whole_line(struct tfs_ctlfile_session *se, char *line, size_t len)
+{
+	/* A NUL byte would cut a line short: make it a character that fails to parse instead. */
+	for (size_t i = 0; i < len; i++)
+		line[i] = line[i] ? line[i] : '?';
+	line[len] = 0;
+	if (!line[strspn(line, " \t\r")])
+		return 0; /* blank lines are not requests */
+	return handle_line(se, line, &se->out);
 }
 
 ssize_t tfs_ctlfile_write(struct tfs_ctlfile_session *se, const char *buf, size_t len)
 {
-	char *copy = malloc(len + 1), *line, *nl;
+	const char *p = buf, *end = buf + len;
 	ssize_t rc = (ssize_t)len;
+	char err[ERR_MAX];
 
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, buf, len);
-	copy[len] = 0;
-	/* A NUL byte would cut a line short: make it a character that fails to parse instead. */
-	for (size_t i = 0; i < len; i++)
-		copy[i] = copy[i] ? copy[i] : '?';
 	pthread_mutex_lock(&se->lock);
 	if (se->out.len - se->out_off > MAX_OUT) {
 		rc = -ENOBUFS; /* read the replies first */
 		goto out;
 	}
-	/* Every line is a request; so is a last line without its newline. */
-	for (line = copy; line < copy + len; line = nl + 1) {
-		nl = memchr(line, '\n', (size_t)(copy + len - line));
-		if (!nl)
-			nl = copy + len;
-		*nl = 0;
-		if (!line[strspn(line, " \t\r")])
-			continue; /* blank lines are not requests */
-		if (handle_line(se, line, &se->out)) {
-			rc = -ENOMEM;
+	/* A request is a whole line: bytes up to a newline wait in se->in for the rest, however
+	 * the writer cut its writes. */
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t seg = (size_t)((nl ? nl : end) - p);
+		int e = 0;
+
+		if (se->in_discard) {
+			se->in_discard = !nl; /* the over-long line ends at its newline */
+		} else if (se->in.len + seg > TFS_CTL_LINE_MAX) {
+			/* One error reply for the line, whose rest is then dropped unread. */
+			se->in.len = 0;
+			se->in_discard = !nl;
+			__atomic_add_fetch(&se->ctl->requests, 1, __ATOMIC_RELAXED);
+			SET_ERR("request line longer than %u bytes", TFS_CTL_LINE_MAX);
+			e = reply_error(se, -E2BIG, err, &se->out);
+		} else if (tfs_buf_append(&se->in, p, seg)) {
+			e = -ENOMEM;
+		} else if (nl) {
+			e = handle_whole_line(se, (char *)se->in.data, se->in.len);
+			se->in.len = 0;
+		}
+		if (e) {
+			rc = e;
 			break;
 		}
+		p += seg + (nl ? 1 : 0);
 	}
 out:
 	pthread_mutex_unlock(&se->lock);
-	free(copy);
 	return rc;
 }
 

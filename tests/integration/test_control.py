@@ -303,6 +303,87 @@ def test_bad_requests_get_error_replies(lake, mount):
     assert np.array_equal(np.load(m.path / "d" / "main" / "label.npy"), cols["label"])
 
 
+def write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def pending(fd):
+    """Whatever replies the session holds now (a read never waits)."""
+    return os.read(fd, 65536)
+
+
+def test_request_split_across_writes(lake, mount):
+    """A request is a whole line, however the writer cuts it into write() calls."""
+    cols = build(lake)
+    m = mount(lake)
+    s = Session(m)
+    reqs = [b"open d/main cols=label,image batch=4\n", b"stage stream=%d rows=5,6\n",
+            b"close stream=%d\n", b"bogus request=1\n"]
+    stream = 0
+    for req in reqs:
+        for cut in range(1, len(req)):
+            if b"%d" in req:
+                if stream == 0:
+                    stream = int(fields(s.req("open d/main cols=label batch=4"))["stream"])
+                line = req % stream
+            else:
+                line = req
+            cut = min(cut, len(line) - 1)
+            write_all(s.fd, line[:cut])
+            assert pending(s.fd) == b"", f"reply to half a request {line[:cut]!r}"
+            write_all(s.fd, line[cut:])
+            reply = pending(s.fd).decode()
+            assert reply.count("\n") == 1, f"{line!r} cut at {cut}: {reply!r}"
+            if line.startswith(b"open"):
+                assert reply.startswith("ok stream="), reply
+                assert s.req(f"close stream={fields(reply)['stream']}") == "ok"
+            elif line.startswith(b"stage"):
+                f = fields(reply)
+                assert f["rows"] == "2", reply
+                batch = np.frombuffer(open(f["file"], "rb").read(), dtype=np.uint8)
+                off = int(f["offset"])
+                got = batch[off:off + 16].view(np.int64)
+                assert np.array_equal(got, cols["label"][[5, 6]])
+                assert s.req(f"release stream={stream} slot={f['slot']}") == "ok"
+            elif line.startswith(b"close"):
+                assert reply == "ok\n", reply
+                stream = 0
+            else:
+                assert reply.startswith("error EINVAL unknown request 'bogus'"), reply
+    # many requests in one write, the last one cut: the whole ones answer, the cut one waits
+    write_all(s.fd, b"stats\nstats\nsta")
+    assert pending(s.fd).decode().count("ok sessions=") == 2
+    write_all(s.fd, b"ts\n")
+    assert pending(s.fd).decode().startswith("ok sessions=")
+    s.close()
+
+
+def test_overlong_request_line(lake, mount):
+    """A line over the limit gets one error reply and is dropped to its newline."""
+    build(lake)
+    m = mount(lake)
+    s = Session(m)
+    limit = 1 << 20  # TFS_CTL_LINE_MAX
+    # exactly at the limit is a request
+    line = b"stats" + b" " * (limit - 5)
+    write_all(s.fd, line + b"\n")
+    assert pending(s.fd).startswith(b"ok sessions="), "a line of the limit was refused"
+    # one byte over, in pieces, then a good request after its newline in the same write
+    long = b"stage stream=1 rows=" + b"1," * limit
+    for i in range(0, len(long), 100000):
+        write_all(s.fd, long[i:i + 100000])
+    write_all(s.fd, b"9\nstats\n")
+    replies = pending(s.fd).decode().splitlines()
+    assert len(replies) == 2, replies
+    assert replies[0].startswith("error E2BIG request line longer than 1048576 bytes"), replies
+    assert replies[1].startswith("ok sessions="), replies
+    assert fields(replies[1])["errors"] == "1", replies[1]
+    # the session goes on as before
+    assert s.req("open d/main cols=label batch=4").startswith("ok stream=1 ")
+    s.close()
+
+
 def test_concurrent_sessions(lake, mount):
     cols = build(lake)
     m = mount(lake)

@@ -69,6 +69,7 @@
 #define TFS_CTL_TARGET_MAX 1024
 #define TFS_CTL_DEVICE_MAX 16
 #define TFS_CTL_MSG_MAX 248
+#define TFS_CTL_LINE_MAX (1u << 20) /* bytes of one text request, its newline excluded */
 #define TFS_CTL_PATH_MAX 256
 #define TFS_CTL_MAX_DIMS 32   /* batch dimension included */
 #define TFS_CTL_MAX_ROWS 1024 /* explicit rows per TFS_CTL_IOC_STAGE */
