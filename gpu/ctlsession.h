@@ -81,8 +81,8 @@ struct tfs_ctlfile_session {
 	unsigned nstreams;			     /* protected by lock */
 	struct tfs_buf out;			     /* replies not read yet; protected by lock */
 	size_t out_off;				     /* protected by lock */
-	struct tfs_buf in;   /* a request line's start, its newline not written yet; by lock */
-	bool in_discard;     /* the line in hand went over TFS_CTL_LINE_MAX; by lock */
+	struct tfs_buf in; /* a request line's start, its newline not written yet; by lock */
+	bool in_discard;   /* the line in hand went over TFS_CTL_LINE_MAX; by lock */
 };
 
 #define SET_ERR(...) snprintf(err, ERR_MAX, __VA_ARGS__)
