@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT */
+/* colfile: COLUMN.npy, a column as an NPY file: of a version (its rows in order, served straight
+ * from the chunk cache) or of a view (the view's rows, in view order). */
+#include "fsnode.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "cache.h"
+#include "prefetch.h"
+#include "view.h"
+
+#define MAX_IOV 256	 /* chunk pieces per reply; well under writev's UIO_MAXIOV (1024) */
+#define MAX_VIEW_IOV 512 /* view rows per reply sent as separate pieces */
+
+static uint64_t column_size(const struct tfs_column *c)
+{
+	return TFS_NPY_ALIGN + c->rows * c->row_bytes;
+}
+
+static uint64_t view_file_size(const struct tfs_lake_view *f, const struct tfs_column *c)
+{
+	return TFS_NPY_ALIGN + f->view->n * c->row_bytes;
+}
+
+/* Column name of a "<col>.npy" file name, into buf; NULL if it is not one. */
+static const char *column_of(const char *name, char *buf, size_t cap)
+{
+	size_t n = strlen(name);
+
+	if (n <= 4 || n - 4 >= cap || strcmp(name + n - 4, ".npy"))
+		return NULL;
+	memcpy(buf, name, n - 4);
+	buf[n - 4] = 0;
+	return buf;
+}
+
+int tfs_fs_columns_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_version *v,
+			  const char *name, const struct tfs_fs_kind *kind,
+			  struct tfs_fs_node **child)
+{
+	char col[256];
+
+	if (!column_of(name, col, sizeof(col)) || tfs_version_column(v, col) < 0)
+		return -ENOENT;
+	*child = tfs_fs_node_child(fs, dir, col, kind, v);
+	return *child ? 0 : -ENOMEM;
+}
+
+int tfs_fs_columns_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_version *v,
+			const struct tfs_fs_kind *kind, struct tfs_fs_dir *d)
+{
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < v->manifest.ncols; i++) {
+		const char *name = v->manifest.cols[i].name;
+		char file[160];
+
+		snprintf(file, sizeof(file), "%s.npy", name);
+		rc = tfs_fs_dir_add_child(fs, d, dir, file, name, kind, v);
+	}
+	return rc;
+}
+
+/* Reads of a column file count towards the mount's and the version's totals. */
+static void count_read(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size)
+{
+	__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&fs->read_bytes, size, __ATOMIC_RELAXED);
+	if (h->acct)
+		tfs_fs_acct_read(h->acct, size);
+}
+
+/* The read account of the file's version directory. */
+static struct tfs_fs_acct *version_acct(struct tfs_fs *fs, const struct tfs_fs_node *n)
+{
+	char ver[160];
+
+	tfs_fs_version_name(n->vdir, ver, sizeof(ver));
+	return tfs_fs_stats_acct(fs->stats, n->dataset->name, ver);
+}
+
+static int column_xattrs(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_xattrs *x)
+{
+	const struct tfs_column *c;
+	struct tfs_version *v;
+	char shape[TFS_MAX_DIMS * 22];
+	size_t len = 0;
+	int rc = tfs_fs_file_version(fs, n, &v);
+
+	if (rc)
+		return rc;
+	if (tfs_version_column(v, n->name) < 0) {
+		rc = -ENOENT;
+		goto out;
+	}
+	c = &v->manifest.cols[tfs_version_column(v, n->name)];
+	/* The shape of one row, as in schema.json. */
+	len += (size_t)snprintf(shape, sizeof(shape), "[");
+	for (unsigned d = 0; d < c->ndim && len < sizeof(shape); d++)
+		len += (size_t)snprintf(shape + len, sizeof(shape) - len, "%s%" PRIu64,
+					d ? ", " : "", c->shape[d]);
+	if (len < sizeof(shape))
+		snprintf(shape + len, sizeof(shape) - len, "]");
+	rc = tfs_fs_xattr_commit(x, v);
+	if (!rc)
+		rc = tfs_fs_xattr_add(x, "dtype", "%s", c->dtype.descr);
+	if (!rc)
+		rc = tfs_fs_xattr_add(x, "shape", "%s", shape);
+	if (!rc)
+		rc = tfs_fs_xattr_add(x, "rows", "%" PRIu64, c->rows);
+	if (!rc)
+		rc = tfs_fs_xattr_add(x, "chunk_bytes", "%" PRIu64,
+				      c->rows_per_chunk * c->row_bytes);
+	if (!rc)
+		rc = tfs_fs_xattr_add(x, "codec", "%s", tfs_codec_by_id(c->codec)->name);
+out:
+	tfs_version_put(v);
+	return rc;
+}
+
+/* --- a version's COLUMN.npy ----------------------------------------------------------------- */
+
+static int column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
+			  struct tfs_fs_attr *a)
+{
+	int col, rc = 0;
+
+	if (h) {
+		/* fstat on an open file describes what that file reads. */
+		a->v = h->ver;
+		tfs_version_get(a->v);
+		a->size = h->size;
+		return 0;
+	}
+	rc = tfs_fs_file_version(fs, n, &a->v);
+	if (rc)
+		return rc;
+	col = tfs_version_column(a->v, n->name);
+	a->size = col >= 0 ? column_size(&a->v->manifest.cols[col]) : 0;
+	return 0;
+}
+
+static int column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
+		       struct tfs_fs_handle *h, struct fuse_file_info *fi)
+{
+	const struct tfs_column *c;
+	int rc;
+
+	(void)who;
+	h->acct = version_acct(fs, n);
+	rc = tfs_fs_file_version(fs, n, &h->ver);
+	if (rc)
+		return rc;
+	if (tfs_version_column(h->ver, n->name) < 0)
+		return -ENOENT;
+	h->col = (size_t)tfs_version_column(h->ver, n->name);
+	c = &h->ver->manifest.cols[h->col];
+	h->size = column_size(c);
+	rc = tfs_npy_header_build(&c->dtype, c->rows, c->ndim, c->shape, h->header);
+	if (!rc && fs->lake->prefetch)
+		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, NULL, c->nchunks,
+				       &h->stream);
+	/* One inode per commit: what the kernel cached for it stays true. */
+	fi->keep_cache = 1;
+	return rc;
+}
+
+/* -o splice: the same reply through libfuse's splice path (vmsplice of the pieces into a pipe,
+ * splice into /dev/fuse). Measured against writev for the README; writev is the default. */
+static void reply_spliced(fuse_req_t req, const struct iovec *iov, size_t count)
+{
+	struct fuse_bufvec *bv = calloc(1, sizeof(*bv) + count * sizeof(bv->buf[0]));
+
+	if (!bv) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	bv->count = count;
+	for (size_t i = 0; i < count; i++) {
+		bv->buf[i].mem = iov[i].iov_base;
+		bv->buf[i].size = iov[i].iov_len;
+	}
+	fuse_reply_data(req, bv, FUSE_BUF_SPLICE_NONBLOCK);
+	free(bv);
+}
+
+/* Tiny chunks would need more iovecs than writev takes: assemble the reply in one buffer. */
+static void read_column_copy(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h,
+			     uint64_t pos, uint64_t end)
+{
+	size_t len = (size_t)(end - pos), hdr = 0;
+	char *buf = malloc(len);
+	ssize_t r;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (pos < TFS_NPY_ALIGN) {
+		hdr = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
+		memcpy(buf, h->header + pos, hdr);
+	}
+	r = tfs_version_read(h->ver, fs->lake->cache, h->col, pos + hdr - TFS_NPY_ALIGN, buf + hdr,
+			     len - hdr);
+	if (r < 0 || (size_t)r != len - hdr)
+		fuse_reply_err(req, r == -ENOMEM ? ENOMEM : EIO);
+	else
+		fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
+			off_t off)
+{
+	const struct tfs_column *c = &h->ver->manifest.cols[h->col];
+	const uint64_t chunk_bytes = c->rows_per_chunk * c->row_bytes;
+	uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
+	struct tfs_cache_entry **pinned = NULL;
+	struct iovec *iov = NULL;
+	size_t npinned = 0, maxbufs, count = 0;
+	char header[TFS_NPY_ALIGN];
+	int rc = 0;
+
+	count_read(fs, h, size);
+	if (end > h->size)
+		end = h->size;
+	if (pos >= end) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	/* One buffer for the header part plus one per chunk touched. */
+	maxbufs = 2 + (chunk_bytes ? (size_t)((end - pos) / chunk_bytes) + 1 : 0);
+	if (maxbufs > MAX_IOV) {
+		read_column_copy(req, fs, h, pos, end);
+		return;
+	}
+	iov = calloc(maxbufs, sizeof(*iov));
+	pinned = calloc(maxbufs, sizeof(*pinned));
+	if (!iov || !pinned) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (h->stream && end > TFS_NPY_ALIGN && chunk_bytes) {
+		uint64_t d0 = pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0;
+
+		tfs_stream_access(h->stream, (size_t)(d0 / chunk_bytes),
+				  (size_t)((end - 1 - TFS_NPY_ALIGN) / chunk_bytes));
+	}
+	if (pos < TFS_NPY_ALIGN) {
+		size_t n = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
+
+		/* A copy: once the reply is written the reader may close the file, and its release
+		 * (on another thread) frees the handle while writev is still returning. */
+		memcpy(header, h->header + pos, n);
+		iov[count].iov_base = header;
+		iov[count].iov_len = n;
+		count++;
+		pos += n;
+	}
+	while (pos < end) {
+		uint64_t dpos = pos - TFS_NPY_ALIGN;
+		size_t k = (size_t)(dpos / chunk_bytes), in = (size_t)(dpos % chunk_bytes), n;
+		struct tfs_cache_entry *e;
+
+		assert(count < maxbufs);
+		rc = tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k, &e);
+		if (rc)
+			goto out;
+		pinned[npinned++] = e;
+		n = e->len - in;
+		if (n > end - pos)
+			n = (size_t)(end - pos);
+		iov[count].iov_base = (void *)(e->data + in);
+		iov[count].iov_len = n;
+		count++;
+		pos += n;
+	}
+	/* The reply is written straight from the cache entries (one writev), which stay pinned
+	 * until it returns. */
+	if (fs->cfg->splice)
+		reply_spliced(req, iov, count);
+	else
+		fuse_reply_iov(req, iov, (int)count);
+out:
+	for (size_t i = 0; i < npinned; i++)
+		tfs_cache_put(fs->lake->cache, pinned[i]);
+	free(pinned);
+	free(iov);
+	if (rc)
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+}
+
+/* Reads of a view column: rows gathered from wherever the view order puts them. */
+static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h,
+			     size_t size, off_t off)
+{
+	const struct tfs_column *c = &h->ver->manifest.cols[h->col];
+	const struct tfs_view *view = h->view->view;
+	const uint64_t rb = c->row_bytes;
+	uint64_t pos = (uint64_t)off, end = pos + size;
+	struct tfs_cache_entry **pinned = NULL;
+	size_t *pinned_k = NULL, npinned = 0, maxpieces, count = 0;
+	struct iovec *iov = NULL;
+	char header[TFS_NPY_ALIGN], *buf = NULL;
+	int rc = 0;
+
+	count_read(fs, h, size);
+	if (end > h->size)
+		end = h->size;
+	if (pos >= end) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (h->stream && end > TFS_NPY_ALIGN && rb) {
+		uint64_t r0 = (pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0) / rb;
+		uint64_t r1 = (end - 1 - TFS_NPY_ALIGN) / rb;
+		size_t lo = SIZE_MAX, hi = 0;
+
+		for (uint64_t r = r0; r <= r1; r++) {
+			size_t p = h->chunk_pos[view->rows[r] / c->rows_per_chunk];
+
+			lo = p < lo ? p : lo;
+			hi = p > hi ? p : hi;
+		}
+		tfs_stream_access(h->stream, lo, hi);
+	}
+	/* One piece per row (rows that follow each other in one chunk merge) plus the header. */
+	maxpieces = 2 + (rb ? (size_t)((end - pos) / rb) + 1 : 0);
+	iov = calloc(maxpieces, sizeof(*iov));
+	pinned = calloc(maxpieces, sizeof(*pinned));
+	pinned_k = calloc(maxpieces, sizeof(*pinned_k));
+	if (!iov || !pinned || !pinned_k) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t at = pos; at < end;) {
+		uint64_t d, row, in, src, n;
+		const uint8_t *from;
+		struct tfs_cache_entry *e = NULL;
+		size_t k;
+
+		if (at < TFS_NPY_ALIGN) {
+			n = (end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - at;
+			/* A copy, as in read_column: release may free the handle during writev. */
+			memcpy(header, h->header + at, (size_t)n);
+			iov[count].iov_base = header;
+			iov[count++].iov_len = (size_t)n;
+			at += n;
+			continue;
+		}
+		d = at - TFS_NPY_ALIGN;
+		row = d / rb;
+		in = d % rb;
+		src = view->rows[row];
+		k = (size_t)(src / c->rows_per_chunk);
+		n = rb - in < end - at ? rb - in : end - at;
+		/* A view's rows come from a window of a few chunks: pin each once per read. */
+		for (size_t i = npinned; i-- > 0;)
+			if (pinned_k[i] == k) {
+				e = pinned[i];
+				break;
+			}
+		if (!e) {
+			rc = tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k, &e);
+			if (rc)
+				goto out;
+			pinned[npinned] = e;
+			pinned_k[npinned++] = k;
+		}
+		from = e->data + (src % c->rows_per_chunk) * rb + in;
+		if (count &&
+		    (const uint8_t *)iov[count - 1].iov_base + iov[count - 1].iov_len == from)
+			iov[count - 1].iov_len += (size_t)n;
+		else {
+			iov[count].iov_base = (void *)from;
+			iov[count++].iov_len = (size_t)n;
+		}
+		at += n;
+	}
+	if (count <= MAX_VIEW_IOV) {
+		/* Straight from the pinned chunks: the kernel copies each row once. */
+		fuse_reply_iov(req, iov, (int)count);
+	} else {
+		/* Many small rows: one buffer is cheaper than a huge iovec (and writev's limit). */
+		size_t len = (size_t)(end - pos), at = 0;
+
+		buf = malloc(len);
+		if (!buf) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < count; i++) {
+			memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
+			at += iov[i].iov_len;
+		}
+		fuse_reply_buf(req, buf, len);
+	}
+out:
+	for (size_t i = 0; i < npinned; i++)
+		tfs_cache_put(fs->lake->cache, pinned[i]);
+	free(pinned);
+	free(pinned_k);
+	free(iov);
+	free(buf);
+	if (rc)
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+}
+
+/* --- a view's COLUMN.npy -------------------------------------------------------------------- */
+
+static int view_column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n,
+			       const struct tfs_fs_handle *h, struct tfs_fs_attr *a)
+{
+	struct tfs_lake_view *f;
+	int col, rc;
+
+	if (h) {
+		a->v = h->ver;
+		tfs_version_get(a->v);
+		a->size = h->size;
+		return 0;
+	}
+	rc = tfs_fs_node_view(fs, n->parent, &a->v, &f);
+	if (rc)
+		return rc;
+	col = tfs_version_column(a->v, n->name);
+	if (col >= 0)
+		a->size = view_file_size(f, &a->v->manifest.cols[col]);
+	tfs_lake_view_put(fs->lake, f);
+	return col >= 0 ? 0 : -ENOENT;
+}
+
+/* The prefetcher follows the order in which the view first needs each chunk. */
+static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
+			    struct tfs_fs_handle *h, struct fuse_file_info *fi)
+{
+	const struct tfs_column *c;
+	uint32_t *order = NULL;
+	size_t norder;
+	int rc;
+
+	(void)who;
+	h->acct = version_acct(fs, n);
+	rc = tfs_fs_node_view(fs, n->parent, &h->ver, &h->view);
+	if (rc)
+		return rc;
+	/* The branch moved since this name was looked up: look it up again. */
+	if (!tfs_id_eq(&h->ver->commit.id, &n->commit))
+		return -ESTALE;
+	if (tfs_version_column(h->ver, n->name) < 0)
+		return -ENOENT;
+	h->col = (size_t)tfs_version_column(h->ver, n->name);
+	c = &h->ver->manifest.cols[h->col];
+	h->size = view_file_size(h->view, c);
+	rc = tfs_npy_header_build(&c->dtype, h->view->view->n, c->ndim, c->shape, h->header);
+	if (!rc)
+		rc = tfs_view_chunk_order(h->view->view, c, &order, &norder, &h->chunk_pos);
+	if (!rc && fs->lake->prefetch) {
+		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, order, norder,
+				       &h->stream);
+		if (!rc)
+			tfs_stream_expect_sequential(h->stream);
+	}
+	free(order);
+	/* One inode per commit: what the kernel cached for it stays true. */
+	fi->keep_cache = 1;
+	return rc;
+}
+
+const struct tfs_fs_kind tfs_fs_column_kind = {
+	.name = "column",
+	.mode = S_IFREG | 0444,
+	.pins_version = 1,
+	.getattr = column_getattr,
+	.open = column_open,
+	.read = column_read,
+	.xattrs = column_xattrs,
+};
+
+const struct tfs_fs_kind tfs_fs_view_column_kind = {
+	.name = "view column",
+	.mode = S_IFREG | 0444,
+	.pins_version = 1,
+	.getattr = view_column_getattr,
+	.open = view_column_open,
+	.read = view_column_read,
+	.xattrs = column_xattrs,
+};

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/* fsnode: the file system's nodes, open files and node kinds, shared by fs/'s files. Internal to
+ * fs/: the module's interface is fs.h.
+ *
+ * Every node has a kind, a const table of what it does (lookup, list, getattr, open, read, ...);
+ * fs.c answers FUSE by calling the table of the node a request names, and never asks which kind
+ * it is. The kinds live in files named for the part of the tree they serve:
+ *
+ *   rootdir.c   /, DATASET/, DATASET/commits/ and DATASET/log
+ *   refdir.c    the version directories (REF/, commits/ID/) and their schema.json
+ *   colfile.c   COLUMN.npy, of a version or of a view
+ *   viewdir.c   REF/views/, REF/views/PARAMS/ and views/README
+ *   admindir.c  .tensorfs/ and its files: stats, metrics, errors, control
+ *
+ * nodetable.c keeps the nodes, directory listings and open files. */
+#ifndef TFS_FSNODE_H
+#define TFS_FSNODE_H
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 314
+#endif
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fs.h"
+#include "format.h"
+#include "lake.h"
+#include "stats.h"
+#include "util.h"
+#include "version.h"
+
+#define TFS_FS_MAX_IO (1u << 20)
+#define TFS_FS_IMMUTABLE_TTL 86400.0 /* commits and tags never change: let the kernel keep them */
+
+struct tfs_fs_kind;
+
+/* What a version directory names: a branch moves, a tag or a commit never does. */
+enum tfs_fs_vkind { TFS_FS_BRANCH, TFS_FS_TAG, TFS_FS_COMMIT };
+
+/* Nodes live as long as the mount: the kernel may name an inode number long after it forgot
+ * the path, and the set of names grows only with what users look at. Fields set when the node
+ * is made never change. */
+struct tfs_fs_node {
+	fuse_ino_t ino;
+	const struct tfs_fs_kind *kind;
+	struct tfs_fs_node *parent;
+	struct tfs_fs_node *dataset; /* the dataset directory this is, or is under; or NULL */
+	struct tfs_fs_node *vdir;    /* the version directory this is, or is under; or NULL */
+	char *name;
+	struct tfs_fs_node *hnext;  /* (parent, name) hash chain; protected by fs->lock */
+	enum tfs_fs_vkind vkind;    /* version directories; protected by fs->lock */
+	struct tfs_version *ver;    /* files: their version (below); protected by fs->lock */
+	struct tfs_lake_view *view; /* views: the view last built for it; by fs->lock */
+	struct tfs_buf log;	    /* log: the log text of log_head; by fs->lock */
+	struct tfs_id log_head;	    /* protected by fs->lock */
+	/* Files are one inode per commit: a branch file whose branch moved is a new inode, so the
+	 * kernel never mixes two commits' pages, and an open file or mapping keeps its own. */
+	struct tfs_id commit; /* files: the commit this inode shows (part of its key) */
+	uint64_t nlookup;     /* files: kernel references; protected by fs->lock */
+};
+
+/* Open files and directories are linked into the fs: the kernel does not send every release
+ * before an unmount (requests still queued when the connection goes are dropped), so whatever
+ * is still open when the loop ends is freed with the fs. */
+struct tfs_fs_link {
+	struct tfs_fs_link *prev, *next;
+};
+
+struct tfs_fs {
+	const struct tfs_fs_config *cfg;
+	struct tfs_fs_link open_files; /* struct tfs_fs_handle; protected by lock */
+	struct tfs_fs_link open_dirs;  /* struct tfs_fs_dir; protected by lock */
+	struct tfs_lake *lake;	       /* the engine (cfg->lake): store, caches, prefetcher */
+	void *ctl;		       /* .tensorfs/control (cfg->control's object); or NULL */
+	int allow_other;	       /* -o allow_other: anyone may use the control file */
+	pthread_mutex_t lock;
+	struct tfs_fs_node **nodes; /* by ino - 1; protected by lock */
+	size_t nnodes, cap;	    /* protected by lock */
+	struct tfs_fs_node **htab;  /* protected by lock */
+	size_t hsize;		    /* protected by lock */
+	uid_t uid;
+	gid_t gid;
+	time_t started;
+	uint64_t started_ns;
+	uint64_t reads, read_bytes; /* FUSE read requests of column files; atomic */
+	struct tfs_fs_stats *stats; /* version accounts and the error log */
+};
+
+/* An open file: pinned to the version it was opened at, whatever the branch does later. */
+struct tfs_fs_handle {
+	struct tfs_fs_link link; /* in fs->open_files while open */
+	const struct tfs_fs_kind *kind;
+	struct tfs_version *ver;    /* NULL for generated files (log, stats) */
+	struct tfs_lake_view *view; /* view column files: the rows, in view order */
+	uint32_t *chunk_pos;	    /* view column files: chunk -> position in the order */
+	struct tfs_stream *stream;  /* column files: drives the prefetcher */
+	void *ctl;		    /* the control file: this open's session */
+	const struct tfs_fs_control *ctl_ops; /* and what serves it */
+	struct tfs_fs_acct *acct;	      /* column files: the version's read counters */
+	struct tfs_buf text;		      /* generated files' content, taken at open */
+	size_t col;
+	uint64_t size;
+	char header[TFS_NPY_ALIGN];
+};
+
+/* An open directory: its listing, taken at opendir. */
+struct tfs_fs_dir {
+	struct tfs_fs_link link; /* in fs->open_dirs while open */
+	struct tfs_buf names;	 /* NUL-separated */
+	size_t n;
+	struct tfs_fs_dirent {
+		size_t name_off;
+		fuse_ino_t ino;
+		mode_t mode;
+	} * ents;
+};
+
+/* What a node's attributes come from; getattr fills it. */
+struct tfs_fs_attr {
+	struct tfs_version *v; /* a reference the caller drops; NULL: times are the mount's */
+	uint64_t size;
+	mode_t mode; /* preset to the kind's */
+};
+
+/* Extended attributes: user.tensorfs.NAME. */
+#define TFS_FS_XATTR_PREFIX "user.tensorfs."
+#define TFS_FS_MAX_XATTRS 6
+struct tfs_fs_xattrs {
+	size_t n;
+	const char *names[TFS_FS_MAX_XATTRS];
+	char values[TFS_FS_MAX_XATTRS][TFS_MAX_DIMS * 22];
+};
+
+/* What a node kind does. A NULL operation is what the kind is not: without lookup and list it
+ * is no directory (ENOTDIR), without open no file (EISDIR), without write read-only (EROFS),
+ * without ioctl ENOTTY, without getattr a node with no version and no size, without xattrs
+ * one with none. Operations return 0 or -errno; read replies itself. */
+struct tfs_fs_kind {
+	const char *name; /* for messages */
+	mode_t mode;	  /* S_IFDIR | 0555, S_IFREG | 0444, ... */
+	/* Files whose inode holds its commit's version while the kernel knows the inode. */
+	int pins_version;
+	/* The node opens a dataset or version scope for the nodes under it (node->dataset and
+	 * node->vdir). */
+	int is_dataset, is_version;
+	int (*lookup)(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+		      struct tfs_fs_node **child);
+	int (*list)(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d);
+	/* h: the open file the request names (fstat), or NULL. */
+	int (*getattr)(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
+		       struct tfs_fs_attr *a);
+	/* Fill h (zeroed, h->kind set); fi's caching flags are the kind's to set. */
+	int (*open)(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
+		    struct tfs_fs_handle *h, struct fuse_file_info *fi);
+	void (*read)(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
+		     off_t off);
+	ssize_t (*write)(struct tfs_fs *fs, struct tfs_fs_handle *h, const char *buf, size_t len);
+	int (*ioctl)(struct tfs_fs *fs, struct tfs_fs_handle *h, unsigned cmd, const void *in,
+		     size_t in_len, void *out, size_t out_len);
+	int (*xattrs)(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_xattrs *x);
+};
+
+/* rootdir.c */
+extern const struct tfs_fs_kind tfs_fs_root_kind, tfs_fs_dataset_kind, tfs_fs_commits_kind,
+	tfs_fs_log_kind;
+/* refdir.c */
+extern const struct tfs_fs_kind tfs_fs_version_kind, tfs_fs_schema_kind;
+/* colfile.c */
+extern const struct tfs_fs_kind tfs_fs_column_kind, tfs_fs_view_column_kind;
+/* viewdir.c */
+extern const struct tfs_fs_kind tfs_fs_views_kind, tfs_fs_view_kind, tfs_fs_view_readme_kind;
+/* admindir.c */
+extern const struct tfs_fs_kind tfs_fs_admin_kind;
+
+/* --- nodetable.c ---------------------------------------------------------------------------- */
+
+int tfs_fs_nodes_init(struct tfs_fs *fs);
+void tfs_fs_nodes_free(struct tfs_fs *fs);
+/* The node of an inode number, or NULL. */
+struct tfs_fs_node *tfs_fs_node_get(struct tfs_fs *fs, fuse_ino_t ino);
+/* Find or make parent's child `name` of that kind. File nodes (v != NULL) also match on v's
+ * commit, and hold a reference on v while the kernel knows them. NULL: out of memory. */
+struct tfs_fs_node *tfs_fs_node_child(struct tfs_fs *fs, struct tfs_fs_node *parent,
+				      const char *name, const struct tfs_fs_kind *kind,
+				      struct tfs_version *v);
+/* The kernel dropped nlookup references to ino. */
+void tfs_fs_node_forget(struct tfs_fs *fs, fuse_ino_t ino, uint64_t nlookup);
+/* How long the kernel may trust what it learns about n. */
+double tfs_fs_node_ttl(struct tfs_fs *fs, const struct tfs_fs_node *n);
+/* A version directory's path under its dataset: main, v1.0, commits/<id>. */
+void tfs_fs_version_name(const struct tfs_fs_node *vdir, char *buf, size_t cap);
+
+int tfs_fs_dir_add(struct tfs_fs_dir *d, const char *name, fuse_ino_t ino, mode_t mode);
+/* Add parent's child `name` (made as by tfs_fs_node_child) to d under the name shown. */
+int tfs_fs_dir_add_child(struct tfs_fs *fs, struct tfs_fs_dir *d, struct tfs_fs_node *parent,
+			 const char *shown, const char *name, const struct tfs_fs_kind *kind,
+			 struct tfs_version *v);
+void tfs_fs_dir_free(struct tfs_fs_dir *d);
+
+void tfs_fs_link_add(struct tfs_fs *fs, struct tfs_fs_link *list, struct tfs_fs_link *l);
+void tfs_fs_link_del(struct tfs_fs *fs, struct tfs_fs_link *l);
+void tfs_fs_handle_free(struct tfs_fs *fs, struct tfs_fs_handle *h);
+
+/* Reply with bytes [off, off + size) of data (a small file held whole), from a copy. */
+void tfs_fs_reply_bytes(fuse_req_t req, const void *data, uint64_t len, size_t size, off_t off);
+/* read for files whose bytes are h->text, taken at open. */
+void tfs_fs_read_text(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
+		      off_t off);
+int tfs_fs_xattr_add(struct tfs_fs_xattrs *x, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* user.tensorfs.commit: the commit a version directory or file shows. */
+int tfs_fs_xattr_commit(struct tfs_fs_xattrs *x, const struct tfs_version *v);
+
+/* --- refdir.c ------------------------------------------------------------------------------- */
+
+/* The version a version directory names now (the lake keeps the ref-refresh rule). */
+int tfs_fs_ref_version(struct tfs_fs *fs, struct tfs_fs_node *vdir, struct tfs_version **out);
+/* The version a file node shows: the commit it was made for, whatever its branch does. */
+int tfs_fs_file_version(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_version **out);
+
+/* --- colfile.c ------------------------------------------------------------------------------ */
+
+/* A directory's column files (kind: column or view column), which show v's columns. */
+int tfs_fs_columns_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_version *v,
+			  const char *name, const struct tfs_fs_kind *kind,
+			  struct tfs_fs_node **child);
+int tfs_fs_columns_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_version *v,
+			const struct tfs_fs_kind *kind, struct tfs_fs_dir *d);
+
+/* --- viewdir.c ------------------------------------------------------------------------------ */
+
+/* The version and view a views/PARAMS directory shows: built once per commit of its version
+ * (two references for the caller). A bad name is ENOENT, with the reason in .tensorfs/errors. */
+int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
+		     struct tfs_lake_view **fout);
+
+/* --- admindir.c ----------------------------------------------------------------------------- */
+
+/* .tensorfs/stats's JSON now. */
+int tfs_fs_stats_text(struct tfs_fs *fs, struct tfs_buf *out);
+
+#endif

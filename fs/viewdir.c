@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/* viewdir: REF/views/ (named by parameters, listing only its README) and REF/views/PARAMS/, a
+ * view's directory of column files. */
+#include "fsnode.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "view.h"
+
+int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
+		     struct tfs_lake_view **fout)
+{
+	struct tfs_lake_view *f = NULL, *old;
+	struct tfs_version *v;
+	char err[256];
+	int rc = tfs_fs_ref_version(fs, vn->vdir, &v);
+
+	*vout = NULL;
+	*fout = NULL;
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&fs->lock);
+	if (vn->view && tfs_id_eq(&vn->view->ver->commit.id, &v->commit.id)) {
+		f = vn->view;
+		tfs_lake_view_ref(fs->lake, f);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (f)
+		goto done;
+	/* Built once per commit and name in the lake, and shared with the control file. */
+	rc = tfs_lake_view_get(fs->lake, v, vn->name, &f, err, sizeof(err));
+	if (rc) {
+		tfs_version_put(v);
+		if (rc == -EINVAL) {
+			char ver[160], path[512];
+
+			/* The lookup fails with ENOENT; the reason goes to .tensorfs/errors. */
+			tfs_fs_version_name(vn->vdir, ver, sizeof(ver));
+			snprintf(path, sizeof(path), "%s/%s/views/%s", vn->dataset->name, ver,
+				 vn->name);
+			tfs_fs_stats_error(fs->stats, path, "%s", err);
+			rc = -ENOENT;
+		}
+		return rc;
+	}
+	tfs_lake_view_ref(fs->lake, f); /* the node's, besides the caller's */
+	pthread_mutex_lock(&fs->lock);
+	old = vn->view;
+	vn->view = f;
+	pthread_mutex_unlock(&fs->lock);
+	tfs_lake_view_put(fs->lake, old);
+done:
+	*vout = v;
+	*fout = f;
+	return 0;
+}
+
+/* --- REF/views/ ----------------------------------------------------------------------------- */
+
+static int views_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+			struct tfs_fs_node **child)
+{
+	struct tfs_lake_view *f;
+	struct tfs_version *v;
+	int rc;
+
+	if (!strcmp(name, "README")) {
+		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_view_readme_kind, NULL);
+		return *child ? 0 : -ENOMEM;
+	}
+	*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_view_kind, NULL);
+	if (!*child)
+		return -ENOMEM;
+	/* The name must make a view. */
+	rc = tfs_fs_node_view(fs, *child, &v, &f);
+	tfs_lake_view_put(fs->lake, f);
+	tfs_version_put(v);
+	return rc;
+}
+
+/* Views are named by their parameters: nothing to list but the grammar. */
+static int views_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
+{
+	return tfs_fs_dir_add_child(fs, d, dir, "README", "README", &tfs_fs_view_readme_kind, NULL);
+}
+
+const struct tfs_fs_kind tfs_fs_views_kind = {
+	.name = "views",
+	.mode = S_IFDIR | 0555,
+	.lookup = views_lookup,
+	.list = views_list,
+};
+
+/* --- REF/views/PARAMS/ ---------------------------------------------------------------------- */
+
+static int view_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+		       struct tfs_fs_node **child)
+{
+	struct tfs_lake_view *f;
+	struct tfs_version *v;
+	int rc = tfs_fs_node_view(fs, dir, &v, &f);
+
+	if (!rc)
+		rc = tfs_fs_columns_lookup(fs, dir, v, name, &tfs_fs_view_column_kind, child);
+	tfs_lake_view_put(fs->lake, f);
+	tfs_version_put(v);
+	return rc;
+}
+
+static int view_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
+{
+	struct tfs_lake_view *f;
+	struct tfs_version *v;
+	int rc = tfs_fs_node_view(fs, dir, &v, &f);
+
+	if (!rc)
+		rc = tfs_fs_columns_list(fs, dir, v, &tfs_fs_view_column_kind, d);
+	tfs_lake_view_put(fs->lake, f);
+	tfs_version_put(v);
+	return rc;
+}
+
+static int view_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
+			struct tfs_fs_attr *a)
+{
+	struct tfs_lake_view *f;
+	int rc = tfs_fs_node_view(fs, n, &a->v, &f);
+
+	(void)h;
+	tfs_lake_view_put(fs->lake, f);
+	return rc;
+}
+
+const struct tfs_fs_kind tfs_fs_view_kind = {
+	.name = "view",
+	.mode = S_IFDIR | 0555,
+	.lookup = view_lookup,
+	.list = view_list,
+	.getattr = view_getattr,
+};
+
+/* --- views/README --------------------------------------------------------------------------- */
+
+static int readme_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
+			  struct tfs_fs_attr *a)
+{
+	(void)fs, (void)n, (void)h;
+	a->size = strlen(tfs_view_readme);
+	return 0;
+}
+
+static int readme_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
+		       struct tfs_fs_handle *h, struct fuse_file_info *fi)
+{
+	(void)fs, (void)n, (void)who;
+	fi->direct_io = 1;
+	h->size = strlen(tfs_view_readme);
+	return tfs_buf_append(&h->text, tfs_view_readme, h->size);
+}
+
+const struct tfs_fs_kind tfs_fs_view_readme_kind = {
+	.name = "views README",
+	.mode = S_IFREG | 0444,
+	.getattr = readme_getattr,
+	.open = readme_open,
+	.read = tfs_fs_read_text,
+};
