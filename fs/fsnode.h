@@ -3,8 +3,8 @@
  * fs/: the module's interface is fs.h.
  *
  * Every node has a kind, a const table of what it does (lookup, list, getattr, open, read, ...);
- * fs.c answers FUSE by calling the table of the node a request names, and never asks which kind
- * it is. The kinds live in files named for the part of the tree they serve:
+ * fuseops.c answers FUSE by calling the table of the node a request names, and never asks which
+ * kind it is. The kinds live in files named for the part of the tree they serve:
  *
  *   rootdir.c   /, DATASET/, DATASET/commits/ and DATASET/log
  *   refdir.c    the version directories (REF/, commits/ID/) and their schema.json
@@ -12,7 +12,8 @@
  *   viewdir.c   REF/views/, REF/views/PARAMS/ and views/README
  *   admindir.c  .tensorfs/ and its files: stats, metrics, errors, control
  *
- * nodetable.c keeps the nodes, directory listings and open files. */
+ * nodetable.c keeps the nodes, directory listings and open files; fuseops.c answers FUSE with
+ * them; fsmain.c runs the session. */
 #ifndef TFS_FSNODE_H
 #define TFS_FSNODE_H
 
@@ -175,6 +176,9 @@ extern const struct tfs_fs_kind tfs_fs_column_kind, tfs_fs_view_column_kind;
 extern const struct tfs_fs_kind tfs_fs_views_kind, tfs_fs_view_kind, tfs_fs_view_readme_kind;
 /* admindir.c */
 extern const struct tfs_fs_kind tfs_fs_admin_kind;
+
+/* fuseops.c: the handlers of every FUSE request. */
+extern const struct fuse_lowlevel_ops tfs_fs_fuse_ops;
 
 /* --- nodetable.c ---------------------------------------------------------------------------- */
 

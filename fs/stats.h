@@ -45,7 +45,7 @@ void tfs_fs_stats_error(struct tfs_fs_stats *st, const char *path, const char *f
 /* .tensorfs/errors: one line an error, oldest first: "TIME PATH: REASON". */
 int tfs_fs_errors_text(struct tfs_fs_stats *st, struct tfs_buf *out);
 
-/* Every counter at one moment, gathered by fs.c from the engine's parts. */
+/* Every counter at one moment, gathered by admindir.c from the engine's parts. */
 struct tfs_fs_snapshot {
 	double uptime_s;
 	struct tfs_cache_stats cache;
