@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "idmap.h"
 #include "object.h"
 
@@ -107,42 +108,6 @@ static int64_t realtime_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-static int is_lower_hex(const char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-			return 0;
-	return 1;
-}
-
-/* Is key "<dataset>/objects/<2 hex>/<62 hex>"? If so, store the id's 64-hex file name in name. */
-static int object_name(const char *key, char name[TFS_ID_HEX])
-{
-	static const char mid[] = "/objects/";
-	const size_t tail = sizeof(mid) - 1 + 2 + 1 + 62;
-	size_t len = strlen(key), ds_len;
-	const char *p;
-	char ds[130];
-
-	if (len <= tail)
-		return 0;
-	ds_len = len - tail;
-	p = key + ds_len;
-	if (ds_len >= sizeof(ds) || memcmp(p, mid, sizeof(mid) - 1))
-		return 0;
-	p += sizeof(mid) - 1;
-	if (!is_lower_hex(p, 2) || p[2] != '/' || !is_lower_hex(p + 3, 62))
-		return 0;
-	memcpy(ds, key, ds_len);
-	ds[ds_len] = 0;
-	if (!tfs_name_valid(ds))
-		return 0;
-	memcpy(name, p, 2);
-	memcpy(name + 2, p + 3, 62);
-	name[NAME_LEN] = 0;
-	return 1;
 }
 
 static void warn_bypass(struct diskcache *dc, const char *what, int err)
@@ -343,7 +308,7 @@ static int list_dir(struct diskcache *dc, struct found **out, size_t *count)
 				unlinkat(dirfd(d), de->d_name, 0);
 			continue;
 		}
-		if (!is_lower_hex(de->d_name, NAME_LEN))
+		if (!tfs_is_lower_hex(de->d_name, NAME_LEN))
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 256;
@@ -495,14 +460,6 @@ out:
 
 /* --- store operations ------------------------------------------------------------------------- */
 
-/* From inner, as a reader waiting for it when urgent_size (the object's size) is given. */
-static int inner_get(struct diskcache *dc, const char *key, uint64_t urgent_size,
-		     struct tfs_buf *out)
-{
-	return urgent_size ? tfs_store_get_urgent(dc->inner, key, urgent_size, out)
-			   : tfs_store_get(dc->inner, key, out);
-}
-
 /* A miss: fetch from inner and, if the object checks out and fits, keep a copy. */
 static int fill(struct diskcache *dc, const char *key, uint64_t urgent_size, const char *name,
 		const struct tfs_id *id, struct tfs_buf *out)
@@ -510,15 +467,13 @@ static int fill(struct diskcache *dc, const char *key, uint64_t urgent_size, con
 	struct entry *victims = NULL;
 	int rc, do_scan = 0;
 
-	rc = inner_get(dc, key, urgent_size, out);
+	/* Checked there: damage at the source is an error (after one refetch), never kept. */
+	rc = tfs_store_get_object(dc->inner, key, urgent_size, out);
 	pthread_mutex_lock(&dc->lock);
 	dc->st.misses++;
 	pthread_mutex_unlock(&dc->lock);
 	if (rc)
 		return rc;
-	/* Damaged at the source: the caller's decode reports it; never keep it. */
-	if (tfs_object_check(out->data, out->len))
-		return 0;
 	if (out->len > dc->budget)
 		return 0;
 	if (dc->dir_fd < 0) {
@@ -554,9 +509,10 @@ static int fill(struct diskcache *dc, const char *key, uint64_t urgent_size, con
 	return 0;
 }
 
-/* urgent_size: the object's size when a reader waits for it (get_urgent), else 0. */
-static int get_object(struct tfs_store *s, const char *key, uint64_t urgent_size,
-		      struct tfs_buf *out)
+/* An object from its file, checked as it is read, or fetched (and checked) and kept: either way
+ * what it returns has passed tfs_object_check. */
+static int dc_get_object(struct tfs_store *s, const char *key, uint64_t urgent_size,
+			 struct tfs_buf *out, int *verified)
 {
 	struct diskcache *dc = dc_of(s);
 	struct entry *victims;
@@ -565,8 +521,10 @@ static int get_object(struct tfs_store *s, const char *key, uint64_t urgent_size
 	int rc;
 
 	out->len = 0;
-	if (!object_name(key, name) || tfs_id_parse(name, &id))
-		return inner_get(dc, key, urgent_size, out);
+	*verified = 1;
+	if (!tfs_object_key_parse(key, &id))
+		return -EINVAL;
+	tfs_id_hex(&id, name);
 	if (dc->dir_fd < 0)
 		return fill(dc, key, urgent_size, name, &id, out);
 
@@ -593,14 +551,10 @@ static int get_object(struct tfs_store *s, const char *key, uint64_t urgent_size
 	return fill(dc, key, urgent_size, name, &id, out);
 }
 
+/* Whatever is not a content-addressed object (refs, markers) changes: never kept. */
 static int dc_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
 {
-	return get_object(s, key, 0, out);
-}
-
-static int dc_get_urgent(struct tfs_store *s, const char *key, uint64_t size, struct tfs_buf *out)
-{
-	return get_object(s, key, size, out);
+	return tfs_store_get(dc_of(s)->inner, key, out);
 }
 
 static ssize_t dc_get_range(struct tfs_store *s, const char *key, uint64_t off, void *buf,
@@ -704,7 +658,7 @@ static const struct tfs_store_ops diskcache_ops = {
 	.open = dc_open,
 	.close = dc_close,
 	.get = dc_get,
-	.get_urgent = dc_get_urgent,
+	.get_object = dc_get_object,
 	.get_range = dc_get_range,
 	.head = dc_head,
 	.stat = dc_stat,

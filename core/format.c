@@ -21,6 +21,33 @@ void tfs_object_key(const char *ds, const struct tfs_id *id, char out[TFS_KEY_MA
 	snprintf(out, TFS_KEY_MAX, "%s/objects/%.2s/%s", ds, hex, hex + 2);
 }
 
+int tfs_object_key_parse(const char *key, struct tfs_id *id)
+{
+	static const char mid[] = "/objects/";
+	const size_t tail = sizeof(mid) - 1 + 2 + 1 + TFS_ID_HEX - 3;
+	size_t len = strlen(key), ds_len;
+	char ds[130], hex[TFS_ID_HEX]; /* names are at most 128 characters */
+	const char *p;
+
+	if (len <= tail)
+		return 0;
+	ds_len = len - tail;
+	p = key + ds_len;
+	if (ds_len >= sizeof(ds) || memcmp(p, mid, sizeof(mid) - 1))
+		return 0;
+	p += sizeof(mid) - 1;
+	if (!tfs_is_lower_hex(p, 2) || p[2] != '/' || !tfs_is_lower_hex(p + 3, TFS_ID_HEX - 3))
+		return 0;
+	memcpy(ds, key, ds_len);
+	ds[ds_len] = 0;
+	if (!tfs_name_valid(ds))
+		return 0;
+	memcpy(hex, p, 2);
+	memcpy(hex + 2, p + 3, TFS_ID_HEX - 3);
+	hex[TFS_ID_HEX - 1] = 0;
+	return tfs_id_parse(hex, id) == 0;
+}
+
 int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj, size_t len,
 			   struct tfs_id *id)
 {
@@ -59,7 +86,7 @@ int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,
 	int rc;
 
 	tfs_object_key(ds, id, key);
-	rc = tfs_store_get(s, key, &obj);
+	rc = tfs_store_get_object(s, key, 0, &obj);
 	if (rc) {
 		if (rc == -ENOENT)
 			tfs_err("%s/%s: object is missing", s->url, key);

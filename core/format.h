@@ -56,6 +56,9 @@ struct tfs_commit {
 
 /* Object keys: "<ds>/objects/ab/cdef...". */
 void tfs_object_key(const char *ds, const struct tfs_id *id, char out[TFS_KEY_MAX]);
+/* The id of an object key (as tfs_object_key makes them, of a valid dataset name); 0 when key is
+ * not one. */
+int tfs_object_key_parse(const char *key, struct tfs_id *id);
 
 /* Encode raw bytes as an object of the given type, store it (skipping objects already there)
  * and return its id. */

@@ -91,7 +91,7 @@ static int prefix_equal(struct tfs_store *s, const char *ds, const struct tfs_co
 
 		raw[i] = malloc(nr * c->row_bytes + 1);
 		tfs_object_key(ds, &c->chunks[k].id, key);
-		if (!raw[i] || tfs_store_get(s, key, &obj) ||
+		if (!raw[i] || tfs_store_get_object(s, key, 0, &obj) ||
 		    tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, raw[i],
 				      nr * c->row_bytes)) {
 			tfs_buf_free(&obj);
@@ -314,7 +314,7 @@ static void verify_chunk(struct verify_ctx *v, const struct tfs_id *cid, const s
 		return;
 	tfs_id_hex(commit, chex);
 	tfs_object_key(v->ds, cid, key);
-	rc = tfs_store_get(v->s, key, &obj);
+	rc = tfs_store_get_object(v->s, key, 0, &obj);
 	if (rc) {
 		problem(v, cid, "chunk %zu of column %s (commit %.12s) %s", k, c->name, chex,
 			rc == -ENOENT ? "is missing" : strerror(-rc));

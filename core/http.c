@@ -737,43 +737,9 @@ int tfs_http_get_split(tfs_http_range_fn fn, void *arg, uint64_t size, unsigned 
 	return fetch_parts(&p, parallel, out);
 }
 
-/* --- verified whole-object reads ---------------------------------------------------------- */
-
-static int is_object_key(const char *key)
+int tfs_http_get_whole(struct tfs_http *h, tfs_http_range_fn fn, void *arg, uint64_t size,
+		       struct tfs_buf *out)
 {
-	size_t n = strlen(key);
-	const char *p;
-
-	/* ".../objects/hh/<62 hex>" */
-	if (n < 8 + 3 + 62 || key[n - 63] != '/' || key[n - 66] != '/')
-		return 0;
-	p = key + n - 73;
-	if (p > key && p[-1] != '/')
-		return 0;
-	if (strncmp(p, "objects/", 8))
-		return 0;
-	for (const char *q = key + n - 65; q < key + n; q++)
-		if (q != key + n - 63 && !strchr("0123456789abcdef", *q))
-			return 0;
-	return 1;
-}
-
-int tfs_http_get_verified(struct tfs_http *h, const char *what, const char *key,
-			  tfs_http_fetch_fn fn, void *arg, struct tfs_buf *out)
-{
-	for (int attempt = 0;; attempt++) {
-		int rc = fn(arg, out);
-
-		if (rc || !is_object_key(key) || !tfs_object_check(out->data, out->len))
-			return rc;
-		if (attempt == 1) {
-			tfs_err("%s: object fails its checksum again after a refetch; giving up",
-				what);
-			return -EIO;
-		}
-		tfs_warn("%s: object fails its checksum (%zu bytes); fetching it again", what,
-			 out->len);
-		if (h->retries)
-			__atomic_add_fetch(h->retries, 1, __ATOMIC_RELAXED);
-	}
+	return size ? tfs_http_get_split(fn, arg, size, h->cfg.parallel, out)
+		    : tfs_http_get_parts(fn, arg, h->cfg.part_size, h->cfg.parallel, out);
 }

@@ -94,15 +94,14 @@ int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsi
 int tfs_http_get_split(tfs_http_range_fn fn, void *arg, uint64_t size, unsigned parallel,
 		       struct tfs_buf *out);
 
-/* Fetch a whole object with fn. When key names a content-addressed object
- * ("<dataset>/objects/<hh>/<62 hex>") whose envelope fails its check (tfs_object_check), it is
- * fetched once more (counted as a retry); a second failure is -EIO, logged once with `what`. */
-typedef int (*tfs_http_fetch_fn)(void *arg, struct tfs_buf *out);
-int tfs_http_get_verified(struct tfs_http *h, const char *what, const char *key,
-			  tfs_http_fetch_fn fn, void *arg, struct tfs_buf *out);
+/* A whole object: by tfs_http_get_split when its size is known (size > 0: a reader waits for
+ * it), else by tfs_http_get_parts in h's part size. Bytes only: what they are is the caller's
+ * business (tfs_store_get_object checks objects). */
+int tfs_http_get_whole(struct tfs_http *h, tfs_http_range_fn fn, void *arg, uint64_t size,
+		       struct tfs_buf *out);
 
 /* Sleep for the jittered backoff of attempt n (0-based) under h's settings; for callers that
- * retry at a higher level (a checksum refetch, a lock wait). */
+ * retry at a higher level (a lock wait). */
 void tfs_http_backoff(const struct tfs_http *h, unsigned attempt);
 
 #endif

@@ -214,7 +214,7 @@ static int load_chunk(struct tfs_store *s, const char *ds, const struct tfs_colu
 	int rc;
 
 	tfs_object_key(ds, &c->chunks[k].id, key);
-	rc = tfs_store_get(s, key, &obj);
+	rc = tfs_store_get_object(s, key, 0, &obj);
 	if (!rc)
 		rc = tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, rows * c->row_bytes);
 	if (rc)

@@ -385,8 +385,6 @@ int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, voi
 		return rc;
 	if (h.type != expect || h.raw_size != dst_len || h.stored_size != len - TFS_OBJ_HEADER_SIZE)
 		return -EIO;
-	if (obj_hash(payload, h.stored_size) != h.checksum)
-		return -EIO;
 	return tfs_codec_by_id(h.codec)->decompress(dst, dst_len, payload, h.stored_size);
 }
 
@@ -401,8 +399,7 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 		return rc;
 	/* Check everything that costs no allocation first: a damaged header must not make us
 	 * allocate whatever raw size it claims. */
-	if (h.type != expect || h.stored_size != len - TFS_OBJ_HEADER_SIZE ||
-	    obj_hash((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE, h.stored_size) != h.checksum)
+	if (h.type != expect || h.stored_size != len - TFS_OBJ_HEADER_SIZE)
 		return -EIO;
 	/* No object of ours is over a TiB (a frame without a stated size reads as 2^64 - 1). */
 	if (h.raw_size > ((uint64_t)1 << 40))

@@ -74,18 +74,21 @@ int tfs_object_encode(enum tfs_obj_type type, enum tfs_codec_id codec, int level
  * Returns 0, or -EIO for a damaged header, -EPROTO for a newer format version. */
 int tfs_object_header(const void *obj, size_t len, struct tfs_obj_header *h);
 
-/* Check an encoded object's header, length and payload checksum without decoding it (the
- * disk cache does this before serving a file). Returns 0, -EIO or -EPROTO. */
+/* Check an encoded object's header, length and payload checksum without decoding it. Objects
+ * read from a store are checked once, by tfs_store_get_object (or the disk cache, as it reads
+ * its file). Returns 0, -EIO or -EPROTO. */
 int tfs_object_check(const void *obj, size_t len);
 
-/* Verify the checksum and decode the payload of a whole object into dst (raw_size bytes,
- * which the caller learns from tfs_object_header). `expect` is the type the caller wants.
- * Returns 0 or -EIO (any damage, or the wrong type). */
+/* Decode the payload of a whole object into dst (raw_size bytes, which the caller learns from
+ * tfs_object_header). `expect` is the type the caller wants. The payload checksum is not
+ * computed again: obj has passed tfs_object_check (tfs_store_get_object does it); the header,
+ * sizes and encoding are checked, so that no input makes it read or write out of bounds.
+ * Returns 0 or -EIO (any damage found, or the wrong type). */
 int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, void *dst,
 		      size_t dst_len);
 
-/* Decode a whole object into a freshly allocated buffer (NUL-terminated for text objects).
- * The buffer is handed to the caller. */
+/* Decode a whole object (checked, as for tfs_object_decode) into a freshly allocated buffer
+ * (NUL-terminated for text objects). The buffer is handed to the caller. */
 int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expect, uint8_t **out,
 			    size_t *out_len);
 

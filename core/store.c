@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* store: backend registry and URL handling. */
+/* store: backend registry, URL handling, and the one checked read of a stored object. */
 #include "store.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "object.h"
 
 static const struct tfs_store_ops *const backends[] = {
 	&tfs_store_file_ops,
@@ -33,6 +35,37 @@ int tfs_store_open(const char *url, unsigned flags, struct tfs_store **out)
 			return backends[i]->open(url, flags, out);
 	tfs_err("%s: unsupported store scheme '%.*s'", url, (int)n, url);
 	return -EPROTONOSUPPORT;
+}
+
+int tfs_store_get_object(struct tfs_store *s, const char *key, uint64_t urgent_size,
+			 struct tfs_buf *out)
+{
+	int rc;
+
+	/* One get, however many attempts it takes (a refetch counts as a retry). */
+	TFS_STORE_COUNT(s, gets, 1);
+	if (urgent_size)
+		TFS_STORE_COUNT(s, urgent_gets, 1);
+	for (int attempt = 0;; attempt++) {
+		int verified = 0;
+
+		rc = s->ops->get_object ? s->ops->get_object(s, key, urgent_size, out, &verified)
+					: s->ops->get(s, key, out);
+		if (rc)
+			return rc;
+		TFS_STORE_COUNT(s, bytes_read, out->len);
+		rc = verified ? 0 : tfs_object_check(out->data, out->len);
+		if (rc != -EIO)
+			return rc;
+		if (attempt == 1) {
+			tfs_err("%s/%s: object fails its checksum again after a refetch; giving up",
+				s->url, key);
+			return -EIO;
+		}
+		tfs_warn("%s/%s: object fails its checksum (%zu bytes); fetching it again", s->url,
+			 key, out->len);
+		TFS_STORE_COUNT(s, retries, 1);
+	}
 }
 
 void tfs_store_counters(const struct tfs_store *s, struct tfs_store_counters *out)

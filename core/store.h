@@ -22,12 +22,17 @@ struct tfs_store_ops {
 	const char *scheme; /* "file" */
 	int (*open)(const char *url, unsigned flags, struct tfs_store **out);
 	void (*close)(struct tfs_store *s);
-	/* Whole object into out (reset first). */
+	/* Whole value of key into out (reset first): refs, markers, anything not content-addressed;
+	 * the backend checks what it can (S3: a whole body against its MD5 ETag). */
 	int (*get)(struct tfs_store *s, const char *key, struct tfs_buf *out);
-	/* Whole object of `size` bytes (known from a manifest) that a reader is waiting for:
-	 * remote backends request it as parallel ranges at once, so that it arrives sooner than
-	 * one connection brings it; -EIO when the object is another size. NULL: get. */
-	int (*get_urgent)(struct tfs_store *s, const char *key, uint64_t size, struct tfs_buf *out);
+	/* A content-addressed object (a key of tfs_object_key), whose own checksum vouches for it.
+	 * urgent_size, when not 0, is its size (known from a manifest) and says a reader waits for
+	 * it: remote backends then request parallel ranges at once, so that it arrives sooner than
+	 * one connection brings it (-EIO when the object is another size). *verified is set when
+	 * out has passed tfs_object_check already (the disk cache checks its files); otherwise
+	 * tfs_store_get_object checks it. NULL: get. */
+	int (*get_object)(struct tfs_store *s, const char *key, uint64_t urgent_size,
+			  struct tfs_buf *out, int *verified);
 	/* Up to len bytes at off; returns the count (short only at the end of the object). */
 	ssize_t (*get_range)(struct tfs_store *s, const char *key, uint64_t off, void *buf,
 			     size_t len);
@@ -58,7 +63,7 @@ struct tfs_store_ops {
 /* Requests made through a store (the inline wrappers below count them, atomically). */
 struct tfs_store_counters {
 	uint64_t gets, ranged_gets, heads, puts, lists, deletes;
-	uint64_t urgent_gets; /* gets a reader waited for, through get_urgent (in gets too) */
+	uint64_t urgent_gets; /* object gets a reader waited for (urgent_size; in gets too) */
 	uint64_t bytes_read, bytes_written;
 	/* Attempts repeated by remote backends (transport errors, 5xx/429, short or damaged
 	 * bodies), counted by the backend itself; 0 for file://. */
@@ -104,21 +109,12 @@ static inline int tfs_store_get(struct tfs_store *s, const char *key, struct tfs
 	return rc;
 }
 
-/* tfs_store_get for an object of a known size that a reader waits for (see get_urgent). */
-static inline int tfs_store_get_urgent(struct tfs_store *s, const char *key, uint64_t size,
-				       struct tfs_buf *out)
-{
-	int rc;
-
-	if (!s->ops->get_urgent)
-		return tfs_store_get(s, key, out);
-	rc = s->ops->get_urgent(s, key, size, out);
-	TFS_STORE_COUNT(s, gets, 1);
-	TFS_STORE_COUNT(s, urgent_gets, 1);
-	if (!rc)
-		TFS_STORE_COUNT(s, bytes_read, out->len);
-	return rc;
-}
+/* A content-addressed object (see get_object), its checksum verified: the one place a fetched
+ * object is checked, so that a chunk is verified once per fetch and decoded without another
+ * check. An object that fails is fetched again once, and is -EIO (logged, naming the object) when
+ * it fails again; a newer format version is -EPROTO. */
+int tfs_store_get_object(struct tfs_store *s, const char *key, uint64_t urgent_size,
+			 struct tfs_buf *out);
 
 static inline ssize_t tfs_store_get_range(struct tfs_store *s, const char *key, uint64_t off,
 					  void *buf, size_t len)

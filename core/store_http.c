@@ -71,7 +71,7 @@ static int range_headers(void *arg, struct tfs_buf *h)
 struct range_ctx {
 	struct http_store *s;
 	const char *key;
-	uint64_t size; /* the object's, for fetch_split */
+	uint64_t size; /* the object's when known, else 0 */
 };
 
 static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64_t *total)
@@ -121,44 +121,22 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 	return (ssize_t)resp.body_len;
 }
 
-static int fetch_whole(void *arg, struct tfs_buf *out)
+static int http_get_object(struct tfs_store *st, const char *key, uint64_t urgent_size,
+			   struct tfs_buf *out, int *verified)
 {
-	struct range_ctx *c = arg;
-	const struct tfs_config_http *cfg = tfs_http_config(c->s->http);
+	struct range_ctx c = { hs_of(st), key, urgent_size };
 
-	return tfs_http_get_parts(fetch_range, c, cfg->part_size, cfg->parallel, out);
-}
-
-static int fetch_split(void *arg, struct tfs_buf *out)
-{
-	struct range_ctx *c = arg;
-
-	return tfs_http_get_split(fetch_range, c, c->size, tfs_http_config(c->s->http)->parallel,
-				  out);
-}
-
-/* A whole object: by fetch_whole, or by fetch_split when size is known (urgent). */
-static int get_object(struct tfs_store *st, const char *key, uint64_t size, tfs_http_fetch_fn fn,
-		      struct tfs_buf *out)
-{
-	struct range_ctx c = { hs_of(st), key, size };
-	char w[512];
-
+	*verified = 0;
 	if (!key_ok(key))
 		return -EINVAL;
-	what(w, sizeof(w), "GET", c.s, key);
-	return tfs_http_get_verified(c.s->http, w, key, fn, &c, out);
+	return tfs_http_get_whole(c.s->http, fetch_range, &c, urgent_size, out);
 }
 
 static int http_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
 {
-	return get_object(st, key, 0, fetch_whole, out);
-}
+	int verified;
 
-static int http_get_urgent(struct tfs_store *st, const char *key, uint64_t size,
-			   struct tfs_buf *out)
-{
-	return get_object(st, key, size, fetch_split, out);
+	return http_get_object(st, key, 0, out, &verified);
 }
 
 static ssize_t http_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
@@ -405,7 +383,7 @@ static void http_close(struct tfs_store *st)
 }
 
 #define HTTP_OPS                                                                                 \
-	.close = http_close, .get = http_get, .get_urgent = http_get_urgent,                     \
+	.close = http_close, .get = http_get, .get_object = http_get_object,                     \
 	.get_range = http_get_range, .head = http_head, .stat = http_stat, .put = http_readonly, \
 	.put_new = http_readonly, .cas = http_cas, .list = http_list, .del = http_del,           \
 	.sweep = NULL, .cancel = http_cancel

@@ -192,7 +192,8 @@ struct range_ctx {
 	struct s3_store *s;
 	const char *key; /* full key */
 	const char *what;
-	uint64_t size; /* the object's, for fetch_split */
+	uint64_t size; /* the object's when known, else 0 */
+	int object;    /* a content-addressed object: its own checksum vouches for it */
 };
 
 /* A whole object against its ETag when that is the MD5 of the content (single-part uploads on
@@ -250,7 +251,7 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 			*total = resp.content_length;
 		/* Objects carry their own checksums (checked above this); refs and markers do not,
 		 * so a whole one is checked against its MD5 ETag, refetched once if damaged. */
-		if (off || *total != (int64_t)resp.body_len || strstr(r->key, "/objects/") ||
+		if (off || *total != (int64_t)resp.body_len || r->object ||
 		    etag_check(resp.etag, dst, resp.body_len) != 0)
 			return (ssize_t)resp.body_len;
 		if (attempt == 1) {
@@ -263,29 +264,13 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 	}
 }
 
-static int fetch_whole(void *arg, struct tfs_buf *out)
-{
-	struct range_ctx *r = arg;
-	const struct tfs_config_http *cfg = tfs_http_config(r->s->http);
-
-	return tfs_http_get_parts(fetch_range, r, cfg->part_size, cfg->parallel, out);
-}
-
-static int fetch_split(void *arg, struct tfs_buf *out)
-{
-	struct range_ctx *r = arg;
-
-	return tfs_http_get_split(fetch_range, r, r->size, tfs_http_config(r->s->http)->parallel,
-				  out);
-}
-
-/* A whole object: by fetch_whole, or by fetch_split when size is known (urgent). */
-static int get_object(struct tfs_store *st, const char *key, uint64_t size, tfs_http_fetch_fn fn,
-		      struct tfs_buf *out)
+/* A whole value, by parts, or by parallel ranges when its size is known (urgent). */
+static int get_whole(struct tfs_store *st, const char *key, uint64_t size, int object,
+		     struct tfs_buf *out)
 {
 	struct s3_store *s = s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w, size };
+	struct range_ctx r = { s, fk, w, size, object };
 	int rc;
 
 	out->len = 0;
@@ -295,17 +280,19 @@ static int get_object(struct tfs_store *st, const char *key, uint64_t size, tfs_
 	if (rc)
 		return rc;
 	what_of(w, sizeof(w), "GET", s, key);
-	return tfs_http_get_verified(s->http, w, key, fn, &r, out);
+	return tfs_http_get_whole(s->http, fetch_range, &r, size, out);
 }
 
 static int s3_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
 {
-	return get_object(st, key, 0, fetch_whole, out);
+	return get_whole(st, key, 0, 0, out);
 }
 
-static int s3_get_urgent(struct tfs_store *st, const char *key, uint64_t size, struct tfs_buf *out)
+static int s3_get_object(struct tfs_store *st, const char *key, uint64_t urgent_size,
+			 struct tfs_buf *out, int *verified)
 {
-	return get_object(st, key, size, fetch_split, out);
+	*verified = 0;
+	return get_whole(st, key, urgent_size, 1, out);
 }
 
 static ssize_t s3_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
@@ -313,7 +300,7 @@ static ssize_t s3_get_range(struct tfs_store *st, const char *key, uint64_t off,
 {
 	struct s3_store *s = s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w, 0 };
+	struct range_ctx r = { s, fk, w, 0, 0 };
 	int64_t total;
 	int rc;
 
@@ -1354,7 +1341,7 @@ const struct tfs_store_ops tfs_store_s3_ops = {
 	.close = s3_close,
 	.cancel = s3_cancel,
 	.get = s3_get,
-	.get_urgent = s3_get_urgent,
+	.get_object = s3_get_object,
 	.get_range = s3_get_range,
 	.head = s3_head,
 	.stat = s3_stat,

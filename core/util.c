@@ -238,6 +238,14 @@ size_t tfs_percent_decode(const char *s, size_t n, char *dst)
 	return k;
 }
 
+int tfs_is_lower_hex(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
 int tfs_name_valid(const char *name)
 {
 	size_t n = 0;

@@ -53,6 +53,8 @@ size_t tfs_percent_decode(const char *s, size_t n, char *dst);
 /* Names of datasets, columns and refs: 1..128 chars of [A-Za-z0-9_.-], not starting with '.'
  * or '-'. They become file names in the mount, so nothing else is allowed. */
 int tfs_name_valid(const char *name);
+/* Whether the n bytes at p are all lowercase hex digits. */
+int tfs_is_lower_hex(const char *p, size_t n);
 
 /* Read exactly n bytes at off (retries on EINTR/short reads). Returns 0, -EIO on EOF, or -errno. */
 int tfs_pread_full(int fd, void *buf, size_t n, uint64_t off);

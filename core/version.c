@@ -113,10 +113,13 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 		goto out;
 	}
 	tfs_object_key(l->v->ds, id, key);
-	rc = l->urgent ? tfs_store_get_urgent(l->v->store, key, c->chunks[l->k].stored_size, &obj)
-		       : tfs_store_get(l->v->store, key, &obj);
+	rc = tfs_store_get_object(l->v->store, key, l->urgent ? c->chunks[l->k].stored_size : 0,
+				  &obj);
 	if (rc) {
-		why = rc == -ENOENT ? "object is missing" : strerror(-rc);
+		why = rc == -ENOENT   ? "object is missing"
+		      : rc == -EPROTO ? "written by a newer tensorfs"
+		      : rc == -EIO    ? "checksum mismatch or read error"
+				      : strerror(-rc);
 		rc = rc == -ENOENT ? -EIO : rc;
 		goto out;
 	}
@@ -127,7 +130,8 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	}
 	rc = tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, p, raw);
 	if (rc) {
-		why = rc == -EPROTO ? "written by a newer tensorfs" : "checksum or size mismatch";
+		why = rc == -EPROTO ? "written by a newer tensorfs"
+				    : "size mismatch or bad encoding";
 		rc = -EIO;
 		goto out;
 	}

@@ -139,7 +139,7 @@ static struct tfs_diskcache_stats stats_of(struct tfs_store *s)
 static int get_matches(struct tfs_store *s, const char *key, const struct tfs_buf *want)
 {
 	struct tfs_buf b = { 0 };
-	int ok = tfs_store_get(s, key, &b) == 0 && b.len == want->len &&
+	int ok = tfs_store_get_object(s, key, 0, &b) == 0 && b.len == want->len &&
 		 !memcmp(b.data, want->data, want->len);
 
 	tfs_buf_free(&b);
@@ -259,7 +259,7 @@ static void test_miss_then_hit(void **state)
 
 		tfs_id_of("nothing", 7, &missing);
 		tfs_object_key("ds", &missing, key);
-		assert_int_equal(tfs_store_get(s, key, &b), -ENOENT);
+		assert_int_equal(tfs_store_get_object(s, key, 0, &b), -ENOENT);
 		assert_int_equal(stats_of(s).misses, 2);
 		tfs_buf_free(&b);
 	}
@@ -423,13 +423,16 @@ static void test_damaged_at_source_not_cached(void **state)
 	/* Replace the stored object with junk behind the cache's back. */
 	assert_int_equal(tfs_store_put(tfs_diskcache_inner(s), o.key, junk, sizeof(junk) - 1), 0);
 	for (int i = 1; i <= 2; i++) {
-		/* Handed over as it came (the caller's decode reports it), never kept. */
-		assert_int_equal(tfs_store_get(s, o.key, &b), 0);
-		assert_int_equal(b.len, sizeof(junk) - 1);
-		assert_memory_equal(b.data, junk, b.len);
-		assert_int_equal(inner_gets(s), (uint64_t)i);
+		/* Checked as it arrives: fetched again once, then EIO, and never kept. */
+		assert_int_equal(tfs_store_get_object(s, o.key, 0, &b), -EIO);
+		assert_int_equal(inner_gets(s), 2 * (uint64_t)i);
 		assert_false(is_cached(&l, &o));
 	}
+	/* A plain get hands over what is there, unchecked and not kept. */
+	assert_int_equal(tfs_store_get(s, o.key, &b), 0);
+	assert_int_equal(b.len, sizeof(junk) - 1);
+	assert_memory_equal(b.data, junk, b.len);
+	assert_false(is_cached(&l, &o));
 	assert_int_equal(stats_of(s).fills, 0);
 	assert_int_equal(stats_of(s).bytes_used, 0);
 	tfs_buf_free(&b);
@@ -558,6 +561,9 @@ static void test_other_keys_go_to_inner(void **state)
 		snprintf(bad_key, sizeof(bad_key), "%s", o.key);
 		bad_key[strlen(bad_key) - 1] = 0;
 		assert_true(tfs_store_get(s, bad_key, &b) < 0);
+		assert_int_equal(inner_gets(s), gets + sizeof(fmts) / sizeof(fmts[0]) + 2);
+		/* Asked for as objects, they are refused without a request. */
+		assert_int_equal(tfs_store_get_object(s, bad_key, 0, &b), -EINVAL);
 		assert_int_equal(inner_gets(s), gets + sizeof(fmts) / sizeof(fmts[0]) + 2);
 	}
 	dir_bytes(l.cache, &files);
@@ -740,7 +746,7 @@ static void *worker_main(void *arg)
 	for (int i = 0; i < w->iters; i++) {
 		const struct obj *o = &w->objs[(size_t)rand_r(&w->seed) % w->nobjs];
 
-		if (tfs_store_get(w->s, o->key, &b) || b.len != o->bytes.len ||
+		if (tfs_store_get_object(w->s, o->key, 0, &b) || b.len != o->bytes.len ||
 		    memcmp(b.data, o->bytes.data, b.len))
 			w->errors++;
 	}

@@ -418,7 +418,16 @@ static void test_header_fields(void **state)
 
 static const uint8_t flip_masks[] = { 0x01, 0x02, 0x10, 0x80, 0xff, 0x5a };
 
-/* Flip bytes at every position in [from, to) with every mask; decoding must fail with -EIO. */
+/* What a reader does with fetched bytes: check (tfs_store_get_object), then decode. */
+static int check_and_decode(const struct tfs_buf *obj, uint8_t *dst, size_t raw_len)
+{
+	int rc = tfs_object_check(obj->data, obj->len);
+
+	return rc ? rc : tfs_object_decode(obj->data, obj->len, TFS_OBJ_CHUNK, dst, raw_len);
+}
+
+/* Flip bytes at every position in [from, to) with every mask; the check or the decode must fail
+ * with -EIO. */
 static void check_flips(struct tfs_buf *obj, size_t raw_len, size_t from, size_t to, size_t step)
 {
 	uint8_t *dst = malloc(raw_len ? raw_len : 1);
@@ -429,7 +438,7 @@ static void check_flips(struct tfs_buf *obj, size_t raw_len, size_t from, size_t
 			int rc;
 
 			obj->data[pos] ^= flip_masks[m];
-			rc = tfs_object_decode(obj->data, obj->len, TFS_OBJ_CHUNK, dst, raw_len);
+			rc = check_and_decode(obj, dst, raw_len);
 			if (rc != -EIO)
 				fail_msg("flip 0x%02x at byte %zu of %zu: decode returned %d",
 					 flip_masks[m], pos, obj->len, rc);
@@ -634,7 +643,8 @@ static void test_resealed_header_edits(void **state)
 	obj.data[32] ^= 1;
 	reseal_header(obj.data);
 	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
-	assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, 5), -EIO);
+	assert_int_equal(tfs_object_check(obj.data, obj.len), -EIO);
+	assert_int_equal(check_and_decode(&obj, dst, 5), -EIO);
 
 	/* A stored size that disagrees with the object length. */
 	encode_ok(TFS_OBJ_CHUNK, TFS_CODEC_RAW, "hello", 5, &obj);
