@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "diskcache.h"
 #include "format.h"
@@ -44,6 +45,12 @@ int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out)
 	pthread_mutex_init(&l->lock, NULL);
 	l->cache_mem = cfg->cache_mem;
 	l->prefetch_threads = cfg->prefetch_threads;
+	l->gather_threads = cfg->gather_threads;
+	if (!l->gather_threads) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+		l->gather_threads = ncpu < 2 ? 2 : ncpu > 4 ? 4 : (unsigned)ncpu;
+	}
 	l->ttl_ns = (uint64_t)(cfg->ref_ttl * 1e9);
 	rc = tfs_store_open(cfg->url, 0, &l->store);
 	if (rc)
@@ -74,11 +81,20 @@ int tfs_lake_start(struct tfs_lake *l)
 {
 	int rc;
 
-	if (!l->prefetch_threads || l->prefetch)
+	if (l->pool)
 		return 0;
-	rc = tfs_prefetcher_create(l->cache, l->prefetch_threads, l->cache_mem / 2, &l->prefetch);
+	rc = tfs_workpool_create(l->prefetch_threads + l->gather_threads, &l->pool);
+	if (rc) {
+		tfs_err("cannot start %u worker threads: %s",
+			l->prefetch_threads + l->gather_threads, strerror(-rc));
+		return rc;
+	}
+	if (!l->prefetch_threads)
+		return 0;
+	rc = tfs_prefetcher_create(l->cache, l->pool, l->prefetch_threads, l->cache_mem / 2,
+				   &l->prefetch);
 	if (rc)
-		tfs_err("cannot start %u chunk loaders: %s", l->prefetch_threads, strerror(-rc));
+		tfs_err("cannot start the prefetcher: %s", strerror(-rc));
 	return rc;
 }
 
@@ -97,6 +113,8 @@ void tfs_lake_close(struct tfs_lake *l)
 	if (!l)
 		return;
 	tfs_lake_stop(l);
+	/* Its users (the prefetcher, the control file's rings) are gone by now. */
+	tfs_workpool_destroy(l->pool);
 	while (l->refs) {
 		struct tfs_lake_ref *r = l->refs;
 

@@ -14,6 +14,7 @@
 #include "store.h"
 #include "version.h"
 #include "view.h"
+#include "workpool.h"
 
 struct tfs_lake_config {
 	const char *url;	   /* the lake: file://, s3://, http(s):// */
@@ -21,6 +22,7 @@ struct tfs_lake_config {
 	const char *cache_dir;	   /* disk cache of fetched objects; NULL: none */
 	uint64_t cache_disk;	   /* its budget in bytes */
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: none */
+	unsigned gather_threads;   /* staging gathers of the control file; 0: from the CPU count */
 	double ref_ttl;		   /* seconds a branch head is trusted before it is read again */
 };
 
@@ -38,12 +40,15 @@ struct tfs_lake_view {
 };
 
 struct tfs_lake {
-	struct tfs_store *store;	 /* with the disk cache in front when there is one */
-	struct tfs_cache *cache;	 /* decoded chunks */
+	struct tfs_store *store; /* with the disk cache in front when there is one */
+	struct tfs_cache *cache; /* decoded chunks */
+	/* The one pool of workers (prefetch_threads + gather_threads of them): chunk loads ahead,
+	 * staging gathers. NULL until started. */
+	struct tfs_workpool *pool;
 	struct tfs_prefetcher *prefetch; /* NULL until started, and without loaders */
 	uint64_t cache_mem;
 	char *cache_dir; /* NULL: none */
-	unsigned prefetch_threads;
+	unsigned prefetch_threads, gather_threads;
 	uint64_t ttl_ns; /* ref_ttl */
 	pthread_mutex_t lock;
 	struct tfs_lake_ref *refs;   /* resolved refs; protected by lock */
@@ -57,8 +62,8 @@ enum tfs_lake_ref_kind { TFS_LAKE_BRANCH, TFS_LAKE_TAG, TFS_LAKE_COMMIT };
 /* Open the store (and its disk cache) and make the chunk cache; no thread is started, so a
  * process may still fork (daemonise) afterwards. Logs why it fails. */
 int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out);
-/* Start the prefetcher's loaders. Half the cache may hold chunks loaded ahead; the rest stays
- * for chunks readers are using. */
+/* Start the worker pool and the prefetcher on it. Half the cache may hold chunks loaded ahead;
+ * the rest stays for chunks readers are using. */
 int tfs_lake_start(struct tfs_lake *l);
 /* Stop the loaders without letting them wait out retries against a remote store: in-flight
  * requests are cancelled. Versions and views may still be released afterwards. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* prefetch: a thread pool that loads chunks into the cache ahead of readers. */
+/* prefetch: loads chunks into the cache ahead of readers, as tasks on the lake's worker pool. */
 #include "prefetch.h"
 
 #include <assert.h>
@@ -14,7 +14,8 @@
 #define SEQ_STREAK 2   /* chunk-to-chunk advances before a stream counts as sequential */
 
 struct job {
-	struct job *next;
+	struct tfs_work work;
+	struct tfs_prefetcher *pf;
 	struct tfs_version *v; /* referenced by the job */
 	size_t col, k;
 	uint64_t bytes;
@@ -23,13 +24,10 @@ struct job {
 struct tfs_prefetcher {
 	struct tfs_cache *cache;
 	uint64_t max_ahead;
+	struct tfs_workgroup jobs; /* loads queued or under way */
 	pthread_mutex_t lock;
-	pthread_cond_t work;
-	struct job *head, *tail; /* protected by lock */
-	uint64_t queued_bytes;	 /* queued or loading; protected by lock */
-	int stopping;		 /* protected by lock */
-	unsigned nthreads;
-	pthread_t *threads;
+	uint64_t queued_bytes;	      /* queued or loading; protected by lock */
+	unsigned nthreads;	      /* loaders it keeps busy: the window of a sequential stream */
 	struct tfs_prefetch_stats st; /* protected by lock */
 };
 
@@ -47,43 +45,37 @@ struct tfs_stream {
 	size_t scheduled_end; /* positions below this were scheduled; protected by lock */
 };
 
-static void *loader(void *arg)
+static void job_done(struct job *j, int rc)
 {
-	struct tfs_prefetcher *pf = arg;
+	struct tfs_prefetcher *pf = j->pf;
 
-	for (;;) {
-		struct job *j;
-		int rc;
-
-		pthread_mutex_lock(&pf->lock);
-		while (!pf->head && !pf->stopping)
-			pthread_cond_wait(&pf->work, &pf->lock);
-		if (pf->stopping) {
-			pthread_mutex_unlock(&pf->lock);
-			return NULL;
-		}
-		j = pf->head;
-		pf->head = j->next;
-		if (!pf->head)
-			pf->tail = NULL;
-		pthread_mutex_unlock(&pf->lock);
-
-		rc = tfs_version_chunk_prefetch(j->v, pf->cache, j->col, j->k);
-
-		pthread_mutex_lock(&pf->lock);
-		pf->queued_bytes -= j->bytes;
-		if (rc == 0)
-			pf->st.skipped_cached++;
-		else if (rc < 0)
-			pf->st.errors++;
-		pthread_mutex_unlock(&pf->lock);
-		tfs_version_put(j->v);
-		free(j);
-	}
+	pthread_mutex_lock(&pf->lock);
+	pf->queued_bytes -= j->bytes;
+	if (rc == 0)
+		pf->st.skipped_cached++;
+	else if (rc < 0)
+		pf->st.errors++;
+	pthread_mutex_unlock(&pf->lock);
+	tfs_version_put(j->v);
+	free(j);
 }
 
-int tfs_prefetcher_create(struct tfs_cache *cache, unsigned nthreads, uint64_t max_ahead,
-			  struct tfs_prefetcher **out)
+static int job_run(struct tfs_work *w)
+{
+	struct job *j = (struct job *)w;
+
+	job_done(j, tfs_version_chunk_prefetch(j->v, j->pf->cache, j->col, j->k));
+	return 0;
+}
+
+/* Cancelled before it started. */
+static void job_drop(struct tfs_work *w)
+{
+	job_done((struct job *)w, 1);
+}
+
+int tfs_prefetcher_create(struct tfs_cache *cache, struct tfs_workpool *pool, unsigned nthreads,
+			  uint64_t max_ahead, struct tfs_prefetcher **out)
 {
 	struct tfs_prefetcher *pf = calloc(1, sizeof(*pf));
 
@@ -91,17 +83,10 @@ int tfs_prefetcher_create(struct tfs_cache *cache, unsigned nthreads, uint64_t m
 		return -ENOMEM;
 	pf->cache = cache;
 	pf->max_ahead = max_ahead;
+	pf->nthreads = nthreads;
 	pthread_mutex_init(&pf->lock, NULL);
-	pthread_cond_init(&pf->work, NULL);
-	pf->threads = calloc(nthreads ? nthreads : 1, sizeof(*pf->threads));
-	if (!pf->threads) {
-		free(pf);
-		return -ENOMEM;
-	}
-	for (pf->nthreads = 0; pf->nthreads < nthreads; pf->nthreads++)
-		if (pthread_create(&pf->threads[pf->nthreads], NULL, loader, pf))
-			break;
-	pf->st.threads = pf->nthreads;
+	tfs_workgroup_init(&pf->jobs, pool);
+	pf->st.threads = nthreads;
 	*out = pf;
 	return 0;
 }
@@ -110,22 +95,9 @@ void tfs_prefetcher_destroy(struct tfs_prefetcher *pf)
 {
 	if (!pf)
 		return;
-	pthread_mutex_lock(&pf->lock);
-	pf->stopping = 1;
-	pthread_cond_broadcast(&pf->work);
-	pthread_mutex_unlock(&pf->lock);
-	for (unsigned i = 0; i < pf->nthreads; i++)
-		pthread_join(pf->threads[i], NULL);
-	while (pf->head) {
-		struct job *j = pf->head;
-
-		pf->head = j->next;
-		tfs_version_put(j->v);
-		free(j);
-	}
-	free(pf->threads);
+	tfs_workgroup_cancel(&pf->jobs);
+	tfs_workgroup_destroy(&pf->jobs);
 	pthread_mutex_destroy(&pf->lock);
-	pthread_cond_destroy(&pf->work);
 	free(pf);
 }
 
@@ -215,20 +187,18 @@ static int schedule(struct tfs_stream *st, size_t k)
 		pthread_mutex_unlock(&pf->lock);
 		return -ENOMEM;
 	}
+	j->work.run = job_run;
+	j->work.drop = job_drop;
+	j->pf = pf;
 	j->v = st->v;
 	tfs_version_get(j->v);
 	j->col = st->col;
 	j->k = k;
 	j->bytes = bytes;
-	if (pf->tail)
-		pf->tail->next = j;
-	else
-		pf->head = j;
-	pf->tail = j;
 	pf->queued_bytes += bytes;
 	pf->st.scheduled++;
-	pthread_cond_signal(&pf->work);
 	pthread_mutex_unlock(&pf->lock);
+	tfs_workgroup_submit(&pf->jobs, &j->work, TFS_WORK_AHEAD);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "cache.h"
 #include "version.h"
+#include "workpool.h"
 
 struct tfs_prefetcher;
 struct tfs_stream;
@@ -24,11 +25,12 @@ struct tfs_prefetch_stats {
 	uint64_t inflight_bytes; /* chunks queued or loading now */
 };
 
-/* nthreads loaders; at most max_ahead bytes of chunks queued, loading, or loaded and not yet
- * used (the memory cache's prefetch_pending) at any time. */
-int tfs_prefetcher_create(struct tfs_cache *cache, unsigned nthreads, uint64_t max_ahead,
-			  struct tfs_prefetcher **out);
-/* Stops the threads; queued work is dropped. */
+/* Loads run on pool at read-ahead priority, as many at once as the pool lets them; nthreads is
+ * how many loaders a sequential stream keeps busy. At most max_ahead bytes of chunks are queued,
+ * loading, or loaded and not yet used (the memory cache's prefetch_pending) at any time. */
+int tfs_prefetcher_create(struct tfs_cache *cache, struct tfs_workpool *pool, unsigned nthreads,
+			  uint64_t max_ahead, struct tfs_prefetcher **out);
+/* Drops queued loads and waits for those under way. */
 void tfs_prefetcher_destroy(struct tfs_prefetcher *pf);
 void tfs_prefetcher_stats(struct tfs_prefetcher *pf, struct tfs_prefetch_stats *st);
 

@@ -57,8 +57,6 @@ static void remove_stale_files(const char *dir)
 int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile **out)
 {
 	struct tfs_ctlfile *ctl = calloc(1, sizeof(*ctl));
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
 	if (!ctl)
 		return -ENOMEM;
 	ctl->lake = cfg->lake;
@@ -71,7 +69,6 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 		free(ctl);
 		return -ENOMEM;
 	}
-	ctl->threads = cfg->threads ? cfg->threads : ncpu < 2 ? 2 : ncpu > 4 ? 4 : (unsigned)ncpu;
 	pthread_mutex_init(&ctl->lock, NULL);
 	remove_stale_files(ctl->shm_dir);
 	*out = ctl;
@@ -101,7 +98,6 @@ void tfs_ctlfile_destroy(struct tfs_ctlfile *ctl)
 		ctl->sessions = s->next;
 		session_free(s);
 	}
-	tfs_staging_pool_destroy(ctl->pool);
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl->mountpoint);
 	free(ctl->shm_dir);
@@ -327,13 +323,6 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 		rc = -ENOMEM;
 		goto fail;
 	}
-	pthread_mutex_lock(&ctl->lock);
-	rc = ctl->pool ? 0 : tfs_staging_pool_create(ctl->threads, &ctl->pool);
-	pthread_mutex_unlock(&ctl->lock);
-	if (rc) {
-		SET_ERR("cannot start the gather threads: %s", strerror(-rc));
-		goto fail;
-	}
 	snprintf(tag, sizeof(tag), "%ld-%u-%u", (long)getpid(), se->id, s->id);
 	cfg.ver = s->ver;
 	cfg.cache = ctl->lake->cache;
@@ -346,7 +335,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.tag = tag;
 	cfg.uid = se->uid;
 	cfg.gid = se->gid;
-	rc = tfs_staging_create(ctl->pool, &cfg, &s->ring, err, ERR_MAX);
+	rc = tfs_staging_create(ctl->lake->pool, &cfg, &s->ring, err, ERR_MAX);
 	if (rc)
 		goto fail;
 	se->streams[slot_id - 1] = s;

@@ -18,7 +18,6 @@ struct tfs_ctlfile_config {
 	struct tfs_lake *lake;	/* borrowed: outlives the control file; targets resolve in it */
 	const char *mountpoint; /* absolute targets are taken relative to it; may be NULL */
 	const char *shm_dir;	/* host slot files; NULL: /dev/shm */
-	unsigned threads;	/* gather threads; 0: a default from the CPU count */
 };
 
 /* Also removes slot files that daemons no longer running left in the shm directory. */

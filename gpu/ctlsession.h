@@ -35,9 +35,7 @@ struct tfs_ctlfile {
 	struct tfs_lake *lake; /* borrowed */
 	char *mountpoint;      /* NULL: absolute targets are refused */
 	char *shm_dir;
-	unsigned threads;
 	pthread_mutex_t lock;
-	struct tfs_staging_pool *pool;	      /* made on first use; protected by lock */
 	struct tfs_ctlfile_session *sessions; /* protected by lock */
 	unsigned next_session;		      /* protected by lock */
 	uint64_t nsessions, nstreams;	      /* now; protected by lock */

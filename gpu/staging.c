@@ -3,6 +3,7 @@
 #include "staging.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -20,11 +21,11 @@ struct slot {
 	size_t nrows;	       /* protected by st->lock */
 	uint64_t *rows;	       /* max_rows entries; owned by the filler while S_FILLING */
 	struct tfs_staging *st;
-	struct slot *qnext; /* pool queue; protected by pool->lock */
+	struct tfs_work work; /* its fill, when made ahead on the pool */
 };
 
 struct tfs_staging {
-	struct tfs_staging_pool *pool;
+	struct tfs_workgroup fills;    /* fills made ahead; .pool NULL: every fill is inline */
 	struct tfs_staging_config cfg; /* shm_dir and tag are not kept */
 	const struct tfs_staging_backend *be;
 	void *b;
@@ -34,15 +35,6 @@ struct tfs_staging {
 	pthread_cond_t cond; /* a fill finished */
 	struct slot *slots;
 	unsigned leased; /* protected by lock */
-};
-
-struct tfs_staging_pool {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct slot *head, *tail; /* queued fills; protected by lock */
-	int stop;		  /* protected by lock */
-	unsigned nthreads;
-	pthread_t *threads;
 };
 
 /* Process-wide counters; atomic. */
@@ -191,89 +183,11 @@ static void fill_slot(struct slot *s)
 	pthread_mutex_unlock(&st->lock);
 }
 
-/* --- the pool ------------------------------------------------------------------------------- */
-
-static void *pool_main(void *arg)
+/* A fill made ahead, on the pool. */
+static int fill_run(struct tfs_work *w)
 {
-	struct tfs_staging_pool *p = arg;
-
-	pthread_mutex_lock(&p->lock);
-	for (;;) {
-		struct slot *s;
-
-		while (!p->head && !p->stop)
-			pthread_cond_wait(&p->cond, &p->lock);
-		if (!p->head)
-			break; /* stopping, and nothing queued */
-		s = p->head;
-		p->head = s->qnext;
-		if (!p->head)
-			p->tail = NULL;
-		s->qnext = NULL;
-		pthread_mutex_unlock(&p->lock);
-		fill_slot(s);
-		pthread_mutex_lock(&p->lock);
-	}
-	pthread_mutex_unlock(&p->lock);
-	return NULL;
-}
-
-int tfs_staging_pool_create(unsigned nthreads, struct tfs_staging_pool **out)
-{
-	struct tfs_staging_pool *p = calloc(1, sizeof(*p));
-	int rc = 0;
-
-	if (!p)
-		return -ENOMEM;
-	nthreads = nthreads ? nthreads : 1;
-	p->threads = calloc(nthreads, sizeof(*p->threads));
-	if (!p->threads) {
-		free(p);
-		return -ENOMEM;
-	}
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->cond, NULL);
-	for (; p->nthreads < nthreads; p->nthreads++) {
-		rc = -pthread_create(&p->threads[p->nthreads], NULL, pool_main, p);
-		if (rc)
-			break;
-	}
-	if (rc && !p->nthreads) {
-		tfs_staging_pool_destroy(p);
-		return rc;
-	}
-	*out = p;
+	fill_slot((struct slot *)((char *)w - offsetof(struct slot, work)));
 	return 0;
-}
-
-void tfs_staging_pool_destroy(struct tfs_staging_pool *p)
-{
-	if (!p)
-		return;
-	pthread_mutex_lock(&p->lock);
-	p->stop = 1;
-	pthread_cond_broadcast(&p->cond);
-	pthread_mutex_unlock(&p->lock);
-	for (unsigned i = 0; i < p->nthreads; i++)
-		pthread_join(p->threads[i], NULL);
-	assert(!p->head);
-	pthread_cond_destroy(&p->cond);
-	pthread_mutex_destroy(&p->lock);
-	free(p->threads);
-	free(p);
-}
-
-static void pool_queue(struct tfs_staging_pool *p, struct slot *s)
-{
-	pthread_mutex_lock(&p->lock);
-	s->qnext = NULL;
-	if (p->tail)
-		p->tail->qnext = s;
-	else
-		p->head = s;
-	p->tail = s;
-	pthread_cond_signal(&p->cond);
-	pthread_mutex_unlock(&p->lock);
 }
 
 /* --- rings ---------------------------------------------------------------------------------- */
@@ -283,7 +197,7 @@ static uint64_t align_up(uint64_t x)
 	return (x + TFS_STAGING_ALIGN - 1) / TFS_STAGING_ALIGN * TFS_STAGING_ALIGN;
 }
 
-int tfs_staging_create(struct tfs_staging_pool *pool, const struct tfs_staging_config *cfg,
+int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_config *cfg,
 		       struct tfs_staging **out, char *err, size_t err_cap)
 {
 	const struct tfs_staging_backend *be =
@@ -317,7 +231,8 @@ int tfs_staging_create(struct tfs_staging_pool *pool, const struct tfs_staging_c
 		}
 	}
 	st->slot_bytes = off ? off : TFS_STAGING_ALIGN;
-	st->pool = pool;
+	if (pool)
+		tfs_workgroup_init(&st->fills, pool);
 	st->cfg = *cfg;
 	st->cfg.shm_dir = NULL;
 	st->cfg.tag = NULL;
@@ -331,6 +246,7 @@ int tfs_staging_create(struct tfs_staging_pool *pool, const struct tfs_staging_c
 	}
 	for (unsigned i = 0; i < cfg->depth; i++) {
 		st->slots[i].st = st;
+		st->slots[i].work.run = fill_run;
 		st->slots[i].rows = malloc(cfg->max_rows * sizeof(uint64_t));
 		if (!st->slots[i].rows) {
 			rc = -ENOMEM;
@@ -351,6 +267,8 @@ fail:
 	for (unsigned i = 0; st->slots && i < cfg->depth; i++)
 		free(st->slots[i].rows);
 	free(st->slots);
+	if (pool)
+		tfs_workgroup_destroy(&st->fills);
 	pthread_cond_destroy(&st->cond);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
@@ -361,12 +279,10 @@ void tfs_staging_destroy(struct tfs_staging *st)
 {
 	if (!st)
 		return;
-	pthread_mutex_lock(&st->lock);
-	for (unsigned i = 0; i < st->cfg.depth; i++) {
-		while (st->slots[i].state == S_FILLING)
-			pthread_cond_wait(&st->cond, &st->lock);
+	if (st->fills.pool) {
+		tfs_workgroup_wait(&st->fills);
+		tfs_workgroup_destroy(&st->fills);
 	}
-	pthread_mutex_unlock(&st->lock);
 	st->be->destroy(st->b);
 	count(&n_leased, -(int64_t)st->leased);
 	count(&n_rings, -1);
@@ -413,8 +329,8 @@ int tfs_staging_fill(struct tfs_staging *st, int slot, const uint64_t *rows, siz
 	pthread_mutex_unlock(&st->lock);
 	if (n)
 		memcpy(s->rows, rows, n * sizeof(*rows));
-	if (async && st->pool)
-		pool_queue(st->pool, s);
+	if (async && st->fills.pool)
+		tfs_workgroup_submit(&st->fills, &s->work, TFS_WORK_NORMAL);
 	else
 		fill_slot(s);
 	return (int)(s - st->slots);

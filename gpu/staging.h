@@ -10,6 +10,7 @@
 
 #include "cache.h"
 #include "version.h"
+#include "workpool.h"
 
 #define TFS_STAGING_MAX_COLS 16
 #define TFS_STAGING_MAX_DEPTH 64
@@ -17,12 +18,6 @@
 #define TFS_STAGING_ALIGN 4096 /* slots, and columns inside a slot, start at this alignment */
 #define TFS_STAGING_IPC_BYTES 64
 #define TFS_STAGING_HOST (-1) /* the device number of host memory */
-
-/* Gather threads shared by every ring (batches made ahead of the loader). */
-struct tfs_staging_pool;
-int tfs_staging_pool_create(unsigned nthreads, struct tfs_staging_pool **out);
-/* Every ring of the pool must be destroyed first. */
-void tfs_staging_pool_destroy(struct tfs_staging_pool *p);
 
 /* "host" -> TFS_STAGING_HOST, "cuda" or "cuda:N" -> N. Returns 0 or -EINVAL. */
 int tfs_staging_parse_device(const char *s, int *device);
@@ -59,9 +54,10 @@ struct tfs_staging_loc {
 
 struct tfs_staging;
 
-/* A ring of cfg->depth slots of slot bytes each. Returns 0; -E2BIG when a slot would exceed
+/* A ring of cfg->depth slots of slot bytes each, whose fills made ahead run on pool (NULL: every
+ * fill on the caller's thread). Returns 0; -E2BIG when a slot would exceed
  * TFS_STAGING_MAX_SLOT_BYTES; -ENODEV for an unusable device; other -errno; err says why. */
-int tfs_staging_create(struct tfs_staging_pool *pool, const struct tfs_staging_config *cfg,
+int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_config *cfg,
 		       struct tfs_staging **out, char *err, size_t err_cap);
 /* Waits for fills under way, frees the slots (host: unlinks the file). */
 void tfs_staging_destroy(struct tfs_staging *st);

@@ -22,7 +22,7 @@ static char tmpdir[] = STAGING_TMPDIR;
 static struct tfs_store *store;
 static struct tfs_version *ver;
 static struct tfs_cache *cache;
-static struct tfs_staging_pool *pool;
+static struct tfs_workpool *pool;
 
 /* Column a: uint16 rows of 3 (row*3+j); column b: int64 row*7. */
 static void write_npy(const char *path, const char *descr, unsigned ndim, const uint64_t *shape,
@@ -70,7 +70,7 @@ static int setup(void **state)
 	src[1] = (struct tfs_import_src){ "b", pb };
 	if (tfs_import(store, "d", src, 2, &o, &id) || tfs_version_open(store, "d", &id, &ver))
 		return -1;
-	if (tfs_cache_create(1 << 20, &cache) || tfs_staging_pool_create(2, &pool))
+	if (tfs_cache_create(1 << 20, &cache) || tfs_workpool_create(2, &pool))
 		return -1;
 	return 0;
 }
@@ -80,7 +80,7 @@ static int teardown(void **state)
 	char cmd[600];
 
 	(void)state;
-	tfs_staging_pool_destroy(pool);
+	tfs_workpool_destroy(pool);
 	tfs_version_put(ver);
 	tfs_cache_destroy(cache);
 	tfs_store_close(store);

@@ -424,8 +424,13 @@ static void test_damaged_at_source_not_cached(void **state)
 	assert_int_equal(tfs_store_put(tfs_diskcache_inner(s), o.key, junk, sizeof(junk) - 1), 0);
 	for (int i = 1; i <= 2; i++) {
 		/* Checked as it arrives: fetched again once, then EIO, and never kept. */
+		struct tfs_store_counters c;
+
 		assert_int_equal(tfs_store_get_object(s, o.key, 0, &b), -EIO);
-		assert_int_equal(inner_gets(s), 2 * (uint64_t)i);
+		tfs_store_counters(tfs_diskcache_inner(s), &c);
+		assert_int_equal(c.gets, (uint64_t)i);
+		assert_int_equal(c.retries, (uint64_t)i); /* the refetch */
+		assert_int_equal(c.bytes_read, 2 * (uint64_t)i * (sizeof(junk) - 1));
 		assert_false(is_cached(&l, &o));
 	}
 	/* A plain get hands over what is there, unchecked and not kept. */

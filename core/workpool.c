@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/* workpool: worker threads serving prioritised queues of intrusive tasks, in groups. */
+#include "workpool.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+
+struct queue {
+	struct tfs_work *head, *tail;
+};
+
+struct tfs_workpool {
+	pthread_mutex_t lock;
+	pthread_cond_t work;		/* a task was queued, or stop */
+	struct queue q[TFS_WORK_NPRIO]; /* protected by lock */
+	size_t nqueued;			/* protected by lock */
+	int stop;			/* protected by lock */
+	unsigned nthreads;		/* constant once created */
+	pthread_t *threads;
+};
+
+/* Take the first queued task, of g only when g is given (NULL: any). Called with p->lock. */
+static struct tfs_work *take(struct tfs_workpool *p, const struct tfs_workgroup *g)
+{
+	for (int i = 0; i < TFS_WORK_NPRIO; i++) {
+		struct queue *q = &p->q[i];
+
+		for (struct tfs_work **at = &q->head, *prev = NULL; *at;
+		     prev = *at, at = &(*at)->next) {
+			struct tfs_work *w = *at;
+
+			if (g && w->group != g)
+				continue;
+			*at = w->next;
+			if (q->tail == w)
+				q->tail = prev;
+			w->next = NULL;
+			p->nqueued--;
+			return w;
+		}
+	}
+	return NULL;
+}
+
+/* Run w without the lock, then account for it in its group. Called and returns with p->lock. */
+static void run_one(struct tfs_workpool *p, struct tfs_work *w)
+{
+	struct tfs_workgroup *g = w->group;
+	int rc;
+
+	pthread_mutex_unlock(&p->lock);
+	rc = w->run(w); /* w may be freed by now: only g is used below */
+	pthread_mutex_lock(&p->lock);
+	if (rc && !g->err)
+		g->err = rc;
+	assert(g->pending > 0);
+	g->pending--;
+	pthread_cond_broadcast(&g->changed);
+}
+
+static void *worker(void *arg)
+{
+	struct tfs_workpool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct tfs_work *w = take(p, NULL);
+
+		if (w) {
+			run_one(p, w);
+			continue;
+		}
+		if (p->stop)
+			break;
+		pthread_cond_wait(&p->work, &p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int tfs_workpool_create(unsigned nthreads, struct tfs_workpool **out)
+{
+	struct tfs_workpool *p = calloc(1, sizeof(*p));
+	int rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	nthreads = nthreads ? nthreads : 1;
+	p->threads = calloc(nthreads, sizeof(*p->threads));
+	if (!p->threads) {
+		free(p);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->work, NULL);
+	for (; p->nthreads < nthreads; p->nthreads++) {
+		rc = -pthread_create(&p->threads[p->nthreads], NULL, worker, p);
+		if (rc)
+			break;
+	}
+	if (!p->nthreads) {
+		tfs_workpool_destroy(p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+void tfs_workpool_destroy(struct tfs_workpool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	assert(!p->nqueued);
+	pthread_cond_destroy(&p->work);
+	pthread_mutex_destroy(&p->lock);
+	free(p->threads);
+	free(p);
+}
+
+unsigned tfs_workpool_threads(const struct tfs_workpool *p)
+{
+	return p->nthreads;
+}
+
+size_t tfs_workpool_queued(struct tfs_workpool *p)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->nqueued;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+void tfs_workgroup_init(struct tfs_workgroup *g, struct tfs_workpool *p)
+{
+	g->pool = p;
+	g->pending = 0;
+	g->err = 0;
+	pthread_cond_init(&g->changed, NULL);
+}
+
+void tfs_workgroup_destroy(struct tfs_workgroup *g)
+{
+	assert(!g->pending);
+	pthread_cond_destroy(&g->changed);
+}
+
+void tfs_workgroup_submit(struct tfs_workgroup *g, struct tfs_work *w, enum tfs_work_prio prio)
+{
+	struct tfs_workpool *p = g->pool;
+	struct queue *q = &p->q[prio];
+
+	assert(prio >= 0 && prio < TFS_WORK_NPRIO);
+	w->group = g;
+	w->next = NULL;
+	pthread_mutex_lock(&p->lock);
+	if (q->tail)
+		q->tail->next = w;
+	else
+		q->head = w;
+	q->tail = w;
+	p->nqueued++;
+	g->pending++;
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->lock);
+}
+
+int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left)
+{
+	struct tfs_workpool *p = g->pool;
+	int rc;
+
+	pthread_mutex_lock(&p->lock);
+	while (g->pending > left) {
+		struct tfs_work *w = take(p, g);
+
+		if (w)
+			run_one(p, w);
+		else
+			pthread_cond_wait(&g->changed, &p->lock);
+	}
+	rc = g->err;
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+int tfs_workgroup_wait(struct tfs_workgroup *g)
+{
+	return tfs_workgroup_wait_below(g, 0);
+}
+
+void tfs_workgroup_cancel(struct tfs_workgroup *g)
+{
+	struct tfs_workpool *p = g->pool;
+	struct tfs_work *w;
+
+	pthread_mutex_lock(&p->lock);
+	while ((w = take(p, g))) {
+		g->pending--;
+		pthread_mutex_unlock(&p->lock);
+		if (w->drop)
+			w->drop(w);
+		pthread_mutex_lock(&p->lock);
+	}
+	while (g->pending)
+		pthread_cond_wait(&g->changed, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* workpool: the engine's one pool of worker threads. Tasks wait in a queue per priority and are
+ * served highest priority first, in submission order within one: a chunk a reader waits for goes
+ * before read-ahead. Tasks are intrusive (the caller embeds struct tfs_work in its own job), so
+ * submitting never allocates and never fails; each producer bounds what it queues (the
+ * prefetcher by bytes ahead, an import by chunks in flight, staging by its slots).
+ *
+ * A group gathers the tasks of one piece of work: its owner waits for them (running queued ones
+ * itself meanwhile, so that a task may wait on a group of its own without deadlocking a busy
+ * pool), learns the first error, or cancels what has not started. */
+#ifndef TFS_WORKPOOL_H
+#define TFS_WORKPOOL_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+enum tfs_work_prio {
+	TFS_WORK_WAITED, /* a reader is blocked on it */
+	TFS_WORK_NORMAL, /* asked for: staging gathers, import chunks, ranged parts */
+	TFS_WORK_AHEAD,	 /* read-ahead: only when nothing else waits */
+	TFS_WORK_NPRIO
+};
+
+struct tfs_workgroup;
+
+struct tfs_work {
+	/* Runs on a worker (or on the thread waiting for its group); its return value is the
+	 * group's error when it is the first non-zero one. */
+	int (*run)(struct tfs_work *w);
+	/* Called instead of run for a task cancelled before it started; may be NULL. */
+	void (*drop)(struct tfs_work *w);
+	/* The pool's: */
+	struct tfs_work *next;
+	struct tfs_workgroup *group;
+};
+
+struct tfs_workpool;
+
+/* A group: zero-initialise, then tfs_workgroup_init. Fields are the pool's (under its lock). */
+struct tfs_workgroup {
+	struct tfs_workpool *pool;
+	unsigned pending; /* submitted, not finished */
+	int err;	  /* the first task error */
+	pthread_cond_t changed;
+};
+
+/* nthreads workers (at least 1). */
+int tfs_workpool_create(unsigned nthreads, struct tfs_workpool **out);
+/* Stop and join the workers. Every group must be finished or cancelled first. */
+void tfs_workpool_destroy(struct tfs_workpool *p);
+unsigned tfs_workpool_threads(const struct tfs_workpool *p);
+/* Tasks queued (not running) now, of every priority. */
+size_t tfs_workpool_queued(struct tfs_workpool *p);
+
+void tfs_workgroup_init(struct tfs_workgroup *g, struct tfs_workpool *p);
+void tfs_workgroup_destroy(struct tfs_workgroup *g);
+/* Queue w, of g, at prio. */
+void tfs_workgroup_submit(struct tfs_workgroup *g, struct tfs_work *w, enum tfs_work_prio prio);
+/* Wait until at most `left` of g's tasks are pending, running g's queued tasks on this thread
+ * while none of the workers has them. Returns g's first error so far (0: none). */
+int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left);
+/* tfs_workgroup_wait_below(g, 0): every task done. */
+int tfs_workgroup_wait(struct tfs_workgroup *g);
+/* Drop g's tasks that have not started (their drop is called) and wait for the running ones. */
+void tfs_workgroup_cancel(struct tfs_workgroup *g);
+
+#endif
