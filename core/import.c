@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "workpool.h"
+
 /* One NPY source, opened and checked. */
 struct source {
 	const struct tfs_import_src *src;
@@ -22,158 +24,96 @@ struct source {
 	struct tfs_column *col; /* the column in the new manifest */
 };
 
-/* Chunks are encoded and written by a small pool while the main thread reads ahead. */
+/* Chunks are encoded and written on a worker pool while the main thread reads ahead. */
 struct job {
-	struct job *next;
+	struct tfs_work work;
+	const struct pool *p;
 	uint8_t *raw;
 	size_t len;
+	enum tfs_codec_id codec;
+	int level;
 	struct tfs_chunk_ref *dst;
 };
 
 struct pool {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct job *head, *tail; /* protected by lock */
-	unsigned queued;	 /* jobs queued or running; protected by lock */
-	unsigned max_queued;
-	int closing; /* protected by lock */
-	int err;     /* first error; protected by lock */
+	struct tfs_workpool *wp; /* NULL until started */
+	struct tfs_workgroup jobs;
+	unsigned max_queued; /* jobs queued or running at most */
 	struct tfs_store *s;
 	const char *ds;
-	enum tfs_codec_id codec;
-	int level;
-	unsigned nthreads;
-	pthread_t *threads;
 	struct tfs_progress *progress; /* source bytes submitted */
 };
 
-static void *worker(void *arg)
+static int job_run(struct tfs_work *w)
 {
-	struct pool *p = arg;
+	struct job *j = (struct job *)w;
+	struct tfs_buf obj = { 0 };
+	int rc = tfs_object_encode(TFS_OBJ_CHUNK, j->codec, j->level, j->raw, j->len, &obj);
 
-	for (;;) {
-		struct job *j;
-		int rc;
+	if (!rc)
+		rc = tfs_object_put_encoded(j->p->s, j->p->ds, obj.data, obj.len, &j->dst->id);
+	j->dst->stored_size = obj.len;
+	tfs_buf_free(&obj);
+	free(j->raw);
+	free(j);
+	return rc;
+}
 
-		pthread_mutex_lock(&p->lock);
-		while (!p->head && !p->closing)
-			pthread_cond_wait(&p->cond, &p->lock);
-		j = p->head;
-		if (!j) {
-			pthread_mutex_unlock(&p->lock);
-			return NULL;
-		}
-		p->head = j->next;
-		if (!p->head)
-			p->tail = NULL;
-		pthread_mutex_unlock(&p->lock);
+static void job_drop(struct tfs_work *w)
+{
+	struct job *j = (struct job *)w;
 
-		rc = 0;
-		{
-			struct tfs_buf obj = { 0 };
-
-			rc = tfs_object_encode(TFS_OBJ_CHUNK, p->codec, p->level, j->raw, j->len,
-					       &obj);
-			if (!rc)
-				rc = tfs_object_put_encoded(p->s, p->ds, obj.data, obj.len,
-							    &j->dst->id);
-			j->dst->stored_size = obj.len;
-			tfs_buf_free(&obj);
-		}
-		free(j->raw);
-		free(j);
-
-		pthread_mutex_lock(&p->lock);
-		if (rc && !p->err)
-			p->err = rc;
-		p->queued--;
-		pthread_cond_broadcast(&p->cond);
-		pthread_mutex_unlock(&p->lock);
-	}
+	free(j->raw);
+	free(j);
 }
 
 static int pool_start(struct pool *p, unsigned nthreads)
 {
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->cond, NULL);
-	p->threads = calloc(nthreads, sizeof(*p->threads));
-	if (!p->threads)
-		return -ENOMEM;
-	p->max_queued = nthreads + 1;
-	for (p->nthreads = 0; p->nthreads < nthreads; p->nthreads++)
-		if (pthread_create(&p->threads[p->nthreads], NULL, worker, p))
-			break;
-	return p->nthreads ? 0 : -EAGAIN;
+	int rc = tfs_workpool_create(nthreads, &p->wp);
+
+	if (rc)
+		return rc;
+	tfs_workgroup_init(&p->jobs, p->wp);
+	p->max_queued = tfs_workpool_threads(p->wp) + 1;
+	return 0;
 }
 
-/* Queue a chunk (the pool takes raw); blocks while the pool is full. */
+/* Queue a chunk (the pool takes raw); waits while the pool is full, helping with the work. */
 static int pool_submit(struct pool *p, uint8_t *raw, size_t len, enum tfs_codec_id codec, int level,
 		       struct tfs_chunk_ref *dst)
 {
 	struct job *j = calloc(1, sizeof(*j));
-	int rc;
+	int rc = j ? tfs_workgroup_wait_below(&p->jobs, p->max_queued - 1) : -ENOMEM;
 
-	if (!j) {
-		free(raw);
-		return -ENOMEM;
-	}
-	j->raw = raw;
-	j->len = len;
-	j->dst = dst;
-	pthread_mutex_lock(&p->lock);
-	while (p->queued >= p->max_queued && !p->err)
-		pthread_cond_wait(&p->cond, &p->lock);
-	rc = p->err;
 	if (rc) {
-		pthread_mutex_unlock(&p->lock);
 		free(raw);
 		free(j);
 		return rc;
 	}
-	/* Codec and level are per column; all jobs of one column are drained before the next. */
-	p->codec = codec;
-	p->level = level;
-	if (p->tail)
-		p->tail->next = j;
-	else
-		p->head = j;
-	p->tail = j;
-	p->queued++;
-	pthread_cond_signal(&p->cond);
-	pthread_mutex_unlock(&p->lock);
+	*j = (struct job){ .work = { .run = job_run, .drop = job_drop },
+			   .p = p,
+			   .raw = raw,
+			   .len = len,
+			   .codec = codec,
+			   .level = level,
+			   .dst = dst };
+	tfs_workgroup_submit(&p->jobs, &j->work, TFS_WORK_NORMAL);
 	return 0;
 }
 
 static int pool_drain(struct pool *p)
 {
-	int rc;
-
-	pthread_mutex_lock(&p->lock);
-	while (p->queued)
-		pthread_cond_wait(&p->cond, &p->lock);
-	rc = p->err;
-	pthread_mutex_unlock(&p->lock);
-	return rc;
+	return tfs_workgroup_wait(&p->jobs);
 }
 
 static void pool_stop(struct pool *p)
 {
-	pthread_mutex_lock(&p->lock);
-	p->closing = 1;
-	pthread_cond_broadcast(&p->cond);
-	pthread_mutex_unlock(&p->lock);
-	for (unsigned i = 0; i < p->nthreads; i++)
-		pthread_join(p->threads[i], NULL);
-	free(p->threads);
-	while (p->head) {
-		struct job *j = p->head;
-
-		p->head = j->next;
-		free(j->raw);
-		free(j);
-	}
-	pthread_mutex_destroy(&p->lock);
-	pthread_cond_destroy(&p->cond);
+	if (!p->wp)
+		return;
+	tfs_workgroup_cancel(&p->jobs);
+	tfs_workgroup_destroy(&p->jobs);
+	tfs_workpool_destroy(p->wp);
+	p->wp = NULL;
 }
 
 /* Copy rows [r0, r0+nr) of a Fortran-ordered array into dst in C order. In Fortran order the row
