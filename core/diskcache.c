@@ -648,6 +648,11 @@ static void dc_close(struct tfs_store *s)
 	free_dc(dc);
 }
 
+static void dc_use_pool(struct tfs_store *s, struct tfs_workpool *pool)
+{
+	tfs_store_use_pool(dc_of(s)->inner, pool);
+}
+
 static void dc_cancel(struct tfs_store *s)
 {
 	tfs_store_cancel(dc_of(s)->inner);
@@ -669,6 +674,7 @@ static const struct tfs_store_ops diskcache_ops = {
 	.del = dc_del,
 	.sweep = dc_sweep,
 	.cancel = dc_cancel,
+	.use_pool = dc_use_pool,
 };
 
 /* mkdir -p dir. Returns 0 or -errno. */

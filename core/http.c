@@ -30,6 +30,8 @@ struct tfs_http {
 	size_t nidle;	     /* protected by lock */
 	unsigned inflight;   /* protected by lock: requests holding a handle */
 	int cancelled;	     /* atomic: tfs_http_cancel was called */
+	struct tfs_workpool
+		*pool; /* atomic: parallel ranges run here; NULL: threads of their own */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -613,9 +615,8 @@ struct tasks {
 	atomic_int err;	    /* the first failure, 0 while none */
 };
 
-static void *tasks_worker(void *arg)
+static void tasks_loop(struct tasks *t)
 {
-	struct tasks *t = arg;
 	size_t i;
 
 	while ((i = atomic_fetch_add(&t->next, 1)) < t->n && !atomic_load(&t->err)) {
@@ -624,12 +625,32 @@ static void *tasks_worker(void *arg)
 		if (rc)
 			atomic_compare_exchange_strong(&t->err, &zero, rc);
 	}
+}
+
+static void *tasks_thread(void *arg)
+{
+	tasks_loop(arg);
 	return NULL;
 }
 
-int tfs_http_parallel(size_t n, unsigned parallel, int (*fn)(void *arg, size_t i), void *arg)
+/* One helper on the pool: it takes tasks from the same counter as the caller. */
+struct helper {
+	struct tfs_work work;
+	struct tasks *t;
+};
+
+static int helper_run(struct tfs_work *w)
+{
+	tasks_loop(((struct helper *)w)->t);
+	return 0;
+}
+
+int tfs_http_parallel(struct tfs_workpool *pool, enum tfs_work_prio prio, size_t n,
+		      unsigned parallel, int (*fn)(void *arg, size_t i), void *arg)
 {
 	struct tasks t = { .fn = fn, .arg = arg, .n = n };
+	struct helper helpers[64];
+	struct tfs_workgroup g;
 	pthread_t tids[64];
 	unsigned nt = 0;
 
@@ -637,10 +658,23 @@ int tfs_http_parallel(size_t n, unsigned parallel, int (*fn)(void *arg, size_t i
 	atomic_init(&t.err, 0);
 	if (parallel > 64)
 		parallel = 64;
+	if (pool) {
+		/* Helpers that a busy pool has not started by the time the caller is done find
+		 * nothing left, and are run (empty) by the caller's wait. */
+		tfs_workgroup_init(&g, pool);
+		for (unsigned i = 1; i < parallel && i < n; i++, nt++) {
+			helpers[nt] = (struct helper){ .work = { .run = helper_run }, .t = &t };
+			tfs_workgroup_submit(&g, &helpers[nt].work, prio);
+		}
+		tasks_loop(&t);
+		tfs_workgroup_wait(&g);
+		tfs_workgroup_destroy(&g);
+		return atomic_load(&t.err);
+	}
 	for (unsigned i = 1; i < parallel && i < n; i++)
-		if (!pthread_create(&tids[nt], NULL, tasks_worker, &t))
+		if (!pthread_create(&tids[nt], NULL, tasks_thread, &t))
 			nt++;
-	tasks_worker(&t);
+	tasks_loop(&t);
 	for (unsigned i = 0; i < nt; i++)
 		pthread_join(tids[i], NULL);
 	return atomic_load(&t.err);
@@ -671,7 +705,8 @@ static int fetch_part(void *arg, size_t i)
 
 /* Fetch p's parts [p->first, p->total) into out, which holds the bytes before p->first, up to
  * `parallel` at a time; out then holds the whole object, NUL-terminated. */
-static int fetch_parts(struct parts *p, unsigned parallel, struct tfs_buf *out)
+static int fetch_parts(struct tfs_workpool *pool, enum tfs_work_prio prio, struct parts *p,
+		       unsigned parallel, struct tfs_buf *out)
 {
 	int rc;
 
@@ -682,8 +717,8 @@ static int fetch_parts(struct parts *p, unsigned parallel, struct tfs_buf *out)
 	if (rc)
 		return rc;
 	p->base = out->data;
-	rc = tfs_http_parallel((size_t)((p->total - p->first + p->part - 1) / p->part), parallel,
-			       fetch_part, p);
+	rc = tfs_http_parallel(pool, prio, (size_t)((p->total - p->first + p->part - 1) / p->part),
+			       parallel, fetch_part, p);
 	if (rc)
 		return rc;
 	out->len = (size_t)p->total;
@@ -691,8 +726,8 @@ static int fetch_parts(struct parts *p, unsigned parallel, struct tfs_buf *out)
 	return 0;
 }
 
-int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsigned parallel,
-		       struct tfs_buf *out)
+int tfs_http_get_parts(struct tfs_workpool *pool, tfs_http_range_fn fn, void *arg,
+		       uint64_t part_size, unsigned parallel, struct tfs_buf *out)
 {
 	struct parts p = { .fn = fn, .arg = arg, .part = part_size };
 	int64_t total = -1;
@@ -717,14 +752,14 @@ int tfs_http_get_parts(tfs_http_range_fn fn, void *arg, uint64_t part_size, unsi
 		return total >= 0 && total != n ? -EIO : 0;
 	p.total = (uint64_t)total;
 	p.first = first;
-	return fetch_parts(&p, parallel, out);
+	return fetch_parts(pool, TFS_WORK_NORMAL, &p, parallel, out);
 }
 
 /* Below this a part's round trip costs more than what splitting saves of its transfer. */
 #define SPLIT_PART_MIN (1u << 20)
 
-int tfs_http_get_split(tfs_http_range_fn fn, void *arg, uint64_t size, unsigned parallel,
-		       struct tfs_buf *out)
+int tfs_http_get_split(struct tfs_workpool *pool, tfs_http_range_fn fn, void *arg, uint64_t size,
+		       unsigned parallel, struct tfs_buf *out)
 {
 	struct parts p = { .fn = fn, .arg = arg, .total = size, .first = 0 };
 
@@ -734,12 +769,24 @@ int tfs_http_get_split(tfs_http_range_fn fn, void *arg, uint64_t size, unsigned 
 	if (p.part < SPLIT_PART_MIN)
 		p.part = SPLIT_PART_MIN;
 	out->len = 0;
-	return fetch_parts(&p, parallel, out);
+	return fetch_parts(pool, TFS_WORK_NORMAL, &p, parallel, out);
 }
 
 int tfs_http_get_whole(struct tfs_http *h, tfs_http_range_fn fn, void *arg, uint64_t size,
 		       struct tfs_buf *out)
 {
-	return size ? tfs_http_get_split(fn, arg, size, h->cfg.parallel, out)
-		    : tfs_http_get_parts(fn, arg, h->cfg.part_size, h->cfg.parallel, out);
+	struct tfs_workpool *pool = __atomic_load_n(&h->pool, __ATOMIC_ACQUIRE);
+
+	return size ? tfs_http_get_split(pool, fn, arg, size, h->cfg.parallel, out)
+		    : tfs_http_get_parts(pool, fn, arg, h->cfg.part_size, h->cfg.parallel, out);
+}
+
+void tfs_http_use_pool(struct tfs_http *h, struct tfs_workpool *pool)
+{
+	__atomic_store_n(&h->pool, pool, __ATOMIC_RELEASE);
+}
+
+struct tfs_workpool *tfs_http_pool(struct tfs_http *h)
+{
+	return __atomic_load_n(&h->pool, __ATOMIC_ACQUIRE);
 }

@@ -89,6 +89,7 @@ int tfs_lake_start(struct tfs_lake *l)
 			l->prefetch_threads + l->gather_threads, strerror(-rc));
 		return rc;
 	}
+	tfs_store_use_pool(l->store, l->pool);
 	if (!l->prefetch_threads)
 		return 0;
 	rc = tfs_prefetcher_create(l->cache, l->pool, l->prefetch_threads, l->cache_mem / 2,
@@ -113,7 +114,9 @@ void tfs_lake_close(struct tfs_lake *l)
 	if (!l)
 		return;
 	tfs_lake_stop(l);
-	/* Its users (the prefetcher, the control file's rings) are gone by now. */
+	/* Its users (the prefetcher, the control file's rings, readers) are gone by now. */
+	if (l->store)
+		tfs_store_use_pool(l->store, NULL);
 	tfs_workpool_destroy(l->pool);
 	while (l->refs) {
 		struct tfs_lake_ref *r = l->refs;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "util.h"
+#include "workpool.h"
 
 struct tfs_store;
 
@@ -58,6 +59,9 @@ struct tfs_store_ops {
 	 * stopping and must not wait out retries against an endpoint that went away); NULL for
 	 * backends whose requests never wait on a network. */
 	void (*cancel)(struct tfs_store *s);
+	/* Run parallel requests (ranges of one object) as tasks on pool from now on; NULL: on
+	 * threads of their own. NULL for backends without parallel requests. */
+	void (*use_pool)(struct tfs_store *s, struct tfs_workpool *pool);
 };
 
 /* Requests made through a store (the inline wrappers below count them, atomically). */
@@ -149,6 +153,12 @@ static inline void tfs_store_cancel(struct tfs_store *s)
 {
 	if (s->ops->cancel)
 		s->ops->cancel(s);
+}
+
+static inline void tfs_store_use_pool(struct tfs_store *s, struct tfs_workpool *pool)
+{
+	if (s->ops->use_pool)
+		s->ops->use_pool(s, pool);
 }
 
 static inline int tfs_store_put(struct tfs_store *s, const char *key, const void *d, size_t n)

@@ -364,6 +364,11 @@ static int https_open(const char *url, unsigned flags, struct tfs_store **out)
 	return http_open(url, flags, out, &tfs_store_https_ops);
 }
 
+static void http_use_pool(struct tfs_store *st, struct tfs_workpool *pool)
+{
+	tfs_http_use_pool(hs_of(st)->http, pool);
+}
+
 static void http_cancel(struct tfs_store *st)
 {
 	tfs_http_cancel(hs_of(st)->http);
@@ -386,7 +391,7 @@ static void http_close(struct tfs_store *st)
 	.close = http_close, .get = http_get, .get_object = http_get_object,                     \
 	.get_range = http_get_range, .head = http_head, .stat = http_stat, .put = http_readonly, \
 	.put_new = http_readonly, .cas = http_cas, .list = http_list, .del = http_del,           \
-	.sweep = NULL, .cancel = http_cancel
+	.sweep = NULL, .cancel = http_cancel, .use_pool = http_use_pool
 
 const struct tfs_store_ops tfs_store_http_ops = {
 	.scheme = "http",

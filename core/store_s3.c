@@ -817,7 +817,8 @@ static int multipart_put(struct s3_store *s, const char *key, const void *data, 
 		goto out;
 	}
 	/* The parts go up `parallel` at a time, as ranged GETs come down. */
-	rc = tfs_http_parallel(u.nparts, tfs_http_config(s->http)->parallel, put_part, &u);
+	rc = tfs_http_parallel(tfs_http_pool(s->http), TFS_WORK_NORMAL, u.nparts,
+			       tfs_http_config(s->http)->parallel, put_part, &u);
 	if (!rc)
 		rc = tfs_buf_printf(&done, "<CompleteMultipartUpload>");
 	for (size_t i = 0; i < u.nparts && !rc; i++)
@@ -1261,6 +1262,11 @@ static int make_origin(struct s3_store *s)
 	return s->origin && s->host && s->path_base ? 0 : -ENOMEM;
 }
 
+static void s3_use_pool(struct tfs_store *st, struct tfs_workpool *pool)
+{
+	tfs_http_use_pool(s3_of(st)->http, pool);
+}
+
 static void s3_cancel(struct tfs_store *st)
 {
 	tfs_http_cancel(s3_of(st)->http);
@@ -1340,6 +1346,7 @@ const struct tfs_store_ops tfs_store_s3_ops = {
 	.open = s3_open,
 	.close = s3_close,
 	.cancel = s3_cancel,
+	.use_pool = s3_use_pool,
 	.get = s3_get,
 	.get_object = s3_get_object,
 	.get_range = s3_get_range,

@@ -78,12 +78,79 @@ static void test_split_fetches_parallel_ranges(void **state)
 
 	(void)state;
 	fake_init(&f, src, size);
-	assert_int_equal(tfs_http_get_split(fake_range, &f, size, 4, &out), 0);
+	assert_int_equal(tfs_http_get_split(NULL, fake_range, &f, size, 4, &out), 0);
 	assert_int_equal(out.len, size);
 	assert_memory_equal(out.data, src, size);
 	assert_int_equal(out.data[size], 0);
 	assert_int_equal(f.calls, 4);
 	assert_int_equal(f.max_len, MIB);
+	tfs_buf_free(&out);
+	free(src);
+}
+
+/* A task that holds a pool's worker until released. */
+struct hold {
+	struct tfs_work work;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int held, released;
+};
+
+static int hold_run(struct tfs_work *w)
+{
+	struct hold *h = (struct hold *)w;
+
+	pthread_mutex_lock(&h->lock);
+	h->held = 1;
+	pthread_cond_broadcast(&h->cond);
+	while (!h->released)
+		pthread_cond_wait(&h->cond, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+/* Ranges as tasks on a worker pool: on an idle one, and on one whose only worker is busy (the
+ * caller then fetches every range itself, and nothing waits on the pool). */
+static void test_split_on_a_pool(void **state)
+{
+	const size_t size = 3 * MIB + MIB / 2;
+	uint8_t *src = pattern(size);
+	struct tfs_buf out = { 0 };
+	struct tfs_workpool *pool;
+	struct tfs_workgroup g;
+	struct hold h = { .work = { .run = hold_run } };
+	struct fake f;
+
+	(void)state;
+	assert_int_equal(tfs_workpool_create(3, &pool), 0);
+	fake_init(&f, src, size);
+	assert_int_equal(tfs_http_get_split(pool, fake_range, &f, size, 4, &out), 0);
+	assert_int_equal(out.len, size);
+	assert_memory_equal(out.data, src, size);
+	assert_int_equal(f.calls, 4);
+	tfs_workpool_destroy(pool);
+
+	assert_int_equal(tfs_workpool_create(1, &pool), 0);
+	pthread_mutex_init(&h.lock, NULL);
+	pthread_cond_init(&h.cond, NULL);
+	tfs_workgroup_init(&g, pool);
+	tfs_workgroup_submit(&g, &h.work, TFS_WORK_NORMAL);
+	pthread_mutex_lock(&h.lock);
+	while (!h.held)
+		pthread_cond_wait(&h.cond, &h.lock);
+	pthread_mutex_unlock(&h.lock);
+	fake_init(&f, src, size);
+	memset(out.data, 0, out.len);
+	assert_int_equal(tfs_http_get_split(pool, fake_range, &f, size, 4, &out), 0);
+	assert_memory_equal(out.data, src, size);
+	assert_int_equal(f.calls, 4);
+	pthread_mutex_lock(&h.lock);
+	h.released = 1;
+	pthread_cond_broadcast(&h.cond);
+	pthread_mutex_unlock(&h.lock);
+	assert_int_equal(tfs_workgroup_wait(&g), 0);
+	tfs_workgroup_destroy(&g);
+	tfs_workpool_destroy(pool);
 	tfs_buf_free(&out);
 	free(src);
 }
@@ -99,12 +166,12 @@ static void test_split_part_sizes(void **state)
 
 	(void)state;
 	fake_init(&f, src, big);
-	assert_int_equal(tfs_http_get_split(fake_range, &f, big, 4, &out), 0);
+	assert_int_equal(tfs_http_get_split(NULL, fake_range, &f, big, 4, &out), 0);
 	assert_int_equal(f.calls, 4);
 	assert_int_equal(f.max_len, 3 * MIB);
 	assert_memory_equal(out.data, src, big);
 	fake_init(&f, src, small);
-	assert_int_equal(tfs_http_get_split(fake_range, &f, small, 4, &out), 0);
+	assert_int_equal(tfs_http_get_split(NULL, fake_range, &f, small, 4, &out), 0);
 	assert_int_equal(f.calls, 1);
 	assert_int_equal(out.len, small);
 	assert_memory_equal(out.data, src, small);
@@ -122,9 +189,9 @@ static void test_split_size_mismatch_is_eio(void **state)
 
 	(void)state;
 	fake_init(&f, src, size);
-	assert_int_equal(tfs_http_get_split(fake_range, &f, size - 5, 4, &out), -EIO);
+	assert_int_equal(tfs_http_get_split(NULL, fake_range, &f, size - 5, 4, &out), -EIO);
 	fake_init(&f, src, size);
-	assert_int_equal(tfs_http_get_split(fake_range, &f, size + MIB, 4, &out), -EIO);
+	assert_int_equal(tfs_http_get_split(NULL, fake_range, &f, size + MIB, 4, &out), -EIO);
 	tfs_buf_free(&out);
 	free(src);
 }
@@ -140,7 +207,7 @@ static void test_split_range_error(void **state)
 	(void)state;
 	fake_init(&f, src, size);
 	f.fail_at = 2 * MIB;
-	assert_int_equal(tfs_http_get_split(fake_range, &f, size, 4, &out), -EIO);
+	assert_int_equal(tfs_http_get_split(NULL, fake_range, &f, size, 4, &out), -EIO);
 	tfs_buf_free(&out);
 	free(src);
 }
@@ -155,7 +222,7 @@ static void test_parts_unknown_size(void **state)
 
 	(void)state;
 	fake_init(&f, src, size);
-	assert_int_equal(tfs_http_get_parts(fake_range, &f, 2 * MIB, 4, &out), 0);
+	assert_int_equal(tfs_http_get_parts(NULL, fake_range, &f, 2 * MIB, 4, &out), 0);
 	assert_int_equal(out.len, size);
 	assert_memory_equal(out.data, src, size);
 	assert_int_equal(f.calls, 3);
@@ -168,6 +235,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_split_fetches_parallel_ranges),
+		cmocka_unit_test(test_split_on_a_pool),
 		cmocka_unit_test(test_split_part_sizes),
 		cmocka_unit_test(test_split_size_mismatch_is_eio),
 		cmocka_unit_test(test_split_range_error),
