@@ -279,20 +279,14 @@ static int list_dir(struct diskcache *dc, struct found **out, size_t *count)
 	size_t n = 0, cap = 0;
 	int64_t now = realtime_ns();
 	struct dirent *de;
-	int fd, rc = 0;
+	int rc = 0;
 	DIR *d;
 
 	*out = NULL;
 	*count = 0;
-	fd = openat(dc->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		rc = -errno;
-		close(fd);
+	rc = tfs_opendirat(dc->dir_fd, ".", &d);
+	if (rc)
 		return rc;
-	}
 	while ((de = readdir(d))) {
 		struct stat sb;
 		int64_t mtime;

@@ -336,21 +336,15 @@ out:
 
 static int file_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, void *arg)
 {
-	int root = fs_of(st)->root_fd, fd, rc = 0;
+	int root = fs_of(st)->root_fd, rc = 0;
 	struct dirent *de;
 	DIR *d;
 
 	if (*prefix && !key_ok(prefix))
 		return -EINVAL;
-	fd = openat(root, *prefix ? prefix : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		rc = -errno;
-		close(fd);
+	rc = tfs_opendirat(root, *prefix ? prefix : ".", &d);
+	if (rc)
 		return rc;
-	}
 	while ((de = readdir(d))) {
 		struct stat sb;
 		int is_dir;

@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +237,21 @@ size_t tfs_percent_decode(const char *s, size_t n, char *dst)
 	}
 	dst[k] = 0;
 	return k;
+}
+
+int tfs_opendirat(int dirfd, const char *path, DIR **out)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -errno;
+	*out = fdopendir(fd);
+	if (!*out) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return 0;
 }
 
 int tfs_is_lower_hex(const char *p, size_t n)

@@ -3,6 +3,7 @@
 #ifndef TFS_UTIL_H
 #define TFS_UTIL_H
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,6 +54,8 @@ size_t tfs_percent_decode(const char *s, size_t n, char *dst);
 /* Names of datasets, columns and refs: 1..128 chars of [A-Za-z0-9_.-], not starting with '.'
  * or '-'. They become file names in the mount, so nothing else is allowed. */
 int tfs_name_valid(const char *name);
+/* Open directory path relative to dirfd for readdir (closedir closes its descriptor). */
+int tfs_opendirat(int dirfd, const char *path, DIR **out);
 /* Whether the n bytes at p are all lowercase hex digits. */
 int tfs_is_lower_hex(const char *p, size_t n);
 
