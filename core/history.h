@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "idmap.h"
 
 /* The first-parent history from commit head as text, newest first (`tensorfs log` and the
  * mount's log file). At most max commits (0: all). */

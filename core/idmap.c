@@ -112,3 +112,58 @@ struct tfs_idmap_node *tfs_idmap_drain(struct tfs_idmap *m)
 	m->n = 0;
 	return all;
 }
+
+int tfs_idset_add(struct tfs_idset *set, const struct tfs_id *id)
+{
+	const size_t in = set->n % TFS_IDSET_BLOCK;
+	struct tfs_idmap_node *node;
+
+	/* The zero id is never the SHA-256 of anything stored: a caller's bug. */
+	if (tfs_id_is_zero(id))
+		return -EINVAL;
+	if (!set->map.table && tfs_idmap_init(&set->map, 64))
+		return -ENOMEM;
+	if (tfs_idmap_find(&set->map, id))
+		return 0;
+	if (!in) {
+		/* A new block, and room for its pointer (grown by doubling). */
+		size_t nblocks = set->n / TFS_IDSET_BLOCK;
+
+		if (!(nblocks & (nblocks - 1))) {
+			struct tfs_idmap_node **b =
+				realloc(set->blocks, (nblocks ? 2 * nblocks : 1) * sizeof(*b));
+
+			if (!b)
+				return -ENOMEM;
+			set->blocks = b;
+		}
+		set->blocks[nblocks] = malloc(TFS_IDSET_BLOCK * sizeof(**set->blocks));
+		if (!set->blocks[nblocks])
+			return -ENOMEM;
+	}
+	node = &set->blocks[set->n / TFS_IDSET_BLOCK][in];
+	node->id = *id;
+	tfs_idmap_insert(&set->map, node);
+	set->n++;
+	return 1;
+}
+
+int tfs_idset_has(const struct tfs_idset *set, const struct tfs_id *id)
+{
+	return set->n && tfs_idmap_find(&set->map, id) != NULL;
+}
+
+const struct tfs_id *tfs_idset_at(const struct tfs_idset *set, size_t i)
+{
+	assert(i < set->n);
+	return &set->blocks[i / TFS_IDSET_BLOCK][i % TFS_IDSET_BLOCK].id;
+}
+
+void tfs_idset_free(struct tfs_idset *set)
+{
+	for (size_t b = 0; b * TFS_IDSET_BLOCK < set->n; b++)
+		free(set->blocks[b]);
+	free(set->blocks);
+	tfs_idmap_free(&set->map);
+	memset(set, 0, sizeof(*set));
+}

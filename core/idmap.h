@@ -39,4 +39,20 @@ void tfs_idmap_remove(struct tfs_idmap *m, struct tfs_idmap_node *e);
 /* Take every entry out, as a list through next (for freeing them). */
 struct tfs_idmap_node *tfs_idmap_drain(struct tfs_idmap *m);
 
+/* A set of ids (the commits a walk has seen, the objects gc keeps), on an idmap whose nodes it
+ * allocates in blocks that never move. Zero-initialise; tfs_idset_free when done. */
+struct tfs_idset {
+	struct tfs_idmap map;		/* empty until the first add */
+	struct tfs_idmap_node **blocks; /* the n ids in the order added, TFS_IDSET_BLOCK a block */
+	size_t n;
+};
+#define TFS_IDSET_BLOCK 512
+
+/* Returns 1 if added, 0 if it was there, -ENOMEM. */
+int tfs_idset_add(struct tfs_idset *set, const struct tfs_id *id);
+int tfs_idset_has(const struct tfs_idset *set, const struct tfs_id *id);
+/* The i-th id added, i < set->n. */
+const struct tfs_id *tfs_idset_at(const struct tfs_idset *set, size_t i);
+void tfs_idset_free(struct tfs_idset *set);
+
 #endif

@@ -22,17 +22,6 @@ int tfs_id_parse(const char *hex, struct tfs_id *out);
 int tfs_id_eq(const struct tfs_id *a, const struct tfs_id *b);
 int tfs_id_is_zero(const struct tfs_id *id);
 
-/* A set of ids (open addressing). Zero-initialise; tfs_idset_free when done. */
-struct tfs_idset {
-	struct tfs_id *slots;
-	size_t cap, n;
-};
-
-/* Returns 1 if added, 0 if it was there, -ENOMEM. */
-int tfs_idset_add(struct tfs_idset *set, const struct tfs_id *id);
-int tfs_idset_has(const struct tfs_idset *set, const struct tfs_id *id);
-void tfs_idset_free(struct tfs_idset *set);
-
 enum tfs_obj_type { TFS_OBJ_CHUNK = 1, TFS_OBJ_MANIFEST = 2, TFS_OBJ_COMMIT = 3 };
 
 enum tfs_codec_id { TFS_CODEC_RAW = 0, TFS_CODEC_ZSTD = 1 };

@@ -158,12 +158,10 @@ static int commits_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_f
 	struct tfs_idset all = { 0 };
 	int rc = tfs_reachable_commits(fs->lake->store, dir->dataset->name, &all);
 
-	for (size_t i = 0; !rc && i < all.cap; i++) {
+	for (size_t i = 0; !rc && i < all.n; i++) {
 		char hex[TFS_ID_HEX];
 
-		if (tfs_id_is_zero(&all.slots[i]))
-			continue;
-		tfs_id_hex(&all.slots[i], hex);
+		tfs_id_hex(tfs_idset_at(&all, i), hex);
 		rc = list_child(&l, hex, 1);
 	}
 	tfs_idset_free(&all);

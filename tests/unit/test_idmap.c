@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for core/idmap.c: find, insert, remove and drain across growth. */
+/* Unit tests for core/idmap.c: find, insert, remove and drain across growth; the id set. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,10 +70,45 @@ static void test_insert_find_remove_drain(void **state)
 	free(items);
 }
 
+/* A set across several blocks: each id once, in the order added; the zero id is refused. */
+static void test_idset(void **state)
+{
+	enum { N = 3 * TFS_IDSET_BLOCK + 7 };
+	struct tfs_idset set = { 0 };
+	struct tfs_id zero;
+
+	(void)state;
+	memset(&zero, 0, sizeof(zero));
+	assert_false(tfs_idset_has(&set, &zero));
+	for (unsigned i = 1; i <= N; i++) {
+		struct tfs_id id = id_of(i);
+
+		assert_int_equal(tfs_idset_add(&set, &id), 1);
+		assert_int_equal(tfs_idset_add(&set, &id), 0);
+	}
+	assert_int_equal(set.n, N);
+	for (unsigned i = 1; i <= N; i++) {
+		struct tfs_id id = id_of(i);
+
+		assert_true(tfs_idset_has(&set, &id));
+		assert_true(tfs_id_eq(tfs_idset_at(&set, i - 1), &id));
+	}
+	{
+		struct tfs_id absent = id_of(N + 1);
+
+		assert_false(tfs_idset_has(&set, &absent));
+	}
+	assert_int_equal(tfs_idset_add(&set, &zero), -EINVAL);
+	tfs_idset_free(&set);
+	assert_int_equal(set.n, 0);
+	tfs_idset_free(&set); /* freeing twice is harmless */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_insert_find_remove_drain),
+		cmocka_unit_test(test_idset),
 	};
 
 	return cmocka_run_group_tests_name("idmap", tests, NULL, NULL);
