@@ -21,21 +21,54 @@ struct tfs_chunk_ref {
 	uint64_t stored_size; /* bytes of the whole object, header included */
 };
 
-/* A fixed-shape column of a version. */
+/* What a column holds. A fixed column is stored as itself; the others (rows of any size) as a
+ * header entry with no chunks of its own, followed by its parts: fixed columns named
+ * "<name>/data" (every row's bytes in row order, a uint8 row a byte, chunks ending on row
+ * boundaries), "<name>/offsets" (rows + 1 uint64 byte offsets into data) and, for ragged
+ * tensors, "<name>/shapes" (a row's shape: rows x ndim int64). */
+enum tfs_col_kind {
+	TFS_COL_FIXED,	/* one shape for every row */
+	TFS_COL_RAGGED, /* tensors of one dtype and rank, any shape */
+	TFS_COL_TEXT,	/* UTF-8 strings */
+	TFS_COL_BYTES,	/* byte strings */
+	TFS_COL_NKINDS
+};
+enum tfs_col_part { TFS_PART_NONE, TFS_PART_DATA, TFS_PART_OFFSETS, TFS_PART_SHAPES };
+
+/* A column of a version. */
 struct tfs_column {
 	char *name;
-	struct tfs_dtype dtype;
-	unsigned ndim; /* dimensions of one row (0: a scalar per row) */
-	uint64_t shape[TFS_MAX_DIMS - 1];
-	uint64_t row_bytes;
+	enum tfs_col_kind kind;
+	enum tfs_col_part part; /* a part of the column before it (its header), or NONE */
+	struct tfs_dtype dtype; /* of the elements, for ragged columns; |u1 for text and bytes */
+	unsigned ndim;		/* dimensions of one row (0: a scalar per row); ragged: the rank */
+	uint64_t shape[TFS_MAX_DIMS - 1]; /* fixed columns */
+	uint64_t row_bytes;		  /* fixed columns */
 	uint64_t rows;
-	uint64_t rows_per_chunk; /* every chunk but the last holds exactly this many rows */
-	uint64_t chunk_bytes;	 /* the chunk target the column was created with */
+	/* Every chunk but the last holds exactly this many rows; 0: chunk k ends before row
+	 * chunk_end[k] (data parts, whose chunks end on the parent's row boundaries). */
+	uint64_t rows_per_chunk;
+	uint64_t *chunk_end;
+	uint64_t chunk_bytes; /* the chunk target the column was created with */
 	enum tfs_codec_id codec;
 	int level;
 	size_t nchunks;
 	struct tfs_chunk_ref *chunks;
+	uint64_t text_bytes; /* text columns: bytes of the escaped one-row-a-line text */
+	/* Columns of another kind than fixed: the indices of their parts in the manifest. */
+	size_t data, offsets, shapes;
 };
+
+/* Chunk geometry, for uniform and listed chunks alike: the chunk holding row r (r < rows; O(1),
+ * or O(log chunks) for listed ones), a chunk's first row and its row count. */
+size_t tfs_column_chunk_of(const struct tfs_column *c, uint64_t r);
+uint64_t tfs_column_chunk_first(const struct tfs_column *c, size_t k);
+uint64_t tfs_column_chunk_rows(const struct tfs_column *c, size_t k);
+/* Bytes of the largest chunk's rows: a buffer for any chunk. */
+uint64_t tfs_column_max_chunk_bytes(const struct tfs_column *c);
+/* "fixed", "ragged", "text", "bytes"; and back (-1 for none). */
+const char *tfs_col_kind_name(enum tfs_col_kind k);
+int tfs_col_kind_parse(const char *name);
 
 /* Everything a version holds: its row count and columns. Every column has `rows` rows. */
 struct tfs_manifest {

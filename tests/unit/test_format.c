@@ -575,13 +575,117 @@ static void test_manifest_parse_rejects_overlong_line(void **state)
 			 rc[0], rc[1], rc[2]);
 }
 
+/* A version-2 manifest: a text column (3 rows, 11 data bytes in two listed chunks), a ragged
+ * uint8 rank-3 column (2 rows) and a fixed one. */
+static const char kinds_text[] =
+	"tensorfs-manifest 2\nrows 3\n"
+	"column caption\nkind text\ndtype |u1\nndim 0\nrows 3\ntext_bytes 14\nend\n"
+	"column caption/data\npart data\ndtype |u1\nshape\nrow_bytes 1\nrows 11\n"
+	"rows_per_chunk 0\nchunk_bytes 8\ncodec zstd 3\nchunks 2\n"
+	"1111111111111111111111111111111111111111111111111111111111111111 60 5\n"
+	"2222222222222222222222222222222222222222222222222222222222222222 60 6\nend\n"
+	"column caption/offsets\npart offsets\ndtype <u8\nshape\nrow_bytes 8\nrows 4\n"
+	"rows_per_chunk 512\nchunk_bytes 4096\ncodec zstd 3\nchunks 1\n"
+	"3333333333333333333333333333333333333333333333333333333333333333 80\nend\n"
+	"column img\nkind ragged\ndtype |u1\nndim 3\nrows 3\nend\n"
+	"column img/data\npart data\ndtype |u1\nshape\nrow_bytes 1\nrows 100\n"
+	"rows_per_chunk 0\nchunk_bytes 64\ncodec raw 0\nchunks 1\n"
+	"4444444444444444444444444444444444444444444444444444444444444444 148 100\nend\n"
+	"column img/offsets\npart offsets\ndtype <u8\nshape\nrow_bytes 8\nrows 4\n"
+	"rows_per_chunk 512\nchunk_bytes 4096\ncodec raw 0\nchunks 1\n"
+	"5555555555555555555555555555555555555555555555555555555555555555 80\nend\n"
+	"column img/shapes\npart shapes\ndtype <i8\nshape 3\nrow_bytes 24\nrows 3\n"
+	"rows_per_chunk 170\nchunk_bytes 4096\ncodec raw 0\nchunks 1\n"
+	"6666666666666666666666666666666666666666666666666666666666666666 120\nend\n"
+	"column y\ndtype <i8\nshape\nrow_bytes 8\nrows 3\nrows_per_chunk 4\nchunk_bytes 32\n"
+	"codec raw 0\nchunks 1\n"
+	"7777777777777777777777777777777777777777777777777777777777777777 72\nend\n";
+
+static void test_manifest_kinds_round_trip(void **state)
+{
+	struct tfs_manifest m;
+	struct tfs_buf out = { 0 };
+	char err[256];
+	const struct tfs_column *cap, *data, *img;
+
+	(void)state;
+	assert_int_equal(parse_text(kinds_text, &m, err, sizeof(err)), 0);
+	assert_int_equal(m.ncols, 8);
+	cap = tfs_manifest_column(&m, "caption");
+	img = tfs_manifest_column(&m, "img");
+	assert_non_null(cap);
+	assert_non_null(img);
+	assert_int_equal(cap->kind, TFS_COL_TEXT);
+	assert_int_equal(cap->text_bytes, 14);
+	assert_int_equal(img->kind, TFS_COL_RAGGED);
+	assert_int_equal(img->ndim, 3);
+	assert_int_equal(img->shapes, 6);
+	data = &m.cols[cap->data];
+	assert_int_equal(data->part, TFS_PART_DATA);
+	assert_string_equal(m.cols[cap->offsets].name, "caption/offsets");
+	/* Listed chunks: rows 0-4 in chunk 0, 5-10 in chunk 1. */
+	assert_int_equal(tfs_column_chunk_of(data, 0), 0);
+	assert_int_equal(tfs_column_chunk_of(data, 4), 0);
+	assert_int_equal(tfs_column_chunk_of(data, 5), 1);
+	assert_int_equal(tfs_column_chunk_of(data, 10), 1);
+	assert_int_equal(tfs_column_chunk_first(data, 1), 5);
+	assert_int_equal(tfs_column_chunk_rows(data, 1), 6);
+	assert_int_equal(tfs_column_max_chunk_bytes(data), 6);
+	/* Uniform chunks answer the same questions. */
+	assert_int_equal(tfs_column_chunk_of(&m.cols[7], 2), 0);
+	assert_int_equal(tfs_column_chunk_rows(&m.cols[7], 0), 3);
+	/* Written back byte for byte. */
+	assert_int_equal(tfs_manifest_serialize(&m, &out), 0);
+	assert_int_equal(out.len, strlen(kinds_text));
+	assert_memory_equal(out.data, kinds_text, out.len);
+	tfs_buf_free(&out);
+	tfs_manifest_free(&m);
+}
+
+static void test_manifest_kinds_rejected(void **state)
+{
+	static const char *const bad[][2] = {
+		/* kinds need version 2 */
+		{ "tensorfs-manifest 2", "tensorfs-manifest 1" },
+		/* a part missing: the ragged column's shapes */
+		{ "column img/shapes\npart shapes", "column img/shapez\npart shapes" },
+		/* listed chunks that do not add up to the rows */
+		{ " 60 6\n", " 60 5\n" },
+		/* an empty listed chunk */
+		{ " 60 5\n", " 60 0\n" },
+		/* listed chunks on a column that is no data part */
+		{ "rows 4\nrows_per_chunk 512\nchunk_bytes 4096\ncodec zstd 3",
+		  "rows 4\nrows_per_chunk 0\nchunk_bytes 4096\ncodec zstd 3" },
+		/* offsets of another row count */
+		{ "row_bytes 8\nrows 4\nrows_per_chunk 512\nchunk_bytes 4096\ncodec zstd",
+		  "row_bytes 8\nrows 5\nrows_per_chunk 512\nchunk_bytes 4096\ncodec zstd" },
+		/* an unknown kind, a text column of another dtype, a ragged one of rank 0 */
+		{ "kind text", "kind video" },
+		{ "kind text\ndtype |u1", "kind text\ndtype <i4" },
+		{ "kind ragged\ndtype |u1\nndim 3", "kind ragged\ndtype |u1\nndim 0" },
+		/* a part named for no column */
+		{ "column caption/data\npart data", "column other/data\npart data" },
+	};
+	struct tfs_manifest m;
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *t = replace(kinds_text, bad[i][0], bad[i][1]);
+
+		if (parse_text(t, &m, err, sizeof(err)) != -EIO)
+			fail_msg("case %zu parsed: %s -> %s", i, bad[i][0], bad[i][1]);
+		free(t);
+	}
+}
+
 static void test_manifest_parse_newer_version_is_eproto(void **state)
 {
 	char *text = sample_manifest_text(), *t, err[256] = "";
 	struct tfs_manifest m;
 
 	(void)state;
-	t = replace(text, "tensorfs-manifest 1", "tensorfs-manifest 2");
+	t = replace(text, "tensorfs-manifest 1", "tensorfs-manifest 3");
 	assert_int_equal(parse_text(t, &m, err, sizeof(err)), -EPROTO);
 	assert_true(err[0] != 0);
 	free(t);
@@ -1455,6 +1559,8 @@ int main(void)
 		cmocka_unit_test(test_manifest_parse_rejects_other_damage),
 		cmocka_unit_test(test_manifest_parse_rejects_overlong_line),
 		cmocka_unit_test(test_manifest_parse_newer_version_is_eproto),
+		cmocka_unit_test(test_manifest_kinds_round_trip),
+		cmocka_unit_test(test_manifest_kinds_rejected),
 		cmocka_unit_test(test_column_copy_is_deep),
 		cmocka_unit_test(test_commit_round_trip),
 		cmocka_unit_test(test_commit_parse_negative_time),

@@ -1,0 +1,797 @@
+/* SPDX-License-Identifier: MIT */
+/* manifest: the text objects of the format (core/FORMAT.md): manifests (a version's columns and
+ * their chunk geometry) and commits, and schema.json. Part of the format module (format.h). */
+#include "format.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Manifests holding only fixed columns are written as version 1, which older readers take;
+ * column kinds need version 2. */
+#define MANIFEST_V1 1
+#define MANIFEST_V2 2
+
+static const char *const kind_names[TFS_COL_NKINDS] = {
+	[TFS_COL_FIXED] = "fixed",
+	[TFS_COL_RAGGED] = "ragged",
+	[TFS_COL_TEXT] = "text",
+	[TFS_COL_BYTES] = "bytes",
+};
+
+static const char *const part_names[] = {
+	[TFS_PART_NONE] = NULL,
+	[TFS_PART_DATA] = "data",
+	[TFS_PART_OFFSETS] = "offsets",
+	[TFS_PART_SHAPES] = "shapes",
+};
+
+const char *tfs_col_kind_name(enum tfs_col_kind k)
+{
+	return k < TFS_COL_NKINDS ? kind_names[k] : "?";
+}
+
+int tfs_col_kind_parse(const char *name)
+{
+	for (int k = 0; k < TFS_COL_NKINDS; k++)
+		if (!strcmp(name, kind_names[k]))
+			return k;
+	return -1;
+}
+
+/* --- chunk geometry ------------------------------------------------------------------------- */
+
+size_t tfs_column_chunk_of(const struct tfs_column *c, uint64_t r)
+{
+	size_t lo = 0, hi = c->nchunks;
+
+	if (c->rows_per_chunk)
+		return (size_t)(r / c->rows_per_chunk);
+	/* The first chunk whose end is past r. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c->chunk_end[mid] <= r)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+uint64_t tfs_column_chunk_first(const struct tfs_column *c, size_t k)
+{
+	if (c->rows_per_chunk)
+		return (uint64_t)k * c->rows_per_chunk;
+	return k ? c->chunk_end[k - 1] : 0;
+}
+
+uint64_t tfs_column_chunk_rows(const struct tfs_column *c, size_t k)
+{
+	uint64_t r0 = tfs_column_chunk_first(c, k);
+
+	if (c->rows_per_chunk)
+		return c->rows - r0 < c->rows_per_chunk ? c->rows - r0 : c->rows_per_chunk;
+	return c->chunk_end[k] - r0;
+}
+
+uint64_t tfs_column_max_chunk_bytes(const struct tfs_column *c)
+{
+	uint64_t most = 0;
+
+	if (c->rows_per_chunk)
+		return (c->rows < c->rows_per_chunk ? c->rows : c->rows_per_chunk) * c->row_bytes;
+	for (size_t k = 0; k < c->nchunks; k++)
+		if (tfs_column_chunk_rows(c, k) > most)
+			most = tfs_column_chunk_rows(c, k);
+	return most * c->row_bytes;
+}
+
+/* --- text ----------------------------------------------------------------------------------- */
+
+static int any_kinds(const struct tfs_manifest *m)
+{
+	for (size_t i = 0; i < m->ncols; i++)
+		if (m->cols[i].kind != TFS_COL_FIXED || m->cols[i].part != TFS_PART_NONE)
+			return 1;
+	return 0;
+}
+
+static int serialize_column(const struct tfs_column *c, struct tfs_buf *out)
+{
+	int rc = tfs_buf_printf(out, "column %s\n", c->name);
+
+	if (!rc && c->kind != TFS_COL_FIXED) {
+		/* A header: its rows live in the parts that follow. */
+		rc = tfs_buf_printf(out, "kind %s\ndtype %s\nndim %u\nrows %" PRIu64 "\n",
+				    kind_names[c->kind], c->dtype.descr, c->ndim, c->rows);
+		if (!rc && c->kind == TFS_COL_TEXT)
+			rc = tfs_buf_printf(out, "text_bytes %" PRIu64 "\n", c->text_bytes);
+		return rc ? rc : tfs_buf_printf(out, "end\n");
+	}
+	if (!rc && c->part != TFS_PART_NONE)
+		rc = tfs_buf_printf(out, "part %s\n", part_names[c->part]);
+	if (!rc)
+		rc = tfs_buf_printf(out, "dtype %s\nshape", c->dtype.descr);
+	for (unsigned d = 0; !rc && d < c->ndim; d++)
+		rc = tfs_buf_printf(out, " %" PRIu64, c->shape[d]);
+	if (!rc)
+		rc = tfs_buf_printf(out,
+				    "\nrow_bytes %" PRIu64 "\nrows %" PRIu64
+				    "\nrows_per_chunk %" PRIu64 "\nchunk_bytes %" PRIu64
+				    "\ncodec %s %d\nchunks %zu\n",
+				    c->row_bytes, c->rows, c->rows_per_chunk, c->chunk_bytes,
+				    tfs_codec_by_id(c->codec)->name, c->level, c->nchunks);
+	for (size_t k = 0; !rc && k < c->nchunks; k++) {
+		char hex[TFS_ID_HEX];
+
+		tfs_id_hex(&c->chunks[k].id, hex);
+		rc = tfs_buf_printf(out, "%s %" PRIu64, hex, c->chunks[k].stored_size);
+		if (!rc && !c->rows_per_chunk)
+			rc = tfs_buf_printf(out, " %" PRIu64, tfs_column_chunk_rows(c, k));
+		if (!rc)
+			rc = tfs_buf_append(out, "\n", 1);
+	}
+	return rc ? rc : tfs_buf_printf(out, "end\n");
+}
+
+int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out)
+{
+	int rc = tfs_buf_printf(out, "tensorfs-manifest %d\nrows %" PRIu64 "\n",
+				any_kinds(m) ? MANIFEST_V2 : MANIFEST_V1, m->rows);
+
+	for (size_t i = 0; !rc && i < m->ncols; i++)
+		rc = serialize_column(&m->cols[i], out);
+	return rc;
+}
+
+struct cursor {
+	const char *p, *end;
+	int lineno;
+	int overlong;	 /* set when a line did not fit: the text is malformed */
+	char line[1024]; /* a shape line of 31 dimensions of 20 digits fits */
+};
+
+/* Next line into c->line (without '\n'); -1 at the end or for an over-long line (which also
+ * sets c->overlong so that callers treating -1 as the end can tell). */
+static int next_line(struct cursor *c)
+{
+	const char *nl;
+	size_t n;
+
+	if (c->p >= c->end)
+		return -1;
+	nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+	n = nl ? (size_t)(nl - c->p) : (size_t)(c->end - c->p);
+	if (n >= sizeof(c->line)) {
+		c->overlong = 1;
+		return -1;
+	}
+	memcpy(c->line, c->p, n);
+	c->line[n] = 0;
+	c->p += n + (nl ? 1 : 0);
+	c->lineno++;
+	return 0;
+}
+
+static int line_u64(struct cursor *c, const char *key, uint64_t *v)
+{
+	char fmt[48];
+	char extra;
+	unsigned long long x;
+
+	if (next_line(c))
+		return -1;
+	snprintf(fmt, sizeof(fmt), "%s %%llu %%c", key);
+	if (sscanf(c->line, fmt, &x, &extra) != 1)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+void tfs_column_free(struct tfs_column *c)
+{
+	free(c->name);
+	free(c->chunks);
+	free(c->chunk_end);
+	memset(c, 0, sizeof(*c));
+}
+
+void tfs_manifest_free(struct tfs_manifest *m)
+{
+	for (size_t i = 0; i < m->ncols; i++)
+		tfs_column_free(&m->cols[i]);
+	free(m->cols);
+	memset(m, 0, sizeof(*m));
+}
+
+int tfs_column_copy(struct tfs_column *dst, const struct tfs_column *src)
+{
+	const size_t n = src->nchunks ? src->nchunks : 1;
+
+	*dst = *src;
+	dst->name = strdup(src->name);
+	dst->chunks = malloc(n * sizeof(*src->chunks));
+	dst->chunk_end = src->chunk_end ? malloc(n * sizeof(*src->chunk_end)) : NULL;
+	if (!dst->name || !dst->chunks || (src->chunk_end && !dst->chunk_end)) {
+		free(dst->name);
+		free(dst->chunks);
+		free(dst->chunk_end);
+		memset(dst, 0, sizeof(*dst));
+		return -ENOMEM;
+	}
+	if (src->nchunks)
+		memcpy(dst->chunks, src->chunks, src->nchunks * sizeof(*src->chunks));
+	if (src->chunk_end && src->nchunks)
+		memcpy(dst->chunk_end, src->chunk_end, src->nchunks * sizeof(*src->chunk_end));
+	return 0;
+}
+
+const struct tfs_column *tfs_manifest_column(const struct tfs_manifest *m, const char *name)
+{
+	for (size_t i = 0; i < m->ncols; i++)
+		if (!strcmp(m->cols[i].name, name))
+			return &m->cols[i];
+	return NULL;
+}
+
+/* A header's lines after its kind: dtype, ndim, rows, [text_bytes], end. */
+static int parse_header(struct cursor *cur, struct tfs_column *c, char *err, size_t err_cap)
+{
+	char dtype[16];
+	uint64_t ndim;
+	int big;
+
+	if (next_line(cur) || sscanf(cur->line, "dtype %15s", dtype) != 1 ||
+	    tfs_dtype_parse(dtype, &c->dtype, &big, err, err_cap) || big ||
+	    strcmp(dtype, c->dtype.descr))
+		return -1;
+	if (line_u64(cur, "ndim", &ndim) || ndim > TFS_MAX_DIMS - 1 ||
+	    (c->kind == TFS_COL_RAGGED) != (ndim > 0) ||
+	    (c->kind != TFS_COL_RAGGED && strcmp(dtype, "|u1")))
+		return -1;
+	c->ndim = (unsigned)ndim;
+	if (line_u64(cur, "rows", &c->rows) ||
+	    (c->kind == TFS_COL_TEXT && line_u64(cur, "text_bytes", &c->text_bytes)))
+		return -1;
+	return next_line(cur) || strcmp(cur->line, "end") ? -1 : 0;
+}
+
+/* A fixed column's (or a part's) lines after its name (and part line): dtype ... end. */
+static int parse_fixed(struct cursor *cur, struct tfs_column *c, char *err, size_t err_cap)
+{
+	char dtype[16], codec[16], *tok, *save;
+	int big, level;
+	uint64_t nchunks, expect_bytes, want_chunks;
+
+	if (next_line(cur) || sscanf(cur->line, "dtype %15s", dtype) != 1)
+		return -1;
+	if (tfs_dtype_parse(dtype, &c->dtype, &big, err, err_cap) || big ||
+	    strcmp(dtype, c->dtype.descr))
+		return -1;
+	if (next_line(cur) || strncmp(cur->line, "shape", 5))
+		return -1;
+	c->ndim = 0;
+	expect_bytes = c->dtype.itemsize;
+	for (tok = strtok_r(cur->line + 5, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		char *end;
+
+		if (c->ndim >= TFS_MAX_DIMS - 1)
+			return -1;
+		c->shape[c->ndim] = strtoull(tok, &end, 10);
+		if (*end || tfs_mul_u64(expect_bytes, c->shape[c->ndim], &expect_bytes))
+			return -1;
+		c->ndim++;
+	}
+	if (line_u64(cur, "row_bytes", &c->row_bytes) || c->row_bytes != expect_bytes)
+		return -1;
+	/* Listed chunks (rows_per_chunk 0) are for data parts only. */
+	if (line_u64(cur, "rows", &c->rows) ||
+	    line_u64(cur, "rows_per_chunk", &c->rows_per_chunk) ||
+	    (c->rows_per_chunk == 0) != (c->part == TFS_PART_DATA) ||
+	    line_u64(cur, "chunk_bytes", &c->chunk_bytes))
+		return -1;
+	if (next_line(cur) || sscanf(cur->line, "codec %15s %d", codec, &level) != 2 ||
+	    !tfs_codec_by_name(codec))
+		return -1;
+	c->codec = tfs_codec_by_name(codec)->id;
+	c->level = level;
+	if (line_u64(cur, "chunks", &nchunks))
+		return -1;
+	want_chunks = c->rows_per_chunk
+			      ? c->rows / c->rows_per_chunk + (c->rows % c->rows_per_chunk ? 1 : 0)
+			      : nchunks;
+	if (nchunks != want_chunks || nchunks > c->rows + 1) {
+		snprintf(err, err_cap, "column %s: %" PRIu64 " chunks for %" PRIu64 " rows",
+			 c->name, nchunks, c->rows);
+		return -1;
+	}
+	c->nchunks = (size_t)nchunks;
+	c->chunks = calloc(nchunks ? nchunks : 1, sizeof(*c->chunks));
+	if (!c->chunks || (!c->rows_per_chunk &&
+			   !(c->chunk_end = calloc(nchunks ? nchunks : 1, sizeof(*c->chunk_end)))))
+		return -1;
+	for (size_t k = 0; k < c->nchunks; k++) {
+		unsigned long long size, rows = 0;
+		char hex[80], extra;
+		int n = sscanf(next_line(cur) ? "" : cur->line, "%79s %llu %llu %c", hex, &size,
+			       &rows, &extra);
+
+		if (n != (c->rows_per_chunk ? 2 : 3) || strlen(hex) != TFS_ID_HEX - 1 ||
+		    tfs_id_parse(hex, &c->chunks[k].id))
+			return -1;
+		c->chunks[k].stored_size = size;
+		if (!c->rows_per_chunk) {
+			/* Listed chunks are never empty and add up to the rows. */
+			uint64_t r0 = k ? c->chunk_end[k - 1] : 0;
+
+			if (rows == 0 || rows > c->rows - r0)
+				return -1;
+			c->chunk_end[k] = r0 + rows;
+		}
+	}
+	if (!c->rows_per_chunk && (c->nchunks ? c->chunk_end[c->nchunks - 1] : 0) != c->rows)
+		return -1;
+	if (next_line(cur) || strcmp(cur->line, "end"))
+		return -1;
+	return 0;
+}
+
+/* The parts of header h (at index i) follow it, each as its kind wants them. */
+static int check_parts(struct tfs_manifest *m, size_t i, char *err, size_t err_cap)
+{
+	struct tfs_column *h = &m->cols[i];
+	const size_t nparts = h->kind == TFS_COL_RAGGED ? 3 : 2;
+	char name[160];
+
+	for (size_t p = 1; p <= nparts; p++) {
+		const struct tfs_column *c = i + p < m->ncols ? &m->cols[i + p] : NULL;
+		int ok;
+
+		snprintf(name, sizeof(name), "%s/%s", h->name, part_names[p]);
+		if (!c || c->part != p || strcmp(c->name, name)) {
+			snprintf(err, err_cap, "column %s: part %s missing", h->name, name);
+			return -1;
+		}
+		switch ((enum tfs_col_part)p) {
+		case TFS_PART_DATA:
+			ok = !strcmp(c->dtype.descr, "|u1") && c->ndim == 0;
+			h->data = i + p;
+			break;
+		case TFS_PART_OFFSETS:
+			ok = !strcmp(c->dtype.descr, "<u8") && c->ndim == 0 &&
+			     c->rows == h->rows + 1;
+			h->offsets = i + p;
+			break;
+		default:
+			ok = !strcmp(c->dtype.descr, "<i8") && c->ndim == 1 &&
+			     c->shape[0] == h->ndim && c->rows == h->rows;
+			h->shapes = i + p;
+			break;
+		}
+		if (!ok) {
+			snprintf(err, err_cap, "column %s: part %s does not fit it", h->name, name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* "NAME/PART" of the header before: the part, or NONE when the name is not one. */
+static enum tfs_col_part part_of_name(const char *name)
+{
+	const char *slash = strchr(name, '/');
+
+	if (!slash)
+		return TFS_PART_NONE;
+	for (int p = TFS_PART_DATA; p <= TFS_PART_SHAPES; p++)
+		if (!strcmp(slash + 1, part_names[p]))
+			return (enum tfs_col_part)p;
+	return TFS_PART_NONE;
+}
+
+static int parse_entry(struct cursor *cur, unsigned version, struct tfs_column *c, char *err,
+		       size_t err_cap)
+{
+	const char *name = cur->line + 7;
+	const char *slash = strchr(name, '/');
+	char head[160];
+	int k;
+
+	if (!slash && !tfs_name_valid(name))
+		return -1;
+	if (slash) {
+		/* A part: "NAME/PART", of a header named NAME. */
+		snprintf(head, sizeof(head), "%.*s", (int)(slash - name), name);
+		if (!tfs_name_valid(head) || part_of_name(name) == TFS_PART_NONE)
+			return -1;
+	}
+	/* The cursor's line is overwritten below: go on with the copy. */
+	if (!(c->name = strdup(name)))
+		return -1;
+	name = c->name;
+	slash = strchr(name, '/');
+	if (version < MANIFEST_V2)
+		return slash ? -1 : parse_fixed(cur, c, err, err_cap);
+	/* Version 2: "kind K" (a header), "part P", or a fixed column's dtype line. */
+	if (cur->p < cur->end && !strncmp(cur->p, "kind ", 5)) {
+		if (next_line(cur) || slash || (k = tfs_col_kind_parse(cur->line + 5)) <= 0)
+			return -1;
+		c->kind = (enum tfs_col_kind)k;
+		return parse_header(cur, c, err, err_cap);
+	}
+	if (cur->p < cur->end && !strncmp(cur->p, "part ", 5)) {
+		if (next_line(cur) || !slash || strcmp(cur->line + 5, slash + 1))
+			return -1;
+		c->part = part_of_name(name);
+	} else if (slash) {
+		return -1;
+	}
+	return parse_fixed(cur, c, err, err_cap);
+}
+
+int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, char *err,
+		       size_t err_cap)
+{
+	struct cursor cur = { .p = text, .end = text + len };
+	unsigned version;
+	size_t cap = 0;
+
+	memset(m, 0, sizeof(*m));
+	err[0] = 0;
+	if (next_line(&cur) || sscanf(cur.line, "tensorfs-manifest %u", &version) != 1)
+		goto bad;
+	if (version > MANIFEST_V2) {
+		snprintf(err, err_cap, "manifest format version %u is newer than this tensorfs",
+			 version);
+		return -EPROTO;
+	}
+	if (line_u64(&cur, "rows", &m->rows))
+		goto bad;
+	while (!next_line(&cur)) {
+		struct tfs_column *c;
+
+		if (strncmp(cur.line, "column ", 7) || tfs_manifest_column(m, cur.line + 7))
+			goto bad;
+		if (m->ncols == cap) {
+			struct tfs_column *n;
+
+			cap = cap ? cap * 2 : 8;
+			n = realloc(m->cols, cap * sizeof(*n));
+			if (!n)
+				goto bad;
+			m->cols = n;
+		}
+		c = &m->cols[m->ncols++];
+		memset(c, 0, sizeof(*c));
+		if (parse_entry(&cur, version, c, err, err_cap))
+			goto bad;
+		if (c->part == TFS_PART_NONE && c->rows != m->rows) {
+			snprintf(err, err_cap,
+				 "column %s has %" PRIu64 " rows, the version %" PRIu64, c->name,
+				 c->rows, m->rows);
+			goto bad;
+		}
+	}
+	if (cur.overlong)
+		goto bad;
+	/* Every header is followed by its parts, and every part follows its header. */
+	for (size_t i = 0; i < m->ncols; i++) {
+		const struct tfs_column *c = &m->cols[i];
+
+		if (c->kind != TFS_COL_FIXED) {
+			if (check_parts(m, i, err, err_cap))
+				goto bad;
+			i = c->kind == TFS_COL_RAGGED ? c->shapes : c->offsets;
+		} else if (c->part != TFS_PART_NONE) {
+			snprintf(err, err_cap, "part %s has no column", c->name);
+			goto bad;
+		}
+	}
+	if (m->ncols == 0 && m->rows != 0) {
+		snprintf(err, err_cap, "%" PRIu64 " rows but no columns", m->rows);
+		goto bad;
+	}
+	return 0;
+bad:
+	if (!err[0])
+		snprintf(err, err_cap, "malformed manifest at line %d", cur.lineno);
+	tfs_manifest_free(m);
+	return -EIO;
+}
+
+int tfs_manifest_load(struct tfs_store *s, const char *ds, const struct tfs_id *id,
+		      struct tfs_manifest *m)
+{
+	uint8_t *raw;
+	size_t len;
+	char err[256];
+	int rc = tfs_object_get(s, ds, id, TFS_OBJ_MANIFEST, &raw, &len);
+
+	if (rc)
+		return rc;
+	rc = tfs_manifest_parse((const char *)raw, len, m, err, sizeof(err));
+	if (rc) {
+		char key[TFS_KEY_MAX];
+
+		tfs_object_key(ds, id, key);
+		tfs_err("%s/%s: %s", s->url, key, err);
+	}
+	free(raw);
+	return rc;
+}
+
+/* --- commits -------------------------------------------------------------------------------- */
+
+int tfs_commit_serialize(const struct tfs_commit *c, struct tfs_buf *out)
+{
+	char hex[TFS_ID_HEX];
+	int rc;
+
+	tfs_id_hex(&c->manifest, hex);
+	rc = tfs_buf_printf(out, "tensorfs-commit %d\nmanifest %s\n", TFS_FORMAT_VERSION, hex);
+	for (size_t i = 0; !rc && i < c->nparents; i++) {
+		tfs_id_hex(&c->parents[i], hex);
+		rc = tfs_buf_printf(out, "parent %s\n", hex);
+	}
+	if (!rc)
+		rc = tfs_buf_printf(out, "time %" PRId64 "\nrows %" PRIu64 "\n\n%s", c->time,
+				    c->rows, c->message ? c->message : "");
+	return rc;
+}
+
+void tfs_commit_free(struct tfs_commit *c)
+{
+	free(c->parents);
+	free(c->message);
+	memset(c, 0, sizeof(*c));
+}
+
+int tfs_commit_parse(const char *text, size_t len, struct tfs_commit *c)
+{
+	struct cursor cur = { .p = text, .end = text + len };
+	unsigned version;
+	long long t;
+	unsigned long long rows;
+	char hex[80];
+
+	memset(c, 0, sizeof(*c));
+	if (next_line(&cur) || sscanf(cur.line, "tensorfs-commit %u", &version) != 1)
+		goto bad;
+	if (version > TFS_FORMAT_VERSION)
+		return -EPROTO;
+	if (next_line(&cur) || sscanf(cur.line, "manifest %79s", hex) != 1 ||
+	    tfs_id_parse(hex, &c->manifest))
+		goto bad;
+	for (;;) {
+		if (next_line(&cur))
+			goto bad;
+		if (strncmp(cur.line, "parent ", 7))
+			break;
+		struct tfs_id *n = realloc(c->parents, (c->nparents + 1) * sizeof(*n));
+
+		if (!n || sscanf(cur.line, "parent %79s", hex) != 1 ||
+		    tfs_id_parse(hex, &n[c->nparents])) {
+			if (n)
+				c->parents = n;
+			goto bad;
+		}
+		c->parents = n;
+		c->nparents++;
+	}
+	if (sscanf(cur.line, "time %lld", &t) != 1)
+		goto bad;
+	c->time = t;
+	if (next_line(&cur) || sscanf(cur.line, "rows %llu", &rows) != 1)
+		goto bad;
+	c->rows = rows;
+	if (next_line(&cur) || cur.line[0])
+		goto bad;
+	c->message = strndup(cur.p, (size_t)(cur.end - cur.p));
+	if (!c->message)
+		goto bad;
+	return 0;
+bad:
+	tfs_commit_free(c);
+	return -EIO;
+}
+
+int tfs_commit_load(struct tfs_store *s, const char *ds, const struct tfs_id *id,
+		    struct tfs_commit *c)
+{
+	uint8_t *raw;
+	size_t len;
+	int rc = tfs_object_get(s, ds, id, TFS_OBJ_COMMIT, &raw, &len);
+
+	if (rc)
+		return rc;
+	rc = tfs_commit_parse((const char *)raw, len, c);
+	if (rc) {
+		char key[TFS_KEY_MAX];
+
+		tfs_object_key(ds, id, key);
+		tfs_err("%s/%s: %s", s->url, key,
+			rc == -EPROTO ? "commit format is newer than this tensorfs"
+				      : "malformed commit");
+	} else {
+		c->id = *id;
+	}
+	free(raw);
+	return rc;
+}
+
+int tfs_commit_write(struct tfs_store *s, const char *ds, const struct tfs_manifest *m,
+		     const struct tfs_id *parent, const char *message, struct tfs_id *commit_id)
+{
+	struct tfs_buf mb = { 0 }, cb = { 0 };
+	struct tfs_commit c = { 0 };
+	struct tfs_id parents[1];
+	int rc;
+
+	rc = tfs_manifest_serialize(m, &mb);
+	if (rc)
+		goto out;
+	rc = tfs_object_put(s, ds, TFS_OBJ_MANIFEST, TFS_CODEC_ZSTD, 3, mb.data, mb.len,
+			    &c.manifest);
+	if (rc)
+		goto out;
+	if (parent) {
+		parents[0] = *parent;
+		c.parents = parents;
+		c.nparents = 1;
+	}
+	c.time = (int64_t)time(NULL);
+	c.rows = m->rows;
+	c.message = (char *)(message ? message : "");
+	rc = tfs_commit_serialize(&c, &cb);
+	if (rc)
+		goto out;
+	rc = tfs_object_put(s, ds, TFS_OBJ_COMMIT, TFS_CODEC_RAW, 0, cb.data, cb.len, commit_id);
+out:
+	tfs_buf_free(&mb);
+	tfs_buf_free(&cb);
+	return rc;
+}
+
+/* --- schema.json ---------------------------------------------------------------------------- */
+
+static int json_str(struct tfs_buf *b, const char *s)
+{
+	int rc = tfs_buf_append(b, "\"", 1);
+
+	for (; !rc && *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			rc = tfs_buf_printf(b, "\\%c", ch);
+		else if (ch == '\n')
+			rc = tfs_buf_printf(b, "\\n");
+		else if (ch < 0x20)
+			rc = tfs_buf_printf(b, "\\u%04x", ch);
+		else
+			rc = tfs_buf_append(b, s, 1);
+	}
+	return rc ? rc : tfs_buf_append(b, "\"", 1);
+}
+
+static const char *dtype_name(const struct tfs_dtype *dt)
+{
+	static const char *const names[][4] = {
+		/* 1, 2, 4, 8 bytes */
+		{ "int8", "int16", "int32", "int64" },
+		{ "uint8", "uint16", "uint32", "uint64" },
+		{ NULL, "float16", "float32", "float64" },
+	};
+	int row = dt->kind == 'i' ? 0 : dt->kind == 'u' ? 1 : 2;
+	int col = dt->itemsize == 1 ? 0 : dt->itemsize == 2 ? 1 : dt->itemsize == 4 ? 2 : 3;
+
+	if (dt->kind == 'b')
+		return "bool";
+	if (dt->kind == 'c')
+		return dt->itemsize == 8 ? "complex64" : "complex128";
+	return names[row][col];
+}
+
+/* Stored bytes of a column, its parts' included. */
+static uint64_t stored_bytes(const struct tfs_manifest *m, size_t i)
+{
+	const size_t last = m->cols[i].kind == TFS_COL_FIXED	? i
+			    : m->cols[i].kind == TFS_COL_RAGGED ? m->cols[i].shapes
+								: m->cols[i].offsets;
+	uint64_t stored = 0;
+
+	for (size_t j = i; j <= last; j++)
+		for (size_t k = 0; k < m->cols[j].nchunks; k++)
+			stored += m->cols[j].chunks[k].stored_size;
+	return stored;
+}
+
+static int column_json(const struct tfs_manifest *m, size_t i, struct tfs_buf *out)
+{
+	const struct tfs_column *col = &m->cols[i];
+	const struct tfs_column *data = col->kind != TFS_COL_FIXED ? &m->cols[col->data] : col;
+	int rc;
+
+	rc = tfs_buf_printf(out, "\n    {\"name\": \"%s\", \"kind\": \"%s\", ", col->name,
+			    tfs_col_kind_name(col->kind));
+	if (!rc && col->kind == TFS_COL_FIXED)
+		rc = tfs_buf_printf(out, "\"file\": \"%s.npy\", ", col->name);
+	else if (!rc)
+		rc = tfs_buf_printf(
+			out, "\"dir\": \"%s/\", \"files\": [\"data.bin\", \"offsets.npy\"%s], ",
+			col->name,
+			col->kind == TFS_COL_RAGGED ? ", \"shapes.npy\""
+			: col->kind == TFS_COL_TEXT ? ", \"lines.txt\""
+						    : "");
+	if (!rc)
+		rc = tfs_buf_printf(out, "\"dtype\": \"%s\", \"type\": \"%s\", ", col->dtype.descr,
+				    col->kind == TFS_COL_TEXT	 ? "str"
+				    : col->kind == TFS_COL_BYTES ? "bytes"
+								 : dtype_name(&col->dtype));
+	if (!rc && col->kind == TFS_COL_RAGGED)
+		rc = tfs_buf_printf(out, "\"ndim\": %u, ", col->ndim);
+	if (!rc && col->kind == TFS_COL_FIXED) {
+		rc = tfs_buf_printf(out, "\"shape\": [");
+		for (unsigned d = 0; !rc && d < col->ndim; d++)
+			rc = tfs_buf_printf(out, "%s%" PRIu64, d ? ", " : "", col->shape[d]);
+		if (!rc)
+			rc = tfs_buf_printf(out,
+					    "], \"rows\": %" PRIu64 ", \"row_bytes\": %" PRIu64
+					    ", \"rows_per_chunk\": %" PRIu64 ", ",
+					    col->rows, col->row_bytes, col->rows_per_chunk);
+	} else if (!rc) {
+		rc = tfs_buf_printf(out, "\"rows\": %" PRIu64 ", \"data_bytes\": %" PRIu64 ", ",
+				    col->rows, data->rows);
+		if (!rc && col->kind == TFS_COL_TEXT)
+			rc = tfs_buf_printf(out, "\"text_bytes\": %" PRIu64 ", ", col->text_bytes);
+	}
+	if (!rc)
+		rc = tfs_buf_printf(out,
+				    "\"chunk_bytes\": %" PRIu64
+				    ", \"chunks\": %zu, \"codec\": \"%s\", "
+				    "\"level\": %d, \"stored_bytes\": %" PRIu64 "}",
+				    data->rows_per_chunk ? data->rows_per_chunk * data->row_bytes
+							 : data->chunk_bytes,
+				    data->nchunks, tfs_codec_by_id(data->codec)->name, data->level,
+				    stored_bytes(m, i));
+	return rc;
+}
+
+int tfs_schema_json(const char *ds, const struct tfs_commit *c, const struct tfs_manifest *m,
+		    struct tfs_buf *out)
+{
+	char hex[TFS_ID_HEX], when[32];
+	int rc, first = 1;
+
+	tfs_format_utc(c->time, "%Y-%m-%dT%H:%M:%SZ", when, sizeof(when));
+	tfs_id_hex(&c->id, hex);
+	rc = tfs_buf_printf(out,
+			    "{\n  \"format_version\": %d,\n  \"dataset\": ", TFS_FORMAT_VERSION);
+	if (!rc)
+		rc = json_str(out, ds);
+	if (!rc)
+		rc = tfs_buf_printf(out, ",\n  \"commit\": \"%s\",\n  \"parents\": [", hex);
+	for (size_t i = 0; !rc && i < c->nparents; i++) {
+		tfs_id_hex(&c->parents[i], hex);
+		rc = tfs_buf_printf(out, "%s\"%s\"", i ? ", " : "", hex);
+	}
+	if (!rc)
+		rc = tfs_buf_printf(out, "],\n  \"time\": \"%s\",\n  \"message\": ", when);
+	if (!rc)
+		rc = json_str(out, c->message ? c->message : "");
+	if (!rc)
+		rc = tfs_buf_printf(out, ",\n  \"rows\": %" PRIu64 ",\n  \"columns\": [", m->rows);
+	for (size_t i = 0; !rc && i < m->ncols; i++) {
+		if (m->cols[i].part != TFS_PART_NONE)
+			continue; /* described with their column */
+		rc = tfs_buf_printf(out, "%s", first ? "" : ",");
+		if (!rc)
+			rc = column_json(m, i, out);
+		first = 0;
+	}
+	if (!rc)
+		rc = tfs_buf_printf(out, "%s]\n}\n", first ? "" : "\n  ");
+	return rc;
+}
