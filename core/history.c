@@ -55,9 +55,11 @@ int tfs_log_text(struct tfs_store *s, const char *ds, const struct tfs_id *head,
 
 static int same_layout(const struct tfs_column *a, const struct tfs_column *b)
 {
-	if (strcmp(a->dtype.descr, b->dtype.descr) || a->ndim != b->ndim ||
+	if (a->kind != b->kind || strcmp(a->dtype.descr, b->dtype.descr) || a->ndim != b->ndim ||
 	    a->rows_per_chunk != b->rows_per_chunk)
 		return 0;
+	if (a->kind != TFS_COL_FIXED)
+		return 1; /* ragged rows have no shape to compare */
 	for (unsigned d = 0; d < a->ndim; d++)
 		if (a->shape[d] != b->shape[d])
 			return 0;
@@ -68,7 +70,12 @@ static int describe_column(struct tfs_buf *out, char sign, const struct tfs_colu
 {
 	char shape[TFS_MAX_DIMS * 22];
 
-	tfs_shape_str(c->shape, c->ndim, shape, sizeof(shape));
+	if (c->kind == TFS_COL_RAGGED)
+		snprintf(shape, sizeof(shape), "ragged, rank %u", c->ndim);
+	else if (c->kind != TFS_COL_FIXED)
+		snprintf(shape, sizeof(shape), "%s", tfs_col_kind_name(c->kind));
+	else
+		tfs_shape_str(c->shape, c->ndim, shape, sizeof(shape));
 	return tfs_buf_printf(out, "%c column %s (%s, %s, %" PRIu64 " rows)\n", sign, c->name,
 			      c->dtype.descr, shape, c->rows);
 }
@@ -149,23 +156,49 @@ static int diff_rows(struct tfs_store *s, const char *ds, const struct tfs_colum
 	return rc;
 }
 
+/* Columns of other kinds than fixed: whether any part's chunks differ (no row ranges yet). */
+static int diff_parts(const struct tfs_manifest *ma, const struct tfs_column *a,
+		      const struct tfs_manifest *mb, const struct tfs_column *b, struct tfs_buf *out)
+{
+	const size_t pa[] = { a->data, a->offsets }, pb[] = { b->data, b->offsets };
+
+	for (size_t p = 0; p < 2; p++) {
+		const struct tfs_column *x = &ma->cols[pa[p]], *y = &mb->cols[pb[p]];
+		int same = x->nchunks == y->nchunks;
+
+		for (size_t k = 0; same && k < x->nchunks; k++)
+			same = tfs_id_eq(&x->chunks[k].id, &y->chunks[k].id);
+		if (!same)
+			return tfs_buf_printf(out,
+					      "~ column %s (%s) changed: %" PRIu64 " rows, now %" PRIu64
+					      "\n",
+					      a->name, tfs_col_kind_name(a->kind), a->rows, b->rows);
+	}
+	return 0;
+}
+
 int tfs_diff_text(struct tfs_store *s, const char *ds, const struct tfs_manifest *a,
 		  const struct tfs_manifest *b, struct tfs_buf *out)
 {
 	int rc = 0;
 
+	/* Parts are described with their column. */
 	for (size_t i = 0; !rc && i < a->ncols; i++)
-		if (!tfs_manifest_column(b, a->cols[i].name))
+		if (a->cols[i].part == TFS_PART_NONE && !tfs_manifest_column(b, a->cols[i].name))
 			rc = tfs_buf_printf(out, "- column %s\n", a->cols[i].name);
 	for (size_t i = 0; !rc && i < b->ncols; i++) {
 		const struct tfs_column *cb = &b->cols[i], *ca = tfs_manifest_column(a, cb->name);
 
+		if (cb->part != TFS_PART_NONE)
+			continue;
 		if (!ca) {
 			rc = describe_column(out, '+', cb);
 		} else if (!same_layout(ca, cb)) {
 			rc = tfs_buf_printf(out, "- column %s\n", ca->name);
 			if (!rc)
 				rc = describe_column(out, '+', cb);
+		} else if (ca->kind != TFS_COL_FIXED) {
+			rc = diff_parts(a, ca, b, cb, out);
 		} else {
 			rc = diff_rows(s, ds, ca, cb, out);
 		}
@@ -301,8 +334,7 @@ static void problem(struct verify_ctx *v, const struct tfs_id *id, const char *f
 static void verify_chunk(struct verify_ctx *v, const struct tfs_id *cid, const struct tfs_column *c,
 			 size_t k, const struct tfs_id *commit)
 {
-	const uint64_t r0 = (uint64_t)k * c->rows_per_chunk;
-	const uint64_t nr = c->rows - r0 < c->rows_per_chunk ? c->rows - r0 : c->rows_per_chunk;
+	const uint64_t nr = tfs_column_chunk_rows(c, k);
 	const size_t raw = (size_t)(nr * c->row_bytes);
 	struct tfs_buf obj = { 0 };
 	char key[TFS_KEY_MAX], chex[TFS_ID_HEX];

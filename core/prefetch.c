@@ -173,7 +173,7 @@ static int schedule(struct tfs_stream *st, size_t k)
 	struct tfs_prefetcher *pf = st->pf;
 	const struct tfs_column *c = &st->v->manifest.cols[st->col];
 	const uint64_t pending = tfs_cache_prefetch_pending(pf->cache);
-	const uint64_t bytes = c->rows_per_chunk * c->row_bytes;
+	const uint64_t bytes = tfs_column_chunk_rows(c, k) * c->row_bytes;
 	struct job *j;
 
 	pthread_mutex_lock(&pf->lock);
@@ -205,7 +205,8 @@ static int schedule(struct tfs_stream *st, size_t k)
 void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 {
 	const struct tfs_column *c = &st->v->manifest.cols[st->col];
-	uint64_t chunk_bytes = c->rows_per_chunk * c->row_bytes;
+	/* Listed chunks (data parts) are filled up to their target. */
+	uint64_t chunk_bytes = c->rows_per_chunk ? c->rows_per_chunk * c->row_bytes : c->chunk_bytes;
 	size_t max_window, end, span;
 
 	if (!st->pf->nthreads || st->n == 0 || chunk_bytes == 0)

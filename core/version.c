@@ -96,8 +96,8 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 {
 	const struct load_ctx *l = arg;
 	const struct tfs_column *c = l->col;
-	const uint64_t r0 = (uint64_t)l->k * c->rows_per_chunk;
-	const uint64_t nr = c->rows - r0 < c->rows_per_chunk ? c->rows - r0 : c->rows_per_chunk;
+	const uint64_t r0 = tfs_column_chunk_first(c, l->k);
+	const uint64_t nr = tfs_column_chunk_rows(c, l->k);
 	const size_t raw = (size_t)(nr * c->row_bytes);
 	struct tfs_buf obj = { 0 };
 	char key[TFS_KEY_MAX];
@@ -179,16 +179,16 @@ ssize_t tfs_version_read(struct tfs_version *v, struct tfs_cache *cache, size_t 
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
 	const uint64_t total = c->rows * c->row_bytes;
-	const uint64_t chunk_bytes = c->rows_per_chunk * c->row_bytes;
 	size_t done = 0;
 
-	if (off >= total || chunk_bytes == 0)
+	if (off >= total || c->row_bytes == 0)
 		return 0;
 	if (len > total - off)
 		len = (size_t)(total - off);
 	while (done < len) {
 		uint64_t pos = off + done;
-		size_t k = (size_t)(pos / chunk_bytes), in = (size_t)(pos % chunk_bytes), n;
+		size_t k = tfs_column_chunk_of(c, pos / c->row_bytes), n;
+		size_t in = (size_t)(pos - tfs_column_chunk_first(c, k) * c->row_bytes);
 		struct tfs_cache_entry *e;
 		int rc = tfs_version_chunk_get(v, cache, col, k, &e);
 

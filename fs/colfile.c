@@ -163,6 +163,7 @@ static int column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fu
 	h->col = (size_t)tfs_version_column(h->ver, n->name);
 	c = &h->ver->manifest.cols[h->col];
 	h->size = column_size(c);
+	h->hdr_len = TFS_NPY_ALIGN;
 	rc = tfs_npy_header_build(&c->dtype, c->rows, c->ndim, c->shape, h->header);
 	if (!rc && fs->lake->prefetch)
 		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, NULL, c->nchunks,
@@ -203,11 +204,11 @@ static void read_column_copy(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (pos < TFS_NPY_ALIGN) {
-		hdr = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
+	if (pos < h->hdr_len) {
+		hdr = (size_t)((end < h->hdr_len ? end : h->hdr_len) - pos);
 		memcpy(buf, h->header + pos, hdr);
 	}
-	r = tfs_version_read(h->ver, fs->lake->cache, h->col, pos + hdr - TFS_NPY_ALIGN, buf + hdr,
+	r = tfs_version_read(h->ver, fs->lake->cache, h->col, pos + hdr - h->hdr_len, buf + hdr,
 			     len - hdr);
 	if (r < 0 || (size_t)r != len - hdr)
 		fuse_reply_err(req, r == -ENOMEM ? ENOMEM : EIO);
@@ -220,11 +221,11 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 			off_t off)
 {
 	const struct tfs_column *c = &h->ver->manifest.cols[h->col];
-	const uint64_t chunk_bytes = c->rows_per_chunk * c->row_bytes;
+	const uint64_t hdr = h->hdr_len, rb = c->row_bytes;
 	uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
 	struct tfs_cache_entry **pinned = NULL;
 	struct iovec *iov = NULL;
-	size_t npinned = 0, maxbufs, count = 0;
+	size_t npinned = 0, maxbufs, count = 0, k0 = 0, k1 = 0;
 	char header[TFS_NPY_ALIGN];
 	int rc = 0;
 
@@ -235,8 +236,13 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
+	/* The chunks the data part of the range touches. */
+	if (end > hdr && rb) {
+		k0 = tfs_column_chunk_of(c, (pos > hdr ? pos - hdr : 0) / rb);
+		k1 = tfs_column_chunk_of(c, (end - 1 - hdr) / rb);
+	}
 	/* One buffer for the header part plus one per chunk touched. */
-	maxbufs = 2 + (chunk_bytes ? (size_t)((end - pos) / chunk_bytes) + 1 : 0);
+	maxbufs = 2 + (end > hdr && rb ? k1 - k0 + 1 : 0);
 	if (maxbufs > MAX_IOV) {
 		read_column_copy(req, fs, h, pos, end);
 		return;
@@ -247,14 +253,10 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (h->stream && end > TFS_NPY_ALIGN && chunk_bytes) {
-		uint64_t d0 = pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0;
-
-		tfs_stream_access(h->stream, (size_t)(d0 / chunk_bytes),
-				  (size_t)((end - 1 - TFS_NPY_ALIGN) / chunk_bytes));
-	}
-	if (pos < TFS_NPY_ALIGN) {
-		size_t n = (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos);
+	if (h->stream && end > hdr && rb)
+		tfs_stream_access(h->stream, k0, k1);
+	if (pos < hdr) {
+		size_t n = (size_t)((end < hdr ? end : hdr) - pos);
 
 		/* A copy: once the reply is written the reader may close the file, and its release
 		 * (on another thread) frees the handle while writev is still returning. */
@@ -265,8 +267,10 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 		pos += n;
 	}
 	while (pos < end) {
-		uint64_t dpos = pos - TFS_NPY_ALIGN;
-		size_t k = (size_t)(dpos / chunk_bytes), in = (size_t)(dpos % chunk_bytes), n;
+		const uint64_t dpos = pos - hdr;
+		const size_t k = tfs_column_chunk_of(c, dpos / rb);
+		const size_t in = (size_t)(dpos - tfs_column_chunk_first(c, k) * rb);
+		size_t n;
 		struct tfs_cache_entry *e;
 
 		assert(count < maxbufs);
@@ -459,6 +463,7 @@ static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const stru
 	h->col = (size_t)tfs_version_column(h->ver, n->name);
 	c = &h->ver->manifest.cols[h->col];
 	h->size = view_file_size(h->view, c);
+	h->hdr_len = TFS_NPY_ALIGN;
 	rc = tfs_npy_header_build(&c->dtype, h->view->view->n, c->ndim, c->shape, h->header);
 	if (!rc)
 		rc = tfs_view_chunk_order(h->view->view, c, &order, &norder, &h->chunk_pos);

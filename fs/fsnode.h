@@ -105,6 +105,7 @@ struct tfs_fs_handle {
 	struct tfs_buf text;		      /* generated files' content, taken at open */
 	size_t col;
 	uint64_t size;
+	uint32_t hdr_len; /* column files: bytes of header before the rows (NPY: TFS_NPY_ALIGN) */
 	char header[TFS_NPY_ALIGN];
 };
 

@@ -309,13 +309,24 @@ static void print_info(const struct tfs_version *v)
 	for (size_t i = 0; i < m->ncols; i++) {
 		const struct tfs_column *c = &m->cols[i];
 		uint64_t stored = 0;
-		char shape[TFS_MAX_DIMS * 22];
+		char shape[TFS_MAX_DIMS * 22], chunk_rows[24];
 
 		for (size_t k = 0; k < c->nchunks; k++)
 			stored += c->chunks[k].stored_size;
+		if (c->kind != TFS_COL_FIXED) {
+			/* A header; its parts, listed next, hold the rows. */
+			if (c->kind == TFS_COL_RAGGED)
+				snprintf(shape, sizeof(shape), "ragged, rank %u", c->ndim);
+			else
+				snprintf(shape, sizeof(shape), "%s", tfs_col_kind_name(c->kind));
+			printf("  %-20s %-6s %-20s %12s %10s %6s %14s\n", c->name, c->dtype.descr,
+			       shape, "-", "-", "-", "-");
+			continue;
+		}
 		tfs_shape_str(c->shape, c->ndim, shape, sizeof(shape));
-		printf("  %-20s %-6s %-20s %12" PRIu64 " %10" PRIu64 " %6s %14" PRIu64 "\n",
-		       c->name, c->dtype.descr, shape, c->row_bytes, c->rows_per_chunk,
+		snprintf(chunk_rows, sizeof(chunk_rows), "%" PRIu64, c->rows_per_chunk);
+		printf("  %-20s %-6s %-20s %12" PRIu64 " %10s %6s %14" PRIu64 "\n", c->name,
+		       c->dtype.descr, shape, c->row_bytes, c->rows_per_chunk ? chunk_rows : "listed",
 		       tfs_codec_by_id(c->codec)->name, stored);
 	}
 }
