@@ -13,13 +13,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "import_rows.h"
 #include "workpool.h"
 
 /* One NPY source, opened and checked. */
 struct source {
 	const struct tfs_import_src *src;
 	int fd;
-	struct tfs_npy_info info;
+	struct tfs_npy_info info;  /* NPY files */
+	struct tfs_rows_scan scan; /* sources that come a row at a time */
+	uint64_t rows;
 	uint64_t row_bytes;
 	struct tfs_column *col; /* the column in the new manifest */
 };
@@ -410,6 +413,64 @@ static unsigned default_threads(const struct tfs_import_opts *o)
 	return o->threads ? o->threads : (unsigned)(ncpu > 0 ? ncpu : 1);
 }
 
+/* A source that comes a row at a time: scan it, and find its column in m (which must hold rows
+ * of its kind) or add one. */
+static int check_rows_source(struct source *src, struct tfs_manifest *m,
+			     const struct tfs_import_opts *o)
+{
+	const char *name = src->src->column;
+	struct tfs_rows_scan *sc = &src->scan;
+	struct tfs_column *c = NULL;
+	int rc = tfs_rows_scan(src->src, sc);
+
+	if (rc)
+		return rc;
+	src->rows = sc->rows;
+	for (size_t k = 0; k < m->ncols; k++)
+		if (!strcmp(m->cols[k].name, name))
+			c = &m->cols[k];
+	if (c && sc->kind == TFS_COL_FIXED && c->kind == TFS_COL_RAGGED)
+		sc->kind = TFS_COL_RAGGED; /* rows of one shape go into a ragged column too */
+	if (c && (c->kind != sc->kind || strcmp(c->dtype.descr, sc->dtype.descr) ||
+		  c->ndim != sc->ndim ||
+		  (c->kind == TFS_COL_FIXED &&
+		   memcmp(c->shape, sc->shape, c->ndim * sizeof(*c->shape))))) {
+		tfs_err("column %s holds %s rows of dtype %s and rank %u; %s has %s rows of %s, "
+			"rank "
+			"%u",
+			name, tfs_col_kind_name(c->kind), c->dtype.descr, c->ndim, src->src->path,
+			tfs_col_kind_name(sc->kind), sc->dtype.descr, sc->ndim);
+		return -EINVAL;
+	}
+	if (!c) {
+		const size_t at = m->ncols;
+
+		rc = tfs_rowcol_new(m, name, sc->kind, &sc->dtype, sc->ndim, sc->shape,
+				    o->chunk_bytes, o->codec, o->level);
+		if (rc)
+			return rc;
+		c = &m->cols[at];
+	}
+	src->col = c;
+	return 0;
+}
+
+/* Write a row source's rows onto its column. */
+static int append_rows_source(struct tfs_store *s, const char *ds, struct source *src,
+			      struct tfs_manifest *m, struct tfs_progress *progress)
+{
+	struct tfs_rowcol *w;
+	int rc = tfs_rowcol_begin(s, ds, m, (size_t)(src->col - m->cols), &w);
+
+	if (rc)
+		return rc;
+	rc = tfs_rows_write(src->src, &src->scan, w, progress);
+	if (rc == -EINVAL)
+		tfs_err("%s: a row does not fit column %s", src->src->path, src->col->name);
+	tfs_rowcol_free(w);
+	return rc;
+}
+
 int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src *srcs, size_t n,
 	       const struct tfs_import_opts *o, struct tfs_id *commit_id)
 {
@@ -434,7 +495,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 	}
 	for (size_t i = 0; i < n; i++)
 		src[i].fd = -1;
-	rc = copy_manifest(&t.old, n, &m);
+	rc = copy_manifest(&t.old, 4 * n, &m); /* a column of another kind adds up to 4 */
 	if (rc)
 		goto out;
 
@@ -457,21 +518,34 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 				rc = -EINVAL;
 				goto out;
 			}
-		rc = open_source(&src[i]);
+		if (srcs[i].form != TFS_SRC_NPY) {
+			rc = check_rows_source(&src[i], &m, o);
+		} else {
+			rc = open_source(&src[i]);
+			src[i].rows = src[i].info.shape[0];
+		}
 		if (rc)
 			goto out;
 		if (i == 0)
-			add = src[i].info.shape[0];
-		if (src[i].info.shape[0] != add) {
+			add = src[i].rows;
+		if (src[i].rows != add) {
 			tfs_err("%s has %" PRIu64 " rows but %s has %" PRIu64
-				"; every file of one import must have the same number of rows",
-				srcs[i].path, src[i].info.shape[0], srcs[0].path, add);
+				"; every source of one import must have the same number of rows",
+				srcs[i].path, src[i].rows, srcs[0].path, add);
 			rc = -EINVAL;
 			goto out;
 		}
+		if (srcs[i].form != TFS_SRC_NPY)
+			continue;
 		for (size_t k = 0; k < m.ncols; k++)
 			if (!strcmp(m.cols[k].name, name))
 				c = &m.cols[k];
+		if (c && c->kind != TFS_COL_FIXED) {
+			tfs_err("column %s holds %s rows; %s is an NPY file of fixed rows", name,
+				tfs_col_kind_name(c->kind), srcs[i].path);
+			rc = -EINVAL;
+			goto out;
+		}
 		if (c) {
 			char have[TFS_MAX_DIMS * 22], got[TFS_MAX_DIMS * 22];
 
@@ -504,6 +578,9 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		for (size_t k = 0; k < m.ncols; k++) {
 			uint64_t r = m.cols[k].rows;
 
+			if (m.cols[k].part != TFS_PART_NONE)
+				continue; /* parts count bytes and offsets, not rows */
+
 			for (size_t i = 0; i < n; i++)
 				if (src[i].col == &m.cols[k])
 					r += add;
@@ -532,7 +609,8 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		uint64_t bytes = 0;
 
 		for (size_t i = 0; i < n; i++)
-			bytes += add * src[i].row_bytes;
+			bytes += srcs[i].form == TFS_SRC_NPY ? add * src[i].row_bytes
+							     : src[i].scan.bytes;
 		/* A watcher may be reading the progress already. */
 		__atomic_store_n(&o->progress->total, bytes, __ATOMIC_RELAXED);
 		__atomic_store_n(&o->progress->total_items, add, __ATOMIC_RELAXED);
@@ -543,7 +621,9 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		rc = append_source(s, ds, &src[i], &pool);
+		rc = srcs[i].form == TFS_SRC_NPY
+			     ? append_source(s, ds, &src[i], &pool)
+			     : append_rows_source(s, ds, &src[i], &m, o->progress);
 		if (rc)
 			goto out;
 	}
@@ -551,9 +631,11 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 out:
 	if (pool_up)
 		pool_stop(&pool);
-	for (size_t i = 0; src && i < n; i++)
+	for (size_t i = 0; src && i < n; i++) {
 		if (src[i].fd >= 0)
 			close(src[i].fd);
+		tfs_rows_scan_free(&src[i].scan);
+	}
 	free(src);
 	tfs_manifest_free(&m);
 	txn_end(&t);
@@ -563,7 +645,7 @@ out:
 int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t row_start,
 	       const char *path, const struct tfs_import_opts *o, struct tfs_id *commit_id)
 {
-	struct tfs_import_src isrc = { column, path };
+	struct tfs_import_src isrc = { column, path, TFS_SRC_NPY };
 	struct source src = { .src = &isrc, .fd = -1 };
 	struct pool pool = { .s = s, .ds = ds };
 	struct tfs_manifest m = { 0 };
@@ -579,10 +661,17 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < m.ncols; i++)
-		if (!strcmp(m.cols[i].name, column))
+		if (!strcmp(m.cols[i].name, column) && m.cols[i].part == TFS_PART_NONE)
 			c = &m.cols[i];
 	if (!c) {
 		tfs_err("%s/%s: branch %s has no column '%s'", s->url, ds, t.branch, column);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (c->kind != TFS_COL_FIXED) {
+		tfs_err("%s/%s: column %s holds %s rows; update rewrites fixed columns only (drop "
+			"and import it again)",
+			s->url, ds, column, tfs_col_kind_name(c->kind));
 		rc = -EINVAL;
 		goto out;
 	}
@@ -684,11 +773,18 @@ int tfs_drop(struct tfs_store *s, const char *ds, const char *column,
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < m.ncols; i++) {
-		if (strcmp(m.cols[i].name, column))
+		/* A column goes with its parts, which follow it (the headers' part indices are
+		 * stale afterwards: m is only written out). */
+		size_t n = m.cols[i].kind == TFS_COL_RAGGED  ? 4
+			   : m.cols[i].kind != TFS_COL_FIXED ? 3
+							     : 1;
+
+		if (strcmp(m.cols[i].name, column) || m.cols[i].part != TFS_PART_NONE)
 			continue;
-		tfs_column_free(&m.cols[i]);
-		memmove(&m.cols[i], &m.cols[i + 1], (m.ncols - i - 1) * sizeof(m.cols[0]));
-		m.ncols--;
+		for (size_t j = i; j < i + n; j++)
+			tfs_column_free(&m.cols[j]);
+		memmove(&m.cols[i], &m.cols[i + n], (m.ncols - i - n) * sizeof(m.cols[0]));
+		m.ncols -= n;
 		found = 1;
 		break;
 	}

@@ -8,9 +8,17 @@
 
 #include "format.h"
 
+/* What a source is. */
+enum tfs_import_form {
+	TFS_SRC_NPY,	 /* an NPY file: its rows (axis 0) */
+	TFS_SRC_TEXT,	 /* a UTF-8 text file: a text column, a row a line */
+	TFS_SRC_NPY_DIR, /* a directory of .npy files, a row each in name order: fixed or ragged */
+};
+
 struct tfs_import_src {
 	const char *column;
-	const char *path; /* an NPY file */
+	const char *path;
+	enum tfs_import_form form;
 };
 
 struct tfs_import_opts {
@@ -23,8 +31,8 @@ struct tfs_import_opts {
 	struct tfs_progress *progress; /* bytes and rows read from the sources, or NULL */
 };
 
-/* Append the rows of every source to its column (creating it with the source's dtype and row
- * shape if the branch has no such column) and commit the result on the branch.
+/* Append the rows of every source to its column (creating it with the source's kind, dtype and
+ * row shape if the branch has no such column) and commit the result on the branch.
  *
  * Every check happens before anything is written: sources of differing row counts, a dtype or
  * row shape that differs from the column's, an unsupported NPY, or a result in which columns

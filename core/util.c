@@ -254,6 +254,46 @@ int tfs_opendirat(int dirfd, const char *path, DIR **out)
 	return 0;
 }
 
+int tfs_utf8_valid(const void *p, size_t n)
+{
+	const uint8_t *s = p, *end = s + n;
+
+	while (s < end) {
+		uint32_t cp;
+		size_t len;
+
+		if (*s < 0x80) {
+			s++;
+			continue;
+		}
+		if (*s >= 0xc2 && *s <= 0xdf) {
+			len = 2;
+			cp = *s & 0x1f;
+		} else if (*s >= 0xe0 && *s <= 0xef) {
+			len = 3;
+			cp = *s & 0x0f;
+		} else if (*s >= 0xf0 && *s <= 0xf4) {
+			len = 4;
+			cp = *s & 0x07;
+		} else {
+			return 0;
+		}
+		if ((size_t)(end - s) < len)
+			return 0;
+		for (size_t i = 1; i < len; i++) {
+			if ((s[i] & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (s[i] & 0x3f);
+		}
+		/* Overlong, surrogate or out of range. */
+		if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		s += len;
+	}
+	return 1;
+}
+
 int tfs_is_lower_hex(const char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -56,6 +56,9 @@ size_t tfs_percent_decode(const char *s, size_t n, char *dst);
 int tfs_name_valid(const char *name);
 /* Open directory path relative to dirfd for readdir (closedir closes its descriptor). */
 int tfs_opendirat(int dirfd, const char *path, DIR **out);
+/* Whether the n bytes at p are well-formed UTF-8 (no overlong forms, surrogates or code points
+ * past U+10FFFF). */
+int tfs_utf8_valid(const void *p, size_t n);
 /* Whether the n bytes at p are all lowercase hex digits. */
 int tfs_is_lower_hex(const char *p, size_t n);
 

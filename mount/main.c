@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -31,7 +32,9 @@ static const char usage_text[] =
 	"usage: tensorfs [--config FILE] COMMAND [ARGS]\n"
 	"\n"
 	"  create URL                      create a dataset (URL = LAKE_URL/DATASET)\n"
-	"  import URL COL=FILE.npy ...     append rows to columns and commit\n"
+	"  import URL COL=SOURCE ...       append rows to columns and commit; SOURCE is\n"
+	"                                  FILE.npy (its rows), FILE.txt (a text column,\n"
+	"                                  a row a line) or DIR/ (.npy files, a row each)\n"
 	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
 	"         [--level N] [--threads N] [--progress | --quiet]\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
@@ -206,14 +209,24 @@ static int cmd_import(int argc, char **argv)
 	for (int i = optind + 1; i < argc; i++) {
 		char *eq = strchr(argv[i], '=');
 
+		struct stat sb;
+		size_t len;
+
 		if (!eq || eq == argv[i] || !eq[1]) {
-			tfs_err("'%s': expected COLUMN=FILE.npy", argv[i]);
+			tfs_err("'%s': expected COLUMN=FILE.npy, COLUMN=FILE.txt or COLUMN=DIR/",
+				argv[i]);
 			rc = 2;
 			goto out;
 		}
 		*eq = 0;
 		src[n].column = argv[i];
 		src[n].path = eq + 1;
+		/* By what the path is: a directory of .npy files, a text file, or an NPY file. */
+		len = strlen(src[n].path);
+		if (!stat(src[n].path, &sb) && S_ISDIR(sb.st_mode))
+			src[n].form = TFS_SRC_NPY_DIR;
+		else if (len > 4 && !strcmp(src[n].path + len - 4, ".txt"))
+			src[n].form = TFS_SRC_TEXT;
 		n++;
 	}
 	if (open_dataset(argv[optind], 0, &s, &ds))

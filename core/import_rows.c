@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/* import_rows: sources that come a row at a time: a text file (a row a line, a text column) and
+ * a directory of .npy files (a row each, sorted by name: a fixed column when every file has one
+ * shape, else a ragged one). Scanned whole before anything is written. */
+#include "import_rows.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A text file, mapped (NULL for an empty one). */
+static int map_file(const char *path, const uint8_t **data, size_t *len)
+{
+	struct stat sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+
+	*data = NULL;
+	*len = 0;
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		rc = -errno;
+		tfs_err("%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		tfs_err("%s: not a regular file", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (sb.st_size == 0)
+		goto out;
+	*data = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (*data == MAP_FAILED) {
+		rc = -errno;
+		*data = NULL;
+		tfs_err("%s: %s", path, strerror(errno));
+		goto out;
+	}
+	*len = (size_t)sb.st_size;
+	madvise((void *)*data, *len, MADV_SEQUENTIAL);
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* The next line of [*p, end): its start and length without the newline (or a CRLF's \r). */
+static const uint8_t *next_line(const uint8_t **p, const uint8_t *end, size_t *len)
+{
+	const uint8_t *line = *p, *nl = memchr(line, '\n', (size_t)(end - line));
+	const uint8_t *stop = nl ? nl : end;
+
+	*p = nl ? nl + 1 : end;
+	if (stop > line && stop[-1] == '\r')
+		stop--;
+	*len = (size_t)(stop - line);
+	return line;
+}
+
+static int scan_text(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
+{
+	const uint8_t *data, *p, *end;
+	size_t len;
+	int rc = map_file(src->path, &data, &len);
+
+	if (rc)
+		return rc;
+	sc->kind = TFS_COL_TEXT;
+	tfs_dtype_parse("|u1", &sc->dtype, &(int){ 0 }, NULL, 0);
+	for (p = data, end = data + len; p < end;) {
+		size_t n;
+		const uint8_t *line = next_line(&p, end, &n);
+
+		sc->rows++;
+		sc->bytes += n;
+		if (!tfs_utf8_valid(line, n)) {
+			tfs_err("%s: line %" PRIu64
+				" is not valid UTF-8; a text column holds UTF-8 "
+				"(import bytes as a .npy directory instead)",
+				src->path, sc->rows);
+			rc = -EINVAL;
+			break;
+		}
+	}
+	if (data)
+		munmap((void *)data, len);
+	return rc;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The .npy files of a directory, sorted by name. */
+static int list_npy(const char *dir, struct tfs_rows_scan *sc)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t cap = 0;
+	int rc = 0;
+
+	if (!d) {
+		rc = -errno;
+		tfs_err("%s: %s", dir, strerror(errno));
+		return rc;
+	}
+	while (!rc && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+
+		if (n <= 4 || strcmp(de->d_name + n - 4, ".npy") || de->d_name[0] == '.')
+			continue;
+		if (sc->nfiles == cap) {
+			char **f = realloc(sc->files, (cap = cap ? 2 * cap : 64) * sizeof(*f));
+
+			if (!f) {
+				rc = -ENOMEM;
+				break;
+			}
+			sc->files = f;
+		}
+		if (asprintf(&sc->files[sc->nfiles], "%s/%s", dir, de->d_name) < 0)
+			rc = -ENOMEM;
+		else
+			sc->nfiles++;
+	}
+	closedir(d);
+	if (!rc && sc->nfiles)
+		qsort(sc->files, sc->nfiles, sizeof(*sc->files), by_name);
+	return rc;
+}
+
+static int open_npy(const char *path, struct tfs_npy_info *info)
+{
+	char err[256];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		tfs_err("%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (tfs_npy_read_header(fd, info, err, sizeof(err))) {
+		tfs_err("%s: %s", path, err);
+		close(fd);
+		return -EINVAL;
+	}
+	if (info->fortran_order && info->ndim > 1) {
+		tfs_err("%s: Fortran-ordered arrays are not taken from a directory; save it in C "
+			"order (np.ascontiguousarray)",
+			path);
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+static int scan_npy_dir(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
+{
+	int rc = list_npy(src->path, sc);
+
+	if (rc)
+		return rc;
+	sc->kind = TFS_COL_FIXED;
+	for (size_t i = 0; i < sc->nfiles; i++) {
+		struct tfs_npy_info info;
+		uint64_t bytes = 0;
+		int fd = open_npy(sc->files[i], &info);
+
+		if (fd < 0)
+			return fd;
+		close(fd);
+		if (i == 0) {
+			sc->dtype = info.dtype;
+			sc->ndim = info.ndim;
+			memcpy(sc->shape, info.shape, sizeof(sc->shape));
+		} else if (strcmp(info.dtype.descr, sc->dtype.descr) || info.ndim != sc->ndim) {
+			tfs_err("%s: dtype %s, %u dimensions; %s has %s, %u: a column's rows share "
+				"one dtype and rank",
+				sc->files[i], info.dtype.descr, info.ndim, sc->files[0],
+				sc->dtype.descr, sc->ndim);
+			return -EINVAL;
+		} else if (memcmp(info.shape, sc->shape, sc->ndim * sizeof(*sc->shape))) {
+			sc->kind = TFS_COL_RAGGED; /* shapes differ: rows of any shape */
+		}
+		bytes = info.dtype.itemsize;
+		for (unsigned d = 0; d < info.ndim; d++)
+			bytes *= info.shape[d];
+		sc->bytes += bytes;
+		sc->rows++;
+	}
+	if (!sc->nfiles) {
+		tfs_err("%s: no .npy files", src->path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int tfs_rows_scan(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
+{
+	memset(sc, 0, sizeof(*sc));
+	switch (src->form) {
+	case TFS_SRC_TEXT:
+		return scan_text(src, sc);
+	case TFS_SRC_NPY_DIR:
+		return scan_npy_dir(src, sc);
+	default:
+		return -EINVAL;
+	}
+}
+
+static int write_text(const struct tfs_import_src *src, struct tfs_rowcol *w,
+		      struct tfs_progress *progress)
+{
+	const uint8_t *data, *p, *end;
+	size_t len;
+	int rc = map_file(src->path, &data, &len);
+
+	for (p = data, end = data + len; !rc && p < end;) {
+		size_t n;
+		const uint8_t *line = next_line(&p, end, &n);
+
+		rc = tfs_rowcol_add(w, line, n, NULL);
+		tfs_progress_add(progress, n, 1);
+	}
+	if (data)
+		munmap((void *)data, len);
+	return rc;
+}
+
+static int write_npy_dir(const struct tfs_rows_scan *sc, struct tfs_rowcol *w,
+			 struct tfs_progress *progress)
+{
+	struct tfs_buf row = { 0 };
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < sc->nfiles; i++) {
+		struct tfs_npy_info info;
+		uint64_t bytes;
+		int fd = open_npy(sc->files[i], &info);
+
+		if (fd < 0) {
+			rc = fd;
+			break;
+		}
+		bytes = info.dtype.itemsize;
+		for (unsigned d = 0; d < info.ndim; d++)
+			bytes *= info.shape[d];
+		row.len = 0;
+		rc = tfs_buf_reserve(&row, (size_t)bytes);
+		if (!rc)
+			rc = tfs_pread_full(fd, row.data, (size_t)bytes, info.data_offset);
+		close(fd);
+		if (rc) {
+			tfs_err("%s: %s", sc->files[i],
+				rc == -EIO ? "file is shorter than its NPY header says"
+					   : strerror(-rc));
+			break;
+		}
+		if (info.big_endian)
+			tfs_dtype_swap(&info.dtype, row.data, (size_t)bytes);
+		rc = tfs_rowcol_add(w, row.data, (size_t)bytes, info.shape);
+		tfs_progress_add(progress, bytes, 1);
+	}
+	tfs_buf_free(&row);
+	return rc;
+}
+
+int tfs_rows_write(const struct tfs_import_src *src, const struct tfs_rows_scan *sc,
+		   struct tfs_rowcol *w, struct tfs_progress *progress)
+{
+	int rc = src->form == TFS_SRC_TEXT ? write_text(src, w, progress)
+					   : write_npy_dir(sc, w, progress);
+
+	return rc ? rc : tfs_rowcol_finish(w);
+}
+
+void tfs_rows_scan_free(struct tfs_rows_scan *sc)
+{
+	for (size_t i = 0; i < sc->nfiles; i++)
+		free(sc->files[i]);
+	free(sc->files);
+	memset(sc, 0, sizeof(*sc));
+}

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/* rowcol: columns written a row at a time, chunks written as they fill. */
+#include "rowcol.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A fixed column (or part) being appended to: whole chunks of rows_per_chunk rows. */
+struct fixed_w {
+	struct tfs_column *c;
+	uint8_t *buf;  /* rows_per_chunk rows */
+	uint64_t have; /* rows in buf, not yet in a chunk */
+};
+
+/* A data part: chunks of whole rows, up to the target, ending on row boundaries. */
+struct data_w {
+	struct tfs_column *c;
+	struct tfs_buf buf;
+	uint64_t rows_in_buf; /* the parent's rows whose bytes are in buf */
+};
+
+struct tfs_rowcol {
+	struct tfs_store *s;
+	const char *ds;
+	struct tfs_column *h; /* the column (a header for other kinds than fixed) */
+	struct fixed_w fixed; /* fixed columns: the column; others: the offsets part */
+	struct fixed_w shapes;
+	struct data_w data;
+	uint64_t end; /* other kinds: bytes of data so far (the last offset) */
+};
+
+static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw, size_t len,
+		     uint64_t rows)
+{
+	struct tfs_chunk_ref *chunks = realloc(c->chunks, (c->nchunks + 1) * sizeof(*chunks));
+	struct tfs_buf obj = { 0 };
+	int rc;
+
+	if (!chunks)
+		return -ENOMEM;
+	c->chunks = chunks;
+	if (!c->rows_per_chunk) {
+		uint64_t *end = realloc(c->chunk_end, (c->nchunks + 1) * sizeof(*end));
+
+		if (!end)
+			return -ENOMEM;
+		c->chunk_end = end;
+		end[c->nchunks] = (c->nchunks ? end[c->nchunks - 1] : 0) + rows;
+	}
+	rc = tfs_object_encode(TFS_OBJ_CHUNK, c->codec, c->level, raw, len, &obj);
+	if (!rc)
+		rc = tfs_object_put_encoded(w->s, w->ds, obj.data, obj.len, &chunks[c->nchunks].id);
+	chunks[c->nchunks].stored_size = obj.len;
+	tfs_buf_free(&obj);
+	if (!rc)
+		c->nchunks++;
+	return rc;
+}
+
+/* --- fixed columns and parts ---------------------------------------------------------------- */
+
+static int fixed_begin(struct tfs_rowcol *w, struct fixed_w *f, struct tfs_column *c)
+{
+	const uint64_t tail = c->rows % c->rows_per_chunk;
+	struct tfs_buf obj = { 0 };
+	char key[TFS_KEY_MAX];
+	int rc = 0;
+
+	f->c = c;
+	f->buf = malloc(c->rows_per_chunk * c->row_bytes + 1);
+	if (!f->buf)
+		return -ENOMEM;
+	if (!tail)
+		return 0;
+	/* A partial last chunk is written again with the new rows after its old ones. */
+	tfs_object_key(w->ds, &c->chunks[c->nchunks - 1].id, key);
+	rc = tfs_store_get_object(w->s, key, 0, &obj);
+	if (!rc)
+		rc = tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, f->buf,
+				       tail * c->row_bytes);
+	tfs_buf_free(&obj);
+	if (rc) {
+		tfs_err("%s/%s: cannot read the last chunk of column %s: %s", w->s->url, key,
+			c->name, strerror(-rc));
+		return rc;
+	}
+	c->nchunks--;
+	f->have = tail;
+	return 0;
+}
+
+static int fixed_add(struct tfs_rowcol *w, struct fixed_w *f, const void *row)
+{
+	struct tfs_column *c = f->c;
+
+	memcpy(f->buf + f->have * c->row_bytes, row, c->row_bytes);
+	c->rows++;
+	if (++f->have < c->rows_per_chunk)
+		return 0;
+	f->have = 0;
+	return put_chunk(w, c, f->buf, c->rows_per_chunk * c->row_bytes, c->rows_per_chunk);
+}
+
+static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
+{
+	int rc = 0;
+
+	if (f->c && f->have)
+		rc = put_chunk(w, f->c, f->buf, f->have * f->c->row_bytes, f->have);
+	if (!rc)
+		f->have = 0;
+	return rc;
+}
+
+/* --- data parts ----------------------------------------------------------------------------- */
+
+static int data_flush(struct tfs_rowcol *w)
+{
+	struct data_w *d = &w->data;
+	int rc = 0;
+
+	if (d->buf.len)
+		rc = put_chunk(w, d->c, d->buf.data, d->buf.len, d->buf.len);
+	d->buf.len = 0;
+	return rc;
+}
+
+static int data_add(struct tfs_rowcol *w, const void *row, size_t len)
+{
+	struct data_w *d = &w->data;
+	int rc = 0;
+
+	if (!len)
+		return 0;
+	/* Whole rows up to the target; a row larger than the target is a chunk of its own. */
+	if (d->buf.len && d->buf.len + len > d->c->chunk_bytes)
+		rc = data_flush(w);
+	if (!rc && len >= d->c->chunk_bytes) {
+		rc = put_chunk(w, d->c, row, len, len);
+	} else if (!rc) {
+		rc = tfs_buf_append(&d->buf, row, len);
+	}
+	if (!rc)
+		d->c->rows += len;
+	return rc;
+}
+
+/* --- the column ----------------------------------------------------------------------------- */
+
+static int init_part(struct tfs_column *p, const char *head, const char *part,
+		     enum tfs_col_part which, const char *descr, unsigned ndim, uint64_t dim,
+		     const struct tfs_column *h)
+{
+	int big;
+	char err[128];
+
+	memset(p, 0, sizeof(*p));
+	if (asprintf(&p->name, "%s/%s", head, part) < 0) {
+		p->name = NULL;
+		return -ENOMEM;
+	}
+	p->part = which;
+	tfs_dtype_parse(descr, &p->dtype, &big, err, sizeof(err));
+	p->ndim = ndim;
+	p->shape[0] = dim;
+	p->row_bytes = p->dtype.itemsize * (ndim ? dim : 1);
+	p->chunk_bytes = h->chunk_bytes;
+	p->rows_per_chunk = which == TFS_PART_DATA	    ? 0
+			    : h->chunk_bytes / p->row_bytes ? h->chunk_bytes / p->row_bytes
+							    : 1;
+	p->codec = h->codec;
+	p->level = h->level;
+	return 0;
+}
+
+int tfs_rowcol_new(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
+		   const struct tfs_dtype *dt, unsigned ndim, const uint64_t *shape,
+		   uint64_t chunk_bytes, enum tfs_codec_id codec, int level)
+{
+	const size_t i = m->ncols;
+	struct tfs_column *h = &m->cols[i];
+	int rc;
+
+	memset(h, 0, sizeof(*h));
+	if (!(h->name = strdup(name)))
+		return -ENOMEM;
+	h->kind = kind;
+	h->dtype = *dt;
+	h->ndim = ndim;
+	h->rows = 0;
+	h->chunk_bytes = chunk_bytes ? chunk_bytes : TFS_DEFAULT_CHUNK_BYTES;
+	h->codec = codec;
+	h->level = level;
+	m->ncols++;
+	if (kind == TFS_COL_FIXED) {
+		h->row_bytes = dt->itemsize;
+		for (unsigned d = 0; d < ndim; d++) {
+			h->shape[d] = shape[d];
+			h->row_bytes *= shape[d];
+		}
+		h->rows_per_chunk = !h->row_bytes		    ? (uint64_t)1 << 32
+				    : h->chunk_bytes / h->row_bytes ? h->chunk_bytes / h->row_bytes
+								    : 1;
+		return 0;
+	}
+	h->data = i + 1;
+	h->offsets = i + 2;
+	rc = init_part(&m->cols[i + 1], name, "data", TFS_PART_DATA, "|u1", 0, 0, h);
+	if (!rc) {
+		m->ncols++;
+		rc = init_part(&m->cols[i + 2], name, "offsets", TFS_PART_OFFSETS, "<u8", 0, 0, h);
+	}
+	if (!rc)
+		m->ncols++;
+	if (!rc && kind == TFS_COL_RAGGED) {
+		h->shapes = i + 3;
+		rc = init_part(&m->cols[i + 3], name, "shapes", TFS_PART_SHAPES, "<i8", 1, ndim, h);
+		if (!rc)
+			m->ncols++;
+	}
+	return rc;
+}
+
+int tfs_rowcol_begin(struct tfs_store *s, const char *ds, struct tfs_manifest *m, size_t i,
+		     struct tfs_rowcol **out)
+{
+	struct tfs_rowcol *w = calloc(1, sizeof(*w));
+	struct tfs_column *h = &m->cols[i];
+	int rc;
+
+	if (!w)
+		return -ENOMEM;
+	w->s = s;
+	w->ds = ds;
+	w->h = h;
+	if (h->kind == TFS_COL_FIXED) {
+		rc = fixed_begin(w, &w->fixed, h);
+	} else {
+		struct tfs_column *offs = &m->cols[h->offsets];
+
+		w->data.c = &m->cols[h->data];
+		w->end = w->data.c->rows;
+		rc = fixed_begin(w, &w->fixed, offs);
+		if (!rc && h->kind == TFS_COL_RAGGED)
+			rc = fixed_begin(w, &w->shapes, &m->cols[h->shapes]);
+		/* A new column starts with the offset of its first row. */
+		if (!rc && offs->rows == 0)
+			rc = fixed_add(w, &w->fixed, &w->end);
+	}
+	if (rc) {
+		tfs_rowcol_free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+uint64_t tfs_text_line_bytes(const char *row, size_t len)
+{
+	uint64_t n = len + 1;
+
+	for (size_t i = 0; i < len; i++)
+		n += row[i] == '\\' || row[i] == '\n' || row[i] == '\r';
+	return n;
+}
+
+int tfs_rowcol_add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape)
+{
+	struct tfs_column *h = w->h;
+	int rc;
+
+	if (h->kind == TFS_COL_FIXED)
+		return len == h->row_bytes ? fixed_add(w, &w->fixed, row) : -EINVAL;
+	if (h->kind == TFS_COL_RAGGED) {
+		uint64_t want = h->dtype.itemsize;
+		int64_t dims[TFS_MAX_DIMS];
+
+		for (unsigned d = 0; d < h->ndim; d++) {
+			if (tfs_mul_u64(want, shape[d], &want) || shape[d] > INT64_MAX)
+				return -EINVAL;
+			dims[d] = (int64_t)shape[d];
+		}
+		if (want != len)
+			return -EINVAL;
+		rc = fixed_add(w, &w->shapes, dims);
+		if (rc)
+			return rc;
+	} else if (h->kind == TFS_COL_TEXT) {
+		if (!tfs_utf8_valid(row, len))
+			return -EINVAL;
+		h->text_bytes += tfs_text_line_bytes(row, len);
+	}
+	rc = data_add(w, row, len);
+	w->end += len;
+	if (!rc)
+		rc = fixed_add(w, &w->fixed, &w->end);
+	if (!rc)
+		h->rows++;
+	return rc;
+}
+
+int tfs_rowcol_finish(struct tfs_rowcol *w)
+{
+	int rc = fixed_flush(w, &w->fixed);
+
+	if (!rc)
+		rc = fixed_flush(w, &w->shapes);
+	if (!rc && w->data.c)
+		rc = data_flush(w);
+	return rc;
+}
+
+void tfs_rowcol_free(struct tfs_rowcol *w)
+{
+	if (!w)
+		return;
+	free(w->fixed.buf);
+	free(w->shapes.buf);
+	tfs_buf_free(&w->data.buf);
+	free(w);
+}
