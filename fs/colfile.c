@@ -46,10 +46,22 @@ int tfs_fs_columns_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs
 			  struct tfs_fs_node **child)
 {
 	char col[256];
+	int i;
 
-	if (!column_of(name, col, sizeof(col)) || tfs_version_column(v, col) < 0)
-		return -ENOENT;
-	*child = tfs_fs_node_child(fs, dir, col, kind, v);
+	/* COLUMN.npy for a fixed column; COLUMN/ for the others (not in views yet). */
+	if (column_of(name, col, sizeof(col))) {
+		i = tfs_version_column(v, col);
+		if (i < 0 || v->manifest.cols[i].kind != TFS_COL_FIXED ||
+		    v->manifest.cols[i].part != TFS_PART_NONE)
+			return -ENOENT;
+		*child = tfs_fs_node_child(fs, dir, col, kind, v);
+	} else {
+		i = tfs_version_column(v, name);
+		if (i < 0 || v->manifest.cols[i].kind == TFS_COL_FIXED ||
+		    kind == &tfs_fs_view_column_kind)
+			return -ENOENT;
+		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_coldir_kind, v);
+	}
 	return *child ? 0 : -ENOMEM;
 }
 
@@ -59,11 +71,19 @@ int tfs_fs_columns_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_v
 	int rc = 0;
 
 	for (size_t i = 0; !rc && i < v->manifest.ncols; i++) {
-		const char *name = v->manifest.cols[i].name;
+		const struct tfs_column *c = &v->manifest.cols[i];
 		char file[160];
 
-		snprintf(file, sizeof(file), "%s.npy", name);
-		rc = tfs_fs_dir_add_child(fs, d, dir, file, name, kind, v);
+		if (c->part != TFS_PART_NONE)
+			continue; /* in their column's directory */
+		if (c->kind != TFS_COL_FIXED) {
+			if (kind != &tfs_fs_view_column_kind)
+				rc = tfs_fs_dir_add_child(fs, d, dir, c->name, c->name,
+							  &tfs_fs_coldir_kind, v);
+			continue;
+		}
+		snprintf(file, sizeof(file), "%s.npy", c->name);
+		rc = tfs_fs_dir_add_child(fs, d, dir, file, c->name, kind, v);
 	}
 	return rc;
 }
@@ -496,5 +516,60 @@ const struct tfs_fs_kind tfs_fs_view_column_kind = {
 	.getattr = view_column_getattr,
 	.open = view_column_open,
 	.read = view_column_read,
+	.xattrs = column_xattrs,
+};
+
+/* --- COLUMN/data.bin: a data part's bytes, with no header ----------------------------------- */
+
+static int data_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
+			struct tfs_fs_attr *a)
+{
+	int col, rc;
+
+	if (h) {
+		a->v = h->ver;
+		tfs_version_get(a->v);
+		a->size = h->size;
+		return 0;
+	}
+	rc = tfs_fs_file_version(fs, n, &a->v);
+	if (rc)
+		return rc;
+	col = tfs_version_column(a->v, n->name);
+	a->size = col >= 0 ? a->v->manifest.cols[col].rows : 0;
+	return 0;
+}
+
+static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
+		     struct tfs_fs_handle *h, struct fuse_file_info *fi)
+{
+	const struct tfs_column *c;
+	int rc;
+
+	(void)who;
+	h->acct = version_acct(fs, n);
+	rc = tfs_fs_file_version(fs, n, &h->ver);
+	if (rc)
+		return rc;
+	if (tfs_version_column(h->ver, n->name) < 0)
+		return -ENOENT;
+	h->col = (size_t)tfs_version_column(h->ver, n->name);
+	c = &h->ver->manifest.cols[h->col];
+	h->size = c->rows * c->row_bytes;
+	h->hdr_len = 0;
+	if (fs->lake->prefetch)
+		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, NULL, c->nchunks,
+				       &h->stream);
+	fi->keep_cache = 1;
+	return rc;
+}
+
+const struct tfs_fs_kind tfs_fs_data_kind = {
+	.name = "data.bin",
+	.mode = S_IFREG | 0444,
+	.pins_version = 1,
+	.getattr = data_getattr,
+	.open = data_open,
+	.read = column_read,
 	.xattrs = column_xattrs,
 };

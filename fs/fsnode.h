@@ -8,7 +8,8 @@
  *
  *   rootdir.c   /, DATASET/, DATASET/commits/ and DATASET/log
  *   refdir.c    the version directories (REF/, commits/ID/) and their schema.json
- *   colfile.c   COLUMN.npy, of a version or of a view
+ *   colfile.c   COLUMN.npy, of a version or of a view; COLUMN/data.bin
+ *   coldir.c    COLUMN/ of a ragged, text or bytes column, and its lines.txt
  *   viewdir.c   REF/views/, REF/views/PARAMS/ and views/README
  *   admindir.c  .tensorfs/ and its files: stats, metrics, errors, control
  *
@@ -103,6 +104,8 @@ struct tfs_fs_handle {
 	const struct tfs_fs_control *ctl_ops; /* and what serves it */
 	struct tfs_fs_acct *acct;	      /* column files: the version's read counters */
 	struct tfs_buf text;		      /* generated files' content, taken at open */
+	void *priv;			      /* the kind's own state (lines.txt: its cursor) */
+	void (*priv_free)(void *priv);
 	size_t col;
 	uint64_t size;
 	uint32_t hdr_len; /* column files: bytes of header before the rows (NPY: TFS_NPY_ALIGN) */
@@ -172,7 +175,9 @@ extern const struct tfs_fs_kind tfs_fs_root_kind, tfs_fs_dataset_kind, tfs_fs_co
 /* refdir.c */
 extern const struct tfs_fs_kind tfs_fs_version_kind, tfs_fs_schema_kind;
 /* colfile.c */
-extern const struct tfs_fs_kind tfs_fs_column_kind, tfs_fs_view_column_kind;
+extern const struct tfs_fs_kind tfs_fs_column_kind, tfs_fs_view_column_kind, tfs_fs_data_kind;
+/* coldir.c */
+extern const struct tfs_fs_kind tfs_fs_coldir_kind;
 /* viewdir.c */
 extern const struct tfs_fs_kind tfs_fs_views_kind, tfs_fs_view_kind, tfs_fs_view_readme_kind;
 /* admindir.c */

@@ -211,6 +211,8 @@ void tfs_fs_handle_free(struct tfs_fs *fs, struct tfs_fs_handle *h)
 	tfs_lake_view_put(fs->lake, h->view);
 	free(h->chunk_pos);
 	tfs_buf_free(&h->text);
+	if (h->priv_free)
+		h->priv_free(h->priv);
 	free(h);
 }
 
