@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: MIT
+"""Ragged, text and bytes columns: imported from text files and directories of .npy files,
+mounted as COLUMN/ with data.bin, offsets.npy, shapes.npy and lines.txt, byte for byte."""
+
+import os
+import random
+import subprocess
+
+import numpy as np
+
+from conftest import load_schema, run_proc, schema_column, tfs
+
+TEXT_ROWS = ["hello", "wörld", "", "tab\there", "back\\slash", "日本語のテキスト", "emoji 🎉",
+             "trailing space ", "x" * 5000]
+
+
+def escape(row):
+    return row.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
+
+
+def write_text(path, rows, newline="\n"):
+    path.write_bytes(newline.join(rows).encode() + newline.encode())
+    return path
+
+
+def write_dir(path, arrays):
+    path.mkdir()
+    for i, a in enumerate(arrays):
+        np.save(path / f"{i:06d}.npy", a)
+    return path
+
+
+def commits(lake):
+    """Commit ids of main, newest first."""
+    log = run_proc(["log", lake.ds_url("d")], check=True).stdout
+    return [line.split()[1] for line in log.splitlines() if line.startswith("commit ")]
+
+
+def read_rows(coldir):
+    """Rows of a COLUMN/ directory as bytes, by offsets into data.bin."""
+    offsets = np.load(coldir / "offsets.npy")
+    data = (coldir / "data.bin").read_bytes()
+    assert offsets.dtype == np.uint64 and offsets[0] == 0 and offsets[-1] == len(data)
+    assert np.all(np.diff(offsets.astype(np.int64)) >= 0)
+    return [data[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+def read_ragged(coldir, dtype):
+    offsets = np.load(coldir / "offsets.npy")
+    shapes = np.load(coldir / "shapes.npy")
+    data = np.fromfile(coldir / "data.bin", dtype=np.uint8)
+    return [data[offsets[i]:offsets[i + 1]].view(dtype).reshape(shapes[i])
+            for i in range(len(offsets) - 1)]
+
+
+def test_text_column_round_trip(lake, mount, tmp_path):
+    txt = write_text(tmp_path / "cap.txt", TEXT_ROWS)
+    y = np.arange(len(TEXT_ROWS), dtype=np.int64)
+    lake.build("d", {"cap": txt, "y": y}, "--chunk-size", "64")
+    m = mount(lake)
+    cap = m / "d" / "main" / "cap"
+    assert sorted(os.listdir(cap)) == ["data.bin", "lines.txt", "offsets.npy"]
+    assert sorted(os.listdir(m / "d" / "main")) == ["cap", "schema.json", "views", "y.npy"]
+    assert [r.decode() for r in read_rows(cap)] == TEXT_ROWS
+    # lines.txt: a row a line, escaped; wc -l and grep work on it
+    want = "".join(escape(r) + "\n" for r in TEXT_ROWS).encode()
+    assert (cap / "lines.txt").read_bytes() == want
+    assert os.path.getsize(cap / "lines.txt") == len(want)
+    wc = subprocess.run(["wc", "-l", str(cap / "lines.txt")], capture_output=True, text=True)
+    assert wc.stdout.split()[0] == str(len(TEXT_ROWS))
+    grep = subprocess.run(["grep", "-n", "slash", str(cap / "lines.txt")], capture_output=True,
+                          text=True)
+    assert grep.stdout == "5:back\\\\slash\n"
+    col = schema_column(load_schema(m / "d" / "main" / "schema.json"), "cap")
+    assert col["kind"] == "text" and col["rows"] == len(TEXT_ROWS) and col["type"] == "str"
+    assert col["chunks"] > 1  # 64-byte chunks: the rows span several
+    assert os.getxattr(cap, "user.tensorfs.kind") == b"text"
+    # a fixed column's .npy name does not reach a text column, nor the reverse
+    assert not (m / "d" / "main" / "cap.npy").exists()
+    assert not (m / "d" / "main" / "y").exists()
+
+
+def test_lines_txt_random_reads(lake, mount, tmp_path):
+    rng = random.Random(5)
+    rows = ["".join(rng.choice("ab\\\r\nxyzé") for _ in range(rng.randrange(0, 40)))
+            for _ in range(20000)]
+    # rows come from a file a row a line: no newlines inside; carriage returns only mid-row
+    rows = [r.replace("\n", "").rstrip("\r") for r in rows]
+    txt = write_text(tmp_path / "t.txt", rows)
+    lake.build("d", {"t": txt}, "--chunk-size", "4k")
+    m = mount(lake)
+    path = m / "d" / "main" / "t" / "lines.txt"
+    want = "".join(escape(r) + "\n" for r in rows).encode()
+    assert os.path.getsize(path) == len(want)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for _ in range(300):
+            off = rng.randrange(0, len(want))
+            n = rng.randrange(1, 70000)
+            assert os.pread(fd, n, off) == want[off:off + n], (off, n)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == want
+
+
+def test_crlf_and_bad_utf8(lake, tmp_path):
+    lake.create("d")
+    crlf = write_text(tmp_path / "crlf.txt", ["a", "b c", ""], newline="\r\n")
+    lake.import_("d", {"t": crlf})
+    info = lake.info("d")
+    assert schema_column(info, "t")["rows"] == 3
+    # invalid UTF-8: the import fails naming the line, and nothing is committed
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok\nfine\n\xff\xfebroken\n")
+    before = lake.snapshot("d")
+    p = lake.import_("d", {"t": bad}, check=False)
+    assert p.returncode != 0
+    assert "line 3 is not valid UTF-8" in p.stderr, p.stderr
+    assert lake.snapshot("d") == before
+
+
+def test_npy_dir_ragged_and_fixed(lake, mount, tmp_path):
+    rng = np.random.default_rng(3)
+    shapes = [(4, 5, 3), (0, 5, 3), (1, 1, 3), (60, 40, 3), (7, 2, 3), (0, 0, 3)]
+    imgs = [rng.integers(0, 256, size=s, dtype=np.uint8) for s in shapes]
+    # one row (7200 bytes) larger than the 4k chunk target: a chunk of its own
+    vecs = [rng.standard_normal((i % 4 + 1,)).astype(">f4") for i in range(len(shapes))]
+    same = [np.full((2, 2), i, dtype=np.int16) for i in range(len(shapes))]
+    lake.build("d", {"img": write_dir(tmp_path / "img", imgs),
+                     "vec": write_dir(tmp_path / "vec", vecs),
+                     "same": write_dir(tmp_path / "same", same)}, "--chunk-size", "4k")
+    m = mount(lake)
+    main = m / "d" / "main"
+    got = read_ragged(main / "img", np.uint8)
+    assert [g.shape for g in got] == shapes
+    assert all(np.array_equal(a, b) for a, b in zip(got, imgs))
+    # big-endian inputs are stored little-endian with equal values
+    got = read_ragged(main / "vec", "<f4")
+    assert all(np.array_equal(a, b) for a, b in zip(got, vecs))
+    # files of one shape make a fixed column
+    assert np.array_equal(np.load(main / "same.npy"), np.stack(same))
+    schema = load_schema(main / "schema.json")
+    img = schema_column(schema, "img")
+    assert img["kind"] == "ragged" and img["ndim"] == 3 and img["type"] == "uint8"
+    assert img["data_bytes"] == sum(a.nbytes for a in imgs)
+    assert schema_column(schema, "same")["kind"] == "fixed"
+    assert os.getxattr(main / "img", "user.tensorfs.ndim") == b"3"
+    # every chunk of the data part ends on a row boundary (tensorfs verify reads them all)
+    p = run_proc(["verify", lake.ds_url("d")])
+    assert p.returncode == 0, p.stderr
+
+
+def test_append_rows_to_kinds(lake, mount, tmp_path):
+    lake.create("d")
+    a = ["one", "two", "three"]
+    lake.import_("d", {"t": write_text(tmp_path / "a.txt", a),
+                       "r": write_dir(tmp_path / "ra", [np.arange(n, dtype=np.int32)
+                                                        for n in (1, 2, 3)])},
+                 "--chunk-size", "16")
+    b = ["four", "", "six ✓"]
+    lake.import_("d", {"t": write_text(tmp_path / "b.txt", b),
+                       "r": write_dir(tmp_path / "rb", [np.arange(n, dtype=np.int32)
+                                                        for n in (0, 5, 1)])})
+    m = mount(lake)
+    main = m / "d" / "main"
+    assert [r.decode() for r in read_rows(main / "t")] == a + b
+    got = read_ragged(main / "r", np.int32)
+    assert [len(g) for g in got] == [1, 2, 3, 0, 5, 1]
+    assert (main / "t" / "lines.txt").read_text() == "".join(x + "\n" for x in a + b)
+    # the first commit still shows its three rows
+    first = commits(lake)[1]  # newest first: the first import's commit
+    old = m / "d" / "commits" / first / "t"
+    assert [r.decode() for r in read_rows(old)] == a
+    # the wrong kind of rows for a column is refused before anything is written
+    before = lake.snapshot("d")
+    p = lake.import_("d", {"t": np.arange(6, dtype=np.uint8)}, check=False)
+    assert p.returncode != 0 and "holds text rows" in p.stderr, p.stderr
+    p = lake.import_("d", {"r": write_dir(tmp_path / "rc", [np.zeros(2, np.float32)] * 6)},
+                     check=False)
+    assert p.returncode != 0 and "holds ragged rows" in p.stderr, p.stderr
+    assert lake.snapshot("d") == before
+
+
+def test_many_small_rows_and_drop(lake, mount, tmp_path):
+    rows = [str(i) for i in range(100_000)]
+    lake.build("d", {"n": write_text(tmp_path / "n.txt", rows),
+                     "k": np.arange(100_000, dtype=np.int64)})
+    m = mount(lake)
+    main = m / "d" / "main"
+    assert [r.decode() for r in read_rows(main / "n")] == rows
+    assert (main / "n" / "lines.txt").read_text().splitlines() == rows
+    m.stop()
+    # drop takes the column's parts along; diff and gc know the kinds
+    run_proc(["drop", lake.ds_url("d"), "n"], check=True)
+    info = lake.info("d")
+    assert [c["name"] for c in info["columns"]] == ["k"]
+    ids = commits(lake)
+    p = run_proc(["diff", lake.ds_url("d"), ids[1], ids[0]], check=False)
+    assert "- column n" in p.stdout, p.stdout + p.stderr
+    p = run_proc(["gc", lake.ds_url("d")])
+    assert p.returncode == 0, p.stderr
+    assert tfs("verify", lake.ds_url("d"))[0] == 0

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for core/rowcol.c: data chunks end on row boundaries (a row over the target alone),
+ * offsets and shapes, text checks, appending after a partial chunk, and text line sizes. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rowcol.h"
+#include "tmpdir_fixture.h"
+
+static struct tfs_store *store;
+
+static int setup(void **state)
+{
+	char url[128];
+
+	(void)state;
+	if (tmpdir_make("rowcol"))
+		return -1;
+	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
+	return tfs_store_open(url, TFS_STORE_CREATE, &store);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tfs_store_close(store);
+	return tmpdir_remove();
+}
+
+/* Read all of column i's rows (bytes) back through its chunks. */
+static void read_col(const struct tfs_manifest *m, size_t i, struct tfs_buf *out)
+{
+	const struct tfs_column *c = &m->cols[i];
+
+	out->len = 0;
+	for (size_t k = 0; k < c->nchunks; k++) {
+		uint64_t n = tfs_column_chunk_rows(c, k) * c->row_bytes;
+		char key[TFS_KEY_MAX];
+		struct tfs_buf obj = { 0 };
+
+		tfs_object_key("ds", &c->chunks[k].id, key);
+		assert_int_equal(tfs_store_get_object(store, key, 0, &obj), 0);
+		assert_int_equal(tfs_buf_reserve(out, (size_t)n), 0);
+		assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK,
+						   out->data + out->len, (size_t)n),
+				 0);
+		out->len += (size_t)n;
+		tfs_buf_free(&obj);
+	}
+}
+
+static void test_text_chunks_end_on_rows(void **state)
+{
+	static const char *const rows[] = { "abc", "0123456789", "", "hello", "w\\rld", "é" };
+	static const uint64_t want_end[] = { 3, 13, 18, 25 },
+			      want_off[] = { 0, 3, 13, 13, 18, 23, 25 };
+	struct tfs_manifest m = { .cols = calloc(8, sizeof(*m.cols)) };
+	struct tfs_dtype u1;
+	struct tfs_rowcol *w;
+	struct tfs_buf b = { 0 };
+	char err[64];
+	int big;
+
+	(void)state;
+	assert_non_null(m.cols);
+	assert_int_equal(tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)), 0);
+	assert_int_equal(tfs_rowcol_new(&m, "t", TFS_COL_TEXT, &u1, 0, NULL, 8, TFS_CODEC_ZSTD, 3),
+			 0);
+	assert_int_equal(m.ncols, 3);
+	assert_string_equal(m.cols[1].name, "t/data");
+	assert_string_equal(m.cols[2].name, "t/offsets");
+	assert_int_equal(tfs_rowcol_begin(store, "ds", &m, 0, &w), 0);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		assert_int_equal(tfs_rowcol_add(w, rows[i], strlen(rows[i]), NULL), 0);
+	/* Not UTF-8: refused, and nothing of it kept. */
+	assert_int_equal(tfs_rowcol_add(w, "\xc3\x28", 2, NULL), -EINVAL);
+	assert_int_equal(tfs_rowcol_finish(w), 0);
+	tfs_rowcol_free(w);
+
+	assert_int_equal(m.cols[0].rows, 6);
+	/* Lines: each row escaped ("\\" doubles) plus a newline. */
+	assert_int_equal(m.cols[0].text_bytes, 25 + 1 + 6);
+	assert_int_equal(m.cols[1].nchunks, 4);
+	assert_memory_equal(m.cols[1].chunk_end, want_end, sizeof(want_end));
+	read_col(&m, 1, &b);
+	assert_int_equal(b.len, 25);
+	assert_memory_equal(b.data, "abc0123456789hellow\\rld\xc3\xa9", 25);
+	assert_int_equal(m.cols[2].rows, 7);
+	read_col(&m, 2, &b);
+	assert_memory_equal(b.data, want_off, sizeof(want_off));
+
+	/* Appending: new data chunks after the old ones, the partial offsets chunk rewritten. */
+	assert_int_equal(tfs_rowcol_begin(store, "ds", &m, 0, &w), 0);
+	assert_int_equal(tfs_rowcol_add(w, "zz", 2, NULL), 0);
+	assert_int_equal(tfs_rowcol_finish(w), 0);
+	tfs_rowcol_free(w);
+	assert_int_equal(m.cols[0].rows, 7);
+	assert_int_equal(m.cols[1].chunk_end[m.cols[1].nchunks - 1], 27);
+	read_col(&m, 2, &b);
+	assert_int_equal(b.len, 8 * 8);
+	assert_int_equal(((const uint64_t *)b.data)[7], 27);
+	assert_int_equal(((const uint64_t *)b.data)[6], 25);
+	tfs_buf_free(&b);
+	tfs_manifest_free(&m);
+}
+
+static void test_ragged_shapes(void **state)
+{
+	struct tfs_manifest m = { .cols = calloc(8, sizeof(*m.cols)) };
+	struct tfs_dtype i2;
+	struct tfs_rowcol *w;
+	struct tfs_buf b = { 0 };
+	const int16_t row[6] = { 1, 2, 3, 4, 5, 6 };
+	const uint64_t s23[] = { 2, 3 }, s05[] = { 0, 5 }, s31[] = { 3, 1 };
+	char err[64];
+	int big;
+
+	(void)state;
+	assert_non_null(m.cols);
+	assert_int_equal(tfs_dtype_parse("<i2", &i2, &big, err, sizeof(err)), 0);
+	assert_int_equal(
+		tfs_rowcol_new(&m, "r", TFS_COL_RAGGED, &i2, 2, NULL, 4096, TFS_CODEC_RAW, 0), 0);
+	assert_int_equal(m.ncols, 4);
+	assert_int_equal(tfs_rowcol_begin(store, "ds", &m, 0, &w), 0);
+	assert_int_equal(tfs_rowcol_add(w, row, 12, s23), 0);
+	assert_int_equal(tfs_rowcol_add(w, row, 0, s05), 0);
+	/* A shape that does not match the bytes is refused. */
+	assert_int_equal(tfs_rowcol_add(w, row, 8, s31), -EINVAL);
+	assert_int_equal(tfs_rowcol_add(w, row, 6, s31), 0);
+	assert_int_equal(tfs_rowcol_finish(w), 0);
+	tfs_rowcol_free(w);
+	assert_int_equal(m.cols[0].rows, 3);
+	assert_int_equal(m.cols[3].rows, 3);
+	read_col(&m, 3, &b);
+	{
+		const int64_t want[] = { 2, 3, 0, 5, 3, 1 };
+
+		assert_int_equal(b.len, sizeof(want));
+		assert_memory_equal(b.data, want, sizeof(want));
+	}
+	/* Appending rewrites the partial offsets and shapes chunks with the old rows first. */
+	assert_int_equal(m.cols[2].nchunks, 1);
+	assert_int_equal(tfs_rowcol_begin(store, "ds", &m, 0, &w), 0);
+	assert_int_equal(tfs_rowcol_add(w, row, 4, (const uint64_t[]){ 1, 2 }), 0);
+	assert_int_equal(tfs_rowcol_finish(w), 0);
+	tfs_rowcol_free(w);
+	assert_int_equal(m.cols[2].nchunks, 1);
+	read_col(&m, 2, &b);
+	{
+		const uint64_t want[] = { 0, 12, 12, 18, 22 };
+
+		assert_int_equal(b.len, sizeof(want));
+		assert_memory_equal(b.data, want, sizeof(want));
+	}
+	read_col(&m, 1, &b);
+	assert_int_equal(b.len, 22);
+	assert_memory_equal(b.data + 18, row, 4);
+	tfs_buf_free(&b);
+	tfs_manifest_free(&m);
+}
+
+static void test_text_line_bytes(void **state)
+{
+	(void)state;
+	assert_int_equal(tfs_text_line_bytes("", 0), 1);
+	assert_int_equal(tfs_text_line_bytes("a\\b\nc\r", 7), 7 + 3 + 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_text_chunks_end_on_rows),
+		cmocka_unit_test(test_ragged_shapes),
+		cmocka_unit_test(test_text_line_bytes),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
