@@ -331,7 +331,8 @@ static struct expr *parse_primary(struct parser *ps)
 			snprintf(ps->err, ps->err_cap, "where: no column '%s'", name);
 			return NULL;
 		}
-		if (ps->m->cols[idx].ndim != 0 || ps->m->cols[idx].dtype.kind == 'c') {
+		if (ps->m->cols[idx].kind != TFS_COL_FIXED || ps->m->cols[idx].ndim != 0 ||
+		    ps->m->cols[idx].dtype.kind == 'c') {
 			snprintf(ps->err, ps->err_cap,
 				 "where: column '%s' is not a real scalar per row", name);
 			return NULL;

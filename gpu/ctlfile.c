@@ -210,8 +210,9 @@ static void column_list(const struct tfs_version *v, char *out, size_t cap)
 
 	out[0] = 0;
 	for (size_t i = 0; i < v->manifest.ncols && len < cap; i++)
-		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? ", " : "",
-					v->manifest.cols[i].name);
+		if (v->manifest.cols[i].part == TFS_PART_NONE)
+			len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "",
+						v->manifest.cols[i].name);
 }
 
 int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_open_args *a,
@@ -274,6 +275,15 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	for (size_t i = 0; i < a->ncols; i++) {
 		int c = tfs_version_column(s->ver, a->cols[i]);
 
+		if (c >= 0 && s->ver->manifest.cols[c].part != TFS_PART_NONE)
+			c = -1; /* parts are not columns of their own */
+		if (c >= 0 && s->ver->manifest.cols[c].kind != TFS_COL_FIXED) {
+			SET_ERR("column '%s' holds %s rows: batches take fixed columns (read its "
+				"directory's data.bin and offsets.npy)",
+				a->cols[i], tfs_col_kind_name(s->ver->manifest.cols[c].kind));
+			rc = -EINVAL;
+			goto fail;
+		}
 		if (c < 0) {
 			char names[160];
 

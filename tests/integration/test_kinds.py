@@ -200,3 +200,28 @@ def test_many_small_rows_and_drop(lake, mount, tmp_path):
     p = run_proc(["gc", lake.ds_url("d")])
     assert p.returncode == 0, p.stderr
     assert tfs("verify", lake.ds_url("d"))[0] == 0
+
+
+def test_views_and_batches_refuse_kinds_clearly(lake, mount, tmp_path):
+    """Until views and batches carry them, other kinds are left out of views and refused by
+    the control file and by view filters, with a message, never misread as fixed rows."""
+    lake.build("d", {"cap": write_text(tmp_path / "c.txt", ["a", "b", "c", "d"]),
+                     "y": np.arange(4, dtype=np.int64)})
+    m = mount(lake)
+    view = m / "d" / "main" / "views" / "seed=1"
+    assert sorted(os.listdir(view)) == ["y.npy"]
+    assert not (view / "cap").exists()
+    assert not (m / "d" / "main" / "views" / "where=cap==1").exists()
+    errors = (m / ".tensorfs" / "errors").read_text()
+    assert "'cap' is not a real scalar per row" in errors, errors
+    fd = os.open(m / ".tensorfs" / "control", os.O_RDWR)
+    try:
+        for cols, want in (("cap", "error EINVAL column 'cap' holds text rows"),
+                           ("cap/data", "error EINVAL unknown column 'cap/data'")):
+            os.write(fd, f"open d/main cols={cols}\n".encode())
+            reply = os.read(fd, 4096).decode()
+            assert reply.startswith(want), reply
+        os.write(fd, b"open d/main cols=y\n")
+        assert os.read(fd, 4096).startswith(b"ok stream=1 ")
+    finally:
+        os.close(fd)
