@@ -225,3 +225,42 @@ def test_views_and_batches_refuse_kinds_clearly(lake, mount, tmp_path):
         assert os.read(fd, 4096).startswith(b"ok stream=1 ")
     finally:
         os.close(fd)
+
+
+def test_python_client_and_torch(lake, mount, tmp_path):
+    import sys
+
+    import torch
+
+    from conftest import REPO_ROOT
+    sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
+    import tensorfs
+    import tensorfs.torch
+
+    rng = np.random.default_rng(8)
+    imgs = [rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+            for h, w in ((3, 4), (5, 2), (1, 1), (2, 6))]
+    lake.build("d", {"img": write_dir(tmp_path / "img", imgs),
+                     "cap": write_text(tmp_path / "c.txt", ["a", "bé", "", "d\\"]),
+                     "y": np.arange(4, dtype=np.int64)})
+    m = mount(lake)
+    cols = tensorfs.open(m / "d" / "main")
+    assert sorted(cols) == ["cap", "img", "y"] and cols.rows == 4
+    assert isinstance(cols["img"], tensorfs.Ragged) and isinstance(cols["cap"], tensorfs.Text)
+    for a, b in zip(cols["img"], imgs):
+        assert np.array_equal(a, b) and not a.flags.writeable  # a view of the mapping
+    assert cols["cap"][1] == "bé" and cols["cap"][-1] == "d\\" and cols["cap"][1:3] == ["bé", ""]
+    ds = tensorfs.torch.Dataset(m / "d" / "main", columns=["img", "cap", "y"])
+    for pad in (False, True):
+        dl = torch.utils.data.DataLoader(ds, batch_size=4,
+                                         collate_fn=tensorfs.torch.collate(pad=pad))
+        b = next(iter(dl))
+        assert b["cap"] == ["a", "bé", "", "d\\"]
+        assert torch.equal(b["y"], torch.arange(4))
+        if pad:
+            padded, shapes = b["img"]
+            assert padded.shape == (4, 5, 6, 3) and shapes.tolist()[1] == [5, 2, 3]
+            assert torch.equal(padded[1, :5, :2], torch.from_numpy(imgs[1]))
+            assert int(padded[1, :, 2:].abs().sum()) == 0
+        else:
+            assert [tuple(t.shape) for t in b["img"]] == [i.shape for i in imgs]

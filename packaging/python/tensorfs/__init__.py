@@ -2,17 +2,21 @@
 """numpy helpers for tensorfs mounts.
 
 A version directory (``<mount>/<dataset>/<ref>`` or ``.../commits/<id>``) and a view directory
-(``.../views/<params>``) hold one ``<column>.npy`` per column. :func:`open` maps them all;
-:func:`view_path` spells a view's directory name from its parameters.
+(``.../views/<params>``) hold one ``<column>.npy`` per fixed column, and a ``<column>/``
+directory (``data.bin``, ``offsets.npy``, ``shapes.npy`` for ragged tensors) per ragged, text or
+bytes column. :func:`open` maps them all: fixed columns as numpy memmaps, the others as
+sequences (:class:`Ragged`, :class:`Text`, :class:`Bytes`) whose items come straight from the
+mapped files; :func:`view_path` spells a view's directory name from its parameters.
 """
 
+import json
 import os
 import urllib.parse
 from builtins import open as builtins_open
 
 import numpy as np
 
-__all__ = ["open", "view_path", "Columns", "Stager", "StagingError"]
+__all__ = ["open", "view_path", "Columns", "Ragged", "Text", "Bytes", "Stager", "StagingError"]
 
 
 def _read_version():
@@ -30,8 +34,84 @@ def _read_version():
 __version__ = _read_version()
 
 
+class _Rows:
+    """Rows of a ``<column>/`` directory: row i is data.bin[offsets[i]:offsets[i+1]]."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offsets = _load(os.path.join(path, "offsets.npy"))
+        size = os.path.getsize(os.path.join(path, "data.bin"))
+        # numpy cannot map an empty file
+        self.data = (np.memmap(os.path.join(path, "data.bin"), dtype=np.uint8, mode="r")
+                     if size else np.zeros(0, dtype=np.uint8))
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def _span(self, i):
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"row {i} out of range for {n} rows")
+        return self.data[int(self.offsets[i]):int(self.offsets[i + 1])], i
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._row(*self._span(i))
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+class Ragged(_Rows):
+    """A ragged column: item i is a read-only numpy array of its own shape, a view of the mapped
+    data (no copy)."""
+
+    def __init__(self, path, dtype):
+        super().__init__(path)
+        self.dtype = np.dtype(dtype)
+        self.shapes = _load(os.path.join(path, "shapes.npy"))
+
+    def _row(self, raw, i):
+        return raw.view(self.dtype).reshape(tuple(int(d) for d in self.shapes[i]))
+
+
+class Text(_Rows):
+    """A text column: item i is a str."""
+
+    dtype = np.dtype(object)
+
+    def _row(self, raw, i):
+        return bytes(raw).decode("utf-8")
+
+
+class Bytes(_Rows):
+    """A bytes column: item i is a bytes object."""
+
+    dtype = np.dtype(object)
+
+    def _row(self, raw, i):
+        return bytes(raw)
+
+
+def _kinds(path):
+    """{column: (kind, dtype)} of the column directories, from schema.json (or from the version
+    directory's, for a view)."""
+    for p in (path, os.path.dirname(os.path.dirname(path))):
+        try:
+            with builtins_open(os.path.join(p, "schema.json"), "rb") as f:
+                schema = json.load(f)
+        except OSError:
+            continue
+        return {c["name"]: (c.get("kind", "fixed"), c["dtype"]) for c in schema["columns"]}
+    return {}
+
+
 class Columns(dict):
-    """Column name -> read-only numpy memmap, all with the same number of rows."""
+    """Column name -> a read-only numpy memmap (fixed columns) or a sequence of rows (ragged,
+    text, bytes), all with the same number of rows."""
 
     def __init__(self, path, arrays):
         super().__init__(arrays)
@@ -39,25 +119,42 @@ class Columns(dict):
 
     @property
     def rows(self):
-        return next(iter(self.values())).shape[0] if dict.__len__(self) else 0
+        return len(next(iter(self.values()))) if dict.__len__(self) else 0
 
     def __repr__(self):
-        cols = ", ".join(f"{k}: {v.dtype}{tuple(v.shape[1:])}" for k, v in self.items())
+        cols = ", ".join(f"{k}: {v.dtype}{tuple(v.shape[1:])}" if isinstance(v, np.ndarray)
+                         else f"{k}: {type(v).__name__.lower()} {v.dtype}"
+                         for k, v in self.items())
         return f"<tensorfs.Columns {self.path!r}: {self.rows} rows; {cols}>"
 
 
 def open(path, columns=None):  # noqa: A001 - the package's entry point, as tensorfs.open
-    """Map the columns of a version or view directory: name -> numpy memmap (mode 'r').
+    """Map the columns of a version or view directory: name -> numpy memmap (mode 'r') for a
+    fixed column, or a :class:`Ragged`, :class:`Text` or :class:`Bytes` sequence.
 
     columns: names to map (default: every column). A missing column is a KeyError."""
     path = os.fspath(path)
-    names = sorted(n[:-4] for n in os.listdir(path) if n.endswith(".npy"))
+    entries = os.listdir(path)
+    names = {n[:-4] for n in entries if n.endswith(".npy")}
+    dirs = {n for n in entries if n not in ("views",) and
+            os.path.isfile(os.path.join(path, n, "offsets.npy"))}
+    every = sorted(names | dirs)
     if columns is not None:
-        missing = [c for c in columns if c not in names]
+        missing = [c for c in columns if c not in every]
         if missing:
-            raise KeyError(f"{path}: no column {', '.join(missing)} (has {', '.join(names)})")
-        names = list(columns)
-    return Columns(path, {n: _load(os.path.join(path, n + ".npy")) for n in names})
+            raise KeyError(f"{path}: no column {', '.join(missing)} (has {', '.join(every)})")
+        every = list(columns)
+    kinds = _kinds(path) if dirs & set(every) else {}
+    out = {}
+    for n in every:
+        if n in names:
+            out[n] = _load(os.path.join(path, n + ".npy"))
+            continue
+        kind, dtype = kinds.get(n, ("bytes", "|u1"))
+        cls = {"ragged": Ragged, "text": Text}.get(kind, Bytes)
+        out[n] = Ragged(os.path.join(path, n), dtype) if cls is Ragged \
+            else cls(os.path.join(path, n))
+    return Columns(path, out)
 
 
 def _load(path):

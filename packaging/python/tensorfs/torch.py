@@ -10,14 +10,16 @@ import torch.utils.data
 
 import tensorfs
 
-__all__ = ["Dataset", "epoch_view"]
+__all__ = ["Dataset", "epoch_view", "collate"]
 
 
 class Dataset(torch.utils.data.Dataset):
     """Rows of a version or view directory as tensors.
 
     Each item is a dict column -> tensor (or the tensor itself when one column is selected),
-    passed through ``transform`` when given. Memmaps are opened lazily in each process, so the
+    passed through ``transform`` when given: a ragged column's row is a tensor of its own shape,
+    a text column's a str, a bytes column's bytes. Batch rows of several shapes with
+    :func:`collate`. Memmaps are opened lazily in each process, so the
     dataset works with ``DataLoader(num_workers=N)``: workers share the daemon's cache and the
     kernel's page cache, not copies of the data."""
 
@@ -44,10 +46,45 @@ class Dataset(torch.utils.data.Dataset):
             i += self.rows
         if not 0 <= i < self.rows:
             raise IndexError(f"row {i} out of range for {self.rows} rows")
-        item = {c: torch.from_numpy(np.array(self._cols[c][i])) for c in self.columns}
+        item = {c: _item(self._cols[c][i]) for c in self.columns}
         if len(self.columns) == 1:
             item = item[self.columns[0]]
         return self.transform(item) if self.transform else item
+
+
+def _item(row):
+    """A row as a DataLoader passes it on: arrays as tensors (copied out of the mapping), str and
+    bytes as they are."""
+    return torch.from_numpy(np.array(row)) if isinstance(row, (np.ndarray, np.generic)) else row
+
+
+def _collate_one(rows, pad):
+    if not isinstance(rows[0], torch.Tensor):
+        return list(rows)  # str, bytes
+    shapes = {tuple(r.shape) for r in rows}
+    if len(shapes) == 1:
+        return torch.stack(rows)
+    if not pad:
+        return list(rows)
+    # Zeros after each row, up to the batch's largest extent in every dimension.
+    most = [max(s[d] for s in shapes) for d in range(rows[0].dim())]
+    out = rows[0].new_zeros((len(rows), *most))
+    for i, r in enumerate(rows):
+        out[(i, *(slice(0, n) for n in r.shape))] = r
+    return out, torch.tensor([list(r.shape) for r in rows], dtype=torch.int64)
+
+
+def collate(pad=False):
+    """A DataLoader ``collate_fn`` for rows of several shapes (ragged columns) and text.
+
+    Rows of one shape stack into a tensor, as the default collate does; str and bytes rows stay
+    a list. Rows of several shapes are a list of tensors, or with ``pad=True`` a pair
+    (zero-padded tensor of the batch's largest shape, int64 shapes of the rows)."""
+    def fn(batch):
+        if isinstance(batch[0], dict):
+            return {k: _collate_one([b[k] for b in batch], pad) for k in batch[0]}
+        return _collate_one(list(batch), pad)
+    return fn
 
 
 def epoch_view(path, seed, epoch, rank=None, world=None, **params):
