@@ -328,84 +328,6 @@ static int same_row_shape(const struct tfs_column *c, const struct tfs_npy_info 
 	return 1;
 }
 
-/* A write against a branch: its head when the write began, and the manifest there. */
-struct txn {
-	struct tfs_store *s;
-	const char *ds;
-	const char *branch;
-	struct tfs_id head_id;
-	struct tfs_commit head;
-	struct tfs_manifest old;
-};
-
-static int txn_begin(struct txn *t, struct tfs_store *s, const char *ds, const char *branch)
-{
-	int rc;
-
-	memset(t, 0, sizeof(*t));
-	t->s = s;
-	t->ds = ds;
-	t->branch = branch ? branch : "main";
-	rc = tfs_dataset_check(s, ds);
-	if (rc) {
-		if (rc == -ENOENT)
-			tfs_err("%s/%s: no such dataset (create it with `tensorfs create`)", s->url,
-				ds);
-		return rc;
-	}
-	rc = tfs_ref_read(s, ds, TFS_REF_BRANCH, t->branch, &t->head_id);
-	if (rc) {
-		if (rc == -ENOENT)
-			tfs_err("%s/%s: no branch '%s'", s->url, ds, t->branch);
-		return rc;
-	}
-	rc = tfs_commit_load(s, ds, &t->head_id, &t->head);
-	if (!rc)
-		rc = tfs_manifest_load(s, ds, &t->head.manifest, &t->old);
-	return rc;
-}
-
-/* Write the commit of manifest m on top of the head and move the branch to it, unless another
- * writer moved it first (-EAGAIN: then nothing is committed). */
-static int txn_commit(struct txn *t, const struct tfs_manifest *m, const char *message,
-		      struct tfs_id *commit_id)
-{
-	int rc = tfs_commit_write(t->s, t->ds, m, &t->head_id, message, commit_id);
-
-	if (rc)
-		return rc;
-	rc = tfs_ref_update(t->s, t->ds, TFS_REF_BRANCH, t->branch, &t->head_id, commit_id);
-	if (rc == -EAGAIN)
-		tfs_err("%s/%s: branch %s moved while writing (another writer committed); "
-			"branch moved, retry: nothing was committed",
-			t->s->url, t->ds, t->branch);
-	return rc;
-}
-
-static void txn_end(struct txn *t)
-{
-	tfs_manifest_free(&t->old);
-	tfs_commit_free(&t->head);
-}
-
-/* A copy of the head's manifest to modify; room for `extra` more columns. */
-static int copy_manifest(const struct tfs_manifest *old, size_t extra, struct tfs_manifest *m)
-{
-	memset(m, 0, sizeof(*m));
-	m->rows = old->rows;
-	m->cols = calloc(old->ncols + extra + 1, sizeof(*m->cols));
-	if (!m->cols)
-		return -ENOMEM;
-	for (size_t i = 0; i < old->ncols; i++) {
-		int rc = tfs_column_copy(&m->cols[m->ncols], &old->cols[i]);
-
-		if (rc)
-			return rc;
-		m->ncols++;
-	}
-	return 0;
-}
-
 static unsigned default_threads(const struct tfs_import_opts *o)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -477,7 +399,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 	struct tfs_manifest m = { 0 };
 	struct source *src = NULL;
 	struct pool pool = { .s = s, .ds = ds };
-	struct txn t;
+	struct tfs_txn t;
 	uint64_t add = 0;
 	int rc, pool_up = 0;
 
@@ -485,7 +407,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		tfs_err("nothing to import (give COLUMN=FILE.npy)");
 		return -EINVAL;
 	}
-	rc = txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o->branch);
 	if (rc)
 		goto out;
 	src = calloc(n, sizeof(*src));
@@ -495,7 +417,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 	}
 	for (size_t i = 0; i < n; i++)
 		src[i].fd = -1;
-	rc = copy_manifest(&t.old, 4 * n, &m); /* a column of another kind adds up to 4 */
+	rc = tfs_manifest_copy_extra(&t.old, 4 * n, &m); /* a column of another kind adds up to 4 */
 	if (rc)
 		goto out;
 
@@ -627,7 +549,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		if (rc)
 			goto out;
 	}
-	rc = txn_commit(&t, &m, o->message, commit_id);
+	rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 out:
 	if (pool_up)
 		pool_stop(&pool);
@@ -638,7 +560,7 @@ out:
 	}
 	free(src);
 	tfs_manifest_free(&m);
-	txn_end(&t);
+	tfs_txn_end(&t);
 	return rc;
 }
 
@@ -650,14 +572,14 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 	struct pool pool = { .s = s, .ds = ds };
 	struct tfs_manifest m = { 0 };
 	struct tfs_column *c = NULL;
-	struct txn t;
+	struct tfs_txn t;
 	uint64_t nrows, k0, k1;
 	int rc, pool_up = 0;
 
-	rc = txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o->branch);
 	if (rc)
 		goto out;
-	rc = copy_manifest(&t.old, 0, &m);
+	rc = tfs_manifest_copy_extra(&t.old, 0, &m);
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < m.ncols; i++)
@@ -748,14 +670,14 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 	if (rc)
 		goto out;
 commit:
-	rc = txn_commit(&t, &m, o->message, commit_id);
+	rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 out:
 	if (pool_up)
 		pool_stop(&pool);
 	if (src.fd >= 0)
 		close(src.fd);
 	tfs_manifest_free(&m);
-	txn_end(&t);
+	tfs_txn_end(&t);
 	return rc;
 }
 
@@ -763,13 +685,13 @@ int tfs_drop(struct tfs_store *s, const char *ds, const char *column,
 	     const struct tfs_import_opts *o, struct tfs_id *commit_id)
 {
 	struct tfs_manifest m = { 0 };
-	struct txn t;
+	struct tfs_txn t;
 	int rc, found = 0;
 
-	rc = txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o->branch);
 	if (rc)
 		goto out;
-	rc = copy_manifest(&t.old, 0, &m);
+	rc = tfs_manifest_copy_extra(&t.old, 0, &m);
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < m.ncols; i++) {
@@ -795,9 +717,9 @@ int tfs_drop(struct tfs_store *s, const char *ds, const char *column,
 	}
 	if (m.ncols == 0)
 		m.rows = 0; /* no columns, no rows: the next import starts afresh */
-	rc = txn_commit(&t, &m, o->message, commit_id);
+	rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 out:
 	tfs_manifest_free(&m);
-	txn_end(&t);
+	tfs_txn_end(&t);
 	return rc;
 }

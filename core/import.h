@@ -53,4 +53,25 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 int tfs_drop(struct tfs_store *s, const char *ds, const char *column,
 	     const struct tfs_import_opts *opts, struct tfs_id *commit);
 
+/* --- within the import module (import.c, import_rows.c, import_images.c, importtxn.c) ----- */
+
+/* A write against a branch: its head when the write began, and the manifest there. */
+struct tfs_txn {
+	struct tfs_store *s;
+	const char *ds;
+	const char *branch;
+	struct tfs_id head_id;
+	struct tfs_commit head;
+	struct tfs_manifest old;
+};
+
+int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds, const char *branch);
+/* Write the commit of manifest m on top of the head and move the branch to it, unless another
+ * writer moved it first (-EAGAIN: then nothing is committed). */
+int tfs_txn_commit(struct tfs_txn *t, const struct tfs_manifest *m, const char *message,
+		   struct tfs_id *commit_id);
+void tfs_txn_end(struct tfs_txn *t);
+/* A copy of the head's manifest to modify; room for `extra` more columns. */
+int tfs_manifest_copy_extra(const struct tfs_manifest *old, size_t extra, struct tfs_manifest *m);
+
 #endif

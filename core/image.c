@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: MIT */
+/* image: JPEG and PNG decoded to RGB8 by libjpeg-turbo and libpng; PIL's bilinear resize. */
+#include "image.h"
+
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <png.h>
+
+void tfs_image_free(struct tfs_image *img)
+{
+	free(img->px);
+	memset(img, 0, sizeof(*img));
+}
+
+static int image_alloc(struct tfs_image *img, uint32_t w, uint32_t h)
+{
+	img->w = w;
+	img->h = h;
+	img->px = malloc((size_t)w * h * 3 + 1);
+	return img->px ? 0 : -ENOMEM;
+}
+
+/* --- EXIF orientation ----------------------------------------------------------------------- */
+
+static unsigned get16(const uint8_t *p, int big)
+{
+	return big ? (unsigned)p[0] << 8 | p[1] : (unsigned)p[1] << 8 | p[0];
+}
+
+static uint32_t get32(const uint8_t *p, int big)
+{
+	return big ? (uint32_t)get16(p, 1) << 16 | get16(p + 2, 1)
+		   : (uint32_t)get16(p + 2, 0) << 16 | get16(p, 0);
+}
+
+/* The orientation tag (1..8) of an APP1 EXIF payload; 1 when absent or unreadable. */
+static unsigned exif_orientation(const uint8_t *p, size_t n)
+{
+	const uint8_t *t = p + 6; /* the TIFF header, after "Exif\0\0" */
+	size_t tn, ifd, count;
+	int big;
+
+	if (n < 14 || memcmp(p, "Exif\0\0", 6))
+		return 1;
+	tn = n - 6;
+	if (!memcmp(t, "MM", 2))
+		big = 1;
+	else if (!memcmp(t, "II", 2))
+		big = 0;
+	else
+		return 1;
+	ifd = get32(t + 4, big);
+	if (ifd + 2 > tn)
+		return 1;
+	count = get16(t + ifd, big);
+	for (size_t i = 0; i < count && ifd + 2 + 12 * (i + 1) <= tn; i++) {
+		const uint8_t *e = t + ifd + 2 + 12 * i;
+
+		if (get16(e, big) == 0x0112) {
+			unsigned v = get16(e + 8, big);
+
+			return v >= 1 && v <= 8 ? v : 1;
+		}
+	}
+	return 1;
+}
+
+/* Apply an EXIF orientation, as PIL's ImageOps.exif_transpose does. */
+static int orient(struct tfs_image *img, unsigned o)
+{
+	const uint32_t w = img->w, h = img->h;
+	struct tfs_image out;
+	int rc;
+
+	if (o <= 1)
+		return 0;
+	rc = o >= 5 ? image_alloc(&out, h, w) : image_alloc(&out, w, h);
+	if (rc)
+		return rc;
+	for (uint32_t y = 0; y < out.h; y++)
+		for (uint32_t x = 0; x < out.w; x++) {
+			uint32_t sx, sy;
+
+			switch (o) {
+			case 2:
+				sx = w - 1 - x, sy = y;
+				break;
+			case 3:
+				sx = w - 1 - x, sy = h - 1 - y;
+				break;
+			case 4:
+				sx = x, sy = h - 1 - y;
+				break;
+			case 5:
+				sx = y, sy = x;
+				break;
+			case 6:
+				sx = y, sy = h - 1 - x;
+				break;
+			case 7:
+				sx = w - 1 - y, sy = h - 1 - x;
+				break;
+			default:
+				sx = w - 1 - y, sy = x;
+				break;
+			}
+			memcpy(out.px + ((size_t)y * out.w + x) * 3,
+			       img->px + ((size_t)sy * w + sx) * 3, 3);
+		}
+	tfs_image_free(img);
+	*img = out;
+	return 0;
+}
+
+/* --- JPEG ----------------------------------------------------------------------------------- */
+
+struct jerr {
+	struct jpeg_error_mgr mgr;
+	jmp_buf jump;
+	char msg[JMSG_LENGTH_MAX];
+	int warned; /* corrupt data: the image is not whole */
+};
+
+static void jerr_exit(j_common_ptr cinfo)
+{
+	struct jerr *e = (struct jerr *)cinfo->err;
+
+	e->mgr.format_message(cinfo, e->msg);
+	longjmp(e->jump, 1);
+}
+
+/* Warnings (level -1) are data the decoder had to make up: a truncated or damaged file. */
+static void jerr_emit(j_common_ptr cinfo, int level)
+{
+	struct jerr *e = (struct jerr *)cinfo->err;
+
+	if (level < 0 && !e->warned) {
+		e->warned = 1;
+		e->mgr.format_message(cinfo, e->msg);
+	}
+}
+
+static int decode_jpeg(const uint8_t *data, size_t len, struct tfs_image *out, char *err,
+		       size_t err_cap)
+{
+	struct jpeg_decompress_struct cinfo;
+	struct jerr e = { 0 };
+	volatile unsigned orientation = 1;
+	volatile int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	cinfo.err = jpeg_std_error(&e.mgr);
+	e.mgr.error_exit = jerr_exit;
+	e.mgr.emit_message = jerr_emit;
+	if (setjmp(e.jump)) {
+		snprintf(err, err_cap, "%s", e.msg);
+		rc = -EINVAL;
+		goto out;
+	}
+	jpeg_create_decompress(&cinfo);
+	jpeg_mem_src(&cinfo, data, (unsigned long)len);
+	jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xffff);
+	jpeg_read_header(&cinfo, TRUE);
+	for (jpeg_saved_marker_ptr m = cinfo.marker_list; m; m = m->next)
+		if (m->marker == JPEG_APP0 + 1)
+			orientation = exif_orientation(m->data, m->data_length);
+	if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+		snprintf(err, err_cap, "CMYK JPEG images are not taken");
+		rc = -EINVAL;
+		goto out;
+	}
+	cinfo.out_color_space = JCS_RGB;
+	/* PIL's defaults (libjpeg's): islow DCT, fancy upsampling. */
+	cinfo.dct_method = JDCT_ISLOW;
+	jpeg_start_decompress(&cinfo);
+	if (image_alloc(out, cinfo.output_width, cinfo.output_height)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	while (cinfo.output_scanline < cinfo.output_height) {
+		JSAMPROW row = out->px + (size_t)cinfo.output_scanline * out->w * 3;
+
+		jpeg_read_scanlines(&cinfo, &row, 1);
+	}
+	jpeg_finish_decompress(&cinfo);
+	if (e.warned) {
+		snprintf(err, err_cap, "%s", e.msg);
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = orient(out, orientation);
+out:
+	jpeg_destroy_decompress(&cinfo);
+	if (rc)
+		tfs_image_free(out);
+	return rc;
+}
+
+/* --- PNG ------------------------------------------------------------------------------------ */
+
+struct pngsrc {
+	const uint8_t *p;
+	size_t left;
+	char *err;
+	size_t err_cap;
+};
+
+static void png_read_mem(png_structp png, png_bytep dst, size_t n)
+{
+	struct pngsrc *s = png_get_io_ptr(png);
+
+	if (n > s->left)
+		png_error(png, "Premature end of PNG file");
+	memcpy(dst, s->p, n);
+	s->p += n;
+	s->left -= n;
+}
+
+static void png_err(png_structp png, png_const_charp msg)
+{
+	struct pngsrc *s = png_get_error_ptr(png);
+
+	snprintf(s->err, s->err_cap, "%s", msg);
+	png_longjmp(png, 1);
+}
+
+static void png_warn(png_structp png, png_const_charp msg)
+{
+	(void)png, (void)msg; /* ancillary chunk trouble: the pixels are still whole */
+}
+
+static int decode_png(const uint8_t *data, size_t len, struct tfs_image *out, char *err,
+		      size_t err_cap)
+{
+	struct pngsrc src = { data, len, err, err_cap };
+	png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_err, png_warn);
+	png_infop info = png ? png_create_info_struct(png) : NULL;
+	png_bytep *rows = NULL;
+	volatile int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!png || !info) {
+		png_destroy_read_struct(&png, &info, NULL);
+		return -ENOMEM;
+	}
+	if (setjmp(png_jmpbuf(png))) {
+		rc = -EINVAL;
+		goto out;
+	}
+	png_set_read_fn(png, &src, png_read_mem);
+	png_read_info(png, info);
+	/* To RGB8 as PIL's convert("RGB"): high bytes, palettes and grey expanded, alpha
+	 * dropped. */
+	png_set_strip_16(png);
+	png_set_packing(png);
+	png_set_palette_to_rgb(png);
+	png_set_expand_gray_1_2_4_to_8(png);
+	png_set_gray_to_rgb(png);
+	png_set_strip_alpha(png);
+	png_set_interlace_handling(png);
+	png_read_update_info(png, info);
+	if (png_get_rowbytes(png, info) != (size_t)png_get_image_width(png, info) * 3) {
+		snprintf(err, err_cap, "PNG does not convert to 8-bit RGB");
+		rc = -EINVAL;
+		goto out;
+	}
+	if (image_alloc(out, png_get_image_width(png, info), png_get_image_height(png, info)) ||
+	    !(rows = malloc(out->h * sizeof(*rows)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t y = 0; y < out->h; y++)
+		rows[y] = out->px + (size_t)y * out->w * 3;
+	png_read_image(png, rows);
+	png_read_end(png, NULL);
+out:
+	free(rows);
+	png_destroy_read_struct(&png, &info, NULL);
+	if (rc)
+		tfs_image_free(out);
+	return rc;
+}
+
+int tfs_image_decode(const uint8_t *data, size_t len, struct tfs_image *out, char *err,
+		     size_t err_cap)
+{
+	static const uint8_t png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+
+	err[0] = 0;
+	if (len >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
+		return decode_jpeg(data, len, out, err, err_cap);
+	if (len >= 8 && !memcmp(data, png_sig, 8))
+		return decode_png(data, len, out, err, err_cap);
+	snprintf(err, err_cap, "not a JPEG or PNG image");
+	return -EINVAL;
+}
+
+/* --- resize (PIL's Resample.c, bilinear, 8 bits a channel) --------------------------------- */
+
+#define PRECISION_BITS (32 - 8 - 2)
+
+/* Per output pixel: the first input pixel, how many, and their fixed-point weights. */
+struct coeffs {
+	int *bounds; /* xmin, xmax pairs */
+	int32_t *k;  /* ksize each */
+	int ksize;
+};
+
+static double bilinear(double x)
+{
+	x = x < 0 ? -x : x;
+	return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+static int precompute(uint32_t in_size, uint32_t out_size, struct coeffs *c)
+{
+	const double scale = (double)in_size / out_size;
+	const double filterscale = scale < 1.0 ? 1.0 : scale;
+	const double support = 1.0 * filterscale;
+	double *pre;
+
+	c->ksize = (int)ceil(support) * 2 + 1;
+	c->bounds = malloc(out_size * 2 * sizeof(int));
+	c->k = malloc((size_t)out_size * (size_t)c->ksize * sizeof(int32_t));
+	pre = malloc((size_t)c->ksize * sizeof(double));
+	if (!c->bounds || !c->k || !pre) {
+		free(pre);
+		return -ENOMEM;
+	}
+	for (uint32_t xx = 0; xx < out_size; xx++) {
+		const double center = (xx + 0.5) * scale, ss = 1.0 / filterscale;
+		double ww = 0.0;
+		int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5), x;
+
+		if (xmin < 0)
+			xmin = 0;
+		if (xmax > (int)in_size)
+			xmax = (int)in_size;
+		xmax -= xmin;
+		for (x = 0; x < xmax; x++) {
+			pre[x] = bilinear((x + xmin - center + 0.5) * ss);
+			ww += pre[x];
+		}
+		for (x = 0; x < c->ksize; x++) {
+			double k = x < xmax && ww != 0.0 ? pre[x] / ww : 0.0;
+
+			c->k[(size_t)xx * c->ksize + x] =
+				(int32_t)(k < 0 ? -0.5 + k * (1 << PRECISION_BITS)
+						: 0.5 + k * (1 << PRECISION_BITS));
+		}
+		c->bounds[xx * 2] = xmin;
+		c->bounds[xx * 2 + 1] = xmax;
+	}
+	free(pre);
+	return 0;
+}
+
+static uint8_t clip8(int64_t ss)
+{
+	ss >>= PRECISION_BITS;
+	return ss < 0 ? 0 : ss > 255 ? 255 : (uint8_t)ss;
+}
+
+/* One pass along x (horizontal) or y: in w x h -> out (out_w x h, or w x out_h). */
+static int pass(const struct tfs_image *in, uint32_t out_n, int horizontal, struct tfs_image *out)
+{
+	struct coeffs c = { 0 };
+	int rc = precompute(horizontal ? in->w : in->h, out_n, &c);
+
+	if (!rc)
+		rc = horizontal ? image_alloc(out, out_n, in->h) : image_alloc(out, in->w, out_n);
+	for (uint32_t y = 0; !rc && y < out->h; y++)
+		for (uint32_t x = 0; x < out->w; x++) {
+			const uint32_t i = horizontal ? x : y;
+			const int xmin = c.bounds[i * 2], xmax = c.bounds[i * 2 + 1];
+			const int32_t *k = &c.k[(size_t)i * c.ksize];
+
+			for (int ch = 0; ch < 3; ch++) {
+				int64_t ss = 1 << (PRECISION_BITS - 1);
+
+				for (int t = 0; t < xmax; t++) {
+					size_t at =
+						horizontal
+							? ((size_t)y * in->w + (size_t)(xmin + t)) *
+								  3
+							: ((size_t)(xmin + t) * in->w + x) * 3;
+
+					ss += (int64_t)in->px[at + ch] * k[t];
+				}
+				out->px[((size_t)y * out->w + x) * 3 + ch] = clip8(ss);
+			}
+		}
+	free(c.bounds);
+	free(c.k);
+	return rc;
+}
+
+int tfs_image_resize(const struct tfs_image *in, uint32_t w, uint32_t h, struct tfs_image *out)
+{
+	struct tfs_image mid = { 0 };
+	const struct tfs_image *src = in;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!w || !h || !in->w || !in->h)
+		return -EINVAL;
+	/* As PIL: a pass only along a dimension that changes, horizontal first. */
+	if (w != in->w) {
+		rc = pass(in, w, 1, &mid);
+		src = &mid;
+	}
+	if (!rc && h != src->h)
+		rc = pass(src, h, 0, out);
+	else if (!rc && src == &mid)
+		*out = mid, mid.px = NULL;
+	else if (!rc)
+		rc = image_alloc(out, in->w, in->h)
+			     ? -ENOMEM
+			     : (memcpy(out->px, in->px, (size_t)in->w * in->h * 3), 0);
+	tfs_image_free(&mid);
+	return rc;
+}
+
+int tfs_image_fit(const struct tfs_image *in, uint32_t w, uint32_t h, enum tfs_image_fit how,
+		  struct tfs_image *out)
+{
+	struct tfs_image big = { 0 };
+	uint32_t rw, rh, top, left;
+	int rc;
+
+	if (how == TFS_FIT_RESIZE)
+		return tfs_image_resize(in, w, h, out);
+	if (how == TFS_FIT_PAD) {
+		if (image_alloc(out, w, h))
+			return -ENOMEM;
+		memset(out->px, 0, (size_t)w * h * 3);
+		for (uint32_t y = 0; y < h && y < in->h; y++)
+			memcpy(out->px + (size_t)y * w * 3, in->px + (size_t)y * in->w * 3,
+			       (size_t)(in->w < w ? in->w : w) * 3);
+		return 0;
+	}
+	/* The side that limits is scaled to its target, the other as torchvision's int() does;
+	 * then the centre, its offsets rounded half to even as Python's round(). */
+	if ((uint64_t)w * in->h >= (uint64_t)h * in->w) {
+		rw = w;
+		rh = (uint32_t)((double)w * in->h / in->w);
+	} else {
+		rh = h;
+		rw = (uint32_t)((double)h * in->w / in->h);
+	}
+	rc = tfs_image_resize(in, rw, rh, &big);
+	if (rc)
+		return rc;
+	top = (uint32_t)nearbyint((rh - h) / 2.0);
+	left = (uint32_t)nearbyint((rw - w) / 2.0);
+	rc = image_alloc(out, w, h);
+	for (uint32_t y = 0; !rc && y < h; y++)
+		memcpy(out->px + (size_t)y * w * 3, big.px + ((size_t)(y + top) * rw + left) * 3,
+		       (size_t)w * 3);
+	tfs_image_free(&big);
+	return rc;
+}
