@@ -53,6 +53,35 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 int tfs_drop(struct tfs_store *s, const char *ds, const char *column,
 	     const struct tfs_import_opts *opts, struct tfs_id *commit);
 
+/* --- images ---------------------------------------------------------------------------------- */
+
+#include "image.h"
+
+struct tfs_images_opts {
+	uint32_t w, h;		/* --size: every image made w x h; 0: as they are (ragged) */
+	enum tfs_image_fit fit; /* how */
+	int labels;		/* an ImageFolder tree: a label column from the class directories */
+	int strict;		/* a bad image fails the import instead of being skipped */
+};
+
+#define TFS_IMPORT_SKIPS_KEPT 8
+struct tfs_import_result {
+	uint64_t rows, skipped;
+	size_t classes;
+	char skips[TFS_IMPORT_SKIPS_KEPT][200]; /* the first skipped files: "cat/7.jpg: why" */
+};
+
+/* Import every .jpg, .jpeg and .png file under dir (recursively, in torchvision's ImageFolder
+ * order: class directories sorted, then directories and files sorted) as rows of `image`
+ * (uint8 H x W x 3: ragged, or fixed w x h with io->w), `path` (text, relative to dir) and,
+ * with io->labels, `label` (int64: the index of the file's class directory among dir's sorted
+ * subdirectories, as ImageFolder's class_to_idx). Decoded on o->threads workers (0: every
+ * core). A file that fails to decode is skipped and reported (res->skips), or with io->strict
+ * fails the import; either way nothing half-written reaches the branch. */
+int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
+		      const struct tfs_images_opts *io, const struct tfs_import_opts *o,
+		      struct tfs_import_result *res, struct tfs_id *commit_id);
+
 /* --- within the import module (import.c, import_rows.c, import_images.c, importtxn.c) ----- */
 
 /* A write against a branch: its head when the write began, and the manifest there. */

@@ -35,6 +35,8 @@ static const char usage_text[] =
 	"  import URL COL=SOURCE ...       append rows to columns and commit; SOURCE is\n"
 	"                                  FILE.npy (its rows), FILE.txt (a text column,\n"
 	"                                  a row a line) or DIR/ (.npy files, a row each)\n"
+	"  import URL --images DIR         decode JPEG/PNG files into image, path (and label)\n"
+	"         [--size HxW [--resize | --crop | --pad]] [--labels-from-dirs] [--strict]\n"
 	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
 	"         [--level N] [--threads N] [--progress | --quiet]\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
@@ -131,6 +133,47 @@ static int cmd_create(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
+/* `import URL --images DIR ...`: one source, and a summary of what was skipped. */
+static int import_images(const char *url, const char *dir, const struct tfs_images_opts *io,
+			 struct tfs_import_opts *o, enum tfs_progress_mode pmode, int nargs)
+{
+	struct tfs_import_result res;
+	struct tfs_progress_line *pl;
+	struct tfs_store *s = NULL;
+	struct tfs_id commit;
+	char *ds = NULL, hex[TFS_ID_HEX];
+	int rc;
+
+	if (nargs != 1) {
+		tfs_err("--images DIR is the import's only source (no COL=FILE with it)");
+		return 2;
+	}
+	if (open_dataset(url, 0, &s, &ds))
+		return 1;
+	pl = tfs_progress_line_start("import", "images", o->progress, pmode);
+	rc = tfs_import_images(s, ds, dir, io, o, &res, &commit);
+	tfs_progress_line_stop(pl);
+	if (rc) {
+		tfs_err("import into %s failed; the dataset is unchanged", url);
+		rc = rc == -EAGAIN ? EXIT_RETRY : 1;
+	} else {
+		tfs_id_hex(&commit, hex);
+		printf("imported %" PRIu64 " rows", res.rows);
+		if (res.classes)
+			printf(" of %zu classes", res.classes);
+		if (res.skipped)
+			printf(", skipped %" PRIu64, res.skipped);
+		for (uint64_t i = 0; i < res.skipped && i < TFS_IMPORT_SKIPS_KEPT; i++)
+			printf("%s%s", i ? "; " : ": ", res.skips[i]);
+		if (res.skipped > TFS_IMPORT_SKIPS_KEPT)
+			printf("; ...");
+		printf("\ncommitted %s to %s/%s\n", hex, ds, o->branch ? o->branch : "main");
+	}
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
+
 static int cmd_import(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -138,6 +181,13 @@ static int cmd_import(int argc, char **argv)
 		{ "branch", required_argument, NULL, 'b' },
 		{ "chunk-size", required_argument, NULL, 'c' },
 		{ "codec", required_argument, NULL, 'C' },
+		{ "images", required_argument, NULL, 'I' },
+		{ "size", required_argument, NULL, 'S' },
+		{ "resize", no_argument, NULL, 'R' },
+		{ "crop", no_argument, NULL, 'X' },
+		{ "pad", no_argument, NULL, 'D' },
+		{ "labels-from-dirs", no_argument, NULL, 'L' },
+		{ "strict", no_argument, NULL, 's' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "progress", no_argument, NULL, 'P' },
@@ -149,6 +199,8 @@ static int cmd_import(int argc, char **argv)
 	enum tfs_progress_mode pmode = TFS_PROGRESS_AUTO;
 	struct tfs_progress_line *pl;
 	struct tfs_import_src *src = NULL;
+	struct tfs_images_opts io = { .fit = TFS_FIT_RESIZE };
+	const char *images = NULL;
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
 	size_t n = 0;
@@ -197,10 +249,37 @@ static int cmd_import(int argc, char **argv)
 		case 't':
 			o.threads = (unsigned)atoi(optarg);
 			break;
+		case 'I':
+			images = optarg;
+			break;
+		case 'S':
+			if (sscanf(optarg, "%ux%u", &io.h, &io.w) != 2 || !io.h || !io.w ||
+			    io.h > 65535 || io.w > 65535) {
+				tfs_err("--size %s: expected HxW, like 224x224", optarg);
+				return 2;
+			}
+			break;
+		case 'R':
+			io.fit = TFS_FIT_RESIZE;
+			break;
+		case 'X':
+			io.fit = TFS_FIT_CROP;
+			break;
+		case 'D':
+			io.fit = TFS_FIT_PAD;
+			break;
+		case 'L':
+			io.labels = 1;
+			break;
+		case 's':
+			io.strict = 1;
+			break;
 		default:
 			return tfs_cli_usage(2);
 		}
 	}
+	if (images)
+		return import_images(argv[optind], images, &io, &o, pmode, argc - optind);
 	if (argc - optind < 2)
 		return tfs_cli_usage(2);
 	src = calloc((size_t)(argc - optind - 1), sizeof(*src));

@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/* import_images: a folder of JPEG and PNG files decoded once, in parallel, into an `image`
+ * column (ragged, or fixed with a size), a `path` text column and, for an ImageFolder tree, an
+ * int64 `label` column numbered as torchvision's ImageFolder numbers its classes. */
+#include "import.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "image.h"
+#include "rowcol.h"
+#include "workpool.h"
+
+/* One file to import, in the order torchvision's make_dataset visits them. */
+struct sample {
+	char *rel;  /* path relative to the tree's root */
+	char *root; /* its directory (for the order) */
+	int64_t label;
+};
+
+struct walk {
+	const char *top; /* the tree */
+	struct sample *s;
+	size_t n, cap;
+	int err;
+};
+
+static int is_image_name(const char *name)
+{
+	const char *dot = strrchr(name, '.');
+
+	return dot &&
+	       (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
+}
+
+/* Every image file under rel (a directory relative to the top), recursively. */
+static int walk_dir(struct walk *w, const char *rel, int64_t label)
+{
+	char path[4096];
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "%s%s%s", w->top, *rel ? "/" : "", rel);
+	d = opendir(path);
+	if (!d) {
+		tfs_err("%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	while (!rc && (de = readdir(d))) {
+		char sub[4096];
+		struct stat sb;
+
+		if (de->d_name[0] == '.')
+			continue;
+		/* Paths too long for the buffers cannot be named; skip them. */
+		if (snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", de->d_name) >=
+			    (int)sizeof(sub) ||
+		    snprintf(path, sizeof(path), "%s/%s", w->top, sub) >= (int)sizeof(path) ||
+		    stat(path, &sb) < 0)
+			continue;
+		if (S_ISDIR(sb.st_mode)) {
+			rc = walk_dir(w, sub, label);
+			continue;
+		}
+		if (!S_ISREG(sb.st_mode) || !is_image_name(de->d_name))
+			continue;
+		if (w->n == w->cap) {
+			struct sample *s =
+				realloc(w->s, (w->cap = w->cap ? 2 * w->cap : 256) * sizeof(*s));
+
+			if (!s) {
+				rc = -ENOMEM;
+				break;
+			}
+			w->s = s;
+		}
+		w->s[w->n].rel = strdup(sub);
+		w->s[w->n].root = strdup(rel);
+		w->s[w->n].label = label;
+		if (!w->s[w->n].rel || !w->s[w->n].root) {
+			free(w->s[w->n].rel);
+			free(w->s[w->n].root);
+			rc = -ENOMEM;
+			break;
+		}
+		w->n++;
+	}
+	closedir(d);
+	return rc;
+}
+
+/* os.walk's directories in sorted order, files sorted within each: by (root, name). */
+static int by_root_then_name(const void *a, const void *b)
+{
+	const struct sample *x = a, *y = b;
+	int c = x->label < y->label ? -1 : x->label > y->label;
+
+	if (!c)
+		c = strcmp(x->root, y->root);
+	if (!c)
+		c = strcmp(strrchr(x->rel, '/') ? strrchr(x->rel, '/') + 1 : x->rel,
+			   strrchr(y->rel, '/') ? strrchr(y->rel, '/') + 1 : y->rel);
+	return c;
+}
+
+static int by_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The class directories of an ImageFolder tree, sorted: label i is classes[i]. */
+static int list_classes(const char *top, char ***out, size_t *n)
+{
+	DIR *d = opendir(top);
+	struct dirent *de;
+	char **c = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	if (!d) {
+		tfs_err("%s: %s", top, strerror(errno));
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		char path[4096];
+		struct stat sb;
+
+		snprintf(path, sizeof(path), "%s/%s", top, de->d_name);
+		if (de->d_name[0] == '.' || stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
+			continue;
+		if (*n == cap) {
+			char **g = realloc(c, (cap = cap ? 2 * cap : 64) * sizeof(*g));
+
+			if (!g)
+				break;
+			c = g;
+		}
+		if (!(c[*n] = strdup(de->d_name)))
+			break;
+		(*n)++;
+	}
+	closedir(d);
+	if (*n)
+		qsort(c, *n, sizeof(*c), by_str);
+	*out = c;
+	return 0;
+}
+
+/* A decode job of the current batch. */
+struct job {
+	struct tfs_work work;
+	const char *top;
+	const struct tfs_images_opts *io;
+	const struct sample *s;
+	struct tfs_image img; /* the result */
+	char err[TFS_IMAGE_ERR];
+	int rc;
+};
+
+static int decode_run(struct tfs_work *w)
+{
+	struct job *j = (struct job *)w;
+	struct tfs_buf file = { 0 };
+	struct tfs_image raw = { 0 };
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", j->top, j->s->rel);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	j->rc = fd < 0 ? -errno : tfs_read_fd(fd, &file);
+	if (fd >= 0)
+		close(fd);
+	if (j->rc)
+		snprintf(j->err, sizeof(j->err), "%s", strerror(-j->rc));
+	else
+		j->rc = tfs_image_decode(file.data, file.len, &raw, j->err, sizeof(j->err));
+	tfs_buf_free(&file);
+	if (!j->rc && j->io->w) {
+		j->rc = tfs_image_fit(&raw, j->io->w, j->io->h, j->io->fit, &j->img);
+		tfs_image_free(&raw);
+		if (j->rc)
+			snprintf(j->err, sizeof(j->err), "cannot resize: %s", strerror(-j->rc));
+	} else if (!j->rc) {
+		j->img = raw;
+	}
+	return 0;
+}
+
+/* Find column name in m, which must hold rows like these, or add it. Returns its index. */
+static int column_for(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
+		      const char *descr, unsigned ndim, const uint64_t *shape,
+		      const struct tfs_import_opts *o, size_t *at)
+{
+	struct tfs_dtype dt;
+	char err[128];
+	int big;
+
+	tfs_dtype_parse(descr, &dt, &big, err, sizeof(err));
+	for (size_t i = 0; i < m->ncols; i++) {
+		const struct tfs_column *c = &m->cols[i];
+
+		if (strcmp(c->name, name))
+			continue;
+		if (c->kind != kind || strcmp(c->dtype.descr, descr) || c->ndim != ndim ||
+		    (kind == TFS_COL_FIXED && memcmp(c->shape, shape, ndim * sizeof(*shape)))) {
+			tfs_err("column %s exists with other rows (%s %s, rank %u) than these "
+				"images "
+				"make",
+				name, tfs_col_kind_name(c->kind), c->dtype.descr, c->ndim);
+			return -EINVAL;
+		}
+		*at = i;
+		return 0;
+	}
+	*at = m->ncols;
+	return tfs_rowcol_new(m, name, kind, &dt, ndim, shape, o->chunk_bytes, o->codec, o->level);
+}
+
+/* The images of one batch, decoded on the pool, added in order; bad ones skipped (or, strict,
+ * the end of the import). */
+static int add_batch(struct job *jobs, size_t n, struct tfs_rowcol **w, int labels,
+		     const struct tfs_images_opts *io, struct tfs_import_result *res,
+		     struct tfs_progress *progress)
+{
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct job *j = &jobs[i];
+		uint64_t shape[3] = { j->img.h, j->img.w, 3 };
+
+		if (j->rc) {
+			tfs_warn("%s: %s%s", j->s->rel, j->err, io->strict ? "" : "; skipped");
+			if (io->strict) {
+				tfs_err("--strict: an image failed; nothing was committed");
+				rc = -EINVAL;
+				break;
+			}
+			if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
+				snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "%s: %s",
+					 j->s->rel, j->err);
+			res->skipped++;
+			continue;
+		}
+		rc = tfs_rowcol_add(w[0], j->img.px, (size_t)j->img.w * j->img.h * 3, shape);
+		if (!rc)
+			rc = tfs_rowcol_add(w[1], j->s->rel, strlen(j->s->rel), NULL);
+		if (!rc && labels)
+			rc = tfs_rowcol_add(w[2], &j->s->label, sizeof(j->s->label), NULL);
+		if (rc == -EINVAL)
+			tfs_err("%s: path is not valid UTF-8", j->s->rel);
+		res->rows++;
+		tfs_progress_add(progress, (uint64_t)j->img.w * j->img.h * 3, 1);
+	}
+	for (size_t i = 0; i < n; i++)
+		tfs_image_free(&jobs[i].img);
+	return rc;
+}
+
+int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
+		      const struct tfs_images_opts *io, const struct tfs_import_opts *o,
+		      struct tfs_import_result *res, struct tfs_id *commit_id)
+{
+	struct walk wk = { .top = dir };
+	struct tfs_manifest m = { 0 };
+	struct tfs_workpool *pool = NULL;
+	struct tfs_rowcol *w[3] = { NULL, NULL, NULL };
+	struct job *jobs = NULL;
+	char **classes = NULL;
+	size_t nclasses = 0, col[3], batch;
+	struct tfs_txn t;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	if (rc)
+		goto out;
+	if (io->labels) {
+		rc = list_classes(dir, &classes, &nclasses);
+		for (size_t i = 0; !rc && i < nclasses; i++)
+			rc = walk_dir(&wk, classes[i], (int64_t)i);
+	} else {
+		rc = walk_dir(&wk, "", 0);
+	}
+	if (rc)
+		goto out;
+	if (!wk.n) {
+		tfs_err("%s: no .jpg, .jpeg or .png files%s", dir,
+			io->labels ? " in class directories" : "");
+		rc = -EINVAL;
+		goto out;
+	}
+	qsort(wk.s, wk.n, sizeof(*wk.s), by_root_then_name);
+	res->classes = nclasses;
+
+	/* The columns: found and checked, or added. */
+	rc = tfs_manifest_copy_extra(&t.old, 12, &m);
+	if (!rc) {
+		const uint64_t shape[3] = { io->h, io->w, 3 };
+
+		rc = io->w ? column_for(&m, "image", TFS_COL_FIXED, "|u1", 3, shape, o, &col[0])
+			   : column_for(&m, "image", TFS_COL_RAGGED, "|u1", 3, NULL, o, &col[0]);
+	}
+	if (!rc)
+		rc = column_for(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, &col[1]);
+	if (!rc && io->labels)
+		rc = column_for(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, &col[2]);
+	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)
+		rc = tfs_rowcol_begin(s, ds, &m, col[i], &w[i]);
+	if (rc)
+		goto out;
+	if (o->progress)
+		__atomic_store_n(&o->progress->total_items, wk.n, __ATOMIC_RELAXED);
+
+	/* Decode a batch at a time on every core, in order. */
+	rc = tfs_workpool_create(o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
+				 &pool);
+	if (rc)
+		goto out;
+	batch = 8 * (size_t)tfs_workpool_threads(pool);
+	jobs = calloc(batch, sizeof(*jobs));
+	if (!jobs) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t at = 0; !rc && at < wk.n; at += batch) {
+		const size_t n = wk.n - at < batch ? wk.n - at : batch;
+		struct tfs_workgroup g;
+
+		tfs_workgroup_init(&g, pool);
+		for (size_t i = 0; i < n; i++) {
+			jobs[i] = (struct job){ .work = { .run = decode_run },
+						.top = dir,
+						.io = io,
+						.s = &wk.s[at + i] };
+			tfs_workgroup_submit(&g, &jobs[i].work, TFS_WORK_NORMAL);
+		}
+		tfs_workgroup_wait(&g);
+		tfs_workgroup_destroy(&g);
+		rc = add_batch(jobs, n, w, io->labels, io, res, o->progress);
+	}
+	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)
+		rc = tfs_rowcol_finish(w[i]);
+	if (rc)
+		goto out;
+	if (!res->rows) {
+		tfs_err("%s: every image failed; nothing to commit", dir);
+		rc = -EINVAL;
+		goto out;
+	}
+	/* Every column keeps the same number of rows. */
+	m.rows = m.cols[col[0]].rows;
+	for (size_t i = 0; i < m.ncols; i++)
+		if (m.cols[i].part == TFS_PART_NONE && m.cols[i].rows != m.rows) {
+			tfs_err("column %s would have %" PRIu64 " rows and image %" PRIu64
+				"; import images into a dataset whose other columns come from "
+				"them",
+				m.cols[i].name, m.cols[i].rows, m.rows);
+			rc = -EINVAL;
+			goto out;
+		}
+	rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+out:
+	for (size_t i = 0; i < 3; i++)
+		tfs_rowcol_free(w[i]);
+	tfs_workpool_destroy(pool);
+	free(jobs);
+	for (size_t i = 0; i < wk.n; i++) {
+		free(wk.s[i].rel);
+		free(wk.s[i].root);
+	}
+	free(wk.s);
+	for (size_t i = 0; i < nclasses; i++)
+		free(classes[i]);
+	free(classes);
+	tfs_manifest_free(&m);
+	tfs_txn_end(&t);
+	return rc;
+}
