@@ -21,7 +21,8 @@ set -eu
 BUILD_PKGS="build-essential pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev libssl-dev
 	libcurl4-openssl-dev libinih-dev libjpeg62-turbo-dev libpng-dev libncurses-dev python3
 	python3-numpy ca-certificates attr"
-TEST_PKGS="libcmocka-dev python3-pytest python3-torch zstd python3-botocore nginx openssl curl
+TEST_PKGS="libcmocka-dev python3-pytest python3-torch python3-torchvision python3-pil zstd
+	python3-botocore nginx openssl curl
 	nodejs npm tmux man-db groff-base dpkg-dev debhelper fakeroot lintian util-linux systemd"
 BENCH_PKGS="s3fs python3-pil python3-matplotlib iproute2 curl zstd git"
 FUZZ_PKGS="clang libclang-rt-14-dev"

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+"""`tensorfs import --images`: JPEG and PNG decoded once, equal to PIL's decode (and resize) of
+the same files, labels equal to torchvision's ImageFolder, bad files skipped and named."""
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import REPO_ROOT, run_proc
+
+sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
+import tensorfs  # noqa: E402
+
+torchvision = pytest.importorskip("torchvision")
+
+SAMPLE = Path("/usr/share/matplotlib/mpl-data/sample_data/grace_hopper.jpg")
+
+
+def synthetic(rng, h, w):
+    y, x = np.mgrid[0:h, 0:w]
+    a = np.stack([x * 255 // max(w - 1, 1), y * 255 // max(h - 1, 1), (x + y) * 3 % 256], -1)
+    return np.clip(a + rng.integers(-20, 20, a.shape), 0, 255).astype(np.uint8)
+
+
+def make_tree(root):
+    """An ImageFolder tree: JPEG and PNG of every mode PIL writes, a nested directory, an
+    empty-named-like class, and three bad files."""
+    rng = np.random.default_rng(11)
+    photo = np.asarray(Image.open(SAMPLE).convert("RGB")) if SAMPLE.exists() else \
+        synthetic(rng, 300, 200)
+    for d in ("cat", "dog/sub", "emu", "zebra"):
+        (root / d).mkdir(parents=True)
+    # real photograph cut and scaled into varied sizes
+    for i, (y, x, h, w, s) in enumerate(((0, 0, 120, 90, 1.0), (40, 30, 200, 150, 0.37),
+                                         (100, 50, 90, 160, 0.6))):
+        crop = Image.fromarray(photo[y:y + h, x:x + w])
+        crop = crop.resize((max(1, int(crop.width * s)), max(1, int(crop.height * s))))
+        crop.save(root / "cat" / f"photo{i}.jpg", quality=88)
+    Image.fromarray(synthetic(rng, 33, 21)).save(root / "cat" / "a.png")
+    Image.fromarray(synthetic(rng, 30, 30)[:, :, 0]).save(root / "cat" / "grey.png")
+    Image.fromarray(synthetic(rng, 25, 35)).convert("RGBA").save(root / "dog" / "rgba.png")
+    Image.fromarray(synthetic(rng, 25, 35)).convert("P").save(root / "dog" / "pal.png")
+    Image.fromarray(synthetic(rng, 9, 7)).convert("LA").save(root / "dog" / "la.png")
+    # 16-bit grey: tensorfs keeps the high byte (PIL's convert("RGB") clips instead)
+    wide = (synthetic(rng, 12, 10)[:, :, 0].astype(np.uint16) * 257 + 3)
+    Image.fromarray(wide).save(root / "dog" / "sub" / "wide16.png")
+    np.save(root.parent / "wide16.npy", wide)
+    Image.fromarray(synthetic(rng, 50, 20)).save(root / "dog" / "sub" / "c.jpg", quality=75)
+    Image.fromarray(synthetic(rng, 20, 20)[:, :, 0]).save(root / "emu" / "g.JPG")
+    Image.fromarray(synthetic(rng, 17, 23)).save(root / "zebra" / "z.jpeg")
+    (root / "emu" / "notimage.jpg").write_bytes(b"hello, not a jpeg")
+    good = (root / "cat" / "photo0.jpg").read_bytes()
+    (root / "cat" / "trunc.jpg").write_bytes(good[:len(good) // 2])
+    png = (root / "cat" / "a.png").read_bytes()
+    (root / "dog" / "trunc.png").write_bytes(png[:len(png) // 2])
+    (root / "emu" / "notes.txt").write_text("not an image at all, and not taken")
+    return {"emu/notimage.jpg", "cat/trunc.jpg", "dog/trunc.png"}
+
+
+def folder(root, bad):
+    return torchvision.datasets.ImageFolder(
+        str(root), is_valid_file=lambda p: p.lower().endswith((".jpg", ".jpeg", ".png")) and
+        os.path.relpath(p, root) not in bad)
+
+
+def test_images_equal_pil_and_labels_equal_imagefolder(lake, mount, tmp_path):
+    root = tmp_path / "tree"
+    bad = make_tree(root)
+    lake.create("d")
+    p = lake.import_("d", {}, "--images", root, "--labels-from-dirs")
+    # the summary names what was skipped and why
+    assert "imported 12 rows of 4 classes, skipped 3" in p.stdout, p.stdout
+    assert "cat/trunc.jpg: Premature end of JPEG file" in p.stdout, p.stdout
+    assert "emu/notimage.jpg: not a JPEG or PNG image" in p.stdout, p.stdout
+    assert "dog/trunc.png:" in p.stdout, p.stdout
+    m = mount(lake)
+    cols = tensorfs.open(m / "d" / "main")
+    ref = folder(root, bad)
+    assert cols.rows == len(ref.samples)
+    assert [os.path.relpath(s, root) for s, _ in ref.samples] == list(cols["path"])
+    assert cols["label"].tolist() == [t for _, t in ref.samples]
+    for i, (path, _) in enumerate(ref.samples):
+        want = np.asarray(Image.open(path).convert("RGB"))
+        if path.endswith("wide16.png"):
+            want = np.repeat((np.load(root.parent / "wide16.npy") >> 8).astype(np.uint8)
+                             [:, :, None], 3, axis=2)
+        got = cols["image"][i]
+        assert got.shape == want.shape, path
+        # PNG exactly; JPEG too here (the same libjpeg-turbo decodes for PIL), within 1 allowed
+        tol = 0 if path.endswith(".png") else 1
+        assert int(np.abs(got.astype(int) - want).max()) <= tol, path
+    schema = (m / "d" / "main" / "schema.json").read_text()
+    assert '"name": "image", "kind": "ragged"' in schema
+
+
+@pytest.mark.parametrize("fit", ["resize", "crop", "pad"])
+def test_images_sized(lake, mount, tmp_path, fit):
+    root = tmp_path / "tree"
+    bad = make_tree(root)
+    lake.create("d")
+    lake.import_("d", {}, "--images", root, "--size", "24x32", f"--{fit}")
+    m = mount(lake)
+    img = np.load(m / "d" / "main" / "image.npy", mmap_mode="r")
+    paths = list(tensorfs.open(m / "d" / "main")["path"])
+    assert img.shape == (len(paths), 24, 32, 3)
+    worst = []
+    for i, rel in enumerate(paths):
+        assert rel not in bad
+        if rel.endswith("wide16.png"):
+            continue  # PIL clips 16-bit grey where tensorfs keeps the high byte
+        im = Image.open(root / rel).convert("RGB")
+        if fit == "resize":
+            want = np.asarray(im.resize((32, 24), Image.BILINEAR))
+        elif fit == "crop":
+            # torchvision: shorter side resized to cover, then the centre
+            w, h = im.size
+            if 32 * h >= 24 * w:
+                ow, oh = 32, int(32 * h / w)
+            else:
+                oh, ow = 24, int(24 * w / h)
+            want = np.asarray(torchvision.transforms.functional.center_crop(
+                im.resize((ow, oh), Image.BILINEAR), (24, 32)))
+        else:
+            a = np.asarray(im)[:24, :32]
+            want = np.zeros((24, 32, 3), np.uint8)
+            want[:a.shape[0], :a.shape[1]] = a
+        worst.append(int(np.abs(img[i].astype(int) - want).max()))
+    # PIL's fixed-point bilinear, reproduced: equal to the byte
+    assert max(worst) == 0, worst
+
+
+def test_images_strict_and_nothing_half_written(lake, tmp_path):
+    root = tmp_path / "tree"
+    make_tree(root)
+    lake.create("d")
+    before = lake.snapshot("d")
+    p = lake.import_("d", {}, "--images", root, "--strict", check=False)
+    assert p.returncode != 0
+    assert "cat/trunc.jpg: Premature end of JPEG file" in p.stderr, p.stderr
+    assert lake.snapshot("d") == before
+    # a directory with no images at all
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = lake.import_("d", {}, "--images", empty, check=False)
+    assert p.returncode != 0 and "no .jpg, .jpeg or .png files" in p.stderr
+    assert lake.snapshot("d") == before
+
+
+def test_images_appended_and_other_columns_refused(lake, tmp_path):
+    root = tmp_path / "tree"
+    make_tree(root)
+    lake.create("d")
+    lake.import_("d", {}, "--images", root, "--labels-from-dirs")
+    lake.import_("d", {}, "--images", root, "--labels-from-dirs")
+    info = lake.info("d")
+    assert info["rows"] == 24
+    # ragged rows cannot go into the fixed image column of another dataset, and a dataset with
+    # other columns would lose its equal row counts
+    lake.create("e")
+    lake.import_("e", {"x": np.arange(3)})
+    before = lake.snapshot("e")
+    p = lake.import_("e", {}, "--images", root, check=False)
+    assert p.returncode != 0 and "column x would have 3 rows" in p.stderr, p.stderr
+    assert lake.snapshot("e") == before
