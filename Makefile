@@ -156,6 +156,13 @@ $(SIGV4_CLI): tests/unit/sigv4_cli.c $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) -lm
 
+# The image decoder alone, for bench.py's case 9 (not run by the tests).
+DECODE_RATE := $(BUILD)/tests/decode_rate
+$(DECODE_RATE): tests/bench/decode_rate.c $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) -lm
+bench: $(DECODE_RATE)
+
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 

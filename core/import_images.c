@@ -195,6 +195,23 @@ static int decode_run(struct tfs_work *w)
 	return 0;
 }
 
+/* Queue the decodes of samples [at, at + batch) (those there are); returns how many. */
+static size_t submit_batch(struct tfs_workgroup *g, struct job *jobs, const struct sample *s,
+			   size_t total, size_t at, size_t batch, const char *dir,
+			   const struct tfs_images_opts *io)
+{
+	const size_t n = at >= total ? 0 : total - at < batch ? total - at : batch;
+
+	for (size_t i = 0; i < n; i++) {
+		tfs_image_free(&jobs[i].img);
+		jobs[i] = (struct job){
+			.work = { .run = decode_run }, .top = dir, .io = io, .s = &s[at + i]
+		};
+		tfs_workgroup_submit(g, &jobs[i].work, TFS_WORK_NORMAL);
+	}
+	return n;
+}
+
 /* Find column name in m, which must hold rows like these, or add it. Returns its index. */
 static int column_for(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
 		      const char *descr, unsigned ndim, const uint64_t *shape,
@@ -325,27 +342,37 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 				 &pool);
 	if (rc)
 		goto out;
+	/* Chunks are encoded and written on the pool too. */
+	for (size_t i = 0; i < (io->labels ? 3u : 2u); i++)
+		tfs_rowcol_use_pool(w[i], pool);
 	batch = 8 * (size_t)tfs_workpool_threads(pool);
-	jobs = calloc(batch, sizeof(*jobs));
+	jobs = calloc(2 * batch, sizeof(*jobs));
 	if (!jobs) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (size_t at = 0; !rc && at < wk.n; at += batch) {
-		const size_t n = wk.n - at < batch ? wk.n - at : batch;
-		struct tfs_workgroup g;
+	/* Two batches: the next one decodes while the rows of this one are added. */
+	{
+		struct tfs_workgroup g[2];
+		size_t n[2] = { 0, 0 };
 
-		tfs_workgroup_init(&g, pool);
-		for (size_t i = 0; i < n; i++) {
-			jobs[i] = (struct job){ .work = { .run = decode_run },
-						.top = dir,
-						.io = io,
-						.s = &wk.s[at + i] };
-			tfs_workgroup_submit(&g, &jobs[i].work, TFS_WORK_NORMAL);
+		tfs_workgroup_init(&g[0], pool);
+		tfs_workgroup_init(&g[1], pool);
+		n[0] = submit_batch(&g[0], jobs, wk.s, wk.n, 0, batch, dir, io);
+		for (size_t at = 0, cur = 0; at < wk.n; at += batch, cur ^= 1) {
+			tfs_workgroup_wait(&g[cur]);
+			n[cur ^ 1] = submit_batch(&g[cur ^ 1], jobs + (cur ^ 1) * batch, wk.s, wk.n,
+						  at + batch, batch, dir, io);
+			if (!rc)
+				rc = add_batch(jobs + cur * batch, n[cur], w, io->labels, io, res,
+					       o->progress);
 		}
-		tfs_workgroup_wait(&g);
-		tfs_workgroup_destroy(&g);
-		rc = add_batch(jobs, n, w, io->labels, io, res, o->progress);
+		tfs_workgroup_wait(&g[0]);
+		tfs_workgroup_wait(&g[1]);
+		for (size_t i = 0; i < 2 * batch; i++)
+			tfs_image_free(&jobs[i].img);
+		tfs_workgroup_destroy(&g[0]);
+		tfs_workgroup_destroy(&g[1]);
 	}
 	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)
 		rc = tfs_rowcol_finish(w[i]);

@@ -22,9 +22,24 @@ struct data_w {
 	uint64_t rows_in_buf; /* the parent's rows whose bytes are in buf */
 };
 
+/* A chunk being encoded and written on the pool; its ref is copied in by settle(). */
+struct put_job {
+	struct tfs_work work;
+	struct tfs_rowcol *w;
+	struct tfs_column *c;
+	size_t k;     /* its index in c->chunks */
+	uint8_t *raw; /* owned */
+	size_t len;
+	struct tfs_chunk_ref ref; /* the result */
+	struct put_job *next;	  /* pending list; the writer's thread only */
+};
+
 struct tfs_rowcol {
 	struct tfs_store *s;
 	const char *ds;
+	struct tfs_workgroup puts; /* .pool NULL: chunks are written on the caller's thread */
+	struct put_job *pending;   /* submitted, refs not yet copied in */
+	unsigned npending;
 	struct tfs_column *h; /* the column (a header for other kinds than fixed) */
 	struct fixed_w fixed; /* fixed columns: the column; others: the offsets part */
 	struct fixed_w shapes;
@@ -32,11 +47,53 @@ struct tfs_rowcol {
 	uint64_t end; /* other kinds: bytes of data so far (the last offset) */
 };
 
+static int encode_put(struct tfs_rowcol *w, const struct tfs_column *c, const void *raw, size_t len,
+		      struct tfs_chunk_ref *ref)
+{
+	struct tfs_buf obj = { 0 };
+	int rc = tfs_object_encode(TFS_OBJ_CHUNK, c->codec, c->level, raw, len, &obj);
+
+	if (!rc)
+		rc = tfs_object_put_encoded(w->s, w->ds, obj.data, obj.len, &ref->id);
+	ref->stored_size = obj.len;
+	tfs_buf_free(&obj);
+	return rc;
+}
+
+static int put_run(struct tfs_work *work)
+{
+	struct put_job *j = (struct put_job *)work;
+	int rc = encode_put(j->w, j->c, j->raw, j->len, &j->ref);
+
+	free(j->raw);
+	j->raw = NULL;
+	return rc;
+}
+
+/* Wait for the puts under way and copy their refs in. Returns the first put's error. */
+static int settle(struct tfs_rowcol *w)
+{
+	int rc;
+
+	if (!w->puts.pool)
+		return 0;
+	rc = tfs_workgroup_wait(&w->puts);
+	while (w->pending) {
+		struct put_job *j = w->pending;
+
+		w->pending = j->next;
+		j->c->chunks[j->k] = j->ref;
+		free(j->raw);
+		free(j);
+	}
+	w->npending = 0;
+	return rc;
+}
+
 static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw, size_t len,
 		     uint64_t rows)
 {
 	struct tfs_chunk_ref *chunks = realloc(c->chunks, (c->nchunks + 1) * sizeof(*chunks));
-	struct tfs_buf obj = { 0 };
 	int rc;
 
 	if (!chunks)
@@ -50,11 +107,31 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 		c->chunk_end = end;
 		end[c->nchunks] = (c->nchunks ? end[c->nchunks - 1] : 0) + rows;
 	}
-	rc = tfs_object_encode(TFS_OBJ_CHUNK, c->codec, c->level, raw, len, &obj);
-	if (!rc)
-		rc = tfs_object_put_encoded(w->s, w->ds, obj.data, obj.len, &chunks[c->nchunks].id);
-	chunks[c->nchunks].stored_size = obj.len;
-	tfs_buf_free(&obj);
+	if (w->puts.pool) {
+		/* Encoded and written on the pool from a copy; the ref is copied in later. */
+		struct put_job *j = calloc(1, sizeof(*j));
+		uint8_t *copy = malloc(len ? len : 1);
+
+		if (!j || !copy) {
+			free(j);
+			free(copy);
+			return -ENOMEM;
+		}
+		memcpy(copy, raw, len);
+		*j = (struct put_job){ .work = { .run = put_run },
+				       .w = w,
+				       .c = c,
+				       .k = c->nchunks,
+				       .raw = copy,
+				       .len = len,
+				       .next = w->pending };
+		w->pending = j;
+		c->nchunks++;
+		tfs_workgroup_submit(&w->puts, &j->work, TFS_WORK_NORMAL);
+		/* A bounded number of chunks in memory at once. */
+		return ++w->npending >= 2 * tfs_workpool_threads(w->puts.pool) + 2 ? settle(w) : 0;
+	}
+	rc = encode_put(w, c, raw, len, &chunks[c->nchunks]);
 	if (!rc)
 		c->nchunks++;
 	return rc;
@@ -304,19 +381,31 @@ int tfs_rowcol_add(struct tfs_rowcol *w, const void *row, size_t len, const uint
 
 int tfs_rowcol_finish(struct tfs_rowcol *w)
 {
-	int rc = fixed_flush(w, &w->fixed);
+	int rc = fixed_flush(w, &w->fixed), rc2;
 
 	if (!rc)
 		rc = fixed_flush(w, &w->shapes);
 	if (!rc && w->data.c)
 		rc = data_flush(w);
-	return rc;
+	rc2 = settle(w);
+	return rc ? rc : rc2;
+}
+
+void tfs_rowcol_use_pool(struct tfs_rowcol *w, struct tfs_workpool *pool)
+{
+	settle(w);
+	if (w->puts.pool)
+		tfs_workgroup_destroy(&w->puts);
+	memset(&w->puts, 0, sizeof(w->puts));
+	if (pool)
+		tfs_workgroup_init(&w->puts, pool);
 }
 
 void tfs_rowcol_free(struct tfs_rowcol *w)
 {
 	if (!w)
 		return;
+	tfs_rowcol_use_pool(w, NULL); /* puts under way end first */
 	free(w->fixed.buf);
 	free(w->shapes.buf);
 	tfs_buf_free(&w->data.buf);

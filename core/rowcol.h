@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "workpool.h"
 
 /* Add an empty column `name` of kind to m, at its end (a header and its parts for kinds other
  * than fixed): m->cols must have room for 4 more entries. dt: the elements' dtype (|u1 for text
@@ -28,6 +29,9 @@ int tfs_rowcol_begin(struct tfs_store *s, const char *ds, struct tfs_manifest *m
  * column, its shape (ndim values whose product times the itemsize is len). -EINVAL (logged by
  * the caller) when the row does not fit the column. */
 int tfs_rowcol_add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape);
+/* Encode and write chunks as tasks on pool from now on (NULL: on the caller's thread), a bounded
+ * number at a time; their refs reach the manifest by tfs_rowcol_finish. */
+void tfs_rowcol_use_pool(struct tfs_rowcol *w, struct tfs_workpool *pool);
 /* Write what is buffered and bring the manifest's column (and parts) up to date. */
 int tfs_rowcol_finish(struct tfs_rowcol *w);
 void tfs_rowcol_free(struct tfs_rowcol *w);

@@ -38,6 +38,7 @@ import contextlib
 import datetime
 import gc
 import hashlib
+import io
 import json
 import os
 import platform
@@ -1313,6 +1314,155 @@ def case8(ctx, res):
     ctx.add(8, "cold shuffled view epoch, DataLoader 2 workers", v["view_dl2"], "samples/s",
             "DataLoader over JPEG files, 2 workers", v["jpeg_dl2"], note=note)
 
+SAMPLE_PHOTO = Path("/usr/share/matplotlib/mpl-data/sample_data/grace_hopper.jpg")
+
+
+def image_tree(ctx, n, classes=10):
+    """An ImageFolder tree of n JPEG files (quality 90) of varied sizes, cut and scaled from
+    matplotlib's sample photograph (a real photo) with flips and colour shifts, and every fifth
+    one a generated gradient; made once per work directory."""
+    from PIL import Image
+    d = ctx.work / f"images-{n}"
+    if (d / ".complete").exists():
+        return d
+    shutil.rmtree(d, ignore_errors=True)
+    rng = np.random.default_rng(ctx.args.seed)
+    photo = np.asarray(Image.open(SAMPLE_PHOTO).convert("RGB")) if SAMPLE_PHOTO.exists() \
+        else rng.integers(0, 256, size=(600, 512, 3), dtype=np.uint8)
+    for c in range(classes):
+        (d / f"class{c:02d}").mkdir(parents=True)
+    for i in range(n):
+        if i % 5 == 4:
+            h, w = int(rng.integers(160, 400)), int(rng.integers(160, 400))
+            y, x = np.mgrid[0:h, 0:w]
+            a = np.stack([x * 255 // w, y * 255 // h, (x * y) % 256], -1).astype(np.uint8)
+            im = Image.fromarray(a)
+        else:
+            ph, pw = photo.shape[:2]
+            ch, cw = int(rng.integers(ph // 3, ph)), int(rng.integers(pw // 3, pw))
+            y0, x0 = int(rng.integers(0, ph - ch + 1)), int(rng.integers(0, pw - cw + 1))
+            a = photo[y0:y0 + ch, x0:x0 + cw]
+            if rng.random() < 0.5:
+                a = a[:, ::-1]
+            a = np.clip(a.astype(int) + rng.integers(-30, 30, 3), 0, 255).astype(np.uint8)
+            im = Image.fromarray(a)
+            s = float(rng.uniform(0.5, 1.0))
+            im = im.resize((max(32, int(cw * s)), max(32, int(ch * s))), Image.BILINEAR)
+        im.save(d / f"class{i % classes:02d}" / f"{i:07d}.jpg", quality=90)
+    (d / ".complete").touch()
+    return d
+
+
+def case9(ctx, res):
+    """Images in: decode rate of `tensorfs import --images` against PIL's decode of the same
+    files, and a training read of the imported tree against torchvision's ImageFolder."""
+    a = ctx.args
+    import torch
+    import torchvision
+    import torchvision.transforms as T
+    from PIL import Image
+    from torch.utils.data import DataLoader
+
+    n = a.image_count
+    tree = image_tree(ctx, n)
+    files = sorted(tree.glob("*/*.jpg"))
+    src_bytes = sum(f.stat().st_size for f in files)
+    ctx.cache.evict_paths.append(tree)
+    res.update({"images": n, "jpeg_bytes": src_bytes, "batch_size": a.batch_size})
+
+    # decode: PIL and tensorfs's decoder (core/image.c, build/rel/tests/decode_rate), each on
+    # one thread over the same files held in memory; then whole imports (decode, zstd, write)
+    data = [f.read_bytes() for f in files]
+    t = time.perf_counter()
+    for d in data:
+        with Image.open(io.BytesIO(d)) as im:
+            np.asarray(im.convert("RGB"))
+    pil = n / (time.perf_counter() - t)
+    del data
+    rate_bin = os.environ.get("TENSORFS_DECODE_RATE") or str(
+        Path(ctx.bin).resolve().parent / "tests" / "decode_rate")
+    if not os.access(rate_bin, os.X_OK):
+        rate_bin = str(REPO_ROOT / "build" / "rel" / "tests" / "decode_rate")
+    out = subprocess.run([rate_bin, *map(str, files)], check=True, capture_output=True,
+                         text=True).stdout
+    ours = float(out.split()[0])
+
+    def import_rate(ds, *opts):
+        subprocess.run([ctx.bin, "create", f"{ctx.lake_url}/{ds}"], check=True,
+                       capture_output=True)
+        t = time.perf_counter()
+        subprocess.run([ctx.bin, "import", f"{ctx.lake_url}/{ds}", "--images", str(tree),
+                        "-q", *opts], check=True, capture_output=True)
+        return n / (time.perf_counter() - t)
+
+    one = import_rate("img1", "--threads", "1")
+    cores = os.cpu_count() or 1
+    every = import_rate("imgall")
+    res.update({"pil_images_per_s": pil, "decode_images_per_s": ours,
+                "import_1_thread_images_per_s": one, "import_all_cores_images_per_s": every,
+                "cores": cores})
+    log(f"  decode, one thread: tensorfs {ours:,.0f} images/s, PIL {pil:,.0f}; whole import "
+        f"(decode, zstd, write) {one:,.0f} on 1 thread, {every:,.0f} on {cores}")
+    ctx.add(9, "image decode, one thread", ours, "images/s", "PIL decode, one thread", pil,
+            target=("ratio", 1.5), note=f"{n} JPEG files, {src_bytes / MiB:.0f} MiB, in memory")
+    ctx.add(9, "import --images, 1 thread", one, "images/s", "PIL decode, one thread", pil,
+            note="whole import: decode, zstd level 3, write")
+    ctx.add(9, f"import --images, {cores} threads", every, "images/s",
+            "PIL decode, one thread", pil, note="whole import")
+
+    # training read: ImageFolder + Resize(256) + CenterCrop(224) + ToTensor, against the tree
+    # imported at 224x224 (crop) read through a shuffled view into float tensors
+    subprocess.run([ctx.bin, "create", f"{ctx.lake_url}/img224"], check=True,
+                   capture_output=True)
+    subprocess.run([ctx.bin, "import", f"{ctx.lake_url}/img224", "--images", str(tree),
+                    "--size", "224x224", "--crop", "--labels-from-dirs", "-q"], check=True,
+                   capture_output=True)
+    # uint8 CHW batches on both sides (PILToTensor; the float conversion is the model's, on
+    # the device, and costs the same on either side)
+    tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+    times = {"view": [], "folder0": [], "folder2": []}
+
+    def drain(dl):
+        t = time.perf_counter()
+        got = 0
+        for x, y in dl:
+            got += x.shape[0]
+        if got != n:
+            raise BenchError(f"{got} rows, expected {n}")
+        return time.perf_counter() - t
+
+    for _ in range(a.cold_reps):
+        with ctx.mount() as m:
+            vdir = m.path / "img224" / "main" / "views" / f"seed={a.seed},epoch=0"
+            os.stat(vdir / "image.npy")
+            ctx.cache.drop()
+            t = time.perf_counter()
+            img = np.load(vdir / "image.npy", mmap_mode="r")
+            lab = np.load(vdir / "label.npy", mmap_mode="r")
+            for i in range(0, n, a.batch_size):
+                x = torch.from_numpy(np.array(img[i:i + a.batch_size]))
+                x = x.permute(0, 3, 1, 2)  # CHW, as PILToTensor gives
+                torch.from_numpy(np.array(lab[i:i + a.batch_size]))
+            times["view"].append(time.perf_counter() - t)
+            del img, lab
+        for w in (0, 2):
+            ctx.cache.drop()
+            g = torch.Generator()
+            g.manual_seed(a.seed)
+            ds = torchvision.datasets.ImageFolder(str(tree), transform=tf)
+            times[f"folder{w}"].append(drain(DataLoader(ds, batch_size=a.batch_size,
+                                                        shuffle=True, generator=g,
+                                                        num_workers=w)))
+            gc.collect()
+    v = {k: n / med(ts) for k, ts in times.items()}
+    res.update({k: {"seconds": ts, "samples_per_s": v[k]} for k, ts in times.items()})
+    log(f"  training read: view {v['view']:,.0f} samples/s; ImageFolder "
+        f"{v['folder0']:,.0f} (0 workers), {v['folder2']:,.0f} (2 workers)")
+    ctx.add(9, "cold view epoch of imported 224x224 images", v["view"], "samples/s",
+            "ImageFolder+Resize+CenterCrop, best of 0/2 workers",
+            max(v["folder0"], v["folder2"]), target=("ratio", 10.0),
+            note="uint8 CHW tensors both sides, shuffled, batch " + str(a.batch_size))
+
 
 CASES = {
     1: ("cold sequential scan of a zstd column", case1),
@@ -1323,6 +1473,7 @@ CASES = {
     6: ("PyTorch DataLoader", case6),
     7: ("shuffled view scan", case7),
     8: ("shuffled view epoch vs a DataLoader over JPEG files", case8),
+    9: ("images: import decode rate and training read vs ImageFolder", case9),
 }
 
 
@@ -1334,7 +1485,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         description="tensorfs benchmark suite (see the module docstring for the cases)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--cases", default="1,2,3,4,5,6,7,8", help="comma-separated case numbers")
+    p.add_argument("--cases", default="1,2,3,4,5,6,7,8,9", help="comma-separated case numbers")
     p.add_argument("--quick", action="store_true",
                    help="small sizes for a smoke run (~10 s) (explicit size flags still win)")
     p.add_argument("--size-mb", type=float, default=None,
@@ -1359,6 +1510,8 @@ def parse_args(argv):
     p.add_argument("--dl-rows", type=int, default=None,
                    help="rows per DataLoader epoch (default 20000; quick 5000)")
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--image-count", type=int, default=None,
+                   help="JPEG files for case 9 (default 2000; quick 400)")
     p.add_argument("--workers", default="0,2", help="DataLoader num_workers values")
     p.add_argument("--read-size", default="1M", help="read() buffer for sequential scans")
     p.add_argument("--mmap-block", default="8M", help="copy block for mmap scans")
@@ -1392,6 +1545,7 @@ def parse_args(argv):
     a.ttfb_reps = a.ttfb_reps or (3 if q else 5)
     a.random_rows = a.random_rows or (5000 if q else 20000)
     a.dl_rows = a.dl_rows or (5000 if q else 20000)
+    a.image_count = a.image_count or (400 if q else 2000)
     try:
         a.cases = sorted({int(c) for c in a.cases.split(",") if c.strip()})
         a.row_shape = [int(x) for x in a.row_shape.split(",")]
