@@ -82,6 +82,16 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		      const struct tfs_images_opts *io, const struct tfs_import_opts *o,
 		      struct tfs_import_result *res, struct tfs_id *commit_id);
 
+/* Import JSON Lines: one object a line, each field a column (integers int64, other numbers
+ * float64, booleans bool, strings text, lists of numbers ragged rank 1, or fixed for the fields
+ * named in `fixed`, anything else its JSON text). The fields are the first object's; a line that
+ * is not an object with exactly those fields, of those kinds, is skipped and reported
+ * (res->skips), or with strict fails the import. Into a dataset with no columns yet. */
+int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
+		     const char *const *fixed, size_t nfixed, int strict,
+		     const struct tfs_import_opts *o, struct tfs_import_result *res,
+		     struct tfs_id *commit_id);
+
 /* --- within the import module (import.c, import_rows.c, import_images.c, importtxn.c) ----- */
 
 /* A write against a branch: its head when the write began, and the manifest there. */

@@ -37,6 +37,7 @@ static const char usage_text[] =
 	"                                  a row a line) or DIR/ (.npy files, a row each)\n"
 	"  import URL --images DIR         decode JPEG/PNG files into image, path (and label)\n"
 	"         [--size HxW [--resize | --crop | --pad]] [--labels-from-dirs] [--strict]\n"
+	"  import URL --jsonl FILE         JSON Lines: a column per field [--fixed COL] [--strict]\n"
 	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
 	"         [--level N] [--threads N] [--progress | --quiet]\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
@@ -133,9 +134,11 @@ static int cmd_create(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
-/* `import URL --images DIR ...`: one source, and a summary of what was skipped. */
-static int import_images(const char *url, const char *dir, const struct tfs_images_opts *io,
-			 struct tfs_import_opts *o, enum tfs_progress_mode pmode, int nargs)
+/* `import URL --images DIR ...` or `--jsonl FILE`: one source, and a summary of what was
+ * skipped. */
+static int import_one(const char *url, const char *dir, const char *jsonl,
+		      const char *const *fixed, size_t nfixed, const struct tfs_images_opts *io,
+		      struct tfs_import_opts *o, enum tfs_progress_mode pmode, int nargs)
 {
 	struct tfs_import_result res;
 	struct tfs_progress_line *pl;
@@ -144,14 +147,15 @@ static int import_images(const char *url, const char *dir, const struct tfs_imag
 	char *ds = NULL, hex[TFS_ID_HEX];
 	int rc;
 
-	if (nargs != 1) {
-		tfs_err("--images DIR is the import's only source (no COL=FILE with it)");
+	if (nargs != 1 || (dir && jsonl)) {
+		tfs_err("--images DIR or --jsonl FILE is the import's only source");
 		return 2;
 	}
 	if (open_dataset(url, 0, &s, &ds))
 		return 1;
-	pl = tfs_progress_line_start("import", "images", o->progress, pmode);
-	rc = tfs_import_images(s, ds, dir, io, o, &res, &commit);
+	pl = tfs_progress_line_start("import", dir ? "images" : "rows", o->progress, pmode);
+	rc = dir ? tfs_import_images(s, ds, dir, io, o, &res, &commit)
+		 : tfs_import_jsonl(s, ds, jsonl, fixed, nfixed, io->strict, o, &res, &commit);
 	tfs_progress_line_stop(pl);
 	if (rc) {
 		tfs_err("import into %s failed; the dataset is unchanged", url);
@@ -188,6 +192,8 @@ static int cmd_import(int argc, char **argv)
 		{ "pad", no_argument, NULL, 'D' },
 		{ "labels-from-dirs", no_argument, NULL, 'L' },
 		{ "strict", no_argument, NULL, 's' },
+		{ "jsonl", required_argument, NULL, 'J' },
+		{ "fixed", required_argument, NULL, 'F' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "progress", no_argument, NULL, 'P' },
@@ -200,7 +206,8 @@ static int cmd_import(int argc, char **argv)
 	struct tfs_progress_line *pl;
 	struct tfs_import_src *src = NULL;
 	struct tfs_images_opts io = { .fit = TFS_FIT_RESIZE };
-	const char *images = NULL;
+	const char *images = NULL, *jsonl = NULL, *fixed[64];
+	size_t nfixed = 0;
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
 	size_t n = 0;
@@ -274,12 +281,23 @@ static int cmd_import(int argc, char **argv)
 		case 's':
 			io.strict = 1;
 			break;
+		case 'J':
+			jsonl = optarg;
+			break;
+		case 'F':
+			if (nfixed == sizeof(fixed) / sizeof(fixed[0])) {
+				tfs_err("--fixed: at most 64 columns");
+				return 2;
+			}
+			fixed[nfixed++] = optarg;
+			break;
 		default:
 			return tfs_cli_usage(2);
 		}
 	}
-	if (images)
-		return import_images(argv[optind], images, &io, &o, pmode, argc - optind);
+	if (images || jsonl)
+		return import_one(argv[optind], images, jsonl, fixed, nfixed, &io, &o, pmode,
+				  argc - optind);
 	if (argc - optind < 2)
 		return tfs_cli_usage(2);
 	src = calloc((size_t)(argc - optind - 1), sizeof(*src));

@@ -264,3 +264,50 @@ def test_python_client_and_torch(lake, mount, tmp_path):
             assert int(padded[1, :, 2:].abs().sum()) == 0
         else:
             assert [tuple(t.shape) for t in b["img"]] == [i.shape for i in imgs]
+
+
+def test_jsonl(lake, mount, tmp_path):
+    import json
+    import sys
+
+    from conftest import REPO_ROOT
+    sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
+    import tensorfs
+
+    rows = [{"id": i, "score": (i / 4 if i % 2 else i), "ok": i % 3 == 0,
+             "name": ["plain", "ünï\ncode\ttab\\", ""][i % 3], "vec": list(range(i % 4)),
+             "emb": [i * 0.5, -i], "meta": [{"k": i}, None, "s", [1, "x"]][i % 4]}
+            for i in range(200)]
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    bad = {3: "{not json", 7: json.dumps({**rows[0], "id": "seven"}),
+           11: json.dumps({k: v for k, v in rows[0].items() if k != "vec"}),
+           15: json.dumps({**rows[0], "emb": [1, 2, 3]})}
+    text = []
+    for i, line in enumerate(lines):
+        if i in bad:
+            text.append(bad[i])
+        text.append(line)
+    src = tmp_path / "rows.jsonl"
+    src.write_text("\n".join(text) + "\n\n", encoding="utf-8")
+    lake.create("d")
+    p = lake.import_("d", {}, "--jsonl", src, "--fixed", "emb")
+    assert "imported 200 rows, skipped 4" in p.stdout, p.stdout
+    assert "line 4: " in p.stdout and "field 'id' holds another kind of value" in p.stdout
+    assert "no field 'vec'" in p.stdout or "6 fields, the first row has 7" in p.stdout
+    assert "--fixed wants 2" in p.stdout, p.stdout
+    m = mount(lake)
+    cols = tensorfs.open(m / "d" / "main")
+    assert cols["id"].tolist() == [r["id"] for r in rows]
+    assert cols["id"].dtype == np.int64 and cols["score"].dtype == np.float64
+    assert cols["score"].tolist() == [float(r["score"]) for r in rows]
+    assert cols["ok"].dtype == np.bool_ and cols["ok"].tolist() == [r["ok"] for r in rows]
+    assert list(cols["name"]) == [r["name"] for r in rows]
+    assert [v.tolist() for v in cols["vec"]] == [r["vec"] for r in rows]
+    assert cols["emb"].shape == (200, 2) and cols["emb"].tolist() == [r["emb"] for r in rows]
+    assert [json.loads(x) for x in cols["meta"]] == [r["meta"] for r in rows]
+    # --strict: the first bad line ends it, and nothing is committed
+    lake.create("e")
+    before = lake.snapshot("e")
+    p = lake.import_("e", {}, "--jsonl", src, "--strict", check=False)
+    assert p.returncode != 0 and "line 4" in p.stderr, p.stderr
+    assert lake.snapshot("e") == before

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/* import_json: JSON Lines (jansson), one object a line, each field a column: integers int64,
+ * other numbers float64, booleans bool, strings text, lists of numbers ragged (fixed with
+ * --fixed COL when every row has one length), anything else its JSON text. The fields are the
+ * first object's; a row that lacks one, has another, or has one of another kind is a bad row:
+ * skipped and named, or with --strict the end of the import. */
+#include "import.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "rowcol.h"
+
+#define MAX_FIELDS 64
+
+/* What a field holds, as its column will. */
+enum fkind { F_INT, F_FLOAT, F_BOOL, F_TEXT, F_LIST_INT, F_LIST_FLOAT, F_JSON };
+
+struct field {
+	const char *name; /* the first object's key (kept alive by it) */
+	enum fkind kind;
+	int fixed;  /* --fixed: a list column of one length */
+	size_t len; /* that length (lists), set by the first row */
+	size_t col; /* its column in the manifest */
+	struct tfs_rowcol *w;
+};
+
+static enum fkind kind_of(const json_t *v)
+{
+	size_t i;
+	const json_t *e;
+	int floats = 0;
+
+	if (json_is_integer(v))
+		return F_INT;
+	if (json_is_real(v))
+		return F_FLOAT;
+	if (json_is_boolean(v))
+		return F_BOOL;
+	if (json_is_string(v))
+		return F_TEXT;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, e)
+		{
+			if (json_is_real(e))
+				floats = 1;
+			else if (!json_is_integer(e))
+				return F_JSON;
+		}
+		return floats ? F_LIST_FLOAT : F_LIST_INT;
+	}
+	return F_JSON;
+}
+
+/* May a value of kind k go into a field of kind f? (Integers go where floats go.) */
+static int fits(enum fkind f, enum fkind k)
+{
+	return f == k || (f == F_FLOAT && k == F_INT) || (f == F_LIST_FLOAT && k == F_LIST_INT) ||
+	       f == F_JSON;
+}
+
+/* Widen a field to take a value of kind k, where a column can: ints to floats. */
+static int widen(struct field *f, enum fkind k)
+{
+	if (fits(f->kind, k))
+		return 1;
+	if ((f->kind == F_INT && k == F_FLOAT) || (f->kind == F_LIST_INT && k == F_LIST_FLOAT)) {
+		f->kind = k;
+		return 1;
+	}
+	return 0;
+}
+
+/* The lines of a mapped file, one at a time. */
+struct lines {
+	const char *p, *end;
+	uint64_t lineno;
+};
+
+static int next_line(struct lines *l, const char **line, size_t *len)
+{
+	const char *nl;
+
+	if (l->p >= l->end)
+		return 0;
+	nl = memchr(l->p, '\n', (size_t)(l->end - l->p));
+	*line = l->p;
+	*len = (size_t)((nl ? nl : l->end) - l->p);
+	l->p = nl ? nl + 1 : l->end;
+	l->lineno++;
+	return 1;
+}
+
+/* Why row obj does not fit the fields (NULL: it does). */
+static const char *bad_row(const json_t *obj, struct field *f, size_t nf, char *why, size_t cap)
+{
+	if (!json_is_object(obj))
+		return "not a JSON object";
+	if (json_object_size(obj) != nf) {
+		snprintf(why, cap, "%zu fields, the first row has %zu", json_object_size(obj), nf);
+		return why;
+	}
+	for (size_t i = 0; i < nf; i++) {
+		const json_t *v = json_object_get(obj, f[i].name);
+
+		if (!v) {
+			snprintf(why, cap, "no field '%s'", f[i].name);
+			return why;
+		}
+		if (!fits(f[i].kind, kind_of(v))) {
+			snprintf(why, cap, "field '%s' holds another kind of value", f[i].name);
+			return why;
+		}
+		if (f[i].fixed && json_array_size(v) != f[i].len) {
+			snprintf(why, cap, "field '%s' has %zu values, --fixed wants %zu",
+				 f[i].name, json_array_size(v), f[i].len);
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/* Add field f's value v of one row. */
+static int add_value(struct field *f, const json_t *v)
+{
+	union {
+		int64_t i;
+		double d;
+		uint8_t b;
+	} x;
+	int rc;
+
+	switch (f->kind) {
+	case F_INT:
+		x.i = json_integer_value(v);
+		return tfs_rowcol_add(f->w, &x.i, 8, NULL);
+	case F_FLOAT:
+		x.d = json_number_value(v);
+		return tfs_rowcol_add(f->w, &x.d, 8, NULL);
+	case F_BOOL:
+		x.b = json_is_true(v);
+		return tfs_rowcol_add(f->w, &x.b, 1, NULL);
+	case F_TEXT:
+		return tfs_rowcol_add(f->w, json_string_value(v), json_string_length(v), NULL);
+	case F_LIST_INT:
+	case F_LIST_FLOAT: {
+		const size_t n = json_array_size(v);
+		uint8_t *buf = malloc(n * 8 + 1);
+		const uint64_t shape = n;
+
+		if (!buf)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++) {
+			if (f->kind == F_LIST_INT)
+				x.i = json_integer_value(json_array_get(v, i));
+			else
+				x.d = json_number_value(json_array_get(v, i));
+			memcpy(buf + 8 * i, &x, 8);
+		}
+		rc = tfs_rowcol_add(f->w, buf, n * 8, &shape);
+		free(buf);
+		return rc;
+	}
+	default: {
+		char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+
+		if (!text)
+			return -ENOMEM;
+		rc = tfs_rowcol_add(f->w, text, strlen(text), NULL);
+		free(text);
+		return rc;
+	}
+	}
+}
+
+static int map(const char *path, const char **p, size_t *len)
+{
+	struct stat sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+
+	*p = NULL;
+	*len = 0;
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		rc = -errno;
+		tfs_err("%s: %s", path, strerror(errno));
+	} else if (sb.st_size > 0) {
+		*p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (*p == MAP_FAILED) {
+			rc = -errno;
+			*p = NULL;
+		} else {
+			*len = (size_t)sb.st_size;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static json_t *parse(const char *line, size_t len, char *why, size_t cap)
+{
+	json_error_t e;
+	json_t *v = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+
+	if (!v)
+		snprintf(why, cap, "%s", e.text);
+	return v;
+}
+
+static int is_blank(const char *p, size_t n)
+{
+	while (n && (*p == ' ' || *p == '\t' || *p == '\r'))
+		p++, n--;
+	return n == 0;
+}
+
+static void skip(struct tfs_import_result *res, uint64_t lineno, const char *why, int strict)
+{
+	tfs_warn("line %" PRIu64 ": %s%s", lineno, why, strict ? "" : "; skipped");
+	if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
+		snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "line %" PRIu64 ": %s",
+			 lineno, why);
+	res->skipped++;
+}
+
+/* Pass 1: the fields (from the first object) and their kinds (widened by the later rows). */
+static int scan(const char *data, size_t len, struct field *f, size_t *nf, json_t **first,
+		const char *const *fixed, size_t nfixed)
+{
+	struct lines l = { data, data + len, 0 };
+	const char *line, *key;
+	size_t n;
+	json_t *v;
+	char why[160];
+
+	*first = NULL;
+	while (next_line(&l, &line, &n)) {
+		json_t *o;
+
+		if (is_blank(line, n) || !(o = parse(line, n, why, sizeof(why))))
+			continue;
+		if (!*first) {
+			if (!json_is_object(o) || json_object_size(o) == 0 ||
+			    json_object_size(o) > MAX_FIELDS) {
+				json_decref(o);
+				continue;
+			}
+			*first = o;
+			*nf = 0;
+			json_object_foreach(o, key, v)
+			{
+				f[*nf] = (struct field){ .name = key, .kind = kind_of(v) };
+				(*nf)++;
+			}
+			continue;
+		}
+		for (size_t i = 0; json_is_object(o) && i < *nf; i++) {
+			const json_t *x = json_object_get(o, f[i].name);
+
+			if (x)
+				widen(&f[i], kind_of(x));
+		}
+		json_decref(o);
+	}
+	if (!*first)
+		return -EINVAL;
+	for (size_t k = 0; k < nfixed; k++) {
+		size_t i = 0;
+
+		while (i < *nf && strcmp(f[i].name, fixed[k]))
+			i++;
+		if (i == *nf || (f[i].kind != F_LIST_INT && f[i].kind != F_LIST_FLOAT)) {
+			tfs_err("--fixed %s: no field of lists of numbers by that name", fixed[k]);
+			return -EINVAL;
+		}
+		f[i].fixed = 1;
+		f[i].len = json_array_size(json_object_get(*first, f[i].name));
+	}
+	return 0;
+}
+
+static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_import_opts *o)
+{
+	static const char *const descr[] = {
+		[F_INT] = "<i8",      [F_FLOAT] = "<f8",      [F_BOOL] = "|b1", [F_TEXT] = "|u1",
+		[F_LIST_INT] = "<i8", [F_LIST_FLOAT] = "<f8", [F_JSON] = "|u1"
+	};
+	enum tfs_col_kind kind = TFS_COL_FIXED;
+	const uint64_t shape = f->len;
+	struct tfs_dtype dt;
+	char err[128];
+	int big;
+
+	if (!tfs_name_valid(f->name)) {
+		tfs_err("field '%s' is not a valid column name", f->name);
+		return -EINVAL;
+	}
+	if (tfs_manifest_column(m, f->name)) {
+		tfs_err("column %s exists: JSON Lines import into a dataset without those columns",
+			f->name);
+		return -EINVAL;
+	}
+	if (f->kind == F_TEXT || f->kind == F_JSON)
+		kind = TFS_COL_TEXT;
+	else if ((f->kind == F_LIST_INT || f->kind == F_LIST_FLOAT) && !f->fixed)
+		kind = TFS_COL_RAGGED;
+	tfs_dtype_parse(descr[f->kind], &dt, &big, err, sizeof(err));
+	f->col = m->ncols;
+	return tfs_rowcol_new(m, f->name, kind, &dt, kind == TFS_COL_RAGGED || f->fixed ? 1 : 0,
+			      f->fixed ? &shape : NULL, o->chunk_bytes, o->codec, o->level);
+}
+
+int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
+		     const char *const *fixed, size_t nfixed, int strict,
+		     const struct tfs_import_opts *o, struct tfs_import_result *res,
+		     struct tfs_id *commit_id)
+{
+	struct field f[MAX_FIELDS];
+	struct tfs_manifest m = { 0 };
+	json_t *first = NULL;
+	const char *data = NULL, *line;
+	size_t len = 0, nf = 0, n;
+	struct lines l;
+	struct tfs_txn t;
+	char why[160];
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	if (!rc)
+		rc = map(path, &data, &len);
+	if (!rc && (rc = scan(data, len, f, &nf, &first, fixed, nfixed)) == -EINVAL && !first)
+		tfs_err("%s: no line holds a JSON object with fields", path);
+	if (!rc && t.old.ncols) {
+		tfs_err("%s/%s: JSON Lines make a dataset's columns; this one has some already",
+			s->url, ds);
+		rc = -EINVAL;
+	}
+	if (!rc)
+		rc = tfs_manifest_copy_extra(&t.old, 4 * nf, &m);
+	for (size_t i = 0; !rc && i < nf; i++)
+		rc = add_column(&m, &f[i], o);
+	for (size_t i = 0; !rc && i < nf; i++)
+		rc = tfs_rowcol_begin(s, ds, &m, f[i].col, &f[i].w);
+	/* Pass 2: the rows that fit, in order. */
+	l = (struct lines){ data, data + len, 0 };
+	while (!rc && next_line(&l, &line, &n)) {
+		json_t *obj;
+		const char *bad;
+
+		if (is_blank(line, n))
+			continue;
+		obj = parse(line, n, why, sizeof(why));
+		bad = obj ? bad_row(obj, f, nf, why, sizeof(why)) : why;
+		if (bad) {
+			skip(res, l.lineno, bad, strict);
+			if (strict) {
+				tfs_err("--strict: line %" PRIu64 " is bad; nothing was committed",
+					l.lineno);
+				rc = -EINVAL;
+			}
+		} else {
+			for (size_t i = 0; !rc && i < nf; i++)
+				rc = add_value(&f[i], json_object_get(obj, f[i].name));
+			if (rc == -EINVAL)
+				tfs_err("%s: line %" PRIu64 ": a text field is not valid UTF-8",
+					path, l.lineno);
+			res->rows++;
+			tfs_progress_add(o->progress, n, 1);
+		}
+		json_decref(obj);
+	}
+	for (size_t i = 0; !rc && i < nf; i++)
+		rc = tfs_rowcol_finish(f[i].w);
+	if (!rc) {
+		m.rows = res->rows;
+		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+	}
+	for (size_t i = 0; i < nf; i++)
+		tfs_rowcol_free(f[i].w);
+	json_decref(first);
+	if (data)
+		munmap((void *)data, len);
+	tfs_manifest_free(&m);
+	tfs_txn_end(&t);
+	return rc;
+}
