@@ -228,7 +228,8 @@ static int column_for(struct tfs_manifest *m, const char *name, enum tfs_col_kin
 		if (strcmp(c->name, name))
 			continue;
 		if (c->kind != kind || strcmp(c->dtype.descr, descr) || c->ndim != ndim ||
-		    (kind == TFS_COL_FIXED && memcmp(c->shape, shape, ndim * sizeof(*shape)))) {
+		    (kind == TFS_COL_FIXED && ndim &&
+		     memcmp(c->shape, shape, ndim * sizeof(*shape)))) {
 			tfs_err("column %s exists with other rows (%s %s, rank %u) than these "
 				"images "
 				"make",
