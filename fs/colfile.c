@@ -163,10 +163,13 @@ static int column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct
 	if (rc)
 		return rc;
 	col = tfs_version_column(a->v, n->name);
-	a->size = col >= 0 ? column_size(&a->v->manifest.cols[col]) : 0;
+	if (col >= 0)
+		a->size = n->kind == &tfs_fs_data_kind ? a->v->manifest.cols[col].rows
+						       : column_size(&a->v->manifest.cols[col]);
 	return 0;
 }
 
+/* A version's COLUMN.npy, or a part's data.bin (its bytes, no header). */
 static int column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
 		       struct tfs_fs_handle *h, struct fuse_file_info *fi)
 {
@@ -182,9 +185,14 @@ static int column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fu
 		return -ENOENT;
 	h->col = (size_t)tfs_version_column(h->ver, n->name);
 	c = &h->ver->manifest.cols[h->col];
-	h->size = column_size(c);
-	h->hdr_len = TFS_NPY_ALIGN;
-	rc = tfs_npy_header_build(&c->dtype, c->rows, c->ndim, c->shape, h->header);
+	if (n->kind == &tfs_fs_data_kind) {
+		h->size = c->rows * c->row_bytes;
+		h->hdr_len = 0;
+	} else {
+		h->size = column_size(c);
+		h->hdr_len = TFS_NPY_ALIGN;
+		rc = tfs_npy_header_build(&c->dtype, c->rows, c->ndim, c->shape, h->header);
+	}
 	if (!rc && fs->lake->prefetch)
 		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, NULL, c->nchunks,
 				       &h->stream);
@@ -521,55 +529,12 @@ const struct tfs_fs_kind tfs_fs_view_column_kind = {
 
 /* --- COLUMN/data.bin: a data part's bytes, with no header ----------------------------------- */
 
-static int data_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			struct tfs_fs_attr *a)
-{
-	int col, rc;
-
-	if (h) {
-		a->v = h->ver;
-		tfs_version_get(a->v);
-		a->size = h->size;
-		return 0;
-	}
-	rc = tfs_fs_file_version(fs, n, &a->v);
-	if (rc)
-		return rc;
-	col = tfs_version_column(a->v, n->name);
-	a->size = col >= 0 ? a->v->manifest.cols[col].rows : 0;
-	return 0;
-}
-
-static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
-		     struct tfs_fs_handle *h, struct fuse_file_info *fi)
-{
-	const struct tfs_column *c;
-	int rc;
-
-	(void)who;
-	h->acct = version_acct(fs, n);
-	rc = tfs_fs_file_version(fs, n, &h->ver);
-	if (rc)
-		return rc;
-	if (tfs_version_column(h->ver, n->name) < 0)
-		return -ENOENT;
-	h->col = (size_t)tfs_version_column(h->ver, n->name);
-	c = &h->ver->manifest.cols[h->col];
-	h->size = c->rows * c->row_bytes;
-	h->hdr_len = 0;
-	if (fs->lake->prefetch)
-		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, NULL, c->nchunks,
-				       &h->stream);
-	fi->keep_cache = 1;
-	return rc;
-}
-
 const struct tfs_fs_kind tfs_fs_data_kind = {
 	.name = "data.bin",
 	.mode = S_IFREG | 0444,
 	.pins_version = 1,
-	.getattr = data_getattr,
-	.open = data_open,
+	.getattr = column_getattr,
+	.open = column_open,
 	.read = column_read,
 	.xattrs = column_xattrs,
 };
