@@ -92,6 +92,23 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		     const struct tfs_import_opts *o, struct tfs_import_result *res,
 		     struct tfs_id *commit_id);
 
+/* Import an .npz file: each NAME.npy member is column NAME, its rows (axis 0); all members
+ * have the same rows. Into new columns or existing fixed ones of that dtype and row shape. */
+int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
+		   const struct tfs_import_opts *o, struct tfs_import_result *res,
+		   struct tfs_id *commit_id);
+
+/* Import WebDataset shards (tar files, in order), into a dataset with no columns yet. Members
+ * named KEY.EXT are grouped by KEY (the path up to the first dot of the file name) into
+ * samples; the first sample's extensions are the columns: jpg/jpeg/png decoded images (ragged
+ * uint8 H x W x 3, as --images), cls int64, txt and json text, npy ragged tensors (the first
+ * one's dtype and rank), anything else bytes; KEY is a text `key` column. A sample without
+ * every field, or with one that does not decode, is skipped and named (res->skips), or with
+ * strict fails the import. */
+int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const *shards,
+			  size_t nshards, int strict, const struct tfs_import_opts *o,
+			  struct tfs_import_result *res, struct tfs_id *commit_id);
+
 /* --- within the import module (import.c, import_rows.c, import_images.c, importtxn.c) ----- */
 
 /* A write against a branch: its head when the write began, and the manifest there. */

@@ -37,7 +37,8 @@ static const char usage_text[] =
 	"                                  a row a line) or DIR/ (.npy files, a row each)\n"
 	"  import URL --images DIR         decode JPEG/PNG files into image, path (and label)\n"
 	"         [--size HxW [--resize | --crop | --pad]] [--labels-from-dirs] [--strict]\n"
-	"  import URL --jsonl FILE         JSON Lines: a column per field [--fixed COL] [--strict]\n"
+	"  import URL --jsonl FILE         JSON Lines: a column per field [--fixed COL] "
+	"[--strict]\n"
 	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
 	"         [--level N] [--threads N] [--progress | --quiet]\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
@@ -134,9 +135,32 @@ static int cmd_create(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
-/* `import URL --images DIR ...` or `--jsonl FILE`: one source, and a summary of what was
- * skipped. */
-static int import_one(const char *url, const char *dir, const char *jsonl,
+/* The summary of a one-source import: rows, what was skipped and why, the commit. */
+static int report(const char *url, const char *ds, int rc, const struct tfs_import_result *res,
+		  const struct tfs_id *commit, const struct tfs_import_opts *o)
+{
+	char hex[TFS_ID_HEX];
+
+	if (rc) {
+		tfs_err("import into %s failed; the dataset is unchanged", url);
+		return rc == -EAGAIN ? EXIT_RETRY : 1;
+	}
+	tfs_id_hex(commit, hex);
+	printf("imported %" PRIu64 " rows", res->rows);
+	if (res->classes)
+		printf(" of %zu classes", res->classes);
+	if (res->skipped)
+		printf(", skipped %" PRIu64, res->skipped);
+	for (uint64_t i = 0; i < res->skipped && i < TFS_IMPORT_SKIPS_KEPT; i++)
+		printf("%s%s", i ? "; " : ": ", res->skips[i]);
+	if (res->skipped > TFS_IMPORT_SKIPS_KEPT)
+		printf("; ...");
+	printf("\ncommitted %s to %s/%s\n", hex, ds, o->branch ? o->branch : "main");
+	return 0;
+}
+
+/* `import URL --images DIR ...`, `--jsonl FILE` or `--npz FILE`: one source. */
+static int import_one(const char *url, const char *dir, const char *jsonl, const char *npz,
 		      const char *const *fixed, size_t nfixed, const struct tfs_images_opts *io,
 		      struct tfs_import_opts *o, enum tfs_progress_mode pmode, int nargs)
 {
@@ -144,35 +168,47 @@ static int import_one(const char *url, const char *dir, const char *jsonl,
 	struct tfs_progress_line *pl;
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
-	char *ds = NULL, hex[TFS_ID_HEX];
+	char *ds = NULL;
 	int rc;
 
-	if (nargs != 1 || (dir && jsonl)) {
-		tfs_err("--images DIR or --jsonl FILE is the import's only source");
+	if (nargs != 1 || !!dir + !!jsonl + !!npz != 1) {
+		tfs_err("--images DIR, --jsonl FILE or --npz FILE is the import's only source");
 		return 2;
 	}
 	if (open_dataset(url, 0, &s, &ds))
 		return 1;
 	pl = tfs_progress_line_start("import", dir ? "images" : "rows", o->progress, pmode);
-	rc = dir ? tfs_import_images(s, ds, dir, io, o, &res, &commit)
-		 : tfs_import_jsonl(s, ds, jsonl, fixed, nfixed, io->strict, o, &res, &commit);
+	rc = dir     ? tfs_import_images(s, ds, dir, io, o, &res, &commit)
+	     : jsonl ? tfs_import_jsonl(s, ds, jsonl, fixed, nfixed, io->strict, o, &res, &commit)
+		     : tfs_import_npz(s, ds, npz, o, &res, &commit);
 	tfs_progress_line_stop(pl);
-	if (rc) {
-		tfs_err("import into %s failed; the dataset is unchanged", url);
-		rc = rc == -EAGAIN ? EXIT_RETRY : 1;
-	} else {
-		tfs_id_hex(&commit, hex);
-		printf("imported %" PRIu64 " rows", res.rows);
-		if (res.classes)
-			printf(" of %zu classes", res.classes);
-		if (res.skipped)
-			printf(", skipped %" PRIu64, res.skipped);
-		for (uint64_t i = 0; i < res.skipped && i < TFS_IMPORT_SKIPS_KEPT; i++)
-			printf("%s%s", i ? "; " : ": ", res.skips[i]);
-		if (res.skipped > TFS_IMPORT_SKIPS_KEPT)
-			printf("; ...");
-		printf("\ncommitted %s to %s/%s\n", hex, ds, o->branch ? o->branch : "main");
+	rc = report(url, ds, rc, &res, &commit, o);
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
+
+/* `import URL --webdataset SHARD...`. */
+static int import_shards(const char *url, const char *const *shards, size_t n, int strict,
+			 struct tfs_import_opts *o, enum tfs_progress_mode pmode)
+{
+	struct tfs_import_result res;
+	struct tfs_progress_line *pl;
+	struct tfs_store *s = NULL;
+	struct tfs_id commit;
+	char *ds = NULL;
+	int rc;
+
+	if (!n) {
+		tfs_err("--webdataset: give the shards (tar files) after the URL");
+		return 2;
 	}
+	if (open_dataset(url, 0, &s, &ds))
+		return 1;
+	pl = tfs_progress_line_start("import", "samples", o->progress, pmode);
+	rc = tfs_import_webdataset(s, ds, shards, n, strict, o, &res, &commit);
+	tfs_progress_line_stop(pl);
+	rc = report(url, ds, rc, &res, &commit, o);
 	free(ds);
 	tfs_store_close(s);
 	return rc;
@@ -194,6 +230,8 @@ static int cmd_import(int argc, char **argv)
 		{ "strict", no_argument, NULL, 's' },
 		{ "jsonl", required_argument, NULL, 'J' },
 		{ "fixed", required_argument, NULL, 'F' },
+		{ "npz", required_argument, NULL, 'Z' },
+		{ "webdataset", no_argument, NULL, 'W' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "progress", no_argument, NULL, 'P' },
@@ -206,8 +244,9 @@ static int cmd_import(int argc, char **argv)
 	struct tfs_progress_line *pl;
 	struct tfs_import_src *src = NULL;
 	struct tfs_images_opts io = { .fit = TFS_FIT_RESIZE };
-	const char *images = NULL, *jsonl = NULL, *fixed[64];
+	const char *images = NULL, *jsonl = NULL, *npz = NULL, *fixed[64];
 	size_t nfixed = 0;
+	int webdataset = 0;
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
 	size_t n = 0;
@@ -284,6 +323,12 @@ static int cmd_import(int argc, char **argv)
 		case 'J':
 			jsonl = optarg;
 			break;
+		case 'Z':
+			npz = optarg;
+			break;
+		case 'W':
+			webdataset = 1;
+			break;
 		case 'F':
 			if (nfixed == sizeof(fixed) / sizeof(fixed[0])) {
 				tfs_err("--fixed: at most 64 columns");
@@ -295,9 +340,12 @@ static int cmd_import(int argc, char **argv)
 			return tfs_cli_usage(2);
 		}
 	}
-	if (images || jsonl)
-		return import_one(argv[optind], images, jsonl, fixed, nfixed, &io, &o, pmode,
+	if (images || jsonl || npz)
+		return import_one(argv[optind], images, jsonl, npz, fixed, nfixed, &io, &o, pmode,
 				  argc - optind);
+	if (webdataset)
+		return import_shards(argv[optind], (const char *const *)argv + optind + 1,
+				     (size_t)(argc - optind - 1), io.strict, &o, pmode);
 	if (argc - optind < 2)
 		return tfs_cli_usage(2);
 	src = calloc((size_t)(argc - optind - 1), sizeof(*src));
@@ -436,8 +484,9 @@ static void print_info(const struct tfs_version *v)
 		tfs_shape_str(c->shape, c->ndim, shape, sizeof(shape));
 		snprintf(chunk_rows, sizeof(chunk_rows), "%" PRIu64, c->rows_per_chunk);
 		printf("  %-20s %-6s %-20s %12" PRIu64 " %10s %6s %14" PRIu64 "\n", c->name,
-		       c->dtype.descr, shape, c->row_bytes, c->rows_per_chunk ? chunk_rows : "listed",
-		       tfs_codec_by_id(c->codec)->name, stored);
+		       c->dtype.descr, shape, c->row_bytes,
+		       c->rows_per_chunk ? chunk_rows : "listed", tfs_codec_by_id(c->codec)->name,
+		       stored);
 	}
 }
 

@@ -19,8 +19,8 @@
 set -eu
 
 BUILD_PKGS="build-essential pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev libssl-dev
-	libcurl4-openssl-dev libinih-dev libjpeg62-turbo-dev libpng-dev libjansson-dev libncurses-dev
-	python3 python3-numpy ca-certificates attr"
+	libcurl4-openssl-dev libinih-dev libjpeg62-turbo-dev libpng-dev libjansson-dev libarchive-dev
+	libncurses-dev python3 python3-numpy ca-certificates attr"
 TEST_PKGS="libcmocka-dev python3-pytest python3-torch python3-torchvision python3-pil zstd
 	python3-botocore nginx openssl curl
 	nodejs npm tmux man-db groff-base dpkg-dev debhelper fakeroot lintian util-linux systemd"

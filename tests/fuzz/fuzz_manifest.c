@@ -25,9 +25,12 @@ static void same_manifest(const struct tfs_manifest *a, const struct tfs_manifes
 		FUZZ_CHECK(x->chunk_bytes == y->chunk_bytes);
 		FUZZ_CHECK(x->codec == y->codec && x->level == y->level);
 		FUZZ_CHECK(x->nchunks == y->nchunks);
+		FUZZ_CHECK(x->kind == y->kind && x->part == y->part);
+		FUZZ_CHECK(x->text_bytes == y->text_bytes);
 		for (size_t k = 0; k < x->nchunks; k++) {
 			FUZZ_CHECK(tfs_id_eq(&x->chunks[k].id, &y->chunks[k].id));
 			FUZZ_CHECK(x->chunks[k].stored_size == y->chunks[k].stored_size);
+			FUZZ_CHECK(tfs_column_chunk_rows(x, k) == tfs_column_chunk_rows(y, k));
 		}
 	}
 }
@@ -38,15 +41,35 @@ static void check_manifest(const struct tfs_manifest *m)
 	FUZZ_CHECK(m->ncols > 0 || m->rows == 0);
 	for (size_t i = 0; i < m->ncols; i++) {
 		const struct tfs_column *c = &m->cols[i];
-		uint64_t bytes = c->dtype.itemsize;
+		uint64_t bytes = c->dtype.itemsize, rows = 0;
 
-		FUZZ_CHECK(tfs_name_valid(c->name));
 		FUZZ_CHECK(tfs_manifest_column(m, c->name) == c); /* names are unique */
-		FUZZ_CHECK(c->rows == m->rows);
-		FUZZ_CHECK(c->rows_per_chunk >= 1);
-		FUZZ_CHECK(c->nchunks ==
-			   c->rows / c->rows_per_chunk + (c->rows % c->rows_per_chunk ? 1 : 0));
 		FUZZ_CHECK(c->ndim < TFS_MAX_DIMS);
+		if (c->kind != TFS_COL_FIXED) {
+			/* A header: no chunks, its parts right after it, of its rows. */
+			FUZZ_CHECK(tfs_name_valid(c->name) && c->part == TFS_PART_NONE);
+			FUZZ_CHECK(c->rows == m->rows && c->nchunks == 0);
+			FUZZ_CHECK(c->data == i + 1 && c->offsets == i + 2);
+			FUZZ_CHECK(m->cols[c->offsets].rows == c->rows + 1);
+			FUZZ_CHECK(c->kind != TFS_COL_RAGGED ||
+				   (c->shapes == i + 3 && m->cols[c->shapes].rows == c->rows));
+			continue;
+		}
+		if (c->part == TFS_PART_NONE) {
+			FUZZ_CHECK(tfs_name_valid(c->name));
+			FUZZ_CHECK(c->rows == m->rows);
+		}
+		FUZZ_CHECK(c->rows_per_chunk >= 1 || c->part == TFS_PART_DATA);
+		if (c->rows_per_chunk)
+			FUZZ_CHECK(c->nchunks == c->rows / c->rows_per_chunk +
+							 (c->rows % c->rows_per_chunk ? 1 : 0));
+		for (size_t k = 0; k < c->nchunks; k++) {
+			FUZZ_CHECK(tfs_column_chunk_first(c, k) == rows);
+			FUZZ_CHECK(c->rows_per_chunk || tfs_column_chunk_rows(c, k) > 0);
+			rows += tfs_column_chunk_rows(c, k);
+			FUZZ_CHECK(!rows || tfs_column_chunk_of(c, rows - 1) == k);
+		}
+		FUZZ_CHECK(rows == c->rows);
 		for (unsigned d = 0; d < c->ndim; d++)
 			FUZZ_CHECK(!tfs_mul_u64(bytes, c->shape[d], &bytes));
 		FUZZ_CHECK(bytes == c->row_bytes);

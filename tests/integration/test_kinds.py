@@ -363,3 +363,85 @@ def test_killed_row_and_image_imports_leave_the_dataset_as_it_was(lake, tmp_path
                 assert info["rows"] == 0, (name, frac)
             else:
                 assert info["parents"] == [prev] and info["rows"] == rows, (name, frac)
+
+
+def test_npz_and_webdataset(lake, mount, tmp_path):
+    import io
+    import json
+    import sys
+    import tarfile
+
+    from PIL import Image
+
+    from conftest import REPO_ROOT
+    sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
+    import tensorfs
+
+    x = np.arange(60, dtype=">i4").reshape(20, 3)  # big-endian: stored little-endian
+    y = np.linspace(0, 1, 20)
+    np.savez_compressed(tmp_path / "a.npz", x=x, y=y)
+    lake.create("n")
+    p = lake.import_("n", {}, "--npz", tmp_path / "a.npz")
+    assert "imported 20 rows" in p.stdout
+    np.savez(tmp_path / "bad.npz", x=x, z=np.arange(3))
+    lake.create("m")
+    p = lake.import_("m", {}, "--npz", tmp_path / "bad.npz", check=False)
+    assert p.returncode != 0 and "has 3 rows" in p.stderr, p.stderr
+
+    def add(t, name, data):
+        ti = tarfile.TarInfo(name)
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+
+    rng = np.random.default_rng(4)
+    samples = []
+    for shard in range(2):
+        with tarfile.open(tmp_path / f"s{shard}.tar", "w") as t:
+            for i in range(25):
+                key = f"shard{shard}/{i:04d}"
+                img = rng.integers(0, 256, size=(int(rng.integers(1, 9)), 5, 3), dtype=np.uint8)
+                vec = rng.standard_normal(int(rng.integers(0, 4))).astype(np.float32)
+                b = io.BytesIO()
+                Image.fromarray(img).save(b, "PNG")
+                add(t, key + ".png", b.getvalue())
+                add(t, key + ".cls", str(i * 7).encode())
+                add(t, key + ".txt", f"caption {i}\nsecond line".encode())
+                b = io.BytesIO()
+                np.save(b, vec)
+                add(t, key + ".npy", b.getvalue())
+                add(t, key + ".bin", bytes([i, 0, 255]))
+                samples.append((key, img, i * 7, vec))
+    lake.create("w")
+    p = lake.import_("w", {}, "--webdataset", tmp_path / "s0.tar", tmp_path / "s1.tar")
+    assert "imported 50 rows" in p.stdout, p.stdout
+    m = mount(lake)
+    n = tensorfs.open(m / "n" / "main")
+    assert np.array_equal(n["x"], x) and n["x"].dtype == np.dtype("<i4")
+    assert np.array_equal(n["y"], y)
+    w = tensorfs.open(m / "w" / "main")
+    assert sorted(w) == ["bin", "cls", "key", "npy", "png", "txt"]
+    assert list(w["key"]) == [s[0] for s in samples]
+    assert all(np.array_equal(a, s[1]) for a, s in zip(w["png"], samples))
+    assert w["cls"].tolist() == [s[2] for s in samples]
+    assert all(np.array_equal(a, s[3]) for a, s in zip(w["npy"], samples))
+    assert list(w["txt"])[5] == "caption 5\nsecond line"
+    assert list(w["bin"])[9] == bytes([9, 0, 255])
+    # a damaged image and a missing field: skipped and named, or --strict fails
+    with tarfile.open(tmp_path / "bad.tar", "w") as t:
+        for ext, data in (("png", b"not an image"), ("cls", b"1"), ("txt", b"t"),
+                          ("npy", b"x"), ("bin", b"")):
+            add(t, "k/0001." + ext, data)
+        add(t, "k/0002.cls", b"2")
+    p = lake.import_("w2", {}, "--webdataset", tmp_path / "s0.tar", tmp_path / "bad.tar",
+                     check=False)
+    assert p.returncode != 0  # no such dataset yet
+    lake.create("w2")
+    p = lake.import_("w2", {}, "--webdataset", tmp_path / "s0.tar", tmp_path / "bad.tar")
+    assert "imported 25 rows, skipped 2" in p.stdout, p.stdout
+    assert "k/0001: .png: not a JPEG or PNG image" in p.stdout, p.stdout
+    assert "k/0002: no .png" in p.stdout, p.stdout
+    lake.create("w3")
+    before = lake.snapshot("w3")
+    p = lake.import_("w3", {}, "--webdataset", tmp_path / "s0.tar", tmp_path / "bad.tar",
+                     "--strict", check=False)
+    assert p.returncode != 0 and lake.snapshot("w3") == before

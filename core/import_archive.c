@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: MIT */
+/* import_archive: sources read through libarchive. An .npz file (a zip of .npy members, each a
+ * column of its rows) and WebDataset shards (tar files whose members, grouped by key, are
+ * samples: `.jpg`/`.jpeg`/`.png` decoded images, `.cls` int64, `.txt` and `.json` text, `.npy`
+ * tensors, anything else bytes, and the key a text `key` column). */
+#include "import.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include "image.h"
+#include "rowcol.h"
+
+#define MAX_COLS 64
+
+static struct archive *open_archive(const char *path)
+{
+	struct archive *a = archive_read_new();
+
+	if (!a)
+		return NULL;
+	archive_read_support_format_zip(a);
+	archive_read_support_format_tar(a);
+	archive_read_support_filter_all(a);
+	if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
+		tfs_err("%s: %s", path, archive_error_string(a));
+		archive_read_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* The rest of the current member into out. */
+static int read_member(struct archive *a, const char *path, struct tfs_buf *out)
+{
+	char buf[1 << 16];
+	la_ssize_t n;
+
+	out->len = 0;
+	while ((n = archive_read_data(a, buf, sizeof(buf))) > 0)
+		if (tfs_buf_append(out, buf, (size_t)n))
+			return -ENOMEM;
+	if (n < 0) {
+		tfs_err("%s: %s", path, archive_error_string(a));
+		return -EIO;
+	}
+	return 0;
+}
+
+/* An NPY held in memory: its header, checked against its length. */
+static int npy_in(const struct tfs_buf *b, const char *what, struct tfs_npy_info *info)
+{
+	char err[256];
+	size_t need;
+	uint64_t bytes;
+
+	if (tfs_npy_parse(b->data, b->len, info, &need, err, sizeof(err))) {
+		tfs_err("%s: %s", what, err[0] ? err : "not an NPY array");
+		return -EINVAL;
+	}
+	bytes = info->dtype.itemsize;
+	for (unsigned d = 0; d < info->ndim; d++)
+		bytes *= info->shape[d];
+	if (info->data_offset + bytes > b->len) {
+		tfs_err("%s: shorter than its NPY header says", what);
+		return -EINVAL;
+	}
+	if (info->fortran_order && info->ndim > 1) {
+		tfs_err("%s: Fortran-ordered arrays are not taken from archives", what);
+		return -EINVAL;
+	}
+	if (info->big_endian)
+		tfs_dtype_swap(&info->dtype, b->data + info->data_offset, (size_t)bytes);
+	return 0;
+}
+
+/* --- .npz ----------------------------------------------------------------------------------- */
+
+int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
+		   const struct tfs_import_opts *o, struct tfs_import_result *res,
+		   struct tfs_id *commit_id)
+{
+	struct tfs_manifest m = { 0 };
+	struct tfs_buf b = { 0 };
+	struct archive *a = NULL;
+	struct archive_entry *e;
+	uint64_t rows = UINT64_MAX;
+	size_t ncols = 0;
+	struct tfs_txn t;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	if (!rc)
+		rc = tfs_manifest_copy_extra(&t.old, MAX_COLS, &m);
+	if (!rc && !(a = open_archive(path)))
+		rc = -EINVAL;
+	/* One pass: each member's rows go to its column as they are read. */
+	while (!rc && archive_read_next_header(a, &e) == ARCHIVE_OK) {
+		const char *name = archive_entry_pathname(e);
+		char col[160], what[512];
+		size_t n = strlen(name);
+		struct tfs_npy_info info;
+		struct tfs_column *c = NULL;
+		struct tfs_rowcol *w = NULL;
+		uint64_t row_bytes;
+
+		if (n <= 4 || strcmp(name + n - 4, ".npy") || n - 4 >= sizeof(col))
+			continue;
+		snprintf(col, sizeof(col), "%.*s", (int)(n - 4), name);
+		snprintf(what, sizeof(what), "%s: %s", path, name);
+		if (!tfs_name_valid(col)) {
+			tfs_err("%s: '%s' is not a valid column name", what, col);
+			rc = -EINVAL;
+			break;
+		}
+		rc = read_member(a, what, &b);
+		if (!rc)
+			rc = npy_in(&b, what, &info);
+		if (rc)
+			break;
+		if (rows == UINT64_MAX)
+			rows = info.shape[0];
+		if (info.shape[0] != rows) {
+			tfs_err("%s has %" PRIu64 " rows, the archive's first array %" PRIu64, what,
+				info.shape[0], rows);
+			rc = -EINVAL;
+			break;
+		}
+		c = (struct tfs_column *)tfs_manifest_column(&m, col);
+		if (c && (c->kind != TFS_COL_FIXED || c->part != TFS_PART_NONE ||
+			  strcmp(c->dtype.descr, info.dtype.descr) || c->ndim != info.ndim - 1 ||
+			  memcmp(c->shape, info.shape + 1, c->ndim * sizeof(*c->shape)))) {
+			tfs_err("%s: column %s holds other rows", what, col);
+			rc = -EINVAL;
+			break;
+		}
+		if (!c) {
+			if (++ncols > MAX_COLS) {
+				rc = -E2BIG;
+				break;
+			}
+			rc = tfs_rowcol_new(&m, col, TFS_COL_FIXED, &info.dtype, info.ndim - 1,
+					    info.shape + 1, o->chunk_bytes, o->codec, o->level);
+			c = &m.cols[m.ncols - 1];
+		}
+		if (!rc)
+			rc = tfs_rowcol_begin(s, ds, &m, (size_t)(c - m.cols), &w);
+		row_bytes = c->row_bytes;
+		for (uint64_t r = 0; !rc && r < rows; r++)
+			rc = tfs_rowcol_add(w, b.data + info.data_offset + r * row_bytes,
+					    (size_t)row_bytes, NULL);
+		if (!rc)
+			rc = tfs_rowcol_finish(w);
+		tfs_rowcol_free(w);
+		tfs_progress_add(o->progress, rows * row_bytes, 0);
+	}
+	if (!rc && rows == UINT64_MAX) {
+		tfs_err("%s: no .npy arrays in it", path);
+		rc = -EINVAL;
+	}
+	/* Every column of the dataset keeps the same number of rows. */
+	for (size_t i = 0; !rc && i < m.ncols; i++)
+		if (m.cols[i].part == TFS_PART_NONE && m.cols[i].rows != m.cols[0].rows) {
+			tfs_err("column %s would have %" PRIu64 " rows and %s %" PRIu64
+				"; import all of a dataset's columns together",
+				m.cols[i].name, m.cols[i].rows, m.cols[0].name, m.cols[0].rows);
+			rc = -EINVAL;
+		}
+	if (!rc) {
+		m.rows = m.cols[0].rows;
+		res->rows = rows;
+		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+	}
+	if (a)
+		archive_read_free(a);
+	tfs_buf_free(&b);
+	tfs_manifest_free(&m);
+	tfs_txn_end(&t);
+	return rc;
+}
+
+/* --- WebDataset ----------------------------------------------------------------------------- */
+
+enum wkind { W_IMAGE, W_CLS, W_TEXT, W_NPY, W_BYTES };
+
+struct wfield {
+	char ext[64]; /* the column's name */
+	enum wkind kind;
+	struct tfs_rowcol *w;
+	size_t col;
+	struct tfs_buf val; /* this sample's value */
+	int have;
+	/* The value made ready before any field of the sample is added: */
+	struct tfs_image img;	  /* W_IMAGE */
+	struct tfs_npy_info info; /* W_NPY */
+	int64_t cls;		  /* W_CLS */
+	struct tfs_dtype dt;	  /* W_NPY: the column's dtype and rank */
+	unsigned ndim;
+};
+
+static enum wkind wkind_of(const char *ext)
+{
+	if (!strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg") || !strcasecmp(ext, "png"))
+		return W_IMAGE;
+	if (!strcmp(ext, "cls"))
+		return W_CLS;
+	if (!strcmp(ext, "txt") || !strcmp(ext, "json"))
+		return W_TEXT;
+	if (!strcmp(ext, "npy"))
+		return W_NPY;
+	return W_BYTES;
+}
+
+/* Split a member name into key (path up to the first '.' of its last part) and extension. */
+static int split_name(const char *name, char *key, size_t kcap, const char **ext)
+{
+	const char *base = strrchr(name, '/'), *dot;
+
+	base = base ? base + 1 : name;
+	dot = strchr(base, '.');
+	if (!dot || dot == base || !dot[1] || (size_t)(dot - name) >= kcap)
+		return 0;
+	snprintf(key, kcap, "%.*s", (int)(dot - name), name);
+	*ext = dot + 1;
+	return 1;
+}
+
+/* Make field i's value ready to add; a reason in why when it cannot be. */
+static void prepare(struct wfield *f, const char *key, char *why, size_t cap)
+{
+	char err[TFS_IMAGE_ERR], *end;
+
+	switch (f->kind) {
+	case W_IMAGE:
+		if (tfs_image_decode(f->val.data, f->val.len, &f->img, err, sizeof(err)))
+			snprintf(why, cap, ".%s: %s", f->ext, err);
+		break;
+	case W_CLS:
+		if (tfs_buf_append(&f->val, "", 1)) {
+			snprintf(why, cap, "out of memory");
+			break;
+		}
+		f->val.len--;
+		f->cls = strtoll((char *)f->val.data, &end, 10);
+		if (end == (char *)f->val.data || (*end && *end != '\n'))
+			snprintf(why, cap, ".%s: not an integer", f->ext);
+		break;
+	case W_TEXT:
+		if (!tfs_utf8_valid(f->val.data, f->val.len))
+			snprintf(why, cap, ".%s: not UTF-8", f->ext);
+		break;
+	case W_NPY:
+		if (npy_in(&f->val, key, &f->info) || strcmp(f->info.dtype.descr, f->dt.descr) ||
+		    f->info.ndim != f->ndim)
+			snprintf(why, cap, ".%s: not an NPY array of dtype %s and rank %u", f->ext,
+				 f->dt.descr, f->ndim);
+		break;
+	default:
+		break;
+	}
+}
+
+static int add_value(struct wfield *f)
+{
+	uint64_t shape[3], bytes;
+
+	switch (f->kind) {
+	case W_IMAGE:
+		shape[0] = f->img.h, shape[1] = f->img.w, shape[2] = 3;
+		return tfs_rowcol_add(f->w, f->img.px, (size_t)f->img.w * f->img.h * 3, shape);
+	case W_CLS:
+		return tfs_rowcol_add(f->w, &f->cls, sizeof(f->cls), NULL);
+	case W_NPY:
+		bytes = f->info.dtype.itemsize;
+		for (unsigned d = 0; d < f->info.ndim; d++)
+			bytes *= f->info.shape[d];
+		return tfs_rowcol_add(f->w, f->val.data + f->info.data_offset, (size_t)bytes,
+				      f->info.shape);
+	default:
+		return tfs_rowcol_add(f->w, f->val.data, f->val.len, NULL);
+	}
+}
+
+/* Add one sample (every field present and good, else skipped); the key is its own column. */
+static int add_sample(struct wfield *f, size_t nf, struct tfs_rowcol *keyw, const char *key,
+		      int strict, struct tfs_import_result *res)
+{
+	char why[200] = "";
+	int rc = 0;
+
+	for (size_t i = 0; i < nf && !why[0]; i++)
+		if (!f[i].have)
+			snprintf(why, sizeof(why), "no .%s", f[i].ext);
+	/* Everything checked (and decoded) before anything of the sample is added. */
+	for (size_t i = 0; i < nf && !why[0]; i++)
+		prepare(&f[i], key, why, sizeof(why));
+	if (why[0]) {
+		tfs_warn("%s: %s%s", key, why, strict ? "" : "; skipped");
+		if (strict)
+			rc = -EINVAL;
+		else if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
+			snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "%s: %s", key,
+				 why);
+		res->skipped += !strict;
+	} else {
+		for (size_t i = 0; !rc && i < nf; i++)
+			rc = add_value(&f[i]);
+		if (!rc)
+			rc = tfs_rowcol_add(keyw, key, strlen(key), NULL);
+		res->rows += !rc;
+	}
+	for (size_t i = 0; i < nf; i++)
+		tfs_image_free(&f[i].img);
+	return rc;
+}
+
+/* The fields of the first sample of the first shard, and the kinds of their columns. */
+static int first_fields(const char *shard, struct wfield *f, size_t *nf)
+{
+	struct archive *a = open_archive(shard);
+	struct archive_entry *e;
+	char key[1024], first[1024] = "";
+	const char *ext;
+
+	*nf = 0;
+	if (!a)
+		return -EINVAL;
+	while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+		if (archive_entry_filetype(e) != AE_IFREG ||
+		    !split_name(archive_entry_pathname(e), key, sizeof(key), &ext))
+			continue;
+		if (!first[0])
+			snprintf(first, sizeof(first), "%s", key);
+		if (strcmp(key, first))
+			break;
+		if (*nf == MAX_COLS || !tfs_name_valid(ext) || strlen(ext) >= sizeof(f->ext) ||
+		    !strcmp(ext, "key"))
+			continue;
+		memset(&f[*nf], 0, sizeof(f[*nf]));
+		snprintf(f[*nf].ext, sizeof(f[*nf].ext), "%s", ext);
+		f[*nf].kind = wkind_of(ext);
+		(*nf)++;
+	}
+	archive_read_free(a);
+	return *nf ? 0 : -EINVAL;
+}
+
+int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const *shards,
+			  size_t nshards, int strict, const struct tfs_import_opts *o,
+			  struct tfs_import_result *res, struct tfs_id *commit_id)
+{
+	static const char *const descr[] = { [W_IMAGE] = "|u1",
+					     [W_CLS] = "<i8",
+					     [W_TEXT] = "|u1",
+					     [W_NPY] = NULL,
+					     [W_BYTES] = "|u1" };
+	struct wfield f[MAX_COLS];
+	struct tfs_manifest m = { 0 };
+	struct tfs_rowcol *keyw = NULL;
+	struct tfs_dtype u1;
+	size_t nf = 0, keycol = 0;
+	char err[128], key[1024] = "", cur[1024] = "";
+	struct tfs_txn t;
+	int big, rc;
+
+	memset(res, 0, sizeof(*res));
+	memset(f, 0, sizeof(f));
+	tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err));
+	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	if (!rc && t.old.ncols) {
+		tfs_err("%s/%s: WebDataset shards make a dataset's columns; this one has some",
+			s->url, ds);
+		rc = -EINVAL;
+	}
+	if (!rc && (rc = first_fields(shards[0], f, &nf)))
+		tfs_err("%s: no sample (files named KEY.EXT) in it", shards[0]);
+	if (!rc)
+		rc = tfs_manifest_copy_extra(&t.old, 4 * (nf + 1), &m);
+	/* .npy fields: their dtype and rank from the first sample's array. */
+	for (size_t i = 0; !rc && i < nf; i++) {
+		enum tfs_col_kind kind = f[i].kind == W_IMAGE || f[i].kind == W_NPY ? TFS_COL_RAGGED
+					 : f[i].kind == W_CLS			    ? TFS_COL_FIXED
+					 : f[i].kind == W_TEXT			    ? TFS_COL_TEXT
+										    : TFS_COL_BYTES;
+		struct tfs_dtype dt;
+
+		if (f[i].kind == W_NPY) {
+			struct archive *a = open_archive(shards[0]);
+			struct archive_entry *e;
+			struct tfs_buf b = { 0 };
+			struct tfs_npy_info info;
+			const char *ext;
+
+			rc = a ? -ENOENT : -EINVAL;
+			while (a && rc == -ENOENT && archive_read_next_header(a, &e) == ARCHIVE_OK)
+				if (split_name(archive_entry_pathname(e), key, sizeof(key), &ext) &&
+				    !strcmp(ext, f[i].ext))
+					rc = read_member(a, shards[0], &b)  ? -EIO
+					     : npy_in(&b, shards[0], &info) ? -EINVAL
+									    : 0;
+			if (a)
+				archive_read_free(a);
+			tfs_buf_free(&b);
+			if (rc)
+				break;
+			f[i].dt = info.dtype;
+			f[i].ndim = info.ndim;
+			dt = info.dtype;
+		} else {
+			tfs_dtype_parse(descr[f[i].kind], &dt, &big, err, sizeof(err));
+		}
+		f[i].col = m.ncols;
+		rc = tfs_rowcol_new(&m, f[i].ext, kind, &dt,
+				    f[i].kind == W_IMAGE ? 3
+				    : f[i].kind == W_NPY ? f[i].ndim
+							 : 0,
+				    NULL, o->chunk_bytes, o->codec, o->level);
+	}
+	if (!rc) {
+		keycol = m.ncols;
+		rc = tfs_rowcol_new(&m, "key", TFS_COL_TEXT, &u1, 0, NULL, o->chunk_bytes, o->codec,
+				    o->level);
+	}
+	for (size_t i = 0; !rc && i < nf; i++)
+		rc = tfs_rowcol_begin(s, ds, &m, f[i].col, &f[i].w);
+	if (!rc)
+		rc = tfs_rowcol_begin(s, ds, &m, keycol, &keyw);
+	/* Members of one sample follow each other: a new key ends the sample before it. */
+	for (size_t sh = 0; !rc && sh < nshards; sh++) {
+		struct archive *a = open_archive(shards[sh]);
+		struct archive_entry *e;
+		const char *ext;
+
+		if (!a) {
+			rc = -EINVAL;
+			break;
+		}
+		while (!rc && archive_read_next_header(a, &e) == ARCHIVE_OK) {
+			size_t i = 0;
+
+			if (archive_entry_filetype(e) != AE_IFREG ||
+			    !split_name(archive_entry_pathname(e), key, sizeof(key), &ext))
+				continue;
+			if (strcmp(key, cur)) {
+				if (cur[0])
+					rc = add_sample(f, nf, keyw, cur, strict, res);
+				for (size_t k = 0; k < nf; k++)
+					f[k].have = 0;
+				snprintf(cur, sizeof(cur), "%s", key);
+			}
+			while (i < nf && strcmp(f[i].ext, ext))
+				i++;
+			if (!rc && i < nf) {
+				rc = read_member(a, shards[sh], &f[i].val);
+				f[i].have = 1;
+				tfs_progress_add(o->progress, f[i].val.len, 0);
+			}
+		}
+		archive_read_free(a);
+	}
+	if (!rc && cur[0])
+		rc = add_sample(f, nf, keyw, cur, strict, res);
+	for (size_t i = 0; !rc && i < nf; i++)
+		rc = tfs_rowcol_finish(f[i].w);
+	if (!rc)
+		rc = tfs_rowcol_finish(keyw);
+	if (!rc && !res->rows) {
+		tfs_err("no whole sample in the shards; nothing to commit");
+		rc = -EINVAL;
+	}
+	if (!rc) {
+		m.rows = res->rows;
+		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+	}
+	for (size_t i = 0; i < nf; i++) {
+		tfs_rowcol_free(f[i].w);
+		tfs_buf_free(&f[i].val);
+		tfs_image_free(&f[i].img);
+	}
+	tfs_rowcol_free(keyw);
+	tfs_manifest_free(&m);
+	tfs_txn_end(&t);
+	return rc;
+}
