@@ -416,13 +416,13 @@ static int parse_entry(struct cursor *cur, unsigned version, struct tfs_column *
 	if (version < MANIFEST_V2)
 		return slash ? -1 : parse_fixed(cur, c, err, err_cap);
 	/* Version 2: "kind K" (a header), "part P", or a fixed column's dtype line. */
-	if (cur->p < cur->end && !strncmp(cur->p, "kind ", 5)) {
+	if (cur->end - cur->p >= 5 && !memcmp(cur->p, "kind ", 5)) {
 		if (next_line(cur) || slash || (k = tfs_col_kind_parse(cur->line + 5)) <= 0)
 			return -1;
 		c->kind = (enum tfs_col_kind)k;
 		return parse_header(cur, c, err, err_cap);
 	}
-	if (cur->p < cur->end && !strncmp(cur->p, "part ", 5)) {
+	if (cur->end - cur->p >= 5 && !memcmp(cur->p, "part ", 5)) {
 		if (next_line(cur) || !slash || strcmp(cur->line + 5, slash + 1))
 			return -1;
 		c->part = part_of_name(name);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* cli: what the tensorfs command's files share: the usage text and the mount command. */
+/* cli: what the tensorfs command's files share: the usage text, opening a dataset, and the
+ * mount and import commands. */
 #ifndef TFS_CLI_H
 #define TFS_CLI_H
 
@@ -9,5 +10,17 @@ int tfs_cli_usage(int rc);
 /* `tensorfs mount LAKE_URL MOUNTPOINT ...`, also as mount.tensorfs and as mount.fuse runs it;
  * argv[0] is the command's name. Returns the exit status. */
 int tfs_cmd_mount(int argc, char **argv);
+
+#define TFS_EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe \
+			   */
+
+struct tfs_store;
+
+/* Open URL = LAKE_URL/DATASET: the store (*s) and the dataset's name (*ds, handed over); logs
+ * and returns non-zero when it cannot. */
+int tfs_cli_open_dataset(const char *url, unsigned flags, struct tfs_store **s, char **ds);
+
+/* `tensorfs import URL ...`. Returns the exit status. */
+int tfs_cmd_import(int argc, char **argv);
 
 #endif

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/* import_cmd: `tensorfs import`, every form: COL=SOURCE files, --images, --jsonl, --npz and
+ * --webdataset, with the progress line and the summary of what was skipped. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "import.h"
+#include "progress.h"
+#include "store.h"
+#include "util.h"
+
+/* The summary of a one-source import: rows, what was skipped and why, the commit. */
+static int report(const char *url, const char *ds, int rc, const struct tfs_import_result *res,
+		  const struct tfs_id *commit, const struct tfs_import_opts *o)
+{
+	char hex[TFS_ID_HEX];
+
+	if (rc) {
+		tfs_err("import into %s failed; the dataset is unchanged", url);
+		return rc == -EAGAIN ? TFS_EXIT_RETRY : 1;
+	}
+	tfs_id_hex(commit, hex);
+	printf("imported %" PRIu64 " rows", res->rows);
+	if (res->classes)
+		printf(" of %zu classes", res->classes);
+	if (res->skipped)
+		printf(", skipped %" PRIu64, res->skipped);
+	for (uint64_t i = 0; i < res->skipped && i < TFS_IMPORT_SKIPS_KEPT; i++)
+		printf("%s%s", i ? "; " : ": ", res->skips[i]);
+	if (res->skipped > TFS_IMPORT_SKIPS_KEPT)
+		printf("; ...");
+	printf("\ncommitted %s to %s/%s\n", hex, ds, o->branch ? o->branch : "main");
+	return 0;
+}
+
+/* `import URL --images DIR ...`, `--jsonl FILE` or `--npz FILE`: one source. */
+static int import_one(const char *url, const char *dir, const char *jsonl, const char *npz,
+		      const char *const *fixed, size_t nfixed, const struct tfs_images_opts *io,
+		      struct tfs_import_opts *o, enum tfs_progress_mode pmode, int nargs)
+{
+	struct tfs_import_result res;
+	struct tfs_progress_line *pl;
+	struct tfs_store *s = NULL;
+	struct tfs_id commit;
+	char *ds = NULL;
+	int rc;
+
+	if (nargs != 1 || !!dir + !!jsonl + !!npz != 1) {
+		tfs_err("--images DIR, --jsonl FILE or --npz FILE is the import's only source");
+		return 2;
+	}
+	if (tfs_cli_open_dataset(url, 0, &s, &ds))
+		return 1;
+	pl = tfs_progress_line_start("import", dir ? "images" : "rows", o->progress, pmode);
+	rc = dir     ? tfs_import_images(s, ds, dir, io, o, &res, &commit)
+	     : jsonl ? tfs_import_jsonl(s, ds, jsonl, fixed, nfixed, io->strict, o, &res, &commit)
+		     : tfs_import_npz(s, ds, npz, o, &res, &commit);
+	tfs_progress_line_stop(pl);
+	rc = report(url, ds, rc, &res, &commit, o);
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
+
+/* `import URL --webdataset SHARD...`. */
+static int import_shards(const char *url, const char *const *shards, size_t n, int strict,
+			 struct tfs_import_opts *o, enum tfs_progress_mode pmode)
+{
+	struct tfs_import_result res;
+	struct tfs_progress_line *pl;
+	struct tfs_store *s = NULL;
+	struct tfs_id commit;
+	char *ds = NULL;
+	int rc;
+
+	if (!n) {
+		tfs_err("--webdataset: give the shards (tar files) after the URL");
+		return 2;
+	}
+	if (tfs_cli_open_dataset(url, 0, &s, &ds))
+		return 1;
+	pl = tfs_progress_line_start("import", "samples", o->progress, pmode);
+	rc = tfs_import_webdataset(s, ds, shards, n, strict, o, &res, &commit);
+	tfs_progress_line_stop(pl);
+	rc = report(url, ds, rc, &res, &commit, o);
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
+
+int tfs_cmd_import(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "message", required_argument, NULL, 'm' },
+		{ "branch", required_argument, NULL, 'b' },
+		{ "chunk-size", required_argument, NULL, 'c' },
+		{ "codec", required_argument, NULL, 'C' },
+		{ "images", required_argument, NULL, 'I' },
+		{ "size", required_argument, NULL, 'S' },
+		{ "resize", no_argument, NULL, 'R' },
+		{ "crop", no_argument, NULL, 'X' },
+		{ "pad", no_argument, NULL, 'D' },
+		{ "labels-from-dirs", no_argument, NULL, 'L' },
+		{ "strict", no_argument, NULL, 's' },
+		{ "jsonl", required_argument, NULL, 'J' },
+		{ "fixed", required_argument, NULL, 'F' },
+		{ "npz", required_argument, NULL, 'Z' },
+		{ "webdataset", no_argument, NULL, 'W' },
+		{ "level", required_argument, NULL, 'l' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "progress", no_argument, NULL, 'P' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tfs_progress progress = { 0 };
+	struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 3, .progress = &progress };
+	enum tfs_progress_mode pmode = TFS_PROGRESS_AUTO;
+	struct tfs_progress_line *pl;
+	struct tfs_import_src *src = NULL;
+	struct tfs_images_opts io = { .fit = TFS_FIT_RESIZE };
+	const char *images = NULL, *jsonl = NULL, *npz = NULL, *fixed[64];
+	size_t nfixed = 0;
+	int webdataset = 0;
+	struct tfs_store *s = NULL;
+	struct tfs_id commit;
+	size_t n = 0;
+	char *ds = NULL, hex[TFS_ID_HEX];
+	int opt, rc = 1;
+
+	while ((opt = getopt_long(argc, argv, "m:b:q", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'm':
+			o.message = optarg;
+			break;
+		case 'P':
+			pmode = TFS_PROGRESS_ON;
+			break;
+		case 'q':
+			pmode = TFS_PROGRESS_OFF;
+			break;
+		case 'b':
+			o.branch = optarg;
+			break;
+		case 'c':
+			if (tfs_parse_size(optarg, &o.chunk_bytes) || o.chunk_bytes == 0 ||
+			    o.chunk_bytes > (1ull << 31)) {
+				tfs_err("--chunk-size %s: expected a size like 256k, 4M (up to 2G)",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'C': {
+			const struct tfs_codec *c = tfs_codec_by_name(optarg);
+
+			if (!c) {
+				tfs_err("--codec %s: expected zstd or raw", optarg);
+				return 2;
+			}
+			o.codec = c->id;
+			break;
+		}
+		case 'l':
+			o.level = atoi(optarg);
+			if (o.level < -7 || o.level > 19) {
+				tfs_err("--level %s: expected -7..19", optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			o.threads = (unsigned)atoi(optarg);
+			break;
+		case 'I':
+			images = optarg;
+			break;
+		case 'S':
+			if (sscanf(optarg, "%ux%u", &io.h, &io.w) != 2 || !io.h || !io.w ||
+			    io.h > 65535 || io.w > 65535) {
+				tfs_err("--size %s: expected HxW, like 224x224", optarg);
+				return 2;
+			}
+			break;
+		case 'R':
+			io.fit = TFS_FIT_RESIZE;
+			break;
+		case 'X':
+			io.fit = TFS_FIT_CROP;
+			break;
+		case 'D':
+			io.fit = TFS_FIT_PAD;
+			break;
+		case 'L':
+			io.labels = 1;
+			break;
+		case 's':
+			io.strict = 1;
+			break;
+		case 'J':
+			jsonl = optarg;
+			break;
+		case 'Z':
+			npz = optarg;
+			break;
+		case 'W':
+			webdataset = 1;
+			break;
+		case 'F':
+			if (nfixed == sizeof(fixed) / sizeof(fixed[0])) {
+				tfs_err("--fixed: at most 64 columns");
+				return 2;
+			}
+			fixed[nfixed++] = optarg;
+			break;
+		default:
+			return tfs_cli_usage(2);
+		}
+	}
+	if (images || jsonl || npz)
+		return import_one(argv[optind], images, jsonl, npz, fixed, nfixed, &io, &o, pmode,
+				  argc - optind);
+	if (webdataset)
+		return import_shards(argv[optind], (const char *const *)argv + optind + 1,
+				     (size_t)(argc - optind - 1), io.strict, &o, pmode);
+	if (argc - optind < 2)
+		return tfs_cli_usage(2);
+	src = calloc((size_t)(argc - optind - 1), sizeof(*src));
+	if (!src)
+		return 1;
+	for (int i = optind + 1; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+
+		struct stat sb;
+		size_t len;
+
+		if (!eq || eq == argv[i] || !eq[1]) {
+			tfs_err("'%s': expected COLUMN=FILE.npy, COLUMN=FILE.txt or COLUMN=DIR/",
+				argv[i]);
+			rc = 2;
+			goto out;
+		}
+		*eq = 0;
+		src[n].column = argv[i];
+		src[n].path = eq + 1;
+		/* By what the path is: a directory of .npy files, a text file, or an NPY file. */
+		len = strlen(src[n].path);
+		if (!stat(src[n].path, &sb) && S_ISDIR(sb.st_mode))
+			src[n].form = TFS_SRC_NPY_DIR;
+		else if (len > 4 && !strcmp(src[n].path + len - 4, ".txt"))
+			src[n].form = TFS_SRC_TEXT;
+		n++;
+	}
+	if (tfs_cli_open_dataset(argv[optind], 0, &s, &ds))
+		goto out;
+	pl = tfs_progress_line_start("import", "rows", &progress, pmode);
+	rc = tfs_import(s, ds, src, n, &o, &commit);
+	tfs_progress_line_stop(pl);
+	if (rc == -ENODATA) {
+		printf("no commit: the sources hold 0 rows for existing columns, so %s/%s is "
+		       "unchanged\n",
+		       ds, o.branch ? o.branch : "main");
+		rc = 0;
+		goto out;
+	}
+	if (rc) {
+		tfs_err("import into %s failed; the dataset is unchanged", argv[optind]);
+		rc = rc == -EAGAIN ? TFS_EXIT_RETRY : 1;
+		goto out;
+	}
+	tfs_id_hex(&commit, hex);
+	printf("committed %s to %s/%s\n", hex, ds, o.branch ? o.branch : "main");
+	rc = 0;
+out:
+	free(src);
+	free(ds);
+	tfs_store_close(s);
+	return rc;
+}
