@@ -138,7 +138,7 @@ $(STAGING_TESTS): $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB) $(GPU_OBJ)
 		$(DEPLIBS) $(shell $(PKG_CONFIG) --cflags --libs cmocka) -lm $(CUDA_LIBS)
 
 # The C client library of the control file, and the program the integration tests drive it with.
-CLIENT_OBJ := $(BUILD)/packaging/client/tfs_client.o
+CLIENT_OBJ := $(BUILD)/packaging/client/tfs_client.o $(BUILD)/packaging/client/tfs_rows.o
 CLIENT_LIB := $(BUILD)/libtensorfs-client.a
 CTL_CLIENT := $(BUILD)/tests/ctl_client
 $(CLIENT_OBJ): ALL_CFLAGS += -Ipackaging/include

@@ -4,9 +4,12 @@
  * usage: ctl_client MOUNT TARGET COL[,COL...] DEVICE OUTDIR OP...
  *   rows:I,J,K  range:A:B  next:B  all:B (next until the end)  seek:P  stats  release:S
  *   text:LINE (one text request, its reply printed)
+ *        ctl_client rows COLDIR
+ *   prints each row of a ragged, text or bytes column (tfs_client_rows_open): "I LEN HEX [D...]"
  * Every batch's columns are written to OUTDIR/<n>_<col>.bin, a line "batch n slot S rows R
  * pos P" is printed, and the slot is released. A refused request prints "error CODE MSG". */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +49,39 @@ static int dump(const char *outdir, const struct tfs_ctl_batch *b)
 	return 0;
 }
 
+static int print_rows(const char *dir)
+{
+	struct tfs_client_rows r;
+	int rc = tfs_client_rows_open(dir, &r);
+
+	if (rc) {
+		printf("error %d %s\n", rc, strerror(-rc));
+		return 3;
+	}
+	printf("rows %llu ndim %u\n", (unsigned long long)r.rows, r.ndim);
+	for (uint64_t i = 0; i < r.rows; i++) {
+		const int64_t *shape;
+		const void *data;
+		size_t len;
+
+		rc = tfs_client_row(&r, i, &data, &len, &shape);
+		if (rc)
+			break;
+		printf("%llu %zu ", (unsigned long long)i, len);
+		for (size_t k = 0; k < len; k++)
+			printf("%02x", ((const uint8_t *)data)[k]);
+		for (unsigned d = 0; shape && d < r.ndim; d++)
+			printf(" %lld", (long long)shape[d]);
+		printf("\n");
+	}
+	printf("%s\n",
+	       tfs_client_row(&r, r.rows, &(const void *){ NULL }, &(size_t){ 0 }, NULL) == -ERANGE
+		       ? "end"
+		       : "no end");
+	tfs_client_rows_close(&r);
+	return rc ? 3 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct tfs_ctl_stage io;
@@ -55,6 +91,8 @@ int main(int argc, char **argv)
 	char *colspec;
 	int fd, rc;
 
+	if (argc == 3 && !strcmp(argv[1], "rows"))
+		return print_rows(argv[2]);
 	if (argc < 6) {
 		fprintf(stderr, "usage: ctl_client MOUNT TARGET COLS DEVICE OUTDIR OP...\n");
 		return 2;

@@ -445,3 +445,35 @@ def test_npz_and_webdataset(lake, mount, tmp_path):
     p = lake.import_("w3", {}, "--webdataset", tmp_path / "s0.tar", tmp_path / "bad.tar",
                      "--strict", check=False)
     assert p.returncode != 0 and lake.snapshot("w3") == before
+
+
+def test_c_client_reads_rows(lake, mount, tmp_path):
+    """libtensorfs-client's row reader (tfs_client_rows_open / tfs_client_row) over the mount."""
+    from conftest import REPO_ROOT
+
+    client = os.environ.get("TENSORFS_CTL_CLIENT") or str(
+        REPO_ROOT / "build" / "rel" / "tests" / "ctl_client")
+    rows = ["a", "", "üñ\\", "x" * 300]
+    imgs = [np.arange(6, dtype=np.int16).reshape(2, 3), np.zeros((0, 3), np.int16),
+            np.full((1, 3), -2, np.int16)]
+    lake.create("d")
+    lake.import_("d", {"t": write_text(tmp_path / "t.txt", rows + ["z"]),
+                       "r": write_dir(tmp_path / "r", imgs + [np.ones((4, 3), np.int16)] +
+                                      [np.ones((1, 3), np.int16)])},
+                 "--chunk-size", "64")
+    m = mount(lake)
+    out = subprocess.run([client, "rows", str(m / "d" / "main" / "t")], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out[0] == "rows 5 ndim 0" and out[-1] == "end"
+    for i, r in enumerate(rows):
+        idx, n, hexed = (out[1 + i].split(" ") + [""])[:3]
+        assert int(idx) == i and bytes.fromhex(hexed) == r.encode() and int(n) == len(r.encode())
+    out = subprocess.run([client, "rows", str(m / "d" / "main" / "r")], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out[0] == "rows 5 ndim 2"
+    for i, a in enumerate(imgs):
+        f = out[1 + i].split(" ")
+        data = bytes.fromhex(f[2]) if len(f) > 4 else b""
+        shape = tuple(int(x) for x in f[-2:])
+        assert shape == a.shape
+        assert np.array_equal(np.frombuffer(data, "<i2").reshape(shape), a)

@@ -49,6 +49,27 @@ void tfs_client_unmap(const void *base, size_t len);
  * newline) into reply. Returns the reply length or -errno. */
 ssize_t tfs_client_request(int fd, const char *line, char *reply, size_t cap);
 
+/* Ragged, text and bytes columns, read from the mount: <version or view dir>/<column>/ holds
+ * data.bin, offsets.npy and (ragged) shapes.npy. tfs_client_rows_open maps them; row i is then
+ * data[offsets[i], offsets[i+1]) with shape shapes[i * ndim ...], no copy. */
+struct tfs_client_rows {
+	const uint8_t *data; /* every row's bytes (NULL when there are none) */
+	uint64_t data_len;
+	const uint64_t *offsets; /* rows + 1 */
+	const int64_t *shapes;	 /* rows x ndim; NULL for text and bytes */
+	uint64_t rows;
+	unsigned ndim;
+	void *map_[3]; /* the mappings, for tfs_client_rows_close */
+	size_t len_[3];
+};
+
+int tfs_client_rows_open(const char *coldir, struct tfs_client_rows *out);
+/* Row i: its bytes (*data, *len) and, for a ragged column, its shape (ndim values). -ERANGE past
+ * the last row, -EIO when the files disagree. */
+int tfs_client_row(const struct tfs_client_rows *r, uint64_t i, const void **data, size_t *len,
+		   const int64_t **shape);
+void tfs_client_rows_close(struct tfs_client_rows *r);
+
 #ifdef __cplusplus
 }
 #endif
