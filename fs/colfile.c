@@ -57,10 +57,13 @@ int tfs_fs_columns_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs
 		*child = tfs_fs_node_child(fs, dir, col, kind, v);
 	} else {
 		i = tfs_version_column(v, name);
-		if (i < 0 || v->manifest.cols[i].kind == TFS_COL_FIXED ||
-		    kind == &tfs_fs_view_column_kind)
+		if (i < 0 || v->manifest.cols[i].kind == TFS_COL_FIXED)
 			return -ENOENT;
-		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_coldir_kind, v);
+		*child = tfs_fs_node_child(fs, dir, name,
+					   kind == &tfs_fs_view_column_kind
+						   ? &tfs_fs_view_coldir_kind
+						   : &tfs_fs_coldir_kind,
+					   v);
 	}
 	return *child ? 0 : -ENOMEM;
 }
@@ -77,9 +80,11 @@ int tfs_fs_columns_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_v
 		if (c->part != TFS_PART_NONE)
 			continue; /* in their column's directory */
 		if (c->kind != TFS_COL_FIXED) {
-			if (kind != &tfs_fs_view_column_kind)
-				rc = tfs_fs_dir_add_child(fs, d, dir, c->name, c->name,
-							  &tfs_fs_coldir_kind, v);
+			rc = tfs_fs_dir_add_child(fs, d, dir, c->name, c->name,
+						  kind == &tfs_fs_view_column_kind
+							  ? &tfs_fs_view_coldir_kind
+							  : &tfs_fs_coldir_kind,
+						  v);
 			continue;
 		}
 		snprintf(file, sizeof(file), "%s.npy", c->name);
@@ -459,7 +464,7 @@ static int view_column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n,
 		a->size = h->size;
 		return 0;
 	}
-	rc = tfs_fs_node_view(fs, n->parent, &a->v, &f);
+	rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), &a->v, &f);
 	if (rc)
 		return rc;
 	col = tfs_version_column(a->v, n->name);
@@ -480,7 +485,7 @@ static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const stru
 
 	(void)who;
 	h->acct = version_acct(fs, n);
-	rc = tfs_fs_node_view(fs, n->parent, &h->ver, &h->view);
+	rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), &h->ver, &h->view);
 	if (rc)
 		return rc;
 	/* The branch moved since this name was looked up: look it up again. */

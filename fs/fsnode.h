@@ -10,6 +10,7 @@
  *   refdir.c    the version directories (REF/, commits/ID/) and their schema.json
  *   colfile.c   COLUMN.npy, of a version or of a view; COLUMN/data.bin
  *   coldir.c    COLUMN/ of a ragged, text or bytes column, and its lines.txt
+ *   viewcoldir.c  views/PARAMS/COLUMN/ of such a column: its rows in view order
  *   viewdir.c   REF/views/, REF/views/PARAMS/ and views/README
  *   admindir.c  .tensorfs/ and its files: stats, metrics, errors, control
  *
@@ -176,8 +177,8 @@ extern const struct tfs_fs_kind tfs_fs_root_kind, tfs_fs_dataset_kind, tfs_fs_co
 extern const struct tfs_fs_kind tfs_fs_version_kind, tfs_fs_schema_kind;
 /* colfile.c */
 extern const struct tfs_fs_kind tfs_fs_column_kind, tfs_fs_view_column_kind, tfs_fs_data_kind;
-/* coldir.c */
-extern const struct tfs_fs_kind tfs_fs_coldir_kind;
+/* coldir.c, viewcoldir.c */
+extern const struct tfs_fs_kind tfs_fs_coldir_kind, tfs_fs_view_coldir_kind;
 /* viewdir.c */
 extern const struct tfs_fs_kind tfs_fs_views_kind, tfs_fs_view_kind, tfs_fs_view_readme_kind;
 /* admindir.c */
@@ -247,6 +248,9 @@ int tfs_fs_columns_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_v
  * (two references for the caller). A bad name is ENOENT, with the reason in .tensorfs/errors. */
 int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
 		     struct tfs_lake_view **fout);
+
+/* The views/PARAMS/ directory n is in (or is). */
+struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n);
 
 /* --- admindir.c ----------------------------------------------------------------------------- */
 

@@ -57,6 +57,13 @@ done:
 	return 0;
 }
 
+struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n)
+{
+	while (n && n->kind != &tfs_fs_view_kind)
+		n = n->parent;
+	return n;
+}
+
 /* --- REF/views/ ----------------------------------------------------------------------------- */
 
 static int views_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,

@@ -202,15 +202,35 @@ def test_many_small_rows_and_drop(lake, mount, tmp_path):
     assert tfs("verify", lake.ds_url("d"))[0] == 0
 
 
-def test_views_and_batches_refuse_kinds_clearly(lake, mount, tmp_path):
-    """Until views and batches carry them, other kinds are left out of views and refused by
-    the control file and by view filters, with a message, never misread as fixed rows."""
-    lake.build("d", {"cap": write_text(tmp_path / "c.txt", ["a", "b", "c", "d"]),
-                     "y": np.arange(4, dtype=np.int64)})
+def test_views_of_kinds_and_batches_refuse_them(lake, mount, tmp_path):
+    """A view's COLUMN/ holds the view's rows in view order (offsets rebuilt, shapes gathered);
+    the control file and view filters refuse these kinds with a message."""
+    rng = np.random.default_rng(12)
+    texts = [f"row {i} " + "é" * (i % 7) for i in range(300)]
+    arrays = [rng.integers(0, 100, size=(i % 5, 2), dtype=np.int32) for i in range(300)]
+    lake.build("d", {"cap": write_text(tmp_path / "c.txt", texts),
+                     "r": write_dir(tmp_path / "r", arrays),
+                     "y": np.arange(300, dtype=np.int64)}, "--chunk-size", "1k")
     m = mount(lake)
-    view = m / "d" / "main" / "views" / "seed=1"
-    assert sorted(os.listdir(view)) == ["y.npy"]
-    assert not (view / "cap").exists()
+    for params in ("seed=1", "seed=2,epoch=3,rank=1,world=3", "where=y<100,seed=5"):
+        view = m / "d" / "main" / "views" / params
+        assert sorted(os.listdir(view)) == ["cap", "r", "y.npy"]
+        assert sorted(os.listdir(view / "r")) == ["data.bin", "offsets.npy", "shapes.npy"]
+        order = np.load(view / "y.npy").tolist()  # y is the row number
+        assert [r.decode() for r in read_rows(view / "cap")] == [texts[i] for i in order]
+        got = read_ragged(view / "r", "<i4")
+        assert len(got) == len(order)
+        assert all(np.array_equal(g, arrays[i]) for g, i in zip(got, order))
+        # random reads of the view's data.bin, across row boundaries
+        data = (view / "cap" / "data.bin").read_bytes()
+        fd = os.open(view / "cap" / "data.bin", os.O_RDONLY)
+        try:
+            for _ in range(50):
+                a = int(rng.integers(0, len(data)))
+                n = int(rng.integers(1, 200))
+                assert os.pread(fd, n, a) == data[a:a + n]
+        finally:
+            os.close(fd)
     assert not (m / "d" / "main" / "views" / "where=cap==1").exists()
     errors = (m / ".tensorfs" / "errors").read_text()
     assert "'cap' is not a real scalar per row" in errors, errors
