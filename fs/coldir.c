@@ -16,8 +16,7 @@
 #define LINES_CHECKPOINT (64u << 10) /* lines.txt bytes between remembered row starts */
 #define OFFSETS_BATCH 1024	     /* offsets read at once */
 
-/* The column header a COLUMN/ node (or a node under it) shows, in v. NULL: gone. */
-static const struct tfs_column *header_of(const struct tfs_version *v, const char *name)
+const struct tfs_column *tfs_fs_column_header(const struct tfs_version *v, const char *name)
 {
 	int i = tfs_version_column(v, name);
 
@@ -26,15 +25,9 @@ static const struct tfs_column *header_of(const struct tfs_version *v, const cha
 
 /* --- COLUMN/ -------------------------------------------------------------------------------- */
 
-struct entry {
-	const char *file, *part; /* part: NULL for lines.txt */
-	const struct tfs_fs_kind *kind;
-	int kinds; /* bit set of the column kinds that have it */
-};
-
 static const struct tfs_fs_kind lines_kind;
 
-static const struct entry entries[] = {
+static const struct tfs_fs_coldir_entry entries[] = {
 	{ "data.bin", "data", &tfs_fs_data_kind,
 	  1 << TFS_COL_RAGGED | 1 << TFS_COL_TEXT | 1 << TFS_COL_BYTES },
 	{ "offsets.npy", "offsets", &tfs_fs_column_kind,
@@ -43,9 +36,9 @@ static const struct entry entries[] = {
 	{ "lines.txt", NULL, &lines_kind, 1 << TFS_COL_TEXT },
 };
 
-/* Add (d != NULL) or find (the one named name) dir's entries. */
-static int entries_do(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
-		      struct tfs_fs_dir *d, struct tfs_fs_node **child)
+int tfs_fs_coldir_entries(struct tfs_fs *fs, struct tfs_fs_node *dir,
+			  const struct tfs_fs_coldir_entry *table, size_t ntable, const char *name,
+			  struct tfs_fs_dir *d, struct tfs_fs_node **child)
 {
 	const struct tfs_column *h;
 	struct tfs_version *v;
@@ -53,10 +46,10 @@ static int entries_do(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *na
 
 	if (rc)
 		return rc;
-	h = header_of(v, dir->name);
+	h = tfs_fs_column_header(v, dir->name);
 	rc = h ? (d ? 0 : -ENOENT) : -ENOENT;
-	for (size_t i = 0; h && i < sizeof(entries) / sizeof(entries[0]); i++) {
-		const struct entry *e = &entries[i];
+	for (size_t i = 0; h && i < ntable; i++) {
+		const struct tfs_fs_coldir_entry *e = &table[i];
 		char col[300];
 
 		if (!(e->kinds & 1 << h->kind) || (!d && strcmp(name, e->file)))
@@ -80,15 +73,17 @@ static int entries_do(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *na
 static int coldir_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
 			 struct tfs_fs_node **child)
 {
-	return entries_do(fs, dir, name, NULL, child);
+	return tfs_fs_coldir_entries(fs, dir, entries, sizeof(entries) / sizeof(entries[0]), name,
+				     NULL, child);
 }
 
 static int coldir_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
 {
-	return entries_do(fs, dir, NULL, d, NULL);
+	return tfs_fs_coldir_entries(fs, dir, entries, sizeof(entries) / sizeof(entries[0]), NULL,
+				     d, NULL);
 }
 
-static int coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
+int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
 			  struct tfs_fs_attr *a)
 {
 	(void)h;
@@ -103,7 +98,7 @@ static int coldir_xattrs(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs
 
 	if (rc)
 		return rc;
-	h = header_of(v, n->name);
+	h = tfs_fs_column_header(v, n->name);
 	rc = h ? tfs_fs_xattr_commit(x, v) : -ENOENT;
 	if (!rc)
 		rc = tfs_fs_xattr_add(x, "kind", "%s", tfs_col_kind_name(h->kind));
@@ -123,7 +118,7 @@ const struct tfs_fs_kind tfs_fs_coldir_kind = {
 	.pins_version = 1,
 	.lookup = coldir_lookup,
 	.list = coldir_list,
-	.getattr = coldir_getattr,
+	.getattr = tfs_fs_coldir_getattr,
 	.xattrs = coldir_xattrs,
 };
 
@@ -172,7 +167,7 @@ static int lines_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct 
 	rc = tfs_fs_file_version(fs, n, &a->v);
 	if (rc)
 		return rc;
-	c = header_of(a->v, n->name);
+	c = tfs_fs_column_header(a->v, n->name);
 	a->size = c ? c->text_bytes : 0;
 	return c ? 0 : -ENOENT;
 }
@@ -193,7 +188,7 @@ static int lines_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fus
 	pthread_mutex_init(&l->lock, NULL);
 	h->priv = l;
 	h->priv_free = lines_free;
-	l->h = header_of(h->ver, n->name);
+	l->h = tfs_fs_column_header(h->ver, n->name);
 	if (!l->h || l->h->kind != TFS_COL_TEXT)
 		return -ENOENT;
 	l->data_col = l->h->data;

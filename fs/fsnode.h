@@ -249,6 +249,28 @@ int tfs_fs_columns_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_v
 int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
 		     struct tfs_lake_view **fout);
 
+/* --- coldir.c ------------------------------------------------------------------------------- */
+
+/* The header of column name in v when it is of another kind than fixed; else NULL. */
+const struct tfs_column *tfs_fs_column_header(const struct tfs_version *v, const char *name);
+
+/* A file of a COLUMN/ directory: a part's file (its node is the part's column) or, part NULL,
+ * one of the column's own (lines.txt). */
+struct tfs_fs_coldir_entry {
+	const char *file, *part;
+	const struct tfs_fs_kind *kind;
+	int kinds; /* bit set of the column kinds that have it */
+};
+
+/* A COLUMN/ directory's lookup (d NULL: the entry named name into *child) or listing (into d),
+ * from its table of n entries. */
+int tfs_fs_coldir_entries(struct tfs_fs *fs, struct tfs_fs_node *dir,
+			  const struct tfs_fs_coldir_entry *table, size_t n, const char *name,
+			  struct tfs_fs_dir *d, struct tfs_fs_node **child);
+/* getattr of a COLUMN/ directory: its version. */
+int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
+			  struct tfs_fs_attr *a);
+
 /* The views/PARAMS/ directory n is in (or is). */
 struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n);
 

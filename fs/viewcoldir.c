@@ -31,19 +31,11 @@ static void vrows_free(void *p)
 	free(r);
 }
 
-/* The column header (named name) of version v, of another kind than fixed; or NULL. */
-static const struct tfs_column *header_of(const struct tfs_version *v, const char *name)
-{
-	int i = tfs_version_column(v, name);
-
-	return i >= 0 && v->manifest.cols[i].kind != TFS_COL_FIXED ? &v->manifest.cols[i] : NULL;
-}
-
 /* Build the view's rows of column name: reads the version's offsets once (O(rows)). */
 static int vrows_build(struct tfs_fs *fs, struct tfs_version *v, const struct tfs_lake_view *f,
 		       const char *name, struct vrows **out)
 {
-	const struct tfs_column *h = header_of(v, name);
+	const struct tfs_column *h = tfs_fs_column_header(v, name);
 	const struct tfs_view *view = f->view;
 	uint64_t *off = NULL;
 	struct vrows *r;
@@ -249,63 +241,25 @@ static const struct tfs_fs_kind offsets_kind = {
 
 /* --- views/PARAMS/COLUMN/ ------------------------------------------------------------------- */
 
-/* Add (d != NULL) or find (named name) the directory's files. */
-static int entries(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
-		   struct tfs_fs_dir *d, struct tfs_fs_node **child)
-{
-	static const struct {
-		const char *file, *part;
-		const struct tfs_fs_kind *kind;
-		int ragged_only;
-	} files[] = {
-		{ "data.bin", "data", &data_kind, 0 },
-		{ "offsets.npy", "offsets", &offsets_kind, 0 },
-		{ "shapes.npy", "shapes", &tfs_fs_view_column_kind, 1 },
-	};
-	const struct tfs_column *h;
-	struct tfs_version *v;
-	int rc = tfs_fs_file_version(fs, dir, &v);
-
-	if (rc)
-		return rc;
-	h = header_of(v, dir->name);
-	rc = h && d ? 0 : -ENOENT;
-	for (size_t i = 0; h && i < sizeof(files) / sizeof(files[0]); i++) {
-		char col[300];
-
-		if ((files[i].ragged_only && h->kind != TFS_COL_RAGGED) ||
-		    (!d && strcmp(name, files[i].file)))
-			continue;
-		snprintf(col, sizeof(col), "%s/%s", h->name, files[i].part);
-		if (d) {
-			rc = tfs_fs_dir_add_child(fs, d, dir, files[i].file, col, files[i].kind, v);
-			if (rc)
-				break;
-		} else {
-			*child = tfs_fs_node_child(fs, dir, col, files[i].kind, v);
-			rc = *child ? 0 : -ENOMEM;
-		}
-	}
-	tfs_version_put(v);
-	return rc;
-}
+static const struct tfs_fs_coldir_entry files[] = {
+	{ "data.bin", "data", &data_kind,
+	  1 << TFS_COL_RAGGED | 1 << TFS_COL_TEXT | 1 << TFS_COL_BYTES },
+	{ "offsets.npy", "offsets", &offsets_kind,
+	  1 << TFS_COL_RAGGED | 1 << TFS_COL_TEXT | 1 << TFS_COL_BYTES },
+	{ "shapes.npy", "shapes", &tfs_fs_view_column_kind, 1 << TFS_COL_RAGGED },
+};
 
 static int vcoldir_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
 			  struct tfs_fs_node **child)
 {
-	return entries(fs, dir, name, NULL, child);
+	return tfs_fs_coldir_entries(fs, dir, files, sizeof(files) / sizeof(files[0]), name, NULL,
+				     child);
 }
 
 static int vcoldir_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
 {
-	return entries(fs, dir, NULL, d, NULL);
-}
-
-static int vcoldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			   struct tfs_fs_attr *a)
-{
-	(void)h;
-	return tfs_fs_file_version(fs, n, &a->v);
+	return tfs_fs_coldir_entries(fs, dir, files, sizeof(files) / sizeof(files[0]), NULL, d,
+				     NULL);
 }
 
 const struct tfs_fs_kind tfs_fs_view_coldir_kind = {
@@ -314,5 +268,5 @@ const struct tfs_fs_kind tfs_fs_view_coldir_kind = {
 	.pins_version = 1,
 	.lookup = vcoldir_lookup,
 	.list = vcoldir_list,
-	.getattr = vcoldir_getattr,
+	.getattr = tfs_fs_coldir_getattr,
 };
