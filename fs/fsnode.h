@@ -64,6 +64,10 @@ struct tfs_fs_node {
 	 * kernel never mixes two commits' pages, and an open file or mapping keeps its own. */
 	struct tfs_id commit; /* files: the commit this inode shows (part of its key) */
 	uint64_t nlookup;     /* files: kernel references; protected by fs->lock */
+	/* A view's COLUMN/ (one commit, one view: never changes): its rows and data bytes, once
+	 * counted. Protected by fs->lock. */
+	int view_sized;
+	uint64_t view_rows, view_bytes;
 };
 
 /* Open files and directories are linked into the fs: the kernel does not send every release

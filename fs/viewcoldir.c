@@ -5,6 +5,7 @@
 #include "fsnode.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,9 +95,11 @@ static int file_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_versio
 static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
 			  struct tfs_fs_attr *a, int offsets)
 {
+	struct tfs_fs_node *dir = n->parent;
 	struct tfs_lake_view *f = NULL;
 	struct vrows *r = NULL;
-	int rc;
+	uint64_t rows = 0, bytes = 0;
+	int rc = 0, sized;
 
 	if (h) {
 		a->v = h->ver;
@@ -104,11 +107,30 @@ static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, const struct
 		a->size = h->size;
 		return 0;
 	}
-	rc = file_rows(fs, n, &a->v, &f, &r);
+	/* Counted once per directory: it shows one commit through one view. */
+	pthread_mutex_lock(&fs->lock);
+	sized = dir->view_sized;
+	rows = dir->view_rows;
+	bytes = dir->view_bytes;
+	pthread_mutex_unlock(&fs->lock);
+	if (sized) {
+		rc = tfs_fs_file_version(fs, n, &a->v);
+	} else {
+		rc = file_rows(fs, n, &a->v, &f, &r);
+		if (!rc) {
+			rows = r->n;
+			bytes = r->at[r->n];
+			pthread_mutex_lock(&fs->lock);
+			dir->view_sized = 1;
+			dir->view_rows = rows;
+			dir->view_bytes = bytes;
+			pthread_mutex_unlock(&fs->lock);
+		}
+		vrows_free(r);
+		tfs_lake_view_put(fs->lake, f);
+	}
 	if (!rc)
-		a->size = offsets ? TFS_NPY_ALIGN + (r->n + 1) * 8 : r->at[r->n];
-	vrows_free(r);
-	tfs_lake_view_put(fs->lake, f);
+		a->size = offsets ? TFS_NPY_ALIGN + (rows + 1) * 8 : bytes;
 	return rc;
 }
 
