@@ -166,6 +166,39 @@ static void test_ragged_shapes(void **state)
 	tfs_manifest_free(&m);
 }
 
+/* UTF-8 as text columns take it: well-formed only. */
+static void test_utf8(void **state)
+{
+	static const struct {
+		const char *s;
+		size_t n;
+		int ok;
+	} cases[] = {
+		{ "", 0, 1 },
+		{ "plain ascii", 11, 1 },
+		{ "\xc3\xa9", 2, 1 },	      /* é */
+		{ "\xe6\x97\xa5", 3, 1 },     /* 日 */
+		{ "\xf0\x9f\x8e\x89", 4, 1 }, /* U+1F389 */
+		{ "\xf4\x8f\xbf\xbf", 4, 1 }, /* U+10FFFF, the last */
+		{ "a\0b", 3, 1 },	      /* NUL is a character */
+		{ "\xc3", 1, 0 },	      /* cut short */
+		{ "\xe6\x97", 2, 0 },	      /* cut short */
+		{ "\xc0\xaf", 2, 0 },	      /* overlong '/' */
+		{ "\xe0\x80\xaf", 3, 0 },     /* overlong */
+		{ "\xf0\x80\x80\xaf", 4, 0 }, /* overlong */
+		{ "\xed\xa0\x80", 3, 0 },     /* a surrogate */
+		{ "\xf4\x90\x80\x80", 4, 0 }, /* past U+10FFFF */
+		{ "\xff", 1, 0 },
+		{ "\x80", 1, 0 },     /* a continuation byte alone */
+		{ "\xc3\x28", 2, 0 }, /* not a continuation */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (tfs_utf8_valid(cases[i].s, cases[i].n) != cases[i].ok)
+			fail_msg("case %zu: expected %d", i, cases[i].ok);
+}
+
 static void test_text_line_bytes(void **state)
 {
 	(void)state;
@@ -178,6 +211,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_chunks_end_on_rows),
 		cmocka_unit_test(test_ragged_shapes),
+		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_text_line_bytes),
 	};
 
