@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core/rowcol.c: data chunks end on row boundaries (a row over the target alone),
- * offsets and shapes, text checks, appending after a partial chunk, and text line sizes. */
+ * offsets and shapes, text checks, appending after a partial chunk, UTF-8 validation and text
+ * line sizes. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
