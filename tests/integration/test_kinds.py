@@ -334,7 +334,8 @@ def test_jsonl(lake, mount, tmp_path):
 
 
 def test_killed_row_and_image_imports_leave_the_dataset_as_it_was(lake, tmp_path):
-    """kill -9 at spread-out moments of text, .npy-directory, JSON Lines and image imports:
+    """kill -9 at spread-out moments of npz, WebDataset, text, .npy-directory, JSON Lines and
+    image imports:
     every ref stays on a whole commit, verify passes, and a finished import's rows are all
     there."""
     import time
@@ -354,7 +355,19 @@ def test_killed_row_and_image_imports_leave_the_dataset_as_it_was(lake, tmp_path
     for i in range(120):
         Image.fromarray(rng.integers(0, 256, size=(64, 48, 3), dtype=np.uint8)).save(
             imgs / f"{i:04d}.png")
+    np.savez_compressed(tmp_path / "a.npz", a=rng.integers(0, 9, size=(30000, 8)),
+                        b=rng.standard_normal(30000))
+    import io
+    import tarfile
+    with tarfile.open(tmp_path / "s.tar", "w") as t:
+        for i in range(300):
+            for ext, data in (("cls", str(i).encode()), ("txt", f"sample {i}".encode())):
+                ti = tarfile.TarInfo(f"k/{i:05d}.{ext}")
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
     runs = {
+        "npz": (["--npz", str(tmp_path / "a.npz"), "--chunk-size", "4k"], 30000),
+        "wds": (["--webdataset", str(tmp_path / "s.tar"), "--chunk-size", "1k"], 300),
         "text": (["t={}".format(text), "--chunk-size", "4k"], 40000),
         "dir": (["r={}".format(npdir), "--chunk-size", "4k"], 600),
         "jsonl": (["--jsonl", str(jl), "--chunk-size", "4k"], 20000),
