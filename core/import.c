@@ -342,39 +342,17 @@ static int check_rows_source(struct source *src, struct tfs_manifest *m,
 {
 	const char *name = src->src->column;
 	struct tfs_rows_scan *sc = &src->scan;
-	struct tfs_column *c = NULL;
+	size_t at;
 	int rc = tfs_rows_scan(src->src, sc);
 
 	if (rc)
 		return rc;
 	src->rows = sc->rows;
-	for (size_t k = 0; k < m->ncols; k++)
-		if (!strcmp(m->cols[k].name, name))
-			c = &m->cols[k];
-	if (c && sc->kind == TFS_COL_FIXED && c->kind == TFS_COL_RAGGED)
-		sc->kind = TFS_COL_RAGGED; /* rows of one shape go into a ragged column too */
-	if (c && (c->kind != sc->kind || strcmp(c->dtype.descr, sc->dtype.descr) ||
-		  c->ndim != sc->ndim ||
-		  (c->kind == TFS_COL_FIXED &&
-		   memcmp(c->shape, sc->shape, c->ndim * sizeof(*c->shape))))) {
-		tfs_err("column %s holds %s rows of dtype %s and rank %u; %s has %s rows of %s, "
-			"rank "
-			"%u",
-			name, tfs_col_kind_name(c->kind), c->dtype.descr, c->ndim, src->src->path,
-			tfs_col_kind_name(sc->kind), sc->dtype.descr, sc->ndim);
-		return -EINVAL;
-	}
-	if (!c) {
-		const size_t at = m->ncols;
-
-		rc = tfs_rowcol_new(m, name, sc->kind, &sc->dtype, sc->ndim, sc->shape,
-				    o->chunk_bytes, o->codec, o->level);
-		if (rc)
-			return rc;
-		c = &m->cols[at];
-	}
-	src->col = c;
-	return 0;
+	rc = tfs_import_column(m, name, sc->kind, &sc->dtype, sc->ndim, sc->shape, o,
+			       src->src->path, &at);
+	if (!rc)
+		src->col = &m->cols[at];
+	return rc;
 }
 
 /* Write a row source's rows onto its column. */

@@ -127,6 +127,12 @@ int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds, const 
 int tfs_txn_commit(struct tfs_txn *t, const struct tfs_manifest *m, const char *message,
 		   struct tfs_id *commit_id);
 void tfs_txn_end(struct tfs_txn *t);
+/* The column rows of this kind, dtype and shape (ndim values, for fixed rows) go to: m's column
+ * name, which must hold such rows (ragged ones take rows of one shape too; -EINVAL, logged
+ * naming the source `what`, otherwise), or a new one added to m. *at: its index. */
+int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
+		      const struct tfs_dtype *dt, unsigned ndim, const uint64_t *shape,
+		      const struct tfs_import_opts *o, const char *what, size_t *at);
 /* A copy of the head's manifest to modify; room for `extra` more columns. */
 int tfs_manifest_copy_extra(const struct tfs_manifest *old, size_t extra, struct tfs_manifest *m);
 

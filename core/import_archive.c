@@ -111,6 +111,7 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 		struct tfs_column *c = NULL;
 		struct tfs_rowcol *w = NULL;
 		uint64_t row_bytes;
+		size_t at;
 
 		if (n <= 4 || strcmp(name + n - 4, ".npy") || n - 4 >= sizeof(col))
 			continue;
@@ -134,29 +135,22 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 			rc = -EINVAL;
 			break;
 		}
-		c = (struct tfs_column *)tfs_manifest_column(&m, col);
-		if (c && (c->kind != TFS_COL_FIXED || c->part != TFS_PART_NONE ||
-			  strcmp(c->dtype.descr, info.dtype.descr) || c->ndim != info.ndim - 1 ||
-			  memcmp(c->shape, info.shape + 1, c->ndim * sizeof(*c->shape)))) {
-			tfs_err("%s: column %s holds other rows", what, col);
-			rc = -EINVAL;
+		if (!tfs_manifest_column(&m, col) && ++ncols > MAX_COLS) {
+			rc = -E2BIG;
 			break;
 		}
-		if (!c) {
-			if (++ncols > MAX_COLS) {
-				rc = -E2BIG;
-				break;
-			}
-			rc = tfs_rowcol_new(&m, col, TFS_COL_FIXED, &info.dtype, info.ndim - 1,
-					    info.shape + 1, o->chunk_bytes, o->codec, o->level);
-			c = &m.cols[m.ncols - 1];
-		}
+		rc = tfs_import_column(&m, col, TFS_COL_FIXED, &info.dtype, info.ndim - 1,
+				       info.shape + 1, o, what, &at);
+		c = rc ? NULL : &m.cols[at];
 		if (!rc)
 			rc = tfs_rowcol_begin(s, ds, &m, (size_t)(c - m.cols), &w);
-		row_bytes = c->row_bytes;
+		/* The source's rows (a ragged column takes them with their shape). */
+		row_bytes = info.dtype.itemsize;
+		for (unsigned d = 1; d < info.ndim; d++)
+			row_bytes *= info.shape[d];
 		for (uint64_t r = 0; !rc && r < rows; r++)
 			rc = tfs_rowcol_add(w, b.data + info.data_offset + r * row_bytes,
-					    (size_t)row_bytes, NULL);
+					    (size_t)row_bytes, info.shape + 1);
 		if (!rc)
 			rc = tfs_rowcol_finish(w);
 		tfs_rowcol_free(w);

@@ -212,35 +212,17 @@ static size_t submit_batch(struct tfs_workgroup *g, struct job *jobs, const stru
 	return n;
 }
 
-/* Find column name in m, which must hold rows like these, or add it. Returns its index. */
+/* Column name of m for rows like these (found and checked, or added). */
 static int column_for(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
 		      const char *descr, unsigned ndim, const uint64_t *shape,
-		      const struct tfs_import_opts *o, size_t *at)
+		      const struct tfs_import_opts *o, const char *dir, size_t *at)
 {
 	struct tfs_dtype dt;
 	char err[128];
 	int big;
 
 	tfs_dtype_parse(descr, &dt, &big, err, sizeof(err));
-	for (size_t i = 0; i < m->ncols; i++) {
-		const struct tfs_column *c = &m->cols[i];
-
-		if (strcmp(c->name, name))
-			continue;
-		if (c->kind != kind || strcmp(c->dtype.descr, descr) || c->ndim != ndim ||
-		    (kind == TFS_COL_FIXED && ndim &&
-		     memcmp(c->shape, shape, ndim * sizeof(*shape)))) {
-			tfs_err("column %s exists with other rows (%s %s, rank %u) than these "
-				"images "
-				"make",
-				name, tfs_col_kind_name(c->kind), c->dtype.descr, c->ndim);
-			return -EINVAL;
-		}
-		*at = i;
-		return 0;
-	}
-	*at = m->ncols;
-	return tfs_rowcol_new(m, name, kind, &dt, ndim, shape, o->chunk_bytes, o->codec, o->level);
+	return tfs_import_column(m, name, kind, &dt, ndim, shape, o, dir, at);
 }
 
 /* The images of one batch, decoded on the pool, added in order; bad ones skipped (or, strict,
@@ -324,13 +306,15 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	if (!rc) {
 		const uint64_t shape[3] = { io->h, io->w, 3 };
 
-		rc = io->w ? column_for(&m, "image", TFS_COL_FIXED, "|u1", 3, shape, o, &col[0])
-			   : column_for(&m, "image", TFS_COL_RAGGED, "|u1", 3, NULL, o, &col[0]);
+		rc = io->w ? column_for(&m, "image", TFS_COL_FIXED, "|u1", 3, shape, o, dir,
+					&col[0])
+			   : column_for(&m, "image", TFS_COL_RAGGED, "|u1", 3, NULL, o, dir,
+					&col[0]);
 	}
 	if (!rc)
-		rc = column_for(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, &col[1]);
+		rc = column_for(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, dir, &col[1]);
 	if (!rc && io->labels)
-		rc = column_for(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, &col[2]);
+		rc = column_for(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, dir, &col[2]);
 	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)
 		rc = tfs_rowcol_begin(s, ds, &m, col[i], &w[i]);
 	if (rc)

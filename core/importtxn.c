@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* importtxn: a write against a branch (begin, commit unless another writer moved it, end), for
- * the import module's writers: import.c, import_images.c. */
+/* importtxn: what the import module's writers share: a write against a branch (begin, commit
+ * unless another writer moved it, end), and finding or adding the column rows go to. */
 #include "import.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rowcol.h"
 
 /* A write against a branch: its head when the write began, and the manifest there. */
 
@@ -74,5 +76,33 @@ int tfs_manifest_copy_extra(const struct tfs_manifest *old, size_t extra, struct
 			return rc;
 		m->ncols++;
 	}
+	return 0;
+}
+
+int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
+		      const struct tfs_dtype *dt, unsigned ndim, const uint64_t *shape,
+		      const struct tfs_import_opts *o, const char *what, size_t *at)
+{
+	const struct tfs_column *c = tfs_manifest_column(m, name);
+
+	if (!c) {
+		*at = m->ncols;
+		return tfs_rowcol_new(m, name, kind, dt, ndim, shape, o->chunk_bytes, o->codec,
+				      o->level);
+	}
+	/* Rows of one shape go into a ragged column too. */
+	if (kind == TFS_COL_FIXED && c->kind == TFS_COL_RAGGED)
+		kind = TFS_COL_RAGGED;
+	if (c->part != TFS_PART_NONE || c->kind != kind || strcmp(c->dtype.descr, dt->descr) ||
+	    c->ndim != ndim ||
+	    (kind == TFS_COL_FIXED && ndim && memcmp(c->shape, shape, ndim * sizeof(*shape)))) {
+		tfs_err("column %s holds %s rows of dtype %s and rank %u; %s has %s rows of %s, "
+			"rank "
+			"%u",
+			name, tfs_col_kind_name(c->kind), c->dtype.descr, c->ndim, what,
+			tfs_col_kind_name(kind), dt->descr, ndim);
+		return -EINVAL;
+	}
+	*at = (size_t)(c - m->cols);
 	return 0;
 }
