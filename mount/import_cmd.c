@@ -39,10 +39,20 @@ static int report(const char *url, const char *ds, int rc, const struct tfs_impo
 	return 0;
 }
 
-/* `import URL --images DIR ...`, `--jsonl FILE` or `--npz FILE`: one source. */
-static int import_one(const char *url, const char *dir, const char *jsonl, const char *npz,
-		      const char *const *fixed, size_t nfixed, const struct tfs_images_opts *io,
-		      struct tfs_import_opts *o, enum tfs_progress_mode pmode, int nargs)
+/* The single-source forms: `import URL --images DIR ...`, `--jsonl FILE`, `--npz FILE`, or
+ * `--webdataset SHARD...` (the positional arguments after the URL). */
+struct one_source {
+	const char *dir, *jsonl, *npz;
+	int webdataset;
+	const char *const *shards; /* the arguments after the URL */
+	size_t nshards;
+	const char *const *fixed;
+	size_t nfixed;
+};
+
+static int import_one(const char *url, const struct one_source *src,
+		      const struct tfs_images_opts *io, struct tfs_import_opts *o,
+		      enum tfs_progress_mode pmode)
 {
 	struct tfs_import_result res;
 	struct tfs_progress_line *pl;
@@ -51,42 +61,26 @@ static int import_one(const char *url, const char *dir, const char *jsonl, const
 	char *ds = NULL;
 	int rc;
 
-	if (nargs != 1 || !!dir + !!jsonl + !!npz != 1) {
-		tfs_err("--images DIR, --jsonl FILE or --npz FILE is the import's only source");
+	if (!!src->dir + !!src->jsonl + !!src->npz + !!src->webdataset != 1 ||
+	    (src->webdataset ? !src->nshards : src->nshards != 0)) {
+		tfs_err("--images DIR, --jsonl FILE, --npz FILE or --webdataset SHARD.tar... is "
+			"the "
+			"import's only source");
 		return 2;
 	}
 	if (tfs_cli_open_dataset(url, 0, &s, &ds))
 		return 1;
-	pl = tfs_progress_line_start("import", dir ? "images" : "rows", o->progress, pmode);
-	rc = dir     ? tfs_import_images(s, ds, dir, io, o, &res, &commit)
-	     : jsonl ? tfs_import_jsonl(s, ds, jsonl, fixed, nfixed, io->strict, o, &res, &commit)
-		     : tfs_import_npz(s, ds, npz, o, &res, &commit);
-	tfs_progress_line_stop(pl);
-	rc = report(url, ds, rc, &res, &commit, o);
-	free(ds);
-	tfs_store_close(s);
-	return rc;
-}
-
-/* `import URL --webdataset SHARD...`. */
-static int import_shards(const char *url, const char *const *shards, size_t n, int strict,
-			 struct tfs_import_opts *o, enum tfs_progress_mode pmode)
-{
-	struct tfs_import_result res;
-	struct tfs_progress_line *pl;
-	struct tfs_store *s = NULL;
-	struct tfs_id commit;
-	char *ds = NULL;
-	int rc;
-
-	if (!n) {
-		tfs_err("--webdataset: give the shards (tar files) after the URL");
-		return 2;
-	}
-	if (tfs_cli_open_dataset(url, 0, &s, &ds))
-		return 1;
-	pl = tfs_progress_line_start("import", "samples", o->progress, pmode);
-	rc = tfs_import_webdataset(s, ds, shards, n, strict, o, &res, &commit);
+	pl = tfs_progress_line_start("import", src->dir ? "images" : "rows", o->progress, pmode);
+	if (src->dir)
+		rc = tfs_import_images(s, ds, src->dir, io, o, &res, &commit);
+	else if (src->jsonl)
+		rc = tfs_import_jsonl(s, ds, src->jsonl, src->fixed, src->nfixed, io->strict, o,
+				      &res, &commit);
+	else if (src->npz)
+		rc = tfs_import_npz(s, ds, src->npz, o, &res, &commit);
+	else
+		rc = tfs_import_webdataset(s, ds, src->shards, src->nshards, io->strict, o, &res,
+					   &commit);
 	tfs_progress_line_stop(pl);
 	rc = report(url, ds, rc, &res, &commit, o);
 	free(ds);
@@ -220,12 +214,22 @@ int tfs_cmd_import(int argc, char **argv)
 			return tfs_cli_usage(2);
 		}
 	}
-	if (images || jsonl || npz)
-		return import_one(argv[optind], images, jsonl, npz, fixed, nfixed, &io, &o, pmode,
-				  argc - optind);
-	if (webdataset)
-		return import_shards(argv[optind], (const char *const *)argv + optind + 1,
-				     (size_t)(argc - optind - 1), io.strict, &o, pmode);
+	if (argc - optind < 1)
+		return tfs_cli_usage(2); /* no URL */
+	if (images || jsonl || npz || webdataset) {
+		const struct one_source one = {
+			.dir = images,
+			.jsonl = jsonl,
+			.npz = npz,
+			.webdataset = webdataset,
+			.shards = (const char *const *)argv + optind + 1,
+			.nshards = (size_t)(argc - optind - 1),
+			.fixed = fixed,
+			.nfixed = nfixed,
+		};
+
+		return import_one(argv[optind], &one, &io, &o, pmode);
+	}
 	if (argc - optind < 2)
 		return tfs_cli_usage(2);
 	src = calloc((size_t)(argc - optind - 1), sizeof(*src));
