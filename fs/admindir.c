@@ -91,12 +91,10 @@ static size_t gen_index(const char *name)
 	return i;
 }
 
-static int gen_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-		       struct tfs_fs_attr *a)
+static int gen_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
 	struct tfs_buf b = { 0 };
 
-	(void)h;
 	/* A file whose text cannot be made now looks empty; its open says why. */
 	a->size = gen_files[gen_index(n->name)].text(fs, &b) ? 0 : b.len;
 	tfs_buf_free(&b);
@@ -125,10 +123,9 @@ static const struct tfs_fs_kind gen_kind = {
 
 /* --- .tensorfs/control ---------------------------------------------------------------------- */
 
-static int control_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			   struct tfs_fs_attr *a)
+static int control_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
-	(void)n, (void)h;
+	(void)n;
 	/* For the user who mounted (and root); for anyone with allow_other. */
 	a->mode = S_IFREG | (fs->allow_other ? 0666 : 0600);
 	return 0;

@@ -83,10 +83,8 @@ static int coldir_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs
 				     d, NULL);
 }
 
-int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			  struct tfs_fs_attr *a)
+int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
-	(void)h;
 	return tfs_fs_file_version(fs, n, &a->v);
 }
 
@@ -152,18 +150,11 @@ static void lines_free(void *p)
 	free(l);
 }
 
-static int lines_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			 struct tfs_fs_attr *a)
+static int lines_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
 	const struct tfs_column *c;
 	int rc;
 
-	if (h) {
-		a->v = h->ver;
-		tfs_version_get(a->v);
-		a->size = h->size;
-		return 0;
-	}
 	rc = tfs_fs_file_version(fs, n, &a->v);
 	if (rc)
 		return rc;

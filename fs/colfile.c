@@ -152,18 +152,10 @@ out:
 
 /* --- a version's COLUMN.npy ----------------------------------------------------------------- */
 
-static int column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			  struct tfs_fs_attr *a)
+static int column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
 	int col, rc = 0;
 
-	if (h) {
-		/* fstat on an open file describes what that file reads. */
-		a->v = h->ver;
-		tfs_version_get(a->v);
-		a->size = h->size;
-		return 0;
-	}
 	rc = tfs_fs_file_version(fs, n, &a->v);
 	if (rc)
 		return rc;
@@ -452,18 +444,11 @@ out:
 
 /* --- a view's COLUMN.npy -------------------------------------------------------------------- */
 
-static int view_column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n,
-			       const struct tfs_fs_handle *h, struct tfs_fs_attr *a)
+static int view_column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
 	struct tfs_lake_view *f;
 	int col, rc;
 
-	if (h) {
-		a->v = h->ver;
-		tfs_version_get(a->v);
-		a->size = h->size;
-		return 0;
-	}
 	rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), &a->v, &f);
 	if (rc)
 		return rc;

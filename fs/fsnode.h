@@ -160,9 +160,9 @@ struct tfs_fs_kind {
 	int (*lookup)(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
 		      struct tfs_fs_node **child);
 	int (*list)(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d);
-	/* h: the open file the request names (fstat), or NULL. */
-	int (*getattr)(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-		       struct tfs_fs_attr *a);
+	/* The node's attributes from the lake. (An fstat of an open file pinned to a version is
+	 * answered from its handle by fuseops.c, without asking the kind.) */
+	int (*getattr)(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a);
 	/* Fill h (zeroed, h->kind set); fi's caching flags are the kind's to set. */
 	int (*open)(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
 		    struct tfs_fs_handle *h, struct fuse_file_info *fi);
@@ -272,8 +272,7 @@ int tfs_fs_coldir_entries(struct tfs_fs *fs, struct tfs_fs_node *dir,
 			  const struct tfs_fs_coldir_entry *table, size_t n, const char *name,
 			  struct tfs_fs_dir *d, struct tfs_fs_node **child);
 /* getattr of a COLUMN/ directory: its version. */
-int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			  struct tfs_fs_attr *a);
+int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a);
 
 /* The views/PARAMS/ directory n is in (or is). */
 struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n);

@@ -39,7 +39,14 @@ static int node_attr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_
 {
 	memset(a, 0, sizeof(*a));
 	a->mode = n->kind->mode;
-	return n->kind->getattr ? n->kind->getattr(fs, n, h, a) : 0;
+	/* fstat on an open file pinned to a version describes what that file reads. */
+	if (h && h->ver) {
+		a->v = h->ver;
+		tfs_version_get(a->v);
+		a->size = h->size;
+		return 0;
+	}
+	return n->kind->getattr ? n->kind->getattr(fs, n, a) : 0;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

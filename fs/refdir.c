@@ -93,10 +93,8 @@ static int version_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_f
 	return rc;
 }
 
-static int version_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			   struct tfs_fs_attr *a)
+static int version_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
-	(void)h;
 	return tfs_fs_ref_version(fs, n, &a->v);
 }
 
@@ -123,17 +121,11 @@ const struct tfs_fs_kind tfs_fs_version_kind = {
 
 /* --- schema.json ---------------------------------------------------------------------------- */
 
-static int schema_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			  struct tfs_fs_attr *a)
+static int schema_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
 	int rc = 0;
 
-	if (h) {
-		a->v = h->ver;
-		tfs_version_get(a->v);
-	} else {
-		rc = tfs_fs_file_version(fs, n, &a->v);
-	}
+	rc = tfs_fs_file_version(fs, n, &a->v);
 	if (!rc)
 		a->size = a->v->schema.len;
 	return rc;

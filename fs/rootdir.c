@@ -207,10 +207,8 @@ static int log_text(struct tfs_fs *fs, struct tfs_fs_node *ln, struct tfs_buf *c
 	return rc;
 }
 
-static int log_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-		       struct tfs_fs_attr *a)
+static int log_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
-	(void)h;
 	return log_text(fs, n, NULL, &a->size);
 }
 

@@ -92,8 +92,8 @@ static int file_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_versio
 
 /* --- views/PARAMS/COLUMN/data.bin ----------------------------------------------------------- */
 
-static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			  struct tfs_fs_attr *a, int offsets)
+static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a,
+			  int offsets)
 {
 	struct tfs_fs_node *dir = n->parent;
 	struct tfs_lake_view *f = NULL;
@@ -101,12 +101,6 @@ static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, const struct
 	uint64_t rows = 0, bytes = 0;
 	int rc = 0, sized;
 
-	if (h) {
-		a->v = h->ver;
-		tfs_version_get(a->v);
-		a->size = h->size;
-		return 0;
-	}
 	/* Counted once per directory: it shows one commit through one view. */
 	pthread_mutex_lock(&fs->lock);
 	sized = dir->view_sized;
@@ -134,10 +128,9 @@ static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, const struct
 	return rc;
 }
 
-static int data_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			struct tfs_fs_attr *a)
+static int data_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
-	return getattr_common(fs, n, h, a, 0);
+	return getattr_common(fs, n, a, 0);
 }
 
 static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
@@ -221,10 +214,9 @@ static const struct tfs_fs_kind data_kind = {
 
 /* --- views/PARAMS/COLUMN/offsets.npy -------------------------------------------------------- */
 
-static int offsets_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			   struct tfs_fs_attr *a)
+static int offsets_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
-	return getattr_common(fs, n, h, a, 1);
+	return getattr_common(fs, n, a, 1);
 }
 
 /* Made whole at open: the NPY header and the rebuilt offsets. */

@@ -129,13 +129,11 @@ static int view_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_d
 	return rc;
 }
 
-static int view_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			struct tfs_fs_attr *a)
+static int view_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
 	struct tfs_lake_view *f;
 	int rc = tfs_fs_node_view(fs, n, &a->v, &f);
 
-	(void)h;
 	tfs_lake_view_put(fs->lake, f);
 	return rc;
 }
@@ -150,10 +148,9 @@ const struct tfs_fs_kind tfs_fs_view_kind = {
 
 /* --- views/README --------------------------------------------------------------------------- */
 
-static int readme_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, const struct tfs_fs_handle *h,
-			  struct tfs_fs_attr *a)
+static int readme_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
 {
-	(void)fs, (void)n, (void)h;
+	(void)fs, (void)n;
 	a->size = strlen(tfs_view_readme);
 	return 0;
 }
