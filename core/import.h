@@ -133,6 +133,9 @@ void tfs_txn_end(struct tfs_txn *t);
 int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
 		      const struct tfs_dtype *dt, unsigned ndim, const uint64_t *shape,
 		      const struct tfs_import_opts *o, const char *what, size_t *at);
+/* A source file mapped read-only whole (*data NULL for an empty one; munmap when done); a file
+ * that cannot be is an error logged with its path. */
+int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len);
 /* A copy of the head's manifest to modify; room for `extra` more columns. */
 int tfs_manifest_copy_extra(const struct tfs_manifest *old, size_t extra, struct tfs_manifest *m);
 

@@ -7,14 +7,11 @@
 #include "import.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -182,30 +179,6 @@ static int add_value(struct field *f, const json_t *v)
 	}
 }
 
-static int map(const char *path, const char **p, size_t *len)
-{
-	struct stat sb;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-
-	*p = NULL;
-	*len = 0;
-	if (fd < 0 || fstat(fd, &sb) < 0) {
-		rc = -errno;
-		tfs_err("%s: %s", path, strerror(errno));
-	} else if (sb.st_size > 0) {
-		*p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (*p == MAP_FAILED) {
-			rc = -errno;
-			*p = NULL;
-		} else {
-			*len = (size_t)sb.st_size;
-		}
-	}
-	if (fd >= 0)
-		close(fd);
-	return rc;
-}
-
 static json_t *parse(const char *line, size_t len, char *why, size_t cap)
 {
 	json_error_t e;
@@ -327,6 +300,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	struct field f[MAX_FIELDS];
 	struct tfs_manifest m = { 0 };
 	json_t *first = NULL;
+	const uint8_t *mapped = NULL;
 	const char *data = NULL, *line;
 	size_t len = 0, nf = 0, n;
 	struct lines l;
@@ -337,7 +311,8 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	memset(res, 0, sizeof(*res));
 	rc = tfs_txn_begin(&t, s, ds, o->branch);
 	if (!rc)
-		rc = map(path, &data, &len);
+		rc = tfs_import_map_file(path, &mapped, &len);
+	data = (const char *)mapped;
 	if (!rc && (rc = scan(data, len, f, &nf, &first, fixed, nfixed)) == -EINVAL && !first)
 		tfs_err("%s: no line holds a JSON object with fields", path);
 	if (!rc && t.old.ncols) {

@@ -15,8 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A text file, mapped (NULL for an empty one). */
-static int map_file(const char *path, const uint8_t **data, size_t *len)
+int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len)
 {
 	struct stat sb;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
@@ -67,7 +66,7 @@ static int scan_text(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 {
 	const uint8_t *data, *p, *end;
 	size_t len;
-	int rc = map_file(src->path, &data, &len);
+	int rc = tfs_import_map_file(src->path, &data, &len);
 
 	if (rc)
 		return rc;
@@ -219,7 +218,7 @@ static int write_text(const struct tfs_import_src *src, struct tfs_rowcol *w,
 {
 	const uint8_t *data, *p, *end;
 	size_t len;
-	int rc = map_file(src->path, &data, &len);
+	int rc = tfs_import_map_file(src->path, &data, &len);
 
 	for (p = data, end = data + len; !rc && p < end;) {
 		size_t n;
