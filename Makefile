@@ -145,7 +145,8 @@ $(CLIENT_OBJ): ALL_CFLAGS += -Ipackaging/include
 $(CLIENT_LIB): $(CLIENT_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
-$(CTL_CLIENT): tests/integration/ctl_client.c $(CLIENT_LIB)
+$(CTL_CLIENT): tests/integration/ctl_client.c $(CLIENT_LIB) packaging/include/tensorfs/control.h \
+		packaging/include/tensorfs/client.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ipackaging/include $(ALL_LDFLAGS) -o $@ $< $(CLIENT_LIB)
 all: $(CLIENT_LIB)

@@ -203,3 +203,56 @@ ssize_t tfs_version_read(struct tfs_version *v, struct tfs_cache *cache, size_t 
 	}
 	return (ssize_t)done;
 }
+
+/* --- spans of rows of any size -------------------------------------------------------------- */
+
+void tfs_spans_init(struct tfs_spans *sp, struct tfs_version *v, struct tfs_cache *cache,
+		    size_t header)
+{
+	memset(sp, 0, sizeof(*sp));
+	sp->v = v;
+	sp->cache = cache;
+	sp->col = v->manifest.cols[header].offsets;
+}
+
+/* Offset number i (i <= rows of the header). */
+static int span_offset(struct tfs_spans *sp, uint64_t i, uint64_t *out)
+{
+	const struct tfs_column *c = &sp->v->manifest.cols[sp->col];
+	size_t k, in;
+	int rc;
+
+	if (i >= c->rows)
+		return -EINVAL;
+	k = tfs_column_chunk_of(c, i);
+	if (!sp->e || sp->k != k) {
+		tfs_spans_done(sp);
+		rc = tfs_version_chunk_get(sp->v, sp->cache, sp->col, k, &sp->e);
+		if (rc)
+			return rc;
+		sp->k = k;
+	}
+	in = (size_t)(i - tfs_column_chunk_first(c, k)) * sizeof(*out);
+	if (in + sizeof(*out) > sp->e->len)
+		return -EIO;
+	memcpy(out, sp->e->data + in, sizeof(*out));
+	return 0;
+}
+
+int tfs_spans_get(struct tfs_spans *sp, uint64_t r, uint64_t *start, uint64_t *end)
+{
+	int rc = span_offset(sp, r, start);
+
+	if (!rc)
+		rc = span_offset(sp, r + 1, end);
+	if (!rc && *end < *start)
+		rc = -EIO;
+	return rc;
+}
+
+void tfs_spans_done(struct tfs_spans *sp)
+{
+	if (sp->e)
+		tfs_cache_put(sp->cache, sp->e);
+	sp->e = NULL;
+}

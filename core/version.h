@@ -44,4 +44,23 @@ int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, s
 ssize_t tfs_version_read(struct tfs_version *v, struct tfs_cache *cache, size_t col, uint64_t off,
 			 void *buf, size_t len);
 
+/* Where rows of a ragged, text or bytes column lie in its data part, read through the cache from
+ * its offsets part with the chunk last used kept pinned: rows in order cost one lookup a chunk. */
+struct tfs_spans {
+	struct tfs_version *v;
+	struct tfs_cache *cache;
+	size_t col; /* the offsets part */
+	size_t k;   /* the pinned chunk, when e */
+	struct tfs_cache_entry *e;
+};
+
+/* Spans of the column whose header is column header of v (not fixed). */
+void tfs_spans_init(struct tfs_spans *sp, struct tfs_version *v, struct tfs_cache *cache,
+		    size_t header);
+/* Row r's bytes are data[*start, *end). -EIO when the offsets go backwards or the chunk is short;
+ * -EINVAL for a row out of range. */
+int tfs_spans_get(struct tfs_spans *sp, uint64_t r, uint64_t *start, uint64_t *end);
+/* Unpin; sp may be used again. */
+void tfs_spans_done(struct tfs_spans *sp);
+
 #endif

@@ -215,6 +215,78 @@ static void column_list(const struct tfs_version *v, char *out, size_t cap)
 						v->manifest.cols[i].name);
 }
 
+/* Bytes a slot gives each row of column c, before the room for rows of any size. */
+static uint64_t slot_row_bytes(const struct tfs_column *c)
+{
+	if (c->kind == TFS_COL_FIXED)
+		return c->row_bytes;
+	return sizeof(uint64_t) * (1 + (c->kind == TFS_COL_RAGGED ? c->ndim : 0));
+}
+
+/* The most row bytes of column col (not fixed) that any max_batch rows in a row of the stream's
+ * order hold: a window slid over the stream, reading the offsets once (O(rows)). */
+static int largest_batch(struct tfs_ctl_stream *s, size_t col, uint64_t *out)
+{
+	uint64_t *win = malloc(s->max_batch * sizeof(*win)), sum = 0, best = 0;
+	struct tfs_spans sp;
+	int rc = 0;
+
+	if (!win)
+		return -ENOMEM;
+	tfs_spans_init(&sp, s->ver, s->lake->cache, col);
+	for (uint64_t i = 0; i < s->n; i++) {
+		const uint64_t r = s->view ? s->view->rows[i] : i;
+		uint64_t a, b;
+
+		rc = tfs_spans_get(&sp, r, &a, &b);
+		if (rc)
+			break;
+		if (i >= s->max_batch)
+			sum -= win[i % s->max_batch];
+		win[i % s->max_batch] = b - a;
+		sum += b - a;
+		best = sum > best ? sum : best;
+	}
+	tfs_spans_done(&sp);
+	free(win);
+	*out = best;
+	return rc;
+}
+
+/* Each column of another kind than fixed gets room for row bytes in a slot: `room` when the
+ * loader asked, else what the largest batch of `next` needs. */
+static int rooms(struct tfs_ctl_stream *s, uint64_t room, uint64_t *out, char *err)
+{
+	for (size_t i = 0; i < s->ncols; i++) {
+		const struct tfs_column *c = &s->ver->manifest.cols[s->cols[i]];
+		int rc;
+
+		out[i] = 0;
+		if (c->kind == TFS_COL_FIXED)
+			continue;
+		if (room) {
+			out[i] = room;
+			continue;
+		}
+		rc = largest_batch(s, s->cols[i], &out[i]);
+		if (rc) {
+			SET_ERR("cannot read the offsets of column '%s': %s", c->name,
+				strerror(-rc));
+			return rc;
+		}
+		out[i] = out[i] ? out[i] : 1;
+		if (out[i] > TFS_STAGING_MAX_SLOT_BYTES) {
+			SET_ERR("batch=%" PRIu64 ": %" PRIu64 " rows of column '%s' in a row hold "
+				"up to %" PRIu64 " bytes, more than a slot (%llu MiB); ask for a "
+				"smaller batch",
+				s->max_batch, s->max_batch, c->name, out[i],
+				TFS_STAGING_MAX_SLOT_BYTES >> 20);
+			return -E2BIG;
+		}
+	}
+	return 0;
+}
+
 int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_open_args *a,
 			struct tfs_ctl_stream **out, char *err)
 {
@@ -222,7 +294,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	struct tfs_staging_config cfg = { 0 };
 	struct tfs_ctl_stream *s = NULL;
 	unsigned slot_id = 0;
-	uint64_t row_bytes = 0;
+	uint64_t row_bytes = 0, slot_bytes;
 	char tag[64];
 	int rc;
 
@@ -277,13 +349,6 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 
 		if (c >= 0 && s->ver->manifest.cols[c].part != TFS_PART_NONE)
 			c = -1; /* parts are not columns of their own */
-		if (c >= 0 && s->ver->manifest.cols[c].kind != TFS_COL_FIXED) {
-			SET_ERR("column '%s' holds %s rows: batches take fixed columns (read its "
-				"directory's data.bin and offsets.npy)",
-				a->cols[i], tfs_col_kind_name(s->ver->manifest.cols[c].kind));
-			rc = -EINVAL;
-			goto fail;
-		}
 		if (c < 0) {
 			char names[160];
 
@@ -299,7 +364,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 				goto fail;
 			}
 		s->cols[s->ncols++] = (size_t)c;
-		row_bytes += s->ver->manifest.cols[c].row_bytes;
+		row_bytes += slot_row_bytes(&s->ver->manifest.cols[c]);
 	}
 	s->max_batch = a->batch;
 	if (!s->max_batch) {
@@ -321,7 +386,13 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 		rc = -E2BIG;
 		goto fail;
 	}
-	if (s->max_batch * row_bytes * s->depth > MAX_STREAM_BYTES) {
+	rc = rooms(s, a->room, cfg.room, err);
+	if (rc)
+		goto fail;
+	slot_bytes = s->max_batch * row_bytes;
+	for (size_t i = 0; i < s->ncols; i++)
+		slot_bytes += cfg.room[i];
+	if (slot_bytes * s->depth > MAX_STREAM_BYTES) {
 		SET_ERR("depth=%u slots of batch=%" PRIu64 " rows: more than %llu GiB per stream",
 			s->depth, s->max_batch, MAX_STREAM_BYTES >> 30);
 		rc = -E2BIG;
@@ -385,6 +456,22 @@ int tfs_ctl_stream_close(struct tfs_ctlfile_session *se, uint64_t id, char *err)
 	return 0;
 }
 
+/* The message of a failed tfs_staging_take of slot. */
+static void take_error(struct tfs_ctl_stream *s, unsigned slot, int rc, char *err)
+{
+	size_t c;
+	uint64_t need;
+
+	if (rc != -E2BIG) {
+		SET_ERR("cannot gather the rows: %s", strerror(-rc));
+		return;
+	}
+	tfs_staging_overflow(s->ring, slot, &c, &need);
+	SET_ERR("the rows hold %" PRIu64 " bytes of column '%s', more than a slot's room for it "
+		"(open with room=BYTES)",
+		need, s->ver->manifest.cols[s->cols[c]].name);
+}
+
 /* Fill a slot with s->rows[0..n) synchronously and lease it. A slot taken by a batch made ahead
  * is reclaimed (youngest first) rather than refusing. */
 static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos, unsigned *out,
@@ -410,7 +497,7 @@ static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos,
 	s->slot_pos[*out] = pos;
 	rc = tfs_staging_take(s->ring, *out);
 	if (rc)
-		SET_ERR("cannot gather the rows: %s", strerror(-rc));
+		take_error(s, *out, rc, err);
 	return rc;
 }
 
@@ -470,7 +557,7 @@ int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot
 		rc = tfs_staging_take(s->ring, *slot);
 		if (rc) {
 			drop_ahead(s, 0);
-			SET_ERR("cannot gather the rows: %s", strerror(-rc));
+			take_error(s, *slot, rc, err);
 			return rc;
 		}
 	} else {

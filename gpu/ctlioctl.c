@@ -36,12 +36,21 @@ static void fill_batch(struct tfs_ctl_stream *s, unsigned slot, struct tfs_ctl_b
 
 		snprintf(o->name, sizeof(o->name), "%s", col->name);
 		snprintf(o->dtype, sizeof(o->dtype), "%s", col->dtype.descr);
+		o->offset = loc.col_off[c];
+		o->bytes = tfs_staging_col_bytes(s->ring, slot, c);
+		if (col->kind != TFS_COL_FIXED) {
+			o->kind = col->kind == TFS_COL_RAGGED ? TFS_CTL_RAGGED
+				  : col->kind == TFS_COL_TEXT ? TFS_CTL_TEXT
+							      : TFS_CTL_BYTES;
+			o->ndim = col->kind == TFS_COL_RAGGED ? col->ndim : 0;
+			o->data = loc.data_off[c];
+			o->shapes = col->kind == TFS_COL_RAGGED ? loc.shapes_off[c] : 0;
+			continue;
+		}
 		o->ndim = col->ndim + 1;
 		o->shape[0] = rows;
 		for (unsigned d = 0; d < col->ndim && d + 1 < TFS_CTL_MAX_DIMS; d++)
 			o->shape[d + 1] = col->shape[d];
-		o->offset = loc.col_off[c];
-		o->bytes = rows * col->row_bytes;
 	}
 }
 
@@ -66,6 +75,7 @@ static int ioc_open(struct tfs_ctlfile_session *se, struct tfs_ctl_open *o, char
 		a.cols[a.ncols++] = o->cols[i];
 	}
 	a.device = o->device[0] ? o->device : NULL;
+	a.room = o->room;
 	if (o->depth > TFS_STAGING_MAX_DEPTH) {
 		SET_ERR("depth=%u: expected 1..%d", o->depth, TFS_STAGING_MAX_DEPTH);
 		return -EINVAL;

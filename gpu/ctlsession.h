@@ -93,6 +93,7 @@ struct tfs_ctl_open_args {
 	unsigned depth;	    /* 0: default */
 	uint64_t batch;	    /* 0: default */
 	long ahead;	    /* < 0: default */
+	uint64_t room; /* row bytes of each ragged, text or bytes column per slot; 0: default */
 };
 
 /* Every function below takes the session's lock held by the caller, and on failure writes a

@@ -94,7 +94,7 @@ static int reply_batch(struct tfs_buf *r, struct tfs_ctl_stream *s, unsigned slo
 
 	tfs_staging_locate(s->ring, slot, &loc);
 	for (size_t c = 0; c < s->ncols; c++)
-		bytes += rows * s->ver->manifest.cols[s->cols[c]].row_bytes;
+		bytes += tfs_staging_col_bytes(s->ring, slot, c);
 	rc = tfs_buf_printf(r, "ok stream=%u slot=%u rows=%zu pos=%" PRIu64 " bytes=%" PRIu64,
 			    s->id, slot, rows, s->slot_pos[slot], bytes);
 	if (!rc && loc.device == TFS_STAGING_HOST)
@@ -111,6 +111,18 @@ static int reply_batch(struct tfs_buf *r, struct tfs_ctl_stream *s, unsigned slo
 	for (size_t c = 0; !rc && c < s->ncols; c++) {
 		const struct tfs_column *col = &s->ver->manifest.cols[s->cols[c]];
 
+		if (col->kind != TFS_COL_FIXED) {
+			rc = tfs_buf_printf(r,
+					    " col=%s kind=%s dtype=%s offsets=%" PRIu64
+					    " data=%" PRIu64 " data_bytes=%" PRIu64,
+					    col->name, tfs_col_kind_name(col->kind),
+					    col->dtype.descr, loc.col_off[c], loc.data_off[c],
+					    tfs_staging_col_bytes(s->ring, slot, c));
+			if (!rc && col->kind == TFS_COL_RAGGED)
+				rc = tfs_buf_printf(r, " shapes=%" PRIu64 " rank=%u",
+						    loc.shapes_off[c], col->ndim);
+			continue;
+		}
 		rc = tfs_buf_printf(r, " col=%s offset=%" PRIu64 " dtype=%s shape=%zu", col->name,
 				    loc.col_off[c], col->dtype.descr, rows);
 		for (unsigned d = 0; !rc && d < col->ndim; d++)
@@ -119,7 +131,9 @@ static int reply_batch(struct tfs_buf *r, struct tfs_ctl_stream *s, unsigned slo
 	return rc ? rc : tfs_buf_printf(r, "\n");
 }
 
-static const char *const open_keys[] = { "cols", "device", "depth", "batch", "ahead", NULL };
+static const char *const open_keys[] = {
+	"cols", "device", "depth", "batch", "ahead", "room", NULL
+};
 static const char *const stage_keys[] = { "stream", "rows", "range", "slot", NULL };
 static const char *const next_keys[] = { "stream", "batch", NULL };
 static const char *const release_keys[] = { "stream", "slot", NULL };
@@ -184,6 +198,12 @@ static int text_open(struct tfs_ctlfile_session *se, const char *target, const s
 		if ((rc = need_u64(kv, nkv, "ahead", &x, err)))
 			goto out;
 		a.ahead = x > MAX_AHEAD ? MAX_AHEAD + 1 : (long)x;
+	}
+	v = kv_get(kv, nkv, "room");
+	if (v && (tfs_parse_size(v, &a.room) || !a.room)) {
+		SET_ERR("room=%s: expected a size in bytes (K, M, G suffixes), at least 1", v);
+		rc = -EINVAL;
+		goto out;
 	}
 	rc = tfs_ctl_stream_open(se, &a, &s, err);
 	if (rc)

@@ -20,6 +20,11 @@ struct slot {
 	int rc;		       /* the last fill's result; protected by st->lock */
 	size_t nrows;	       /* protected by st->lock */
 	uint64_t *rows;	       /* max_rows entries; owned by the filler while S_FILLING */
+	/* Set by the filler while S_FILLING, read after: bytes of each column; the column that
+	 * did not fit its room and the bytes it needed (rc -E2BIG). */
+	uint64_t used[TFS_STAGING_MAX_COLS];
+	size_t over_col;
+	uint64_t over_need;
 	struct tfs_staging *st;
 	struct tfs_work work; /* its fill, when made ahead on the pool */
 };
@@ -30,7 +35,9 @@ struct tfs_staging {
 	const struct tfs_staging_backend *be;
 	void *b;
 	uint64_t slot_bytes;
-	uint64_t col_off[TFS_STAGING_MAX_COLS]; /* inside a slot */
+	/* Inside a slot, as in struct tfs_staging_loc. */
+	uint64_t col_off[TFS_STAGING_MAX_COLS], data_off[TFS_STAGING_MAX_COLS];
+	uint64_t shapes_off[TFS_STAGING_MAX_COLS];
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a fill finished */
 	struct slot *slots;
@@ -141,12 +148,64 @@ static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *row
 	return rc;
 }
 
-/* Bytes of a slot that hold n rows: the last column's offset plus its rows. */
-static uint64_t used_bytes(const struct tfs_staging *st, size_t n)
+/* Copy the rows of a column of another kind than fixed (its header col) into the slot at mem:
+ * their bytes one after another at data_off, the offsets rebuilt for them at col_off, their
+ * shapes (ragged) at shapes_off. Rows that do not fit the room are counted in s->over_need. */
+static int gather_spans(struct tfs_staging *st, struct slot *s, size_t c, uint8_t *mem)
+{
+	struct tfs_version *v = st->cfg.ver;
+	const size_t col = st->cfg.cols[c];
+	const struct tfs_column *h = &v->manifest.cols[col];
+	uint64_t *offs = (uint64_t *)(void *)(mem + st->col_off[c]), at = 0;
+	const uint64_t room = st->cfg.room[c];
+	uint8_t *data = mem + st->data_off[c];
+	struct tfs_spans sp;
+	int rc = 0;
+
+	tfs_spans_init(&sp, v, st->cfg.cache, col);
+	offs[0] = 0;
+	for (size_t i = 0; i < s->nrows && (!rc || rc == -E2BIG); i++) {
+		uint64_t a, b;
+		ssize_t got;
+
+		assert(s->rows[i] < h->rows);
+		rc = tfs_spans_get(&sp, s->rows[i], &a, &b);
+		if (rc)
+			break;
+		if (at + (b - a) > room) {
+			rc = -E2BIG;
+		} else if (!rc && b > a) {
+			got = tfs_version_read(v, st->cfg.cache, h->data, a, data + at,
+					       (size_t)(b - a));
+			if (got != (ssize_t)(b - a)) {
+				tfs_err("staging: column %s: row %" PRIu64 " is cut short", h->name,
+					s->rows[i]);
+				rc = got < 0 ? (int)got : -EIO;
+				break;
+			}
+		}
+		at += b - a;
+		offs[i + 1] = at;
+	}
+	tfs_spans_done(&sp);
+	s->used[c] = at;
+	if (rc == -E2BIG) {
+		s->over_col = c;
+		s->over_need = at;
+	}
+	if (!rc && h->kind == TFS_COL_RAGGED)
+		rc = gather_column(st, h->shapes, s->rows, s->nrows, mem + st->shapes_off[c]);
+	return rc;
+}
+
+/* Bytes of a slot that the last fill used: up to the end of the last column's rows. */
+static uint64_t used_bytes(const struct tfs_staging *st, const struct slot *s)
 {
 	const size_t last = st->cfg.ncols - 1;
 
-	return st->col_off[last] + n * st->cfg.ver->manifest.cols[st->cfg.cols[last]].row_bytes;
+	if (st->cfg.ver->manifest.cols[st->cfg.cols[last]].kind == TFS_COL_FIXED)
+		return st->col_off[last] + s->used[last];
+	return st->data_off[last] + s->used[last];
 }
 
 static void fill_slot(struct slot *s)
@@ -161,12 +220,18 @@ static void fill_slot(struct slot *s)
 	for (size_t c = 0; !rc && c < st->cfg.ncols; c++) {
 		const struct tfs_column *col = &st->cfg.ver->manifest.cols[st->cfg.cols[c]];
 
-		rc = gather_column(st, st->cfg.cols[c], s->rows, s->nrows, mem + st->col_off[c]);
-		bytes += s->nrows * col->row_bytes;
+		if (col->kind == TFS_COL_FIXED) {
+			rc = gather_column(st, st->cfg.cols[c], s->rows, s->nrows,
+					   mem + st->col_off[c]);
+			s->used[c] = s->nrows * col->row_bytes;
+		} else {
+			rc = gather_spans(st, s, c, mem);
+		}
+		bytes += s->used[c];
 	}
 	/* Only the used part of the slot goes on to the device: up to the last column's end. */
 	if (!rc)
-		rc = st->be->finish(st->b, i, (size_t)used_bytes(st, s->nrows));
+		rc = st->be->finish(st->b, i, (size_t)used_bytes(st, s));
 	if (rc) {
 		count(&n_errors, 1);
 	} else {
@@ -197,6 +262,34 @@ static uint64_t align_up(uint64_t x)
 	return (x + TFS_STAGING_ALIGN - 1) / TFS_STAGING_ALIGN * TFS_STAGING_ALIGN;
 }
 
+/* Lay column c out in the slot from *off on (each region aligned), moving *off past it; -E2BIG
+ * when the slot grows past TFS_STAGING_MAX_SLOT_BYTES. */
+static int place_column(struct tfs_staging *st, const struct tfs_staging_config *cfg, size_t c,
+			uint64_t *off)
+{
+	const struct tfs_column *col = &cfg->ver->manifest.cols[cfg->cols[c]];
+	const uint64_t max = TFS_STAGING_MAX_SLOT_BYTES;
+	uint64_t bytes;
+
+	st->col_off[c] = st->data_off[c] = st->shapes_off[c] = *off;
+	if (col->kind == TFS_COL_FIXED) {
+		if (tfs_mul_u64(col->row_bytes, cfg->max_rows, &bytes) || bytes > max)
+			return -E2BIG;
+	} else {
+		/* The offsets, the shapes (ragged), then the data. */
+		bytes = align_up((cfg->max_rows + 1) * sizeof(uint64_t));
+		st->shapes_off[c] = *off + bytes;
+		if (col->kind == TFS_COL_RAGGED)
+			bytes += align_up(cfg->max_rows * col->ndim * sizeof(int64_t));
+		st->data_off[c] = *off + bytes;
+		if (cfg->room[c] > max)
+			return -E2BIG;
+		bytes += cfg->room[c];
+	}
+	*off += align_up(bytes);
+	return *off > max ? -E2BIG : 0;
+}
+
 int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_config *cfg,
 		       struct tfs_staging **out, char *err, size_t err_cap)
 {
@@ -215,13 +308,7 @@ int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_confi
 	if (!st)
 		return -ENOMEM;
 	for (size_t c = 0; c < cfg->ncols; c++) {
-		const struct tfs_column *col = &cfg->ver->manifest.cols[cfg->cols[c]];
-		uint64_t bytes;
-
-		st->col_off[c] = off;
-		if (tfs_mul_u64(col->row_bytes, cfg->max_rows, &bytes) ||
-		    bytes > TFS_STAGING_MAX_SLOT_BYTES ||
-		    (off += align_up(bytes)) > TFS_STAGING_MAX_SLOT_BYTES) {
+		if (place_column(st, cfg, c, &off)) {
 			snprintf(err, err_cap,
 				 "a slot of %" PRIu64
 				 " rows of these columns is larger than %llu MiB",
@@ -421,6 +508,29 @@ void tfs_staging_locate(const struct tfs_staging *st, unsigned slot, struct tfs_
 	assert(slot < st->cfg.depth);
 	memset(loc, 0, sizeof(*loc));
 	st->be->locate(st->b, slot, loc);
-	for (size_t c = 0; c < st->cfg.ncols; c++)
+	for (size_t c = 0; c < st->cfg.ncols; c++) {
 		loc->col_off[c] = loc->base + st->col_off[c];
+		loc->data_off[c] = loc->base + st->data_off[c];
+		loc->shapes_off[c] = loc->base + st->shapes_off[c];
+	}
+}
+
+uint64_t tfs_staging_col_bytes(struct tfs_staging *st, unsigned slot, size_t c)
+{
+	uint64_t n;
+
+	assert(slot < st->cfg.depth && c < st->cfg.ncols);
+	pthread_mutex_lock(&st->lock);
+	n = st->slots[slot].used[c];
+	pthread_mutex_unlock(&st->lock);
+	return n;
+}
+
+void tfs_staging_overflow(struct tfs_staging *st, unsigned slot, size_t *c, uint64_t *need)
+{
+	assert(slot < st->cfg.depth);
+	pthread_mutex_lock(&st->lock);
+	*c = st->slots[slot].over_col;
+	*need = st->slots[slot].over_need;
+	pthread_mutex_unlock(&st->lock);
 }

@@ -32,11 +32,13 @@ struct tfs_staging_config {
 	size_t ncols;
 	size_t cols[TFS_STAGING_MAX_COLS]; /* column indices in ver */
 	uint64_t max_rows;		   /* rows one slot holds */
-	unsigned depth;			   /* slots */
-	int device;			   /* TFS_STAGING_HOST or a CUDA device */
-	const char *shm_dir;		   /* host: directory of slot files; NULL: /dev/shm */
-	const char *tag;		   /* host: makes the file name unique: tensorfs-<tag> */
-	uid_t uid;			   /* host: the loader, who must be able to read the file */
+	/* Columns of another kind than fixed: bytes of row data one slot holds for each. */
+	uint64_t room[TFS_STAGING_MAX_COLS];
+	unsigned depth;	     /* slots */
+	int device;	     /* TFS_STAGING_HOST or a CUDA device */
+	const char *shm_dir; /* host: directory of slot files; NULL: /dev/shm */
+	const char *tag;     /* host: makes the file name unique: tensorfs-<tag> */
+	uid_t uid;	     /* host: the loader, who must be able to read the file */
 	gid_t gid;
 };
 
@@ -46,7 +48,12 @@ struct tfs_staging_loc {
 	const char *path; /* host: the file holding every slot of the ring (valid with the ring) */
 	uint64_t file_bytes; /* host: its size */
 	uint64_t base;	     /* offset of the slot in the file or in the device allocation */
-	uint64_t col_off[TFS_STAGING_MAX_COLS];		/* offset of each column, base included */
+	/* Offsets of each column, base included. A fixed column's rows are at col_off; another
+	 * kind's are at data_off, with rows + 1 uint64 byte offsets into them at col_off and, for
+	 * ragged tensors, rows x rank int64 shapes at shapes_off. */
+	uint64_t col_off[TFS_STAGING_MAX_COLS];
+	uint64_t data_off[TFS_STAGING_MAX_COLS];
+	uint64_t shapes_off[TFS_STAGING_MAX_COLS];
 	unsigned char ipc_mem[TFS_STAGING_IPC_BYTES];	/* cuda: IPC handle of the allocation */
 	unsigned char ipc_event[TFS_STAGING_IPC_BYTES]; /* cuda: the slot's interprocess event */
 	void *dev_mem; /* cuda: the allocation, as this process addresses it (tests, kernels) */
@@ -83,6 +90,12 @@ void tfs_staging_discard(struct tfs_staging *st, unsigned slot);
 unsigned tfs_staging_leased(struct tfs_staging *st);
 /* The rows gathered into slot by its last fill. */
 size_t tfs_staging_rows(struct tfs_staging *st, unsigned slot);
+/* Bytes of column c (an index into cfg->cols) in slot: a fixed column's rows, another kind's
+ * row data. */
+uint64_t tfs_staging_col_bytes(struct tfs_staging *st, unsigned slot, size_t c);
+/* After a fill failed with -E2BIG: the column whose rows did not fit its room, and the bytes
+ * they needed. */
+void tfs_staging_overflow(struct tfs_staging *st, unsigned slot, size_t *c, uint64_t *need);
 void tfs_staging_locate(const struct tfs_staging *st, unsigned slot, struct tfs_staging_loc *loc);
 
 /* Process-wide counters. */

@@ -173,3 +173,35 @@ ssize_t tfs_client_request(int fd, const char *line, char *reply, size_t cap)
 	reply[--got] = 0;
 	return (ssize_t)got;
 }
+
+int tfs_client_batch_row(const struct tfs_ctl_batch *b, const void *base, size_t len, uint32_t c,
+			 uint64_t i, const void **data, size_t *row_len, const int64_t **shape)
+{
+	const struct tfs_ctl_col *col = &b->cols[c];
+	const uint8_t *p = base;
+	uint64_t off[2];
+
+	if (c >= b->ncols || col->kind == TFS_CTL_FIXED)
+		return -EINVAL;
+	if (i >= b->rows)
+		return -ERANGE;
+	if (col->offset > len || (len - col->offset) / 8 < b->rows + 1)
+		return -EIO;
+	memcpy(off, p + col->offset + i * 8, sizeof(off));
+	if (off[1] < off[0] || off[1] > col->bytes || col->data > len ||
+	    col->bytes > len - col->data)
+		return -EIO;
+	*data = p + col->data + off[0];
+	*row_len = (size_t)(off[1] - off[0]);
+	if (shape) {
+		*shape = NULL;
+		if (col->kind == TFS_CTL_RAGGED) {
+			if (col->shapes > len ||
+			    (len - col->shapes) / 8 / (col->ndim ? col->ndim : 1) < b->rows)
+				return -EIO;
+			*shape = (const int64_t *)(const void *)(p + col->shapes +
+								 i * col->ndim * 8);
+		}
+	}
+	return 0;
+}

@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mountinfo import is_mounted  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The Python client from the tree, for every test that imports tensorfs.
+sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
 TENSORFS_BIN = os.environ.get("TENSORFS_BIN") or str(REPO_ROOT / "tensorfs")
 SANITIZE = os.environ.get("TENSORFS_SANITIZE") == "1"
 # Sanitizer builds run roughly 3x slower: stretch every timeout.

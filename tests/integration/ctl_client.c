@@ -18,6 +18,39 @@
 
 static int nbatch;
 
+/* A column of rows of any size: OUTDIR/N_COL.rows, a line per row: its bytes in hex, then its
+ * shape (ragged), read with tfs_client_batch_row. */
+static void dump_rows(const char *outdir, const struct tfs_ctl_batch *b, const void *base,
+		      size_t len, uint32_t c)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d_%s.rows", outdir, nbatch, b->cols[c].name);
+	f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	for (uint64_t i = 0; i < b->rows; i++) {
+		const int64_t *shape;
+		const void *data;
+		size_t n;
+		int rc = tfs_client_batch_row(b, base, len, c, i, &data, &n, &shape);
+
+		if (rc) {
+			fprintf(f, "error %d\n", rc);
+			break;
+		}
+		for (size_t k = 0; k < n; k++)
+			fprintf(f, "%02x", ((const uint8_t *)data)[k]);
+		for (uint32_t d = 0; shape && d < b->cols[c].ndim; d++)
+			fprintf(f, " %lld", (long long)shape[d]);
+		fprintf(f, "\n");
+	}
+	fclose(f);
+}
+
 static int dump(const char *outdir, const struct tfs_ctl_batch *b)
 {
 	const void *base;
@@ -32,6 +65,10 @@ static int dump(const char *outdir, const struct tfs_ctl_batch *b)
 		char path[4096];
 		FILE *f;
 
+		if (b->cols[c].kind != TFS_CTL_FIXED) {
+			dump_rows(outdir, b, base, len, c);
+			continue;
+		}
 		snprintf(path, sizeof(path), "%s/%d_%s.bin", outdir, nbatch, b->cols[c].name);
 		f = fopen(path, "wb");
 		if (!f || fwrite((const char *)base + b->cols[c].offset, 1, b->cols[c].bytes, f) !=

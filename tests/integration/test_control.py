@@ -15,7 +15,6 @@ import pytest
 
 from conftest import REPO_ROOT, SLOW
 
-sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
 import tensorfs  # noqa: E402
 from tensorfs.staging import StagingError  # noqa: E402
 

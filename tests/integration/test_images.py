@@ -12,7 +12,6 @@ from PIL import Image
 
 from conftest import REPO_ROOT, run_proc
 
-sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
 import tensorfs  # noqa: E402
 
 torchvision = pytest.importorskip("torchvision")

@@ -7,6 +7,7 @@ import random
 import subprocess
 
 import numpy as np
+import pytest
 
 from conftest import load_schema, run_proc, schema_column, tfs
 
@@ -202,9 +203,9 @@ def test_many_small_rows_and_drop(lake, mount, tmp_path):
     assert tfs("verify", lake.ds_url("d"))[0] == 0
 
 
-def test_views_of_kinds_and_batches_refuse_them(lake, mount, tmp_path):
+def test_views_of_kinds(lake, mount, tmp_path):
     """A view's COLUMN/ holds the view's rows in view order (offsets rebuilt, shapes gathered);
-    the control file and view filters refuse these kinds with a message."""
+    view filters refuse these kinds with a message."""
     rng = np.random.default_rng(12)
     texts = [f"row {i} " + "é" * (i % 7) for i in range(300)]
     arrays = [rng.integers(0, 100, size=(i % 5, 2), dtype=np.int32) for i in range(300)]
@@ -234,17 +235,111 @@ def test_views_of_kinds_and_batches_refuse_them(lake, mount, tmp_path):
     assert not (m / "d" / "main" / "views" / "where=cap==1").exists()
     errors = (m / ".tensorfs" / "errors").read_text()
     assert "'cap' is not a real scalar per row" in errors, errors
+
+
+def kinds_dataset(lake, tmp_path, n=300):
+    """d: text cap, ragged int32 r (shape (i % 5, 2): empty rows too), fixed y = the row
+    number, in chunks of about 1 KiB."""
+    rng = np.random.default_rng(12)
+    texts = [f"row {i} " + "é" * (i % 7) + ("\\\t" if i % 11 == 0 else "") for i in range(n)]
+    arrays = [rng.integers(0, 100, size=(i % 5, 2), dtype=np.int32) for i in range(n)]
+    lake.build("d", {"cap": write_text(tmp_path / "c.txt", texts),
+                     "r": write_dir(tmp_path / "r", arrays),
+                     "y": np.arange(n, dtype=np.int64)}, "--chunk-size", "1k")
+    return texts, arrays
+
+
+def test_control_file_batches_of_kinds(lake, mount, tmp_path):
+    """Batches of text and ragged columns through the control file: per column the rows' bytes,
+    offsets rebuilt from 0 and (ragged) shapes in the slot, equal to the source rows, for
+    next over a view, stage by rows and by range; a batch larger than the room is refused
+    with E2BIG naming the column, and the stream keeps serving."""
+    import tensorfs
+
+    texts, arrays = kinds_dataset(lake, tmp_path)
+    m = mount(lake)
+    for target in ("d/main/views/seed=4", "d/main/views/seed=1,rank=1,world=2", "d/main"):
+        st = tensorfs.Stager(m.path, target, ["cap", "r", "y"], batch_size=32, depth=3)
+        try:
+            seen = []
+            for b in st.batches():
+                ys = b["y"].tolist()
+                assert isinstance(b["cap"], tensorfs.Text) and len(b["cap"]) == b.rows
+                assert list(b["cap"]) == [texts[i] for i in ys]
+                assert isinstance(b["r"], tensorfs.Ragged) and len(b["r"]) == b.rows
+                for got, i in zip(b["r"], ys):
+                    assert got.dtype == np.int32 and np.array_equal(got, arrays[i])
+                assert b["cap"].offsets[0] == 0
+                seen += ys
+            order = np.load(m / target / "y.npy").tolist()
+            assert seen == order
+            rows = [5, 0, 5, len(order) - 1, 10]  # 0, 5 and 10 are empty ragged rows
+            b = st.stage(rows)
+            assert list(b["cap"]) == [texts[order[i]] for i in rows]
+            assert all(np.array_equal(g, arrays[order[i]]) for g, i in zip(b["r"], rows))
+            b.release()
+            b = st.stage(range(3, 35))
+            assert list(b["cap"]) == [texts[order[i]] for i in range(3, 35)]
+            b.release()
+        finally:
+            st.close()
+    # room too small for some batches: refused with the column named, the stream goes on
+    st = tensorfs.Stager(m.path, "d/main", ["y", "r"], batch_size=8, room=24)
+    try:
+        with pytest.raises(tensorfs.StagingError) as e:
+            st.stage([4, 9, 14])  # 3 rows of shape (4, 2) int32: 96 bytes
+        assert e.value.name == "E2BIG" and "96 bytes of column 'r'" in e.value.message
+        b = st.stage([1, 2])  # 8 + 16 bytes
+        assert [a.shape for a in b["r"]] == [(1, 2), (2, 2)]
+        b.release()
+    finally:
+        st.close()
     fd = os.open(m / ".tensorfs" / "control", os.O_RDWR)
     try:
-        for cols, want in (("cap", "error EINVAL column 'cap' holds text rows"),
-                           ("cap/data", "error EINVAL unknown column 'cap/data'")):
-            os.write(fd, f"open d/main cols={cols}\n".encode())
+        for req, want in (("open d/main cols=cap/data", "error EINVAL unknown column 'cap/data'"),
+                          ("open d/main cols=cap room=0", "error EINVAL room=0"),
+                          ("open d/main cols=cap batch=300 room=2G",
+                           "error E2BIG a slot of 300 rows")):
+            os.write(fd, f"{req}\n".encode())
             reply = os.read(fd, 4096).decode()
             assert reply.startswith(want), reply
-        os.write(fd, b"open d/main cols=y\n")
+        os.write(fd, b"open d/main cols=cap,y batch=4\n")
         assert os.read(fd, 4096).startswith(b"ok stream=1 ")
+        os.write(fd, b"stage stream=1 rows=1,2\n")
+        reply = os.read(fd, 4096).decode()
+        assert " col=cap kind=text dtype=|u1 offsets=" in reply and " data_bytes=" in reply, reply
+        assert " col=y offset=" in reply and "rank=" not in reply
     finally:
         os.close(fd)
+
+
+def test_control_file_ioctl_batches_of_kinds(lake, mount, tmp_path):
+    """The same batches through the ioctls of libtensorfs-client: tfs_client_batch_row gives
+    each row's bytes and shape."""
+    from conftest import REPO_ROOT
+
+    client = os.environ.get("TENSORFS_CTL_CLIENT") or str(
+        REPO_ROOT / "build" / "rel" / "tests" / "ctl_client")
+    texts, arrays = kinds_dataset(lake, tmp_path, n=100)
+    m = mount(lake)
+    out = tmp_path / "out"
+    out.mkdir()
+    p = subprocess.run([client, str(m.path), "d/main/views/seed=2", "cap,r,y", "host", str(out),
+                        "all:16"], capture_output=True, text=True)
+    assert p.returncode == 0 and "end -61" in p.stdout, p.stdout + p.stderr  # ENODATA after the last batch
+    order = np.load(m / "d/main/views/seed=2" / "y.npy").tolist()
+    seen = []
+    for k in range(7):
+        ys = np.fromfile(out / f"{k}_y.bin", dtype=np.int64).tolist()
+        caps = (out / f"{k}_cap.rows").read_text().splitlines()
+        assert [bytes.fromhex(c) .decode() for c in caps] == [texts[i] for i in ys]
+        for line, i in zip((out / f"{k}_r.rows").read_text().splitlines(), ys):
+            f = line.split(" ")
+            shape = tuple(int(x) for x in f[-2:])
+            data = bytes.fromhex(f[0]) if len(f) == 3 else b""
+            assert np.array_equal(np.frombuffer(data, "<i4").reshape(shape), arrays[i])
+        seen += ys
+    assert seen == order
 
 
 def test_python_client_and_torch(lake, mount, tmp_path):
@@ -253,7 +348,6 @@ def test_python_client_and_torch(lake, mount, tmp_path):
     import torch
 
     from conftest import REPO_ROOT
-    sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
     import tensorfs
     import tensorfs.torch
 
@@ -291,7 +385,6 @@ def test_jsonl(lake, mount, tmp_path):
     import sys
 
     from conftest import REPO_ROOT
-    sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
     import tensorfs
 
     rows = [{"id": i, "score": (i / 4 if i % 2 else i), "ok": i % 3 == 0,
@@ -407,7 +500,6 @@ def test_npz_and_webdataset(lake, mount, tmp_path):
     from PIL import Image
 
     from conftest import REPO_ROOT
-    sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
     import tensorfs
 
     x = np.arange(60, dtype=">i4").reshape(20, 3)  # big-endian: stored little-endian

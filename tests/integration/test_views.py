@@ -14,7 +14,6 @@ import torch
 
 from conftest import REPO_ROOT, run_proc
 
-sys.path.insert(0, str(REPO_ROOT / "packaging" / "python"))
 import tensorfs  # noqa: E402
 import tensorfs.torch  # noqa: E402
 

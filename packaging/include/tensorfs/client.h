@@ -44,6 +44,11 @@ int tfs_client_stats(int fd, struct tfs_ctl_stats *out);
  * the stream is at base + b->cols[c].offset. */
 int tfs_client_map(const struct tfs_ctl_batch *b, const void **base, size_t *len);
 void tfs_client_unmap(const void *base, size_t len);
+/* Row i (< b->rows) of a ragged, text or bytes column c of a host batch mapped at base: its
+ * bytes and, ragged, its shape (b->cols[c].ndim values; NULL for text and bytes). Returns 0,
+ * -ERANGE past the last row, -EINVAL for a fixed column, -EIO for offsets that do not fit. */
+int tfs_client_batch_row(const struct tfs_ctl_batch *b, const void *base, size_t len, uint32_t c,
+			 uint64_t i, const void **data, size_t *row_len, const int64_t **shape);
 
 /* The text protocol: send one request line, read its reply line (NUL-terminated, without the
  * newline) into reply. Returns the reply length or -errno. */

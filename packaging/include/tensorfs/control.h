@@ -15,12 +15,16 @@
  * order; a read returns pending reply bytes (0 bytes: nothing pending). Tokens are separated by
  * spaces; values never contain spaces.
  *
- *   open TARGET cols=A,B[,...] [device=host|cuda:N] [depth=N] [batch=N] [ahead=N]
+ *   open TARGET cols=A,B[,...] [device=host|cuda:N] [depth=N] [batch=N] [ahead=N] [room=BYTES]
  *       TARGET: DATASET/REF, DATASET/commits/ID, either followed by /views/PARAMS (a view
  *       directory name, e.g. seed=7,epoch=0,rank=0,world=8), or the absolute path of such a
  *       directory under the mount. depth: slots in the ring (default 4, 1..64). batch: the most
  *       rows one slot holds (default 1024, less if 1024 rows exceed 1 GiB; a slot holds at most
  *       1 GiB). ahead: batches of `next` assembled ahead of the loader (default min(2, depth-1)).
+ *       room: bytes of row data a slot holds for each ragged, text or bytes column (K, M, G
+ *       suffixes); by default the most that any `batch` rows in a row of the stream's order
+ *       hold, found at open by reading the column's offsets once. A batch whose rows need more
+ *       is refused with E2BIG.
  *     -> ok stream=S rows=N slots=D batch=B device=DEV commit=HEX slot_bytes=X
  *   stage stream=S rows=I,J,K [slot=N]     rows of the stream (view rows for a view), any order
  *   stage stream=S range=A:B [slot=N]      rows A..B-1
@@ -29,6 +33,13 @@
  *           col=NAME offset=O dtype=DESCR shape=R,D1,D2 [col=...]          (host)
  *     -> ok stream=S slot=N rows=R pos=P bytes=X device=cuda:K ipc=HEX128 event=HEX128
  *           col=NAME offset=O dtype=DESCR shape=R,D1,D2 [col=...]          (cuda)
+ *     a ragged, text or bytes column is, in place of "offset=O dtype=DESCR shape=...":
+ *           col=NAME kind=ragged|text|bytes dtype=DESCR offsets=O data=O data_bytes=N
+ *           [shapes=O rank=K]                                             (ragged only)
+ *       offsets: rows + 1 little-endian uint64 byte offsets into the batch's data, starting at
+ *       0: row i is data[offsets[i]:offsets[i+1]] (UTF-8 for text); data_bytes is
+ *       offsets[rows]. shapes: rows x K int64, row i's shape (its data viewed as DESCR and
+ *       reshaped). Rows come back exactly as stored: no padding.
  *       offset: bytes from the start of the file (host) or of the IPC allocation (cuda), so a
  *       loader maps the file / opens the handle once and reuses it for every slot. DESCR is a
  *       numpy dtype string ("<f4", "|u1"). pos: the stream position of the first row (next;
@@ -61,7 +72,7 @@
 #include <stdint.h>
 #include <sys/ioctl.h>
 
-#define TFS_CTL_ABI 1
+#define TFS_CTL_ABI 2
 #define TFS_CTL_IOC_MAGIC 0xB9
 
 #define TFS_CTL_MAX_COLS 16
@@ -91,6 +102,7 @@ struct tfs_ctl_open {
 	uint64_t batch; /* most rows per slot; 0: default */
 	uint32_t ahead; /* UINT32_MAX: default */
 	uint32_t pad0;
+	uint64_t room; /* row bytes per slot of each ragged, text or bytes column; 0: default */
 	char device[TFS_CTL_DEVICE_MAX]; /* "host", "cuda:0"; empty: host */
 	/* out */
 	uint32_t stream;
@@ -101,14 +113,27 @@ struct tfs_ctl_open {
 	char commit[72]; /* 64 hex digits */
 };
 
+/* What a column holds: one shape for every row, or rows of any size. */
+enum tfs_ctl_kind {
+	TFS_CTL_FIXED = 0,
+	TFS_CTL_RAGGED = 1, /* tensors of one dtype and rank, any shape */
+	TFS_CTL_TEXT = 2,   /* UTF-8 strings */
+	TFS_CTL_BYTES = 3,  /* byte strings */
+};
+
+/* One column of a staged batch. Offsets are from the start of the file (host) or of the IPC
+ * allocation (cuda). */
 struct tfs_ctl_col {
 	char name[TFS_CTL_NAME_MAX];
 	char dtype[8]; /* numpy descr, e.g. "<f4" */
-	uint32_t ndim; /* dimensions of the batch, rows included */
-	uint32_t pad0;
-	uint64_t shape[TFS_CTL_MAX_DIMS];
-	uint64_t offset; /* from the start of the file (host) or IPC allocation (cuda) */
-	uint64_t bytes;
+	uint32_t ndim; /* fixed: dimensions of the batch, rows included; ragged: the rank of a
+			  row; text, bytes: 0 */
+	uint32_t kind; /* enum tfs_ctl_kind */
+	uint64_t shape[TFS_CTL_MAX_DIMS]; /* fixed */
+	uint64_t offset; /* fixed: the batch; others: rows + 1 uint64 byte offsets into data */
+	uint64_t bytes;	 /* fixed: of the batch; others: of the rows' data */
+	uint64_t data;	 /* others: the rows' bytes, one after another */
+	uint64_t shapes; /* ragged: rows x ndim int64 */
 };
 
 /* Where a staged batch is. */

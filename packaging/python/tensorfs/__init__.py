@@ -45,6 +45,20 @@ class _Rows:
         self.data = (np.memmap(os.path.join(path, "data.bin"), dtype=np.uint8, mode="r")
                      if size else np.zeros(0, dtype=np.uint8))
 
+    @classmethod
+    def of(cls, data, offsets, shapes=None, dtype=None):
+        """Rows over arrays already in memory (a staged batch's): data uint8, offsets uint64
+        (rows + 1), and for Ragged shapes (rows x rank) and the element dtype."""
+        self = cls.__new__(cls)
+        self.path = None
+        self.data = data
+        self.offsets = offsets
+        if shapes is not None:
+            self.shapes = shapes
+        if dtype is not None:
+            self.dtype = np.dtype(dtype)
+        return self
+
     def __len__(self):
         return len(self.offsets) - 1
 

@@ -48,8 +48,13 @@ class Batch(dict):
             self._stager.release(self)
 
     def __repr__(self):
-        cols = ", ".join(f"{k}: {tuple(v.shape)}" for k, v in self.items())
+        cols = ", ".join(f"{k}: {tuple(v.shape)}" if hasattr(v, "shape")
+                         else f"{k}: {type(v).__name__}[{len(v)}]" for k, v in self.items())
         return f"<tensorfs.Batch slot={self.slot} rows={self.rows} pos={self.pos}; {cols}>"
+
+
+_COL_KEYS = ("offset", "dtype", "shape", "kind", "offsets", "data", "data_bytes", "shapes",
+             "rank")
 
 
 def _parse_reply(text):
@@ -59,7 +64,7 @@ def _parse_reply(text):
         key, _, val = tok.partition("=")
         if key == "col":
             cols.append({"name": val})
-        elif cols and key in ("offset", "dtype", "shape"):
+        elif cols and key in _COL_KEYS:
             cols[-1][key] = val
         else:
             fields[key] = val
@@ -193,10 +198,16 @@ class Stager:
     mountpoint: the mount; version_or_view: "DATASET/REF", "DATASET/commits/ID", either with
     "/views/PARAMS", or such a directory's path; columns: names to stage; device: "host" or
     "cuda:N"; depth: slots in the ring; batch_size: the most rows a batch may have (default:
-    the daemon's, 1024 or what fits 1 GiB); ahead: batches of next() made ahead."""
+    the daemon's, 1024 or what fits 1 GiB); ahead: batches of next() made ahead; room: bytes
+    of row data a slot holds for each ragged, text or bytes column (default: what the largest
+    batch of next() needs).
+
+    A batch maps each fixed column to an array of batch_size rows, and each ragged, text or
+    bytes column to a tensorfs.Ragged, Text or Bytes over the slot (host), or to a dict of
+    "data", "offsets" and, ragged, "shapes" tensors (cuda)."""
 
     def __init__(self, mountpoint, version_or_view, columns, device="host", depth=4,
-                 batch_size=None, ahead=None):
+                 batch_size=None, ahead=None, room=None):
         if isinstance(columns, str):
             columns = [columns]
         self.columns = list(columns)
@@ -213,6 +224,8 @@ class Stager:
                 req += f" batch={int(batch_size)}"
             if ahead is not None:
                 req += f" ahead={int(ahead)}"
+            if room is not None:
+                req += f" room={int(room)}"
             info, _ = _parse_reply(self.request(req))
         except BaseException:
             os.close(self._fd)
@@ -250,7 +263,11 @@ class Stager:
                 with open(info["file"], "rb") as f:
                     self._mm = mmap.mmap(f.fileno(), int(info["file_bytes"]),
                                          access=mmap.ACCESS_READ)
+            rows = int(info["rows"])
             for c in cols:
+                if "kind" in c:
+                    arrays[c["name"]] = self._rows(c, rows)
+                    continue
                 shape = tuple(int(x) for x in c["shape"].split(","))
                 arrays[c["name"]] = np.ndarray(shape, dtype=np.dtype(c["dtype"]),
                                                buffer=self._mm, offset=int(c["offset"]))
@@ -260,13 +277,44 @@ class Stager:
                 self._cuda = _Cuda()
             base = self._cuda.mem(info["ipc"], dev)
             self._cuda.wait(info["event"], dev)
+            rows = int(info["rows"])
             for c in cols:
+                if "kind" in c:
+                    arrays[c["name"]] = self._cuda_rows(c, rows, base, dev)
+                    continue
                 shape = tuple(int(x) for x in c["shape"].split(","))
                 arrays[c["name"]] = self._cuda.tensor(base + int(c["offset"]), shape,
                                                       c["dtype"], dev)
         b = Batch(self, info, arrays)
         self._leased[b.slot] = b
         return b
+
+    def _rows(self, c, rows):
+        """A ragged, text or bytes column of a host batch: tensorfs.Ragged, Text or Bytes
+        over the slot (no copy)."""
+        import tensorfs
+
+        offsets = np.ndarray((rows + 1,), dtype="<u8", buffer=self._mm,
+                             offset=int(c["offsets"]))
+        data = np.ndarray((int(c["data_bytes"]),), dtype=np.uint8, buffer=self._mm,
+                          offset=int(c["data"]))
+        if c["kind"] == "ragged":
+            shapes = np.ndarray((rows, int(c["rank"])), dtype="<i8", buffer=self._mm,
+                                offset=int(c["shapes"]))
+            return tensorfs.Ragged.of(data, offsets, shapes, c["dtype"])
+        return (tensorfs.Text if c["kind"] == "text" else tensorfs.Bytes).of(data, offsets)
+
+    def _cuda_rows(self, c, rows, base, dev):
+        """A ragged, text or bytes column of a CUDA batch: {"data": uint8 tensor, "offsets":
+        uint64 tensor (rows + 1)[, "shapes": int64 tensor (rows x rank)]} on the device."""
+        out = {"data": self._cuda.tensor(base + int(c["data"]), (int(c["data_bytes"]),),
+                                         "|u1", dev),
+               # int64: every torch has it, and offsets stay below 2**63
+               "offsets": self._cuda.tensor(base + int(c["offsets"]), (rows + 1,), "<i8", dev)}
+        if c["kind"] == "ragged":
+            out["shapes"] = self._cuda.tensor(base + int(c["shapes"]), (rows, int(c["rank"])),
+                                              "<i8", dev)
+        return out
 
     def stage(self, rows, slot=None):
         """Stage the given rows (stream rows: view rows for a view) as one batch."""
