@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "import_rows.h"
+#include "source.h"
 #include "workpool.h"
 
 /* One NPY source, opened and checked. */
@@ -268,12 +269,9 @@ static int open_source(struct source *src)
 	uint64_t need;
 	int rc;
 
-	src->fd = open(src->src->path, O_RDONLY | O_CLOEXEC);
-	if (src->fd < 0) {
-		rc = -errno;
-		tfs_err("%s: %s", src->src->path, strerror(errno));
-		return rc;
-	}
+	src->fd = tfs_source_open_file(src->src->path);
+	if (src->fd < 0)
+		return src->fd;
 	rc = tfs_npy_read_header(src->fd, &src->info, err, sizeof(err));
 	if (rc) {
 		tfs_err("%s: %s", src->src->path, err);

@@ -11,29 +11,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <archive.h>
 #include <archive_entry.h>
 
 #include "image.h"
 #include "rowcol.h"
+#include "source.h"
 
 #define MAX_COLS 64
 
 static struct archive *open_archive(const char *path)
 {
 	struct archive *a = archive_read_new();
+	char proc[64];
+	int fd;
 
 	if (!a)
 		return NULL;
 	archive_read_support_format_zip(a);
 	archive_read_support_format_tar(a);
 	archive_read_support_filter_all(a);
-	if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
-		tfs_err("%s: %s", path, archive_error_string(a));
+	/* A URL's object is fetched into memory; libarchive reopens that through /proc. */
+	fd = tfs_source_open_file(path);
+	if (fd >= 0)
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (fd < 0 || archive_read_open_filename(a, proc, 1 << 16) != ARCHIVE_OK) {
+		if (fd >= 0)
+			tfs_err("%s: %s", path, archive_error_string(a));
 		archive_read_free(a);
-		return NULL;
+		a = NULL;
 	}
+	if (fd >= 0)
+		close(fd);
 	return a;
 }
 

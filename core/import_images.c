@@ -17,6 +17,7 @@
 
 #include "image.h"
 #include "rowcol.h"
+#include "source.h"
 #include "workpool.h"
 
 /* One file to import, in the order torchvision's make_dataset visits them. */
@@ -27,10 +28,15 @@ struct sample {
 };
 
 struct walk {
-	const char *top; /* the tree */
+	struct tfs_store *tree; /* the tree: a local directory or a prefix under a URL */
+	const char *name;	/* as the user named it, for messages */
 	struct sample *s;
 	size_t n, cap;
-	int err;
+	/* The directory being listed and its label, for the callback. */
+	const char *rel;
+	int64_t label;
+	char **subdirs; /* its subdirectories, walked after the listing */
+	size_t nsub, subcap;
 };
 
 static int is_image_name(const char *name)
@@ -41,60 +47,83 @@ static int is_image_name(const char *name)
 	       (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
 }
 
+/* "rel/name", or name at the top. */
+static char *join(const char *rel, const char *name)
+{
+	char *p = NULL;
+
+	return asprintf(&p, "%s%s%s", rel, *rel ? "/" : "", name) < 0 ? NULL : p;
+}
+
+static int push(char ***v, size_t *n, size_t *cap, char *p)
+{
+	if (!p)
+		return -ENOMEM;
+	if (*n == *cap) {
+		char **g = realloc(*v, (*cap = *cap ? 2 * *cap : 16) * sizeof(*g));
+
+		if (!g) {
+			free(p);
+			return -ENOMEM;
+		}
+		*v = g;
+	}
+	(*v)[(*n)++] = p;
+	return 0;
+}
+
+/* One child of the directory being walked. */
+static int walk_entry(void *arg, const char *name, int is_dir)
+{
+	struct walk *w = arg;
+	struct sample *s;
+
+	if (name[0] == '.')
+		return 0;
+	if (is_dir)
+		return push(&w->subdirs, &w->nsub, &w->subcap, join(w->rel, name));
+	if (!is_image_name(name))
+		return 0;
+	if (w->n == w->cap) {
+		s = realloc(w->s, (w->cap = w->cap ? 2 * w->cap : 256) * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		w->s = s;
+	}
+	s = &w->s[w->n];
+	s->rel = join(w->rel, name);
+	s->root = strdup(w->rel);
+	s->label = w->label;
+	if (!s->rel || !s->root) {
+		free(s->rel);
+		free(s->root);
+		return -ENOMEM;
+	}
+	w->n++;
+	return 0;
+}
+
 /* Every image file under rel (a directory relative to the top), recursively. */
 static int walk_dir(struct walk *w, const char *rel, int64_t label)
 {
-	char path[4096];
-	DIR *d;
-	struct dirent *de;
-	int rc = 0;
+	char **sub;
+	size_t nsub;
+	int rc;
 
-	snprintf(path, sizeof(path), "%s%s%s", w->top, *rel ? "/" : "", rel);
-	d = opendir(path);
-	if (!d) {
-		tfs_err("%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	while (!rc && (de = readdir(d))) {
-		char sub[4096];
-		struct stat sb;
-
-		if (de->d_name[0] == '.')
-			continue;
-		/* Paths too long for the buffers cannot be named; skip them. */
-		if (snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", de->d_name) >=
-			    (int)sizeof(sub) ||
-		    snprintf(path, sizeof(path), "%s/%s", w->top, sub) >= (int)sizeof(path) ||
-		    stat(path, &sb) < 0)
-			continue;
-		if (S_ISDIR(sb.st_mode)) {
-			rc = walk_dir(w, sub, label);
-			continue;
-		}
-		if (!S_ISREG(sb.st_mode) || !is_image_name(de->d_name))
-			continue;
-		if (w->n == w->cap) {
-			struct sample *s =
-				realloc(w->s, (w->cap = w->cap ? 2 * w->cap : 256) * sizeof(*s));
-
-			if (!s) {
-				rc = -ENOMEM;
-				break;
-			}
-			w->s = s;
-		}
-		w->s[w->n].rel = strdup(sub);
-		w->s[w->n].root = strdup(rel);
-		w->s[w->n].label = label;
-		if (!w->s[w->n].rel || !w->s[w->n].root) {
-			free(w->s[w->n].rel);
-			free(w->s[w->n].root);
-			rc = -ENOMEM;
-			break;
-		}
-		w->n++;
-	}
-	closedir(d);
+	w->rel = rel;
+	w->label = label;
+	w->subdirs = NULL;
+	w->nsub = w->subcap = 0;
+	rc = tfs_store_list(w->tree, rel, walk_entry, w);
+	if (rc && rc != -ENOMEM)
+		tfs_err("%s%s%s: cannot list: %s", w->name, *rel ? "/" : "", rel, strerror(-rc));
+	sub = w->subdirs;
+	nsub = w->nsub;
+	for (size_t i = 0; !rc && i < nsub; i++)
+		rc = walk_dir(w, sub[i], label);
+	for (size_t i = 0; i < nsub; i++)
+		free(sub[i]);
+	free(sub);
 	return rc;
 }
 
@@ -117,48 +146,39 @@ static int by_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The class directories of an ImageFolder tree, sorted: label i is classes[i]. */
-static int list_classes(const char *top, char ***out, size_t *n)
+struct classes {
+	char **c;
+	size_t n, cap;
+};
+
+static int class_entry(void *arg, const char *name, int is_dir)
 {
-	DIR *d = opendir(top);
-	struct dirent *de;
-	char **c = NULL;
-	size_t cap = 0;
+	struct classes *cl = arg;
 
-	*n = 0;
-	if (!d) {
-		tfs_err("%s: %s", top, strerror(errno));
-		return -errno;
-	}
-	while ((de = readdir(d))) {
-		char path[4096];
-		struct stat sb;
+	if (name[0] == '.' || !is_dir)
+		return 0;
+	return push(&cl->c, &cl->n, &cl->cap, strdup(name));
+}
 
-		snprintf(path, sizeof(path), "%s/%s", top, de->d_name);
-		if (de->d_name[0] == '.' || stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
-			continue;
-		if (*n == cap) {
-			char **g = realloc(c, (cap = cap ? 2 * cap : 64) * sizeof(*g));
+/* The class directories of an ImageFolder tree, sorted: label i is classes[i]. */
+static int list_classes(struct walk *w, char ***out, size_t *n)
+{
+	struct classes cl = { 0 };
+	int rc = tfs_store_list(w->tree, "", class_entry, &cl);
 
-			if (!g)
-				break;
-			c = g;
-		}
-		if (!(c[*n] = strdup(de->d_name)))
-			break;
-		(*n)++;
-	}
-	closedir(d);
-	if (*n)
-		qsort(c, *n, sizeof(*c), by_str);
-	*out = c;
-	return 0;
+	if (rc && rc != -ENOMEM)
+		tfs_err("%s: cannot list: %s", w->name, strerror(-rc));
+	if (cl.n)
+		qsort(cl.c, cl.n, sizeof(*cl.c), by_str);
+	*out = cl.c;
+	*n = cl.n;
+	return rc;
 }
 
 /* A decode job of the current batch. */
 struct job {
 	struct tfs_work work;
-	const char *top;
+	struct tfs_store *tree;
 	const struct tfs_images_opts *io;
 	const struct sample *s;
 	struct tfs_image img; /* the result */
@@ -171,14 +191,8 @@ static int decode_run(struct tfs_work *w)
 	struct job *j = (struct job *)w;
 	struct tfs_buf file = { 0 };
 	struct tfs_image raw = { 0 };
-	char path[4096];
-	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", j->top, j->s->rel);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	j->rc = fd < 0 ? -errno : tfs_read_fd(fd, &file);
-	if (fd >= 0)
-		close(fd);
+	j->rc = tfs_store_get(j->tree, j->s->rel, &file);
 	if (j->rc)
 		snprintf(j->err, sizeof(j->err), "%s", strerror(-j->rc));
 	else
@@ -197,7 +211,7 @@ static int decode_run(struct tfs_work *w)
 
 /* Queue the decodes of samples [at, at + batch) (those there are); returns how many. */
 static size_t submit_batch(struct tfs_workgroup *g, struct job *jobs, const struct sample *s,
-			   size_t total, size_t at, size_t batch, const char *dir,
+			   size_t total, size_t at, size_t batch, struct tfs_store *tree,
 			   const struct tfs_images_opts *io)
 {
 	const size_t n = at >= total ? 0 : total - at < batch ? total - at : batch;
@@ -205,7 +219,7 @@ static size_t submit_batch(struct tfs_workgroup *g, struct job *jobs, const stru
 	for (size_t i = 0; i < n; i++) {
 		tfs_image_free(&jobs[i].img);
 		jobs[i] = (struct job){
-			.work = { .run = decode_run }, .top = dir, .io = io, .s = &s[at + i]
+			.work = { .run = decode_run }, .tree = tree, .io = io, .s = &s[at + i]
 		};
 		tfs_workgroup_submit(g, &jobs[i].work, TFS_WORK_NORMAL);
 	}
@@ -269,7 +283,7 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		      const struct tfs_images_opts *io, const struct tfs_import_opts *o,
 		      struct tfs_import_result *res, struct tfs_id *commit_id)
 {
-	struct walk wk = { .top = dir };
+	struct walk wk = { .name = dir };
 	struct tfs_manifest m = { 0 };
 	struct tfs_workpool *pool = NULL;
 	struct tfs_rowcol *w[3] = { NULL, NULL, NULL };
@@ -283,8 +297,11 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	rc = tfs_txn_begin(&t, s, ds, o->branch);
 	if (rc)
 		goto out;
+	rc = tfs_source_open_tree(dir, &wk.tree);
+	if (rc)
+		goto out;
 	if (io->labels) {
-		rc = list_classes(dir, &classes, &nclasses);
+		rc = list_classes(&wk, &classes, &nclasses);
 		for (size_t i = 0; !rc && i < nclasses; i++)
 			rc = walk_dir(&wk, classes[i], (int64_t)i);
 	} else {
@@ -343,11 +360,11 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 
 		tfs_workgroup_init(&g[0], pool);
 		tfs_workgroup_init(&g[1], pool);
-		n[0] = submit_batch(&g[0], jobs, wk.s, wk.n, 0, batch, dir, io);
+		n[0] = submit_batch(&g[0], jobs, wk.s, wk.n, 0, batch, wk.tree, io);
 		for (size_t at = 0, cur = 0; at < wk.n; at += batch, cur ^= 1) {
 			tfs_workgroup_wait(&g[cur]);
 			n[cur ^ 1] = submit_batch(&g[cur ^ 1], jobs + (cur ^ 1) * batch, wk.s, wk.n,
-						  at + batch, batch, dir, io);
+						  at + batch, batch, wk.tree, io);
 			if (!rc)
 				rc = add_batch(jobs + cur * batch, n[cur], w, io->labels, io, res,
 					       o->progress);
@@ -390,6 +407,7 @@ out:
 		free(wk.s[i].root);
 	}
 	free(wk.s);
+	tfs_store_close(wk.tree);
 	for (size_t i = 0; i < nclasses; i++)
 		free(classes[i]);
 	free(classes);

@@ -3,6 +3,7 @@
  * a directory of .npy files (a row each, sorted by name: a fixed column when every file has one
  * shape, else a ragged one). Scanned whole before anything is written. */
 #include "import_rows.h"
+#include "source.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,11 +19,13 @@
 int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len)
 {
 	struct stat sb;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	int fd = tfs_source_open_file(path), rc = 0;
 
 	*data = NULL;
 	*len = 0;
-	if (fd < 0 || fstat(fd, &sb) < 0) {
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &sb) < 0) {
 		rc = -errno;
 		tfs_err("%s: %s", path, strerror(errno));
 		goto out;

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "import.h"
+#include "source.h"
 #include "progress.h"
 #include "store.h"
 #include "util.h"
@@ -252,6 +253,13 @@ int tfs_cmd_import(int argc, char **argv)
 		src[n].path = eq + 1;
 		/* By what the path is: a directory of .npy files, a text file, or an NPY file. */
 		len = strlen(src[n].path);
+		if (tfs_source_is_url(src[n].path) && src[n].path[len - 1] == '/') {
+			tfs_err("'%s': a directory of .npy files is read from a local path; URLs "
+				"name files (.npy, .txt) or, with --images, trees",
+				src[n].path);
+			rc = 2;
+			goto out;
+		}
 		if (!stat(src[n].path, &sb) && S_ISDIR(sb.st_mode))
 			src[n].form = TFS_SRC_NPY_DIR;
 		else if (len > 4 && !strcmp(src[n].path + len - 4, ".txt"))

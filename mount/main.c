@@ -41,6 +41,8 @@ static const char usage_text[] =
 	"  import URL --webdataset SHARD.tar ...\n"
 	"                                  WebDataset samples: a column per extension\n"
 	"         [--strict]\n"
+	"                                  any FILE, DIR or SHARD may be an s3:// or\n"
+	"                                  http(s):// URL (DIR/ of .npy files: local only)\n"
 	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
 	"         [--level N] [--threads N] [--progress | --quiet]\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"

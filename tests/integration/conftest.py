@@ -147,7 +147,7 @@ class Lake:
         args = []
         for name, v in columns.items():
             if isinstance(v, (str, Path)):
-                path = Path(v)
+                path = v  # a path or a URL (which Path would fold: s3://b -> s3:/b)
             elif isinstance(v, Npy):
                 path = self.write_npy(v.arr, v.version, name)
             else:
