@@ -26,6 +26,13 @@ struct tfs_lake_ref {
 
 static void view_free(struct tfs_lake_view *lv)
 {
+	while (lv->spans) {
+		struct tfs_view_spans *s = lv->spans;
+
+		lv->spans = s->next;
+		tfs_view_spans_free(s);
+	}
+	pthread_mutex_destroy(&lv->spans_lock);
 	tfs_view_free(lv->view);
 	tfs_version_put(lv->ver);
 	free(lv->name);
@@ -450,12 +457,14 @@ int tfs_lake_view_get(struct tfs_lake *l, struct tfs_version *v, const char *nam
 		free(nv);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&nv->spans_lock, NULL);
 	rc = tfs_view_parse(name, &params, err, err_cap);
 	if (!rc) {
 		rc = tfs_view_build(v, l->cache, &params, &nv->view, err, err_cap);
 		tfs_view_params_free(&params);
 	}
 	if (rc) {
+		pthread_mutex_destroy(&nv->spans_lock);
 		free(nv->name);
 		free(nv);
 		return rc;
@@ -501,4 +510,28 @@ void tfs_lake_view_put(struct tfs_lake *l, struct tfs_lake_view *lv)
 	}
 	pthread_mutex_unlock(&l->lock);
 	free_list(freed);
+}
+
+int tfs_lake_view_spans(struct tfs_lake *l, struct tfs_lake_view *lv, size_t header, int lines,
+			const struct tfs_view_spans **out)
+{
+	struct tfs_view_spans *s;
+	int rc = 0;
+
+	/* Held while building: a second reader of the column waits for the first's pass. */
+	pthread_mutex_lock(&lv->spans_lock);
+	for (s = lv->spans; s && s->header != header; s = s->next)
+		;
+	if (!s) {
+		rc = tfs_view_spans_build(lv->view, lv->ver, l->cache, header, &s);
+		if (!rc) {
+			s->next = lv->spans;
+			lv->spans = s;
+		}
+	}
+	if (!rc && lines && !s->lat)
+		rc = tfs_view_spans_lines(s, lv->view, lv->ver, l->cache);
+	pthread_mutex_unlock(&lv->spans_lock);
+	*out = s;
+	return rc;
 }

@@ -14,6 +14,7 @@
 #include "store.h"
 #include "version.h"
 #include "view.h"
+#include "viewspans.h"
 #include "workpool.h"
 
 struct tfs_lake_config {
@@ -35,6 +36,10 @@ struct tfs_lake_view {
 	struct tfs_version *ver; /* the version it was built on (referenced) */
 	char *name;		 /* the view's name: its directory, "seed=7,epoch=3" */
 	unsigned refs;		 /* protected by the lake's lock */
+	/* Columns of rows of any size read through the view, built on first use
+	 * (tfs_lake_view_spans); protected by spans_lock. */
+	pthread_mutex_t spans_lock;
+	struct tfs_view_spans *spans;
 	struct tfs_lake_view *next,
 		*prev; /* most recently used first; protected by the lake's lock */
 };
@@ -97,5 +102,9 @@ int tfs_lake_view_get(struct tfs_lake *l, struct tfs_version *v, const char *nam
 void tfs_lake_view_ref(struct tfs_lake *l, struct tfs_lake_view *lv);
 /* Drop a reference. NULL is fine. */
 void tfs_lake_view_put(struct tfs_lake *l, struct tfs_lake_view *lv);
+/* The view's spans of column header (a ragged, text or bytes column of lv->ver), built once and
+ * kept while the view stays built; with lines, their lines.txt offsets too (text columns). */
+int tfs_lake_view_spans(struct tfs_lake *l, struct tfs_lake_view *lv, size_t header, int lines,
+			const struct tfs_view_spans **out);
 
 #endif

@@ -195,8 +195,7 @@ static int lines_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fus
 	return 0;
 }
 
-/* Escape one row (plus its newline) into out. */
-static int escape_row(const uint8_t *p, size_t n, struct tfs_buf *out)
+int tfs_fs_escape_line(const uint8_t *p, size_t n, struct tfs_buf *out)
 {
 	int rc = tfs_buf_reserve(out, 2 * n + 1);
 
@@ -265,7 +264,7 @@ static int lines_range(struct tfs_fs *fs, struct tfs_fs_handle *h, struct lines 
 			struct tfs_buf line = { 0 };
 			uint64_t end;
 
-			rc = escape_row(l->row.data, (size_t)(b1 - b0), &line);
+			rc = tfs_fs_escape_line(l->row.data, (size_t)(b1 - b0), &line);
 			end = at + line.len;
 			/* The part of this line inside the range. */
 			if (!rc && end > off) {

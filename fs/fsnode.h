@@ -271,6 +271,9 @@ struct tfs_fs_coldir_entry {
 int tfs_fs_coldir_entries(struct tfs_fs *fs, struct tfs_fs_node *dir,
 			  const struct tfs_fs_coldir_entry *table, size_t n, const char *name,
 			  struct tfs_fs_dir *d, struct tfs_fs_node **child);
+/* A text row as its line of lines.txt, appended to out: \\ as \\\\, newline as \\n, carriage
+ * return as \\r, then a newline. */
+int tfs_fs_escape_line(const uint8_t *p, size_t n, struct tfs_buf *out);
 /* getattr of a COLUMN/ directory: its version. */
 int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a);
 

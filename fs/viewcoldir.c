@@ -11,83 +11,22 @@
 #include <string.h>
 
 #include "cache.h"
+#include "prefetch.h"
 
-/* The view's rows of a column: where each starts in the version's data, and where in the
- * view's data.bin (prefix sums; n + 1). */
-struct vrows {
-	uint64_t n;
-	uint64_t *src; /* n: byte offset of view row i in the version's data part */
-	uint64_t *at;  /* n + 1: byte offset of view row i in the view's data.bin */
-	size_t data_col;
-};
-
-static void vrows_free(void *p)
-{
-	struct vrows *r = p;
-
-	if (!r)
-		return;
-	free(r->src);
-	free(r->at);
-	free(r);
-}
-
-/* Build the view's rows of column name: reads the version's offsets once (O(rows)). */
-static int vrows_build(struct tfs_fs *fs, struct tfs_version *v, const struct tfs_lake_view *f,
-		       const char *name, struct vrows **out)
-{
-	const struct tfs_column *h = tfs_fs_column_header(v, name);
-	const struct tfs_view *view = f->view;
-	uint64_t *off = NULL;
-	struct vrows *r;
-	ssize_t got;
-	int rc = 0;
-
-	if (!h)
-		return -ENOENT;
-	r = calloc(1, sizeof(*r));
-	off = malloc((h->rows + 1) * sizeof(*off));
-	if (!r || !off || !(r->src = malloc((view->n + 1) * sizeof(*r->src))) ||
-	    !(r->at = malloc((view->n + 1) * sizeof(*r->at)))) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	got = tfs_version_read(v, fs->lake->cache, h->offsets, 0, off,
-			       (size_t)(h->rows + 1) * sizeof(*off));
-	if (got != (ssize_t)((h->rows + 1) * sizeof(*off))) {
-		rc = got < 0 ? (int)got : -EIO;
-		goto out;
-	}
-	r->n = view->n;
-	r->data_col = h->data;
-	r->at[0] = 0;
-	for (uint64_t i = 0; i < view->n; i++) {
-		const uint64_t s = view->rows[i];
-
-		if (s >= h->rows || off[s + 1] < off[s]) {
-			rc = -EIO;
-			goto out;
-		}
-		r->src[i] = off[s];
-		r->at[i + 1] = r->at[i] + (off[s + 1] - off[s]);
-	}
-out:
-	free(off);
-	if (rc) {
-		vrows_free(r);
-		return rc;
-	}
-	*out = r;
-	return 0;
-}
-
-/* The view and version a file under views/PARAMS/COLUMN/ shows, and its rows. */
+/* The view and version a file under views/PARAMS/COLUMN/ shows, and its rows (kept with the
+ * view: valid while *f is held). */
 static int file_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_version **v,
-		     struct tfs_lake_view **f, struct vrows **r)
+		     struct tfs_lake_view **f, const struct tfs_view_spans **r, int lines)
 {
+	const struct tfs_column *h;
 	int rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), v, f);
 
-	return rc ? rc : vrows_build(fs, *v, *f, n->parent->name, r);
+	if (rc)
+		return rc;
+	h = tfs_fs_column_header(*v, n->parent->name);
+	if (!h)
+		return -ENOENT;
+	return tfs_lake_view_spans(fs->lake, *f, (size_t)(h - (*v)->manifest.cols), lines, r);
 }
 
 /* --- views/PARAMS/COLUMN/data.bin ----------------------------------------------------------- */
@@ -97,7 +36,7 @@ static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_f
 {
 	struct tfs_fs_node *dir = n->parent;
 	struct tfs_lake_view *f = NULL;
-	struct vrows *r = NULL;
+	const struct tfs_view_spans *r = NULL;
 	uint64_t rows = 0, bytes = 0;
 	int rc = 0, sized;
 
@@ -110,7 +49,7 @@ static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_f
 	if (sized) {
 		rc = tfs_fs_file_version(fs, n, &a->v);
 	} else {
-		rc = file_rows(fs, n, &a->v, &f, &r);
+		rc = file_rows(fs, n, &a->v, &f, &r, 0);
 		if (!rc) {
 			rows = r->n;
 			bytes = r->at[r->n];
@@ -120,7 +59,6 @@ static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_f
 			dir->view_bytes = bytes;
 			pthread_mutex_unlock(&fs->lock);
 		}
-		vrows_free(r);
 		tfs_lake_view_put(fs->lake, f);
 	}
 	if (!rc)
@@ -133,21 +71,27 @@ static int data_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_
 	return getattr_common(fs, n, a, 0);
 }
 
+/* The prefetcher follows the order in which data.bin front to back needs the data chunks. */
 static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
 		     struct tfs_fs_handle *h, struct fuse_file_info *fi)
 {
-	struct vrows *r = NULL;
+	const struct tfs_view_spans *r = NULL;
 	int rc;
 
 	(void)who;
-	rc = file_rows(fs, n, &h->ver, &h->view, &r);
+	rc = file_rows(fs, n, &h->ver, &h->view, &r, 0);
 	if (rc)
 		return rc;
-	h->priv = r;
-	h->priv_free = vrows_free;
+	h->priv = (void *)r;
 	h->size = r->at[r->n];
+	if (fs->lake->prefetch) {
+		rc = tfs_stream_create(fs->lake->prefetch, h->ver, r->data_col, r->order, r->norder,
+				       &h->stream);
+		if (!rc)
+			tfs_stream_expect_sequential(h->stream);
+	}
 	fi->keep_cache = 1;
-	return 0;
+	return rc;
 }
 
 /* Bytes [off, off + size) of the view's data: the rows they fall in, each read from where the
@@ -155,9 +99,9 @@ static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
 		      off_t off)
 {
-	const struct vrows *r = h->priv;
-	uint64_t pos = (uint64_t)off, end = pos + size;
-	size_t lo = 0, hi = r->n, done = 0;
+	const struct tfs_view_spans *r = h->priv;
+	uint64_t pos = (uint64_t)off, end = pos + size, first, last;
+	size_t done = 0;
 	char *buf;
 	int rc = 0;
 
@@ -172,16 +116,19 @@ static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	/* The last row starting at or before pos (empty rows skipped by the search). */
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
+	tfs_view_spans_rows(r, pos, end, &first, &last);
+	if (h->stream) {
+		uint32_t lo = UINT32_MAX, hi = 0;
 
-		if (r->at[mid] <= pos)
-			lo = mid;
-		else
-			hi = mid;
+		for (uint64_t i = first; i <= last; i++)
+			if (r->kpos[i] != UINT32_MAX) {
+				lo = r->kpos[i] < lo ? r->kpos[i] : lo;
+				hi = r->kpos[i] > hi ? r->kpos[i] : hi;
+			}
+		if (lo != UINT32_MAX)
+			tfs_stream_access(h->stream, lo, hi);
 	}
-	for (size_t i = lo; !rc && i < r->n && pos < end; i++) {
+	for (uint64_t i = first; !rc && i <= last && pos < end; i++) {
 		uint64_t in, take;
 		ssize_t got;
 
@@ -223,13 +170,13 @@ static int offsets_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_
 static int offsets_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
 			struct tfs_fs_handle *h, struct fuse_file_info *fi)
 {
+	const struct tfs_view_spans *r = NULL;
 	struct tfs_dtype u8;
-	struct vrows *r = NULL;
 	char header[TFS_NPY_ALIGN], err[64];
 	int big, rc;
 
 	(void)who;
-	rc = file_rows(fs, n, &h->ver, &h->view, &r);
+	rc = file_rows(fs, n, &h->ver, &h->view, &r, 0);
 	if (!rc)
 		rc = tfs_dtype_parse("<u8", &u8, &big, err, sizeof(err));
 	if (!rc)
@@ -238,7 +185,6 @@ static int offsets_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct f
 		rc = tfs_buf_append(&h->text, header, sizeof(header));
 	if (!rc)
 		rc = tfs_buf_append(&h->text, r->at, (r->n + 1) * sizeof(*r->at));
-	vrows_free(r);
 	h->size = h->text.len;
 	fi->keep_cache = 1;
 	return rc;
@@ -253,6 +199,102 @@ static const struct tfs_fs_kind offsets_kind = {
 	.read = tfs_fs_read_text,
 };
 
+/* --- views/PARAMS/COLUMN/lines.txt --------------------------------------------------------- */
+
+/* Its size needs every row's escaped length: one pass over the column, kept with the view. */
+static int lines_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
+{
+	struct tfs_lake_view *f = NULL;
+	const struct tfs_view_spans *r = NULL;
+	int rc = file_rows(fs, n, &a->v, &f, &r, 1);
+
+	if (!rc)
+		a->size = r->lat[r->n];
+	tfs_lake_view_put(fs->lake, f);
+	return rc;
+}
+
+static int lines_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
+		      struct tfs_fs_handle *h, struct fuse_file_info *fi)
+{
+	const struct tfs_view_spans *r = NULL;
+	int rc;
+
+	(void)who;
+	rc = file_rows(fs, n, &h->ver, &h->view, &r, 1);
+	if (rc)
+		return rc;
+	h->priv = (void *)r;
+	h->size = r->lat[r->n];
+	fi->keep_cache = 1;
+	return 0;
+}
+
+/* Bytes [off, off + size): the lines of the view rows they fall in, escaped. */
+static void lines_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
+		       off_t off)
+{
+	const struct tfs_view_spans *r = h->priv;
+	uint64_t pos = (uint64_t)off, end = pos + size, lo = 0, hi = r->n;
+	struct tfs_buf out = { 0 }, row = { 0 }, line = { 0 };
+	int rc = 0;
+
+	if (end > h->size)
+		end = h->size;
+	if (pos >= end) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	while (hi - lo > 1) {
+		const uint64_t mid = lo + (hi - lo) / 2;
+
+		if (r->lat[mid] <= pos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	for (uint64_t i = lo; !rc && i < r->n && r->lat[i] < end; i++) {
+		const size_t n = (size_t)(r->at[i + 1] - r->at[i]);
+		uint64_t from, to;
+		ssize_t got;
+
+		row.len = line.len = 0;
+		rc = tfs_buf_reserve(&row, n ? n : 1);
+		if (rc)
+			break;
+		got = n ? tfs_version_read(h->ver, fs->lake->cache, r->data_col, r->src[i],
+					   row.data, n)
+			: 0;
+		if (got != (ssize_t)n) {
+			rc = got < 0 ? (int)got : -EIO;
+			break;
+		}
+		rc = tfs_fs_escape_line(row.data, n, &line);
+		if (!rc && line.len != r->lat[i + 1] - r->lat[i])
+			rc = -EIO; /* the data changed under a committed version: never serve it */
+		from = pos > r->lat[i] ? pos - r->lat[i] : 0;
+		to = end < r->lat[i + 1] ? end - r->lat[i] : line.len;
+		if (!rc)
+			rc = tfs_buf_append(&out, line.data + from, (size_t)(to - from));
+	}
+	if (rc)
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+	else
+		fuse_reply_buf(req, (const char *)out.data, out.len);
+	tfs_buf_free(&out);
+	tfs_buf_free(&row);
+	tfs_buf_free(&line);
+}
+
+static const struct tfs_fs_kind lines_kind = {
+	.name = "view lines.txt",
+	.mode = S_IFREG | 0444,
+	.pins_version = 1,
+	.getattr = lines_getattr,
+	.open = lines_open,
+	.read = lines_read,
+};
+
 /* --- views/PARAMS/COLUMN/ ------------------------------------------------------------------- */
 
 static const struct tfs_fs_coldir_entry files[] = {
@@ -261,6 +303,7 @@ static const struct tfs_fs_coldir_entry files[] = {
 	{ "offsets.npy", "offsets", &offsets_kind,
 	  1 << TFS_COL_RAGGED | 1 << TFS_COL_TEXT | 1 << TFS_COL_BYTES },
 	{ "shapes.npy", "shapes", &tfs_fs_view_column_kind, 1 << TFS_COL_RAGGED },
+	{ "lines.txt", NULL, &lines_kind, 1 << TFS_COL_TEXT },
 };
 
 static int vcoldir_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,

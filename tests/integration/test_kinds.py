@@ -217,8 +217,12 @@ def test_views_of_kinds(lake, mount, tmp_path):
         view = m / "d" / "main" / "views" / params
         assert sorted(os.listdir(view)) == ["cap", "r", "y.npy"]
         assert sorted(os.listdir(view / "r")) == ["data.bin", "offsets.npy", "shapes.npy"]
+        assert sorted(os.listdir(view / "cap")) == ["data.bin", "lines.txt", "offsets.npy"]
         order = np.load(view / "y.npy").tolist()  # y is the row number
         assert [r.decode() for r in read_rows(view / "cap")] == [texts[i] for i in order]
+        lines = (view / "cap" / "lines.txt").read_bytes()
+        assert lines == "".join(escape(texts[i]) + "\n" for i in order).encode()
+        assert os.stat(view / "cap" / "lines.txt").st_size == len(lines)
         got = read_ragged(view / "r", "<i4")
         assert len(got) == len(order)
         assert all(np.array_equal(g, arrays[i]) for g, i in zip(got, order))
@@ -418,6 +422,20 @@ def test_jsonl(lake, mount, tmp_path):
     assert [v.tolist() for v in cols["vec"]] == [r["vec"] for r in rows]
     assert cols["emb"].shape == (200, 2) and cols["emb"].tolist() == [r["emb"] for r in rows]
     assert [json.loads(x) for x in cols["meta"]] == [r["meta"] for r in rows]
+    # a view's lines.txt: its rows in view order, newlines and backslashes escaped, read
+    # whole and in small random pieces
+    view = m / "d" / "main" / "views" / "seed=3"
+    order = np.load(view / "id.npy").tolist()
+    byid = {r["id"]: r for r in rows}
+    want = "".join(escape(byid[i]["name"]) + "\n" for i in order).encode()
+    assert (view / "name" / "lines.txt").read_bytes() == want
+    rng = random.Random(5)
+    with open(view / "name" / "lines.txt", "rb", buffering=0) as f:
+        for _ in range(100):
+            a, n = rng.randrange(len(want)), rng.randrange(1, 40)
+            assert os.pread(f.fileno(), n, a) == want[a:a + n]
+    assert subprocess.run(["wc", "-l"], stdin=open(view / "name" / "lines.txt"),
+                          capture_output=True, text=True).stdout.strip() == str(len(order))
     # --strict: the first bad line ends it, and nothing is committed
     lake.create("e")
     before = lake.snapshot("e")

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/* viewspans: a view's rows of a column of rows of any size. */
+#include "viewspans.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+void tfs_view_spans_free(struct tfs_view_spans *s)
+{
+	if (!s)
+		return;
+	free(s->src);
+	free(s->at);
+	free(s->kpos);
+	free(s->order);
+	free(s->lat);
+	free(s);
+}
+
+/* The chunk order: each data chunk where the view first needs it. */
+static int chunk_order(struct tfs_view_spans *s, const struct tfs_column *d)
+{
+	uint32_t *pos = malloc((d->nchunks ? d->nchunks : 1) * sizeof(*pos));
+
+	s->order = malloc((d->nchunks ? d->nchunks : 1) * sizeof(*s->order));
+	if (!pos || !s->order) {
+		free(pos);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < d->nchunks; k++)
+		pos[k] = UINT32_MAX;
+	for (uint64_t i = 0; i < s->n; i++) {
+		size_t k;
+
+		s->kpos[i] = UINT32_MAX;
+		if (s->at[i + 1] == s->at[i])
+			continue;
+		k = tfs_column_chunk_of(d, s->src[i]);
+		if (pos[k] == UINT32_MAX) {
+			pos[k] = (uint32_t)s->norder;
+			s->order[s->norder++] = (uint32_t)k;
+		}
+		s->kpos[i] = pos[k];
+	}
+	free(pos);
+	return 0;
+}
+
+int tfs_view_spans_build(const struct tfs_view *view, struct tfs_version *v,
+			 struct tfs_cache *cache, size_t header, struct tfs_view_spans **out)
+{
+	const struct tfs_column *h = &v->manifest.cols[header];
+	const struct tfs_column *d = &v->manifest.cols[h->data];
+	const size_t bytes = (size_t)(h->rows + 1) * sizeof(uint64_t);
+	struct tfs_view_spans *s = calloc(1, sizeof(*s));
+	uint64_t *off = malloc(bytes);
+	ssize_t got;
+	int rc = 0;
+
+	if (!s || !off || !(s->src = malloc((view->n + 1) * sizeof(*s->src))) ||
+	    !(s->at = malloc((view->n + 1) * sizeof(*s->at))) ||
+	    !(s->kpos = malloc((view->n + 1) * sizeof(*s->kpos)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	s->header = header;
+	s->data_col = h->data;
+	s->n = view->n;
+	got = tfs_version_read(v, cache, h->offsets, 0, off, bytes);
+	if (got != (ssize_t)bytes) {
+		rc = got < 0 ? (int)got : -EIO;
+		goto out;
+	}
+	s->at[0] = 0;
+	for (uint64_t i = 0; i < view->n; i++) {
+		const uint64_t r = view->rows[i];
+
+		if (r >= h->rows || off[r + 1] < off[r] || off[r + 1] > d->rows) {
+			rc = -EIO;
+			goto out;
+		}
+		s->src[i] = off[r];
+		s->at[i + 1] = s->at[i] + (off[r + 1] - off[r]);
+	}
+	rc = chunk_order(s, d);
+out:
+	free(off);
+	if (rc) {
+		tfs_view_spans_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void tfs_view_spans_rows(const struct tfs_view_spans *s, uint64_t pos, uint64_t end,
+			 uint64_t *first, uint64_t *last)
+{
+	uint64_t lo = 0, hi = s->n;
+
+	/* The last row starting at or before pos (empty rows before it skipped by the reader). */
+	while (hi - lo > 1) {
+		const uint64_t mid = lo + (hi - lo) / 2;
+
+		if (s->at[mid] <= pos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	*first = lo;
+	hi = lo;
+	while (hi + 1 < s->n && s->at[hi + 1] < end)
+		hi++;
+	*last = hi;
+}
+
+uint64_t tfs_lines_len(const uint8_t *p, size_t n)
+{
+	uint64_t len = n + 1;
+
+	for (size_t i = 0; i < n; i++)
+		len += p[i] == '\\' || p[i] == '\n' || p[i] == '\r';
+	return len;
+}
+
+#define BLOCK (1u << 20) /* data bytes read at a time */
+
+int tfs_view_spans_lines(struct tfs_view_spans *s, const struct tfs_view *view,
+			 struct tfs_version *v, struct tfs_cache *cache)
+{
+	const struct tfs_column *h = &v->manifest.cols[s->header];
+	const uint64_t total = v->manifest.cols[s->data_col].rows;
+	uint64_t *off = malloc((size_t)(h->rows + 1) * sizeof(*off));
+	uint64_t *len = calloc((size_t)(h->rows ? h->rows : 1), sizeof(*len)); /* lines, by row */
+	uint8_t *buf = malloc(BLOCK);
+	uint64_t r = 0;
+	ssize_t got;
+	int rc = 0;
+
+	if (!off || !len || !buf || !(s->lat = malloc((s->n + 1) * sizeof(*s->lat)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	got = tfs_version_read(v, cache, h->offsets, 0, off, (size_t)(h->rows + 1) * 8);
+	if (got != (ssize_t)((h->rows + 1) * 8)) {
+		rc = got < 0 ? (int)got : -EIO;
+		goto out;
+	}
+	/* Each block: the rows it holds (a row may span blocks), counted as they pass. */
+	for (uint64_t at = 0; at < total && !rc; at += BLOCK) {
+		const size_t n = total - at < BLOCK ? (size_t)(total - at) : BLOCK;
+
+		got = tfs_version_read(v, cache, s->data_col, at, buf, n);
+		if (got != (ssize_t)n) {
+			rc = got < 0 ? (int)got : -EIO;
+			break;
+		}
+		for (; r < h->rows && off[r] < at + n; r++) {
+			const uint64_t a = off[r] > at ? off[r] : at;
+			const uint64_t b = off[r + 1] < at + n ? off[r + 1] : at + n;
+
+			if (off[r + 1] < off[r] || off[r + 1] > total) {
+				rc = -EIO;
+				break;
+			}
+			/* tfs_lines_len counts the newline: once per row, in its first block. */
+			len[r] += tfs_lines_len(buf + (a - at), (size_t)(b - a)) - (a != off[r]);
+			if (off[r + 1] > at + n)
+				break; /* the row goes on in the next block */
+		}
+	}
+	for (; !rc && r < h->rows; r++)
+		len[r] = 1; /* empty rows at the end */
+	s->lat[0] = 0;
+	for (uint64_t i = 0; !rc && i < s->n; i++)
+		s->lat[i + 1] = s->lat[i] + len[view->rows[i]];
+out:
+	free(off);
+	free(len);
+	free(buf);
+	if (rc) {
+		free(s->lat);
+		s->lat = NULL;
+	}
+	return rc;
+}
