@@ -29,6 +29,17 @@ static int file_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_versio
 	return tfs_lake_view_spans(fs->lake, *f, (size_t)(h - (*v)->manifest.cols), lines, r);
 }
 
+/* file_rows for an open handle: the handle holds the view, and so its rows (h->priv). */
+static int open_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_handle *h, int lines,
+		     const struct tfs_view_spans **r)
+{
+	int rc = file_rows(fs, n, &h->ver, &h->view, r, lines);
+
+	if (!rc)
+		h->priv = (void *)*r;
+	return rc;
+}
+
 /* --- views/PARAMS/COLUMN/data.bin ----------------------------------------------------------- */
 
 static int getattr_common(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a,
@@ -79,10 +90,9 @@ static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 	int rc;
 
 	(void)who;
-	rc = file_rows(fs, n, &h->ver, &h->view, &r, 0);
+	rc = open_rows(fs, n, h, 0, &r);
 	if (rc)
 		return rc;
-	h->priv = (void *)r;
 	h->size = r->at[r->n];
 	if (fs->lake->prefetch) {
 		rc = tfs_stream_create(fs->lake->prefetch, h->ver, r->data_col, r->order, r->norder,
@@ -176,7 +186,7 @@ static int offsets_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct f
 	int big, rc;
 
 	(void)who;
-	rc = file_rows(fs, n, &h->ver, &h->view, &r, 0);
+	rc = open_rows(fs, n, h, 0, &r);
 	if (!rc)
 		rc = tfs_dtype_parse("<u8", &u8, &big, err, sizeof(err));
 	if (!rc)
@@ -221,10 +231,9 @@ static int lines_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fus
 	int rc;
 
 	(void)who;
-	rc = file_rows(fs, n, &h->ver, &h->view, &r, 1);
+	rc = open_rows(fs, n, h, 1, &r);
 	if (rc)
 		return rc;
-	h->priv = (void *)r;
 	h->size = r->lat[r->n];
 	fi->keep_cache = 1;
 	return 0;

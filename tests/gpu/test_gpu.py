@@ -82,7 +82,21 @@ class Loader:
             ev = self.events[fields["event"]] = e
         ck(RT.cudaEventSynchronize(ev), "cudaEventSynchronize")
         out = {}
+        rows = int(fields["rows"])
         for c in cols:
+            if "kind" in c:  # rows of any size: their data, offsets and (ragged) shapes
+                parts = {"data": ("data", (int(c["data_bytes"]),), "|u1"),
+                         "offsets": ("offsets", (rows + 1,), "<u8")}
+                if c["kind"] == "ragged":
+                    parts["shapes"] = ("shapes", (rows, int(c["rank"])), "<i8")
+                for key, (field, shape, dt) in parts.items():
+                    a = np.empty(shape, dtype=np.dtype(dt))
+                    if a.nbytes:
+                        ck(RT.cudaMemcpy(ctypes.c_void_p(a.ctypes.data),
+                                         ctypes.c_void_p(ptr + int(c[field])),
+                                         ctypes.c_size_t(a.nbytes), 2), "cudaMemcpy D2H")
+                    out[f"{c['name']}.{key}"] = a
+                continue
             shape = tuple(int(x) for x in c["shape"].split(","))
             a = np.empty(shape, dtype=np.dtype(c["dtype"]))
             ck(RT.cudaMemcpy(ctypes.c_void_p(a.ctypes.data), ctypes.c_void_p(ptr + int(c["offset"])),
@@ -134,6 +148,40 @@ def test_cuda_batches_equal_host(lake, mount):
             for name in ("image", "label"):
                 assert np.array_equal(got[name], hb[name]), name
                 assert np.array_equal(got[name], cols[name][rows]), name
+            hb.release()
+            g.release(int(f["slot"]))
+        loader.close()
+
+
+def test_cuda_ragged_and_text_batches_equal_host(lake, mount, tmp_path):
+    """Ragged and text columns staged to the device: data, offsets and shapes equal the host
+    backend's batch of the same rows."""
+    rng = np.random.default_rng(8)
+    (tmp_path / "r").mkdir()
+    arrays = [rng.standard_normal((int(rng.integers(0, 6)), 3)).astype(np.float32)
+              for _ in range(2000)]
+    for i, a in enumerate(arrays):
+        np.save(tmp_path / "r" / f"{i:05d}.npy", a)
+    (tmp_path / "t.txt").write_text("".join(f"row {i} " + "x" * (i % 13) + "\n"
+                                            for i in range(2000)))
+    lake.build("k", {"r": tmp_path / "r", "t": tmp_path / "t.txt"}, "--chunk-size", "16k")
+    m = mount(lake)
+    loader = Loader()
+    with tensorfs.Stager(m.path, "k/main", ["r", "t"], device="host", batch_size=256) as h, \
+         tensorfs.Stager(m.path, "k/main", ["r", "t"], device="cuda:0", batch_size=256) as g:
+        for _ in range(10):
+            rows = rng.integers(0, 2000, size=256)
+            hb = h.stage(rows)
+            f, c = raw(g, f"stage stream={g.stream} rows=" + ",".join(map(str, rows)))
+            got = loader.read(f, c)
+            assert np.array_equal(got["r.offsets"], hb["r"].offsets)
+            assert np.array_equal(got["r.shapes"], hb["r"].shapes)
+            assert got["r.data"].tobytes() == hb["r"].data.tobytes()
+            assert got["t.data"].tobytes() == hb["t"].data.tobytes()
+            for i, r in enumerate(rows):
+                o = got["r.offsets"]
+                row = got["r.data"][o[i]:o[i + 1]].view(np.float32).reshape(got["r.shapes"][i])
+                assert np.array_equal(row, arrays[r])
             hb.release()
             g.release(int(f["slot"]))
         loader.close()
