@@ -23,7 +23,8 @@ const char tfs_view_readme[] =
 	"  seed=N       shuffle with this seed (any 64-bit number)\n"
 	"  epoch=N      shuffle epoch: every epoch has its own order (default 0)\n"
 	"  block=N      shuffle window, in chunks (default: as many chunks of the widest\n"
-	"               column as make 64 MiB, at least 4)\n"
+	"               column as make half the mount's cache_mem, rounded down to a\n"
+	"               power of two and at least 64 MiB: 256 MiB with the default 512M)\n"
 	"  rank=R       this shard (default 0)\n"
 	"  world=W      number of shards (default 1)\n"
 	"  drop_last=1  drop the rows that do not divide by world; the default (0) pads the\n"
@@ -39,14 +40,30 @@ const char tfs_view_readme[] =
 	"\n"
 	"Order. The filter runs first, then the shuffle, then the shard, then start. The\n"
 	"shuffle is a block shuffle: rows are grouped by the chunk of the dataset's widest\n"
-	"column they live in, the groups are put in a random order, and the rows of every\n"
-	"window of <block> consecutive groups are shuffled among themselves. The order is\n"
+	"column they live in, the groups are put in a random order, cut into as few windows\n"
+	"of at most <block> groups as hold them all (the same number of groups each, give\n"
+	"or take one), and the rows of every window are shuffled among themselves. The order is\n"
 	"uniform across the whole dataset at the chunk level and within each window at the\n"
 	"row level; a front-to-back reader needs only <block> chunks at a time, so it reads\n"
 	"at close to sequential speed. A larger block mixes rows more at the cost of more\n"
 	"chunks in memory per reader: on data sorted by class, a stretch of the view holds\n"
 	"rows of at most <block> chunks, so for near-uniform classes in every 1,000 rows the\n"
-	"window must span many class runs (small chunks or a large block).\n"
+	"window must span many class runs (small chunks or a large block). Measured on rows\n"
+	"stored class by class (100 classes, 1 KiB rows, 4 MiB chunks; classes in every\n"
+	"1,000 view rows, mean / least over the epoch; tests/bench/bench_shuffle.py):\n"
+	"\n"
+	"    window (block)       100,000 rows (25 chunks)   400,000 rows (98 chunks)\n"
+	"    16 MiB (4)             18.7 / 12                   8.3 / 6\n"
+	"    64 MiB (16)            56.7 / 52                  26.3 / 23\n"
+	"    128 MiB (32)          100.0 / 99                  43.3 / 39\n"
+	"    256 MiB (64, default) 100.0 / 99                  71.3 / 67\n"
+	"    392 MiB (98)          100.0 / 99                 100.0 / 99\n"
+	"\n"
+	"A window as large as the dataset mixes perfectly; each doubling of the window\n"
+	"doubles the classes a stretch can hold and the memory a reader needs. Every rank of\n"
+	"a job must build the same order: mounts with a different cache_mem (one not in the\n"
+	"same power of two) choose another default window, so give such ranks an explicit\n"
+	"block=.\n"
 	"The generator is xoshiro256** seeded from (seed, epoch) through splitmix64, with\n"
 	"integer arithmetic only: the same parameters give the same\n"
 	"order on every machine. Shards are contiguous slices of the shuffled order: their\n"
@@ -282,7 +299,7 @@ static const struct tfs_column *widest(const struct tfs_manifest *m)
 static int block_shuffle(const uint64_t *rows, uint64_t n, uint64_t per_group, uint64_t block,
 			 uint64_t seed, uint64_t epoch, uint64_t *out)
 {
-	uint64_t ngroups = 0, *start = NULL, *order = NULL, k = 0;
+	uint64_t ngroups = 0, *start = NULL, *order = NULL, k = 0, nwin;
 	struct rng r;
 
 	/* Groups: runs of rows in the same chunk. start[g] indexes rows. */
@@ -302,10 +319,16 @@ static int block_shuffle(const uint64_t *rows, uint64_t n, uint64_t per_group, u
 		order[g] = g;
 	rng_seed(&r, seed, epoch);
 	shuffle_u64(&r, order, ngroups);
-	for (uint64_t w = 0; w < ngroups; w += block) {
+	/* As few windows as hold `block` groups each, the groups spread evenly over them: no
+	 * window is left with a stray group or two (a stretch of few classes). */
+	nwin = ngroups ? (ngroups + block - 1) / block : 0;
+	for (uint64_t w = 0, g = 0; w < nwin; w++) {
+		/* The first ngroups % nwin windows take one group more. */
+		const uint64_t rem = ngroups % nwin;
+		const uint64_t end = (w + 1) * (ngroups / nwin) + (w + 1 < rem ? w + 1 : rem);
 		uint64_t first = k;
 
-		for (uint64_t g = w; g < ngroups && g < w + block; g++)
+		for (; g < end; g++)
 			for (uint64_t i = start[order[g]]; i < start[order[g] + 1]; i++)
 				out[k++] = rows[i];
 		shuffle_u64(&r, out + first, k - first);
@@ -313,6 +336,24 @@ static int block_shuffle(const uint64_t *rows, uint64_t n, uint64_t per_group, u
 	free(order);
 	free(start);
 	return 0;
+}
+
+uint64_t tfs_view_default_window(uint64_t cache_budget)
+{
+	uint64_t w = TFS_VIEW_WINDOW_BYTES;
+
+	while (w * 2 <= cache_budget / 2)
+		w *= 2;
+	return w;
+}
+
+static uint64_t default_window(struct tfs_cache *cache)
+{
+	struct tfs_cache_stats st = { 0 };
+
+	if (cache)
+		tfs_cache_stats(cache, &st);
+	return tfs_view_default_window(st.budget);
 }
 
 int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct tfs_view_params *p,
@@ -342,7 +383,7 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 		uint64_t block = p->block;
 
 		if (!block) {
-			block = chunk_bytes ? TFS_VIEW_WINDOW_BYTES / chunk_bytes
+			block = chunk_bytes ? default_window(cache) / chunk_bytes
 					    : TFS_VIEW_MAX_BLOCK;
 			block = block < TFS_VIEW_MIN_BLOCK ? TFS_VIEW_MIN_BLOCK : block;
 			block = block > TFS_VIEW_MAX_BLOCK ? TFS_VIEW_MAX_BLOCK : block;

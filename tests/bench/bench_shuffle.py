@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: MIT
+"""Shuffle quality of views on class-sorted data: classes per 1,000 consecutive view rows
+(mean and minimum over the epoch) against the shuffle window, and the default's.
+
+    /usr/bin/python3 tests/bench/bench_shuffle.py [--rows N] [--row-bytes B] [--classes C]
+        [--cache-mem SIZE] [--blocks 4,8,16,...]
+
+Builds a dataset whose rows are sorted by class (an `image` column of B bytes a row, the widest,
+and an int64 `label`), mounts it, and reads `views/seed=S[,block=K]/label.npy` for several
+seeds. The window is `block` chunks of the widest column; its memory cost is that many chunks.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+TFS = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
+
+
+def run(*args):
+    p = subprocess.run([TFS, *map(str, args)], capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"tensorfs {' '.join(map(str, args))}: {p.stderr}")
+    return p.stdout
+
+
+def quality(labels, stretch=1000):
+    counts = [len(np.unique(labels[i:i + stretch]))
+              for i in range(0, len(labels) - stretch + 1, stretch)]
+    return float(np.mean(counts)), int(np.min(counts))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--row-bytes", type=int, default=1024)
+    ap.add_argument("--classes", type=int, default=100)
+    ap.add_argument("--cache-mem", default="512M")
+    ap.add_argument("--chunk-size", default="4M")
+    ap.add_argument("--blocks", default="4,8,16,32,64")
+    ap.add_argument("--seeds", type=int, default=3)
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="tfs-shuffle-"))
+    mnt = work / "mnt"
+    mnt.mkdir()
+    try:
+        label = np.repeat(np.arange(a.classes, dtype=np.int64), a.rows // a.classes)
+        image = np.zeros((len(label), a.row_bytes), dtype=np.uint8)
+        image[:, 0] = label % 256
+        np.save(work / "image.npy", image)
+        np.save(work / "label.npy", label)
+        lake = f"file://{work}/lake"
+        run("create", f"{lake}/d")
+        run("import", f"{lake}/d", f"image={work}/image.npy", f"label={work}/label.npy",
+            "--chunk-size", a.chunk_size, "--quiet")
+        run("mount", lake, mnt, "-o", f"cache_mem={a.cache_mem}")
+        chunk = int(a.chunk_size.rstrip("MKG")) << {"K": 10, "M": 20, "G": 30}[a.chunk_size[-1]]
+        rows_per_chunk = max(1, chunk // a.row_bytes)
+        nchunks = -(-len(label) // rows_per_chunk)
+        print(f"{len(label)} rows sorted by class ({a.classes} classes, "
+              f"{len(label) // a.classes} rows each), image {a.row_bytes} B a row, "
+              f"{rows_per_chunk} rows a chunk, {nchunks} chunks, cache_mem={a.cache_mem}")
+        print(f"{'window':>22} {'chunks':>7} {'MiB':>7} {'classes/1000 mean':>18} "
+              f"{'min':>5} {'build s':>8}")
+        for b in [None] + [int(x) for x in a.blocks.split(",")]:
+            means, mins, secs = [], [], []
+            for seed in range(a.seeds):
+                name = f"seed={seed}" + (f",block={b}" if b else "")
+                t0 = time.perf_counter()
+                lab = np.load(mnt / "d" / "main" / "views" / name / "label.npy")
+                secs.append(time.perf_counter() - t0)
+                assert sorted(lab.tolist()) == sorted(label.tolist())
+                m, lo = quality(lab)
+                means.append(m)
+                mins.append(lo)
+            k = min(b, nchunks) if b else None
+            print(f"{('block=' + str(b)) if b else 'default':>22} "
+                  f"{k if k else '':>7} {k * chunk / 2**20 if k else '':>7} "
+                  f"{np.mean(means):>18.1f} {min(mins):>5} {np.median(secs):>8.2f}")
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
