@@ -52,6 +52,7 @@ int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out)
 	pthread_mutex_init(&l->lock, NULL);
 	l->cache_mem = cfg->cache_mem;
 	l->prefetch_threads = cfg->prefetch_threads;
+	l->epoch_warm = cfg->epoch_warm;
 	l->gather_threads = cfg->gather_threads;
 	if (!l->gather_threads) {
 		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -97,6 +98,7 @@ int tfs_lake_start(struct tfs_lake *l)
 		return rc;
 	}
 	tfs_store_use_pool(l->store, l->pool);
+	tfs_workgroup_init(&l->warm, l->pool);
 	if (!l->prefetch_threads)
 		return 0;
 	rc = tfs_prefetcher_create(l->cache, l->pool, l->prefetch_threads, l->cache_mem / 2,
@@ -112,6 +114,8 @@ void tfs_lake_stop(struct tfs_lake *l)
 		return;
 	if (l->store)
 		tfs_store_cancel(l->store);
+	if (l->warm.pool)
+		tfs_workgroup_cancel(&l->warm);
 	tfs_prefetcher_destroy(l->prefetch);
 	l->prefetch = NULL;
 }
@@ -124,6 +128,8 @@ void tfs_lake_close(struct tfs_lake *l)
 	/* Its users (the prefetcher, the control file's rings, readers) are gone by now. */
 	if (l->store)
 		tfs_store_use_pool(l->store, NULL);
+	if (l->warm.pool)
+		tfs_workgroup_destroy(&l->warm);
 	tfs_workpool_destroy(l->pool);
 	while (l->refs) {
 		struct tfs_lake_ref *r = l->refs;

@@ -25,6 +25,7 @@ struct tfs_lake_config {
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: none */
 	unsigned gather_threads;   /* staging gathers of the control file; 0: from the CPU count */
 	double ref_ttl;		   /* seconds a branch head is trusted before it is read again */
+	int epoch_warm; /* load the next epoch's first window ahead (tfs_lake_view_warm_next) */
 };
 
 struct tfs_lake_ref; /* a resolved ref, cached (lake.c) */
@@ -37,9 +38,11 @@ struct tfs_lake_view {
 	char *name;		 /* the view's name: its directory, "seed=7,epoch=3" */
 	unsigned refs;		 /* protected by the lake's lock */
 	/* Columns of rows of any size read through the view, built on first use
-	 * (tfs_lake_view_spans); protected by spans_lock. */
+	 * (tfs_lake_view_spans), and the columns whose next epoch is being warmed (a bit each,
+	 * for the first 256); protected by spans_lock. */
 	pthread_mutex_t spans_lock;
 	struct tfs_view_spans *spans;
+	uint64_t warmed[4];
 	struct tfs_lake_view *next,
 		*prev; /* most recently used first; protected by the lake's lock */
 };
@@ -54,7 +57,9 @@ struct tfs_lake {
 	uint64_t cache_mem;
 	char *cache_dir; /* NULL: none */
 	unsigned prefetch_threads, gather_threads;
-	uint64_t ttl_ns; /* ref_ttl */
+	int epoch_warm;
+	struct tfs_workgroup warm; /* next-epoch loads (epochwarm.c); .pool NULL until started */
+	uint64_t ttl_ns;	   /* ref_ttl */
 	pthread_mutex_t lock;
 	struct tfs_lake_ref *refs;   /* resolved refs; protected by lock */
 	struct tfs_lake_view *views; /* built views, most recently used first; protected by lock */
@@ -102,6 +107,18 @@ int tfs_lake_view_get(struct tfs_lake *l, struct tfs_version *v, const char *nam
 void tfs_lake_view_ref(struct tfs_lake *l, struct tfs_lake_view *lv);
 /* Drop a reference. NULL is fine. */
 void tfs_lake_view_put(struct tfs_lake *l, struct tfs_lake_view *lv);
+/* epochwarm.c. A reader of view lv is within its last window of column col: with epoch_warm,
+ * build the next epoch's view of the same parameters (epoch=E+1) and load the chunks of col that
+ * its first window needs (at most a quarter of the cache), on the pool at read-ahead priority,
+ * once per view and column. Nothing for views without a shuffle (every epoch is the same). */
+void tfs_lake_view_warm_next(struct tfs_lake *l, struct tfs_lake_view *lv, size_t col);
+/* The bytes of a view's last window that tfs_lake_view_warm_next is for: readers call it once
+ * fewer than this many bytes of col are left to read. */
+uint64_t tfs_lake_warm_bytes(const struct tfs_lake *l);
+/* "seed=7,epoch=3,rank=1" -> "seed=7,epoch=4,rank=1" (",epoch=1" added when there is none);
+ * malloc'd, NULL when out of memory or the epoch would overflow. */
+char *tfs_view_name_next_epoch(const char *name);
+
 /* The view's spans of column header (a ragged, text or bytes column of lv->ver), built once and
  * kept while the view stays built; with lines, their lines.txt offsets too (text columns). */
 int tfs_lake_view_spans(struct tfs_lake *l, struct tfs_lake_view *lv, size_t header, int lines,

@@ -360,6 +360,7 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 		}
 		tfs_stream_access(h->stream, lo, hi);
 	}
+	tfs_fs_view_read_near_end(fs, h, h->col, end);
 	/* One piece per row (rows that follow each other in one chunk merge) plus the header. */
 	maxpieces = 2 + (rb ? (size_t)((end - pos) / rb) + 1 : 0);
 	iov = calloc(maxpieces, sizeof(*iov));
@@ -457,6 +458,14 @@ static int view_column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct 
 		a->size = view_file_size(f, &a->v->manifest.cols[col]);
 	tfs_lake_view_put(fs->lake, f);
 	return col >= 0 ? 0 : -ENOENT;
+}
+
+void tfs_fs_view_read_near_end(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t col, uint64_t end)
+{
+	if (!fs->lake->epoch_warm || !h->view || h->size - end >= tfs_lake_warm_bytes(fs->lake) ||
+	    __atomic_exchange_n(&h->warmed, 1, __ATOMIC_RELAXED))
+		return;
+	tfs_lake_view_warm_next(fs->lake, h->view, col);
 }
 
 /* The prefetcher follows the order in which the view first needs each chunk. */

@@ -114,8 +114,14 @@ struct tfs_fs_handle {
 	size_t col;
 	uint64_t size;
 	uint32_t hdr_len; /* column files: bytes of header before the rows (NPY: TFS_NPY_ALIGN) */
+	int warmed;	  /* view files: the next epoch's warm-up was asked for (atomic) */
 	char header[TFS_NPY_ALIGN];
 };
+
+/* A view file's read reached [.., end) of h->size: within the last window, ask the lake to warm
+ * the next epoch of the view for column col (once per handle). */
+void tfs_fs_view_read_near_end(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t col,
+			       uint64_t end);
 
 /* An open directory: its listing, taken at opendir. */
 struct tfs_fs_dir {

@@ -138,6 +138,7 @@ static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h
 		if (lo != UINT32_MAX)
 			tfs_stream_access(h->stream, lo, hi);
 	}
+	tfs_fs_view_read_near_end(fs, h, r->data_col, end);
 	for (uint64_t i = first; !rc && i <= last && pos < end; i++) {
 		uint64_t in, take;
 		ssize_t got;

@@ -528,6 +528,23 @@ static void schedule_ahead(struct tfs_ctl_stream *s, uint64_t batch)
 	}
 }
 
+/* Within the view's last window: the lake warms the next epoch's first window (epoch_warm). */
+static void warm_near_end(struct tfs_ctl_stream *s)
+{
+	uint64_t row_bytes = 0;
+
+	if (!s->lview || s->warmed || !s->lake->epoch_warm)
+		return;
+	for (size_t i = 0; i < s->ncols; i++)
+		row_bytes += s->ver->manifest.cols[s->cols[i]].row_bytes;
+	if ((s->n - s->pos) * row_bytes >= tfs_lake_warm_bytes(s->lake))
+		return;
+	s->warmed = 1;
+	for (size_t i = 0; i < s->ncols; i++)
+		if (s->ver->manifest.cols[s->cols[i]].kind == TFS_COL_FIXED)
+			tfs_lake_view_warm_next(s->lake, s->lview, s->cols[i]);
+}
+
 int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, char *err)
 {
 	uint64_t n;
@@ -569,6 +586,7 @@ int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot
 	}
 	s->pos += n;
 	schedule_ahead(s, batch);
+	warm_near_end(s);
 	return 0;
 }
 

@@ -66,6 +66,7 @@ struct tfs_ctl_stream {
 	size_t nahead;
 	uint64_t *rows;	    /* scratch: max_batch version rows */
 	uint64_t *slot_pos; /* per slot: stream position of its first row */
+	int warmed;	    /* the next epoch's warm-up was asked for */
 };
 
 struct tfs_ctlfile_session {

@@ -51,6 +51,8 @@ static const char usage_text[] =
 	"                                  mount a lake (daemonises unless -f; --force\n"
 	"                                  first unmounts a dead mount left there)\n"
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
+	"               epoch_warm=1 (load the next epoch's first window of a shuffled\n"
+	"               view ahead, as a reader nears the end of an epoch),\n"
 	"               prefetch_threads=N (default: one per CPU for local lakes; for\n"
 	"               remote ones 3/4 of [http] max_inflight, 24; 0 disables),\n"
 	"               readahead_kb=N (kernel readahead, default 1024, needs root),\n"

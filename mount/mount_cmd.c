@@ -78,6 +78,12 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 			}
 		} else if (!strcmp(o, "threads") && val) {
 			cfg->max_threads = (unsigned)atoi(val);
+		} else if (!strcmp(o, "epoch_warm") && val) {
+			if (strcmp(val, "0") && strcmp(val, "1")) {
+				tfs_err("-o epoch_warm=%s: expected 0 or 1", val);
+				return -EINVAL;
+			}
+			lc->epoch_warm = val[0] == '1';
 		} else if (!strcmp(o, "splice") && !val) {
 			cfg->splice = 1;
 		} else if (!strcmp(o, "readahead_kb") && val) {

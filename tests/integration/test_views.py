@@ -281,3 +281,23 @@ def test_default_shuffle_mixes_class_sorted_data(lake, mount):
     counts = classes_per_stretch(np.load(
         tensorfs.view_path(m2.path / "c" / "main", seed=1) + "/label.npy"))
     assert 40 <= np.mean(counts) < 90, (min(counts), np.mean(counts))
+
+
+def test_epoch_warm_loads_the_next_epoch(lake, mount):
+    """-o epoch_warm=1: reading the last window of epoch 0 has the next epoch's view built and
+    its first chunks loaded; its rows are then read from the cache, and equal the view's."""
+    n = 16384
+    image = (np.arange(n, dtype=np.int64)[:, None] * np.ones((1, 128), np.int64))
+    lake.build("w", {"image": image}, "--chunk-size", "256k")  # 256 rows a chunk, 64 chunks
+    m = mount(lake, opts=["cache_mem=64M", "epoch_warm=1"])
+    e0 = np.load(m.path / "w" / "main" / "views" / "seed=4,epoch=0" / "image.npy")
+    deadline = time.time() + 30
+    while "epoch_warm: seed=4,epoch=1: column image" not in m.log() and time.time() < deadline:
+        time.sleep(0.1)
+    assert "epoch_warm: seed=4,epoch=1: column image" in m.log(), m.log()[-2000:]
+    before = json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]
+    e1 = np.load(m.path / "w" / "main" / "views" / "seed=4,epoch=1" / "image.npy")
+    after = json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]
+    assert after["misses"] == before["misses"], (before, after)
+    assert sorted(e1[:, 0].tolist()) == list(range(n)) and not np.array_equal(e0, e1)
+    assert np.array_equal(e1[:, 0], e1[:, 127])

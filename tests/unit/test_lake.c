@@ -240,6 +240,69 @@ static void test_views_are_shared_and_bounded(void **state)
 	tfs_lake_close(l);
 }
 
+static void test_next_epoch_name(void **state)
+{
+	static const char *const cases[][2] = {
+		{ "seed=7", "seed=7,epoch=1" },
+		{ "seed=7,epoch=3,rank=1", "seed=7,epoch=4,rank=1" },
+		{ "epoch=0,seed=1", "epoch=1,seed=1" },
+		{ "seed=1,where=(x,epoch=5)", "seed=1,where=(x,epoch=5),epoch=1" },
+		{ "seed=1,myepoch=2", "seed=1,myepoch=2,epoch=1" },
+		{ "seed=1,epoch=99", "seed=1,epoch=100" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = tfs_view_name_next_epoch(cases[i][0]);
+
+		assert_non_null(got);
+		assert_string_equal(got, cases[i][1]);
+		free(got);
+	}
+	assert_null(tfs_view_name_next_epoch("seed=1,epoch=18446744073709551615"));
+}
+
+/* epoch_warm: the next epoch's view is built and the first chunks it needs are cached; a view
+ * without a shuffle, or a lake without epoch_warm, warms nothing. */
+static void test_epoch_warm_loads_next_epoch(void **state)
+{
+	struct tfs_lake *l = open_lake(0);
+	struct tfs_lake_view *lv, *next;
+	struct tfs_cache_stats before, after;
+	struct tfs_version *v;
+	char err[256];
+
+	(void)state;
+	l->prefetch_threads = 2;
+	l->epoch_warm = 1;
+	assert_int_equal(tfs_lake_start(l), 0);
+	assert_int_equal(tfs_dataset_create(l->store, "ew"), 0);
+	import_rows(l->store, "ew", NULL, 100);
+	assert_int_equal(tfs_lake_version(l, "ew", TFS_LAKE_BRANCH, "main", &v), 0);
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=5,epoch=2", &lv, err, sizeof(err)), 0);
+	tfs_cache_stats(l->cache, &before);
+	tfs_lake_view_warm_next(l, lv, 0);
+	tfs_lake_view_warm_next(l, lv, 0); /* once per view and column */
+	assert_int_equal(tfs_workgroup_wait(&l->warm), 0);
+	tfs_cache_stats(l->cache, &after);
+	assert_true(after.entries > before.entries);
+	/* The next epoch's view is built and kept (idle): getting it again finds it. */
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=5,epoch=3", &next, err, sizeof(err)), 0);
+	assert_int_equal(next->view->n, 100);
+	tfs_lake_view_put(l, next);
+	tfs_lake_view_put(l, lv);
+	/* No shuffle: nothing to warm. */
+	assert_int_equal(tfs_lake_view_get(l, v, "rank=0,world=2", &lv, err, sizeof(err)), 0);
+	tfs_cache_stats(l->cache, &before);
+	tfs_lake_view_warm_next(l, lv, 0);
+	assert_int_equal(tfs_workgroup_wait(&l->warm), 0);
+	tfs_cache_stats(l->cache, &after);
+	assert_int_equal(after.entries, before.entries);
+	tfs_lake_view_put(l, lv);
+	tfs_version_put(v);
+	tfs_lake_close(l);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -266,6 +329,8 @@ int main(void)
 		cmocka_unit_test(test_tags_and_commits_share_versions),
 		cmocka_unit_test(test_resolve_grammar),
 		cmocka_unit_test(test_views_are_shared_and_bounded),
+		cmocka_unit_test(test_next_epoch_name),
+		cmocka_unit_test(test_epoch_warm_loads_next_epoch),
 	};
 
 	return cmocka_run_group_tests_name("lake", tests, group_setup, group_teardown);

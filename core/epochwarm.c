@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/* epochwarm: when a reader nears the end of epoch E of a shuffled view, the first window of epoch
+ * E+1 (same parameters otherwise) is built and loaded ahead, so that the next epoch starts
+ * without a cold stall. Runs as one task per view and column on the lake's pool. */
+#include "lake.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct warm {
+	struct tfs_work work;
+	struct tfs_lake *l;
+	struct tfs_version *v; /* referenced */
+	char *name;	       /* the next epoch's view */
+	size_t col;
+};
+
+char *tfs_view_name_next_epoch(const char *name)
+{
+	size_t depth = 0, at = SIZE_MAX;
+	char *out = NULL;
+
+	/* The epoch= key at the top level (commas inside where=(...) belong to the value). */
+	for (size_t i = 0; name[i]; i++) {
+		if (name[i] == '(')
+			depth++;
+		else if (name[i] == ')' && depth)
+			depth--;
+		if ((i == 0 || (name[i - 1] == ',' && !depth)) && !strncmp(name + i, "epoch=", 6))
+			at = i + 6;
+	}
+	if (at == SIZE_MAX)
+		return asprintf(&out, "%s,epoch=1", name) < 0 ? NULL : out;
+	{
+		char *end;
+		unsigned long long e = strtoull(name + at, &end, 10);
+
+		if (end == name + at || e == UINT64_MAX)
+			return NULL;
+		if (asprintf(&out, "%.*s%llu%s", (int)at, name, e + 1, end) < 0)
+			return NULL;
+	}
+	return out;
+}
+
+uint64_t tfs_lake_warm_bytes(const struct tfs_lake *l)
+{
+	return tfs_view_default_window(l->cache_mem);
+}
+
+static void warm_free(struct warm *w)
+{
+	tfs_version_put(w->v);
+	free(w->name);
+	free(w);
+}
+
+static void warm_drop(struct tfs_work *work)
+{
+	warm_free((struct warm *)work);
+}
+
+/* The column whose data part col is, or SIZE_MAX when col is not a data part. */
+static size_t data_header(const struct tfs_version *v, size_t col)
+{
+	if (v->manifest.cols[col].part != TFS_PART_DATA)
+		return SIZE_MAX;
+	for (size_t i = 0; i < v->manifest.ncols; i++)
+		if (v->manifest.cols[i].part == TFS_PART_NONE &&
+		    v->manifest.cols[i].kind != TFS_COL_FIXED && v->manifest.cols[i].data == col)
+			return i;
+	return SIZE_MAX;
+}
+
+/* Build the view, then load its column's chunks in the order it needs them, up to a quarter of
+ * the cache (the reader's last window holds at most half). */
+static int warm_run(struct tfs_work *work)
+{
+	struct warm *w = (struct warm *)work;
+	const struct tfs_column *c = &w->v->manifest.cols[w->col];
+	const uint64_t budget = tfs_lake_warm_bytes(w->l);
+	struct tfs_lake_view *lv = NULL;
+	uint8_t *seen = calloc(c->nchunks ? c->nchunks : 1, 1);
+	uint64_t bytes = 0, loaded = 0;
+	char err[256];
+	int rc;
+
+	struct tfs_spans sp;
+	const size_t header = data_header(w->v, w->col);
+
+	rc = seen ? tfs_lake_view_get(w->l, w->v, w->name, &lv, err, sizeof(err)) : -ENOMEM;
+	if (header != SIZE_MAX)
+		tfs_spans_init(&sp, w->v, w->l->cache, header);
+	for (uint64_t i = 0; !rc && i < lv->view->n && bytes < budget; i++) {
+		uint64_t r = lv->view->rows[i], end;
+		size_t k;
+
+		/* A data part's rows are bytes: the view row's bytes start where its offset says.
+		 */
+		if (header != SIZE_MAX && (tfs_spans_get(&sp, r, &r, &end) || end == r))
+			continue;
+		k = tfs_column_chunk_of(c, r);
+		if (seen[k] || !w->l->prefetch)
+			continue;
+		seen[k] = 1;
+		bytes += tfs_column_chunk_rows(c, k) * c->row_bytes;
+		if (tfs_version_chunk_prefetch(w->v, w->l->cache, w->col, k) == 1)
+			loaded++;
+	}
+	if (!rc)
+		tfs_info("epoch_warm: %s: column %s: %" PRIu64 " chunks loaded ahead", w->name,
+			 c->name, loaded);
+	if (header != SIZE_MAX)
+		tfs_spans_done(&sp);
+	tfs_lake_view_put(w->l, lv);
+	free(seen);
+	warm_free(w);
+	return 0;
+}
+
+void tfs_lake_view_warm_next(struct tfs_lake *l, struct tfs_lake_view *lv, size_t col)
+{
+	struct tfs_view_params p;
+	struct warm *w;
+	char err[128];
+	int first;
+
+	if (!l->epoch_warm || !l->warm.pool || !l->prefetch || col >= 256 ||
+	    col >= lv->ver->manifest.ncols)
+		return;
+	pthread_mutex_lock(&lv->spans_lock);
+	first = !(lv->warmed[col / 64] & 1ull << (col % 64));
+	lv->warmed[col / 64] |= 1ull << (col % 64);
+	pthread_mutex_unlock(&lv->spans_lock);
+	if (!first || tfs_view_parse(lv->name, &p, err, sizeof(err)))
+		return;
+	first = p.shuffle;
+	tfs_view_params_free(&p);
+	if (!first || !(w = calloc(1, sizeof(*w))))
+		return;
+	w->name = tfs_view_name_next_epoch(lv->name);
+	if (!w->name) {
+		free(w);
+		return;
+	}
+	w->work.run = warm_run;
+	w->work.drop = warm_drop;
+	w->l = l;
+	w->v = lv->ver;
+	tfs_version_get(w->v);
+	w->col = col;
+	tfs_workgroup_submit(&l->warm, &w->work, TFS_WORK_AHEAD);
+}
