@@ -90,6 +90,7 @@ int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,
 	if (rc) {
 		if (rc == -ENOENT)
 			tfs_err("%s/%s: object is missing", s->url, key);
+		rc = rc == -EBADMSG ? -EIO : rc; /* damaged: logged by the store */
 		goto out;
 	}
 	/* Metadata objects are small: check the full content address, not just the checksum. */

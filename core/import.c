@@ -161,6 +161,7 @@ static int load_chunk(struct tfs_store *s, const char *ds, const struct tfs_colu
 	rc = tfs_store_get_object(s, key, 0, &obj);
 	if (!rc)
 		rc = tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, rows * c->row_bytes);
+	rc = rc == -EBADMSG ? -EIO : rc; /* fails its checksum */
 	if (rc)
 		tfs_err("%s/%s: cannot read chunk %zu of column %s: %s", s->url, key, k, c->name,
 			rc == -EIO ? "damaged" : strerror(-rc));

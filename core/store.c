@@ -60,7 +60,7 @@ int tfs_store_get_object(struct tfs_store *s, const char *key, uint64_t urgent_s
 		if (attempt == 1) {
 			tfs_err("%s/%s: object fails its checksum again after a refetch; giving up",
 				s->url, key);
-			return -EIO;
+			return -EBADMSG;
 		}
 		tfs_warn("%s/%s: object fails its checksum (%zu bytes); fetching it again", s->url,
 			 key, out->len);

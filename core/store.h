@@ -115,8 +115,8 @@ static inline int tfs_store_get(struct tfs_store *s, const char *key, struct tfs
 
 /* A content-addressed object (see get_object), its checksum verified: the one place a fetched
  * object is checked, so that a chunk is verified once per fetch and decoded without another
- * check. An object that fails is fetched again once, and is -EIO (logged, naming the object) when
- * it fails again; a newer format version is -EPROTO. */
+ * check. An object that fails is fetched again once, and is -EBADMSG (logged, naming the object)
+ * when it fails again; a newer format version is -EPROTO. */
 int tfs_store_get_object(struct tfs_store *s, const char *key, uint64_t urgent_size,
 			 struct tfs_buf *out);
 

@@ -2,10 +2,12 @@
 /* version: one commit of a dataset opened for reading: its manifest, schema and chunk reads through
  * the chunk cache. Refcounted; immutable once open. */
 #include "version.h"
+#include "badchunks.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,26 +66,6 @@ int tfs_version_column(const struct tfs_version *v, const char *name)
 	return -1;
 }
 
-/* Damaged objects are logged once each, not on every read that trips over them. */
-#define BAD_SLOTS 256
-static pthread_mutex_t bad_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tfs_id bad_ids[BAD_SLOTS]; /* protected by bad_lock */
-static unsigned bad_next;		 /* protected by bad_lock */
-
-static int first_report(const struct tfs_id *id)
-{
-	int first = 1;
-
-	pthread_mutex_lock(&bad_lock);
-	for (unsigned i = 0; i < BAD_SLOTS && first; i++)
-		if (tfs_id_eq(&bad_ids[i], id))
-			first = 0;
-	if (first)
-		bad_ids[bad_next++ % BAD_SLOTS] = *id;
-	pthread_mutex_unlock(&bad_lock);
-	return first;
-}
-
 struct load_ctx {
 	struct tfs_version *v;
 	struct tfs_cache *cache;
@@ -91,6 +73,22 @@ struct load_ctx {
 	size_t k;
 	int urgent; /* a reader waits for the chunk (not read-ahead) */
 };
+
+/* Record a chunk damaged for good; 1 the first time (log it), so each is logged once. */
+static int report_bad(const struct load_ctx *l, const struct tfs_id *id, const char *key,
+		      const char *why)
+{
+	const uint64_t r0 = tfs_column_chunk_first(l->col, l->k);
+	struct tfs_bad_chunk b = { .id = *id, .chunk = l->k, .first_row = r0 };
+
+	b.last_row = r0 + tfs_column_chunk_rows(l->col, l->k) - 1;
+	snprintf(b.where, sizeof(b.where), "%s/%s", l->v->store->url, key);
+	snprintf(b.column, sizeof(b.column), "%s", l->col->name);
+	snprintf(b.why, sizeof(b.why), "%s", why);
+	for (char *p = b.why; *p; p++)
+		*p = *p == ' ' ? '_' : *p; /* one field of the listing */
+	return tfs_bad_chunk_note(&b);
+}
 
 static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t *len, size_t *cap)
 {
@@ -104,7 +102,7 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	const char *why = NULL;
 	uint8_t *p = NULL;
 	size_t pcap = 0;
-	int rc;
+	int rc, bad = 0;
 
 	/* Both buffers come from the cache's pool: a steady scan reuses the same few. */
 	obj.data = tfs_cache_alloc(l->cache, (size_t)c->chunks[l->k].stored_size + 1, &obj.cap);
@@ -116,11 +114,15 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	rc = tfs_store_get_object(l->v->store, key, l->urgent ? c->chunks[l->k].stored_size : 0,
 				  &obj);
 	if (rc) {
-		why = rc == -ENOENT   ? "object is missing"
-		      : rc == -EPROTO ? "written by a newer tensorfs"
-		      : rc == -EIO    ? "checksum mismatch or read error"
-				      : strerror(-rc);
-		rc = rc == -ENOENT ? -EIO : rc;
+		/* Missing, forbidden or failing its checksum twice: damaged for good. Other errors
+		 * (the network, a 5xx after the retries) are reported as they come. */
+		bad = rc == -ENOENT || rc == -EACCES || rc == -EBADMSG;
+		why = rc == -ENOENT    ? "object is missing"
+		      : rc == -EACCES  ? "access to the object is denied"
+		      : rc == -EBADMSG ? "checksum mismatch"
+		      : rc == -EPROTO  ? "written by a newer tensorfs"
+				       : strerror(-rc);
+		rc = rc == -ENOENT || rc == -EACCES || rc == -EBADMSG ? -EIO : rc;
 		goto out;
 	}
 	p = tfs_cache_alloc(l->cache, raw ? raw : 1, &pcap);
@@ -132,6 +134,7 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	if (rc) {
 		why = rc == -EPROTO ? "written by a newer tensorfs"
 				    : "size mismatch or bad encoding";
+		bad = rc != -EPROTO;
 		rc = -EIO;
 		goto out;
 	}
@@ -140,13 +143,15 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	*cap = pcap;
 	p = NULL;
 out:
-	if (why && first_report(id)) {
+	if (why && (!bad || report_bad(l, id, key, why))) {
 		char hex[TFS_ID_HEX];
 
 		tfs_id_hex(id, hex);
 		tfs_err("%s/%s: object %s, chunk %zu of column %s (rows %" PRIu64 "..%" PRIu64
-			"), is damaged: %s; reads of those rows fail with EIO",
-			l->v->store->url, key, hex, l->k, c->name, r0, r0 + nr - 1, why);
+			"), %s: %s; reads of those rows fail with EIO (or, through a view with "
+			"on_error=pad or skip, are bad rows)",
+			l->v->store->url, key, hex, l->k, c->name, r0, r0 + nr - 1,
+			bad ? "is damaged" : "cannot be read", why);
 	}
 	tfs_cache_release(l->cache, p, pcap);
 	tfs_cache_release(l->cache, obj.data, obj.cap);

@@ -31,6 +31,14 @@ const char tfs_view_readme[] =
 	"               last shards with rows from the start of the shuffled order, as\n"
 	"               PyTorch's DistributedSampler does, so every shard has the same length\n"
 	"  start=N      skip the first N rows of this shard (to resume mid-epoch)\n"
+	"  on_error=fail|pad|skip\n"
+	"               rows of a chunk damaged for good (it fails its checksum after a\n"
+	"               refetch, does not decode, or the store answers it missing or\n"
+	"               forbidden: the same on every node): fail (default) reads them as\n"
+	"               EIO; pad reads them as zeros, the files keep their size; skip\n"
+	"               pads the files and leaves the rows out of control-file batches,\n"
+	"               which take the next healthy rows of the order instead. Bad rows are\n"
+	"               listed in .tensorfs/bad_rows and the log\n"
 	"  where=EXPR   keep the rows where EXPR holds, over scalar columns:\n"
 	"               comparisons < <= > >= == != , x in (1,2,3), x not in (...),\n"
 	"               and, or, not, parentheses; %XX escapes are decoded, so\n"
@@ -103,8 +111,8 @@ void tfs_view_params_free(struct tfs_view_params *p)
 
 int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_t err_cap)
 {
-	static const char *const keys[] = { "seed",  "epoch", "rank",	   "world",
-					    "block", "start", "drop_last", "where" };
+	static const char *const keys[] = { "seed",  "epoch",	  "rank",  "world",   "block",
+					    "start", "drop_last", "where", "on_error" };
 	const char *s = name;
 	unsigned seen = 0;
 	int rc = 0;
@@ -152,7 +160,16 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 			rc = -ENOMEM;
 			break;
 		}
-		if (!strcmp(key, "where")) {
+		if (!strcmp(key, "on_error")) {
+			p->on_error = !strcmp(val, "fail")   ? TFS_ON_ERROR_FAIL
+				      : !strcmp(val, "pad")  ? TFS_ON_ERROR_PAD
+				      : !strcmp(val, "skip") ? TFS_ON_ERROR_SKIP
+							     : -1;
+			if ((int)p->on_error < 0) {
+				SET_ERR("on_error=%s: expected fail, pad or skip", val);
+				rc = -EINVAL;
+			}
+		} else if (!strcmp(key, "where")) {
 			free(p->where);
 			p->where = val;
 			val = NULL;
@@ -195,7 +212,7 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 				p->drop_last = (int)x;
 			} else {
 				SET_ERR("unknown view key '%s' (seed, epoch, block, rank, world, "
-					"drop_last, start, where)",
+					"drop_last, start, where, on_error)",
 					key);
 				rc = -EINVAL;
 			}
@@ -406,6 +423,7 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 		goto out;
 	}
 	view->matched = n;
+	view->on_error = p->on_error;
 	/* Shard: contiguous slices of the order, padded from its start unless drop_last. */
 	per = n / p->world +
 	      (!p->drop_last && n % p->world ? 1 : 0); /* no overflow for any world */

@@ -21,6 +21,13 @@
  * front-to-back reader of a view needs the window's chunks in memory at once. */
 uint64_t tfs_view_default_window(uint64_t cache_budget);
 
+/* What readers of a view do with rows of chunks damaged for good (badchunks.h). */
+enum tfs_view_on_error {
+	TFS_ON_ERROR_FAIL, /* EIO */
+	TFS_ON_ERROR_PAD,  /* zeros in files */
+	TFS_ON_ERROR_SKIP, /* zeros in files; left out of control-file batches */
+};
+
 struct tfs_view_params {
 	int shuffle; /* seed= given */
 	uint64_t seed, epoch;
@@ -29,6 +36,7 @@ struct tfs_view_params {
 	uint64_t start;	      /* rows of the shard to skip (resume mid-epoch) */
 	int drop_last;	      /* 1: drop the tail that does not divide by world; 0: pad (default) */
 	char *where;	      /* filter expression, decoded; NULL: every row */
+	enum tfs_view_on_error on_error;
 };
 
 /* Parse a view directory name: comma-separated key=value pairs (commas inside parentheses
@@ -42,6 +50,7 @@ struct tfs_view {
 	uint64_t n;
 	uint64_t *rows;
 	uint64_t matched; /* rows the filter kept, before sharding */
+	enum tfs_view_on_error on_error;
 };
 
 /* Evaluate the filter (reading the scalar columns it names through the cache), shuffle and shard.

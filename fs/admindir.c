@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* admindir: .tensorfs/, the daemon's own files: stats (JSON), metrics (Prometheus), errors (the
- * last errors users met) and control (batched staging, served by cfg->control). */
+ * last errors users met), bad_rows (chunks damaged for good) and control (batched staging,
+ * served by cfg->control). */
 #include "fsnode.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "badchunks.h"
 #include "cache.h"
 #include "diskcache.h"
 #include "prefetch.h"
@@ -71,6 +73,12 @@ static int errors_text(struct tfs_fs *fs, struct tfs_buf *out)
 }
 
 /* The generated files, by name: their text is made when they are opened or stat'ed. */
+static int bad_rows_text(struct tfs_fs *fs, struct tfs_buf *out)
+{
+	(void)fs;
+	return tfs_bad_chunks_text(out);
+}
+
 static const struct {
 	const char *name;
 	int (*text)(struct tfs_fs *fs, struct tfs_buf *out);
@@ -78,6 +86,7 @@ static const struct {
 	{ "stats", tfs_fs_stats_text },
 	{ "metrics", metrics_text },
 	{ "errors", errors_text },
+	{ "bad_rows", bad_rows_text },
 };
 
 #define NGEN (sizeof(gen_files) / sizeof(gen_files[0]))

@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 
 #include "cache.h"
+#include "badchunks.h"
 #include "prefetch.h"
 #include "view.h"
 
@@ -338,6 +339,7 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 	size_t *pinned_k = NULL, npinned = 0, maxpieces, count = 0;
 	struct iovec *iov = NULL;
 	char header[TFS_NPY_ALIGN], *buf = NULL;
+	uint8_t *zeros = NULL; /* a padded bad row */
 	int rc = 0;
 
 	count_read(fs, h, size);
@@ -398,7 +400,24 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 				break;
 			}
 		if (!e) {
-			rc = tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k, &e);
+			/* A chunk known bad is not fetched again for every row of it. */
+			rc = view->on_error != TFS_ON_ERROR_FAIL &&
+					     tfs_bad_chunk_known(&c->chunks[k].id)
+				     ? -EIO
+				     : tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k,
+							     &e);
+			if (rc && tfs_fs_bad_rows_padded(view, &c->chunks[k].id, rc)) {
+				/* A bad row, padded: zeros of its size. */
+				if (!zeros && !(zeros = calloc(1, (size_t)rb))) {
+					rc = -ENOMEM;
+					goto out;
+				}
+				iov[count].iov_base = zeros;
+				iov[count++].iov_len = (size_t)n;
+				at += n;
+				rc = 0;
+				continue;
+			}
 			if (rc)
 				goto out;
 			pinned[npinned] = e;
@@ -439,8 +458,14 @@ out:
 	free(pinned_k);
 	free(iov);
 	free(buf);
+	free(zeros);
 	if (rc)
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+}
+
+int tfs_fs_bad_rows_padded(const struct tfs_view *view, const struct tfs_id *chunk, int rc)
+{
+	return rc == -EIO && view->on_error != TFS_ON_ERROR_FAIL && tfs_bad_chunk_known(chunk);
 }
 
 /* --- a view's COLUMN.npy -------------------------------------------------------------------- */

@@ -149,18 +149,12 @@ void tfs_ctlfile_session_close(struct tfs_ctlfile_session *s)
 
 /* --- streams -------------------------------------------------------------------------------- */
 
-static void drop_ahead(struct tfs_ctl_stream *s, size_t keep)
-{
-	while (s->nahead > keep)
-		tfs_staging_discard(s->ring, s->ahead[--s->nahead].slot);
-}
-
 static void stream_free(struct tfs_ctl_stream *s)
 {
 	if (!s)
 		return;
 	if (s->ring)
-		drop_ahead(s, 0);
+		tfs_ctl_drop_ahead(s, 0);
 	tfs_staging_destroy(s->ring);
 	tfs_lake_view_put(s->lake, s->lview);
 	tfs_version_put(s->ver);
@@ -410,6 +404,8 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.ncols = s->ncols;
 	memcpy(cfg.cols, s->cols, sizeof(cfg.cols));
 	cfg.max_rows = s->max_batch;
+	cfg.pad_bad_rows = s->view && s->view->on_error != TFS_ON_ERROR_FAIL;
+	s->skip = s->view && s->view->on_error == TFS_ON_ERROR_SKIP;
 	cfg.depth = s->depth;
 	cfg.device = s->device;
 	cfg.shm_dir = ctl->shm_dir;
@@ -453,206 +449,6 @@ int tfs_ctl_stream_close(struct tfs_ctlfile_session *se, uint64_t id, char *err)
 	se->ctl->nstreams--;
 	pthread_mutex_unlock(&se->ctl->lock);
 	stream_free(s);
-	return 0;
-}
-
-/* The message of a failed tfs_staging_take of slot. */
-static void take_error(struct tfs_ctl_stream *s, unsigned slot, int rc, char *err)
-{
-	size_t c;
-	uint64_t need;
-
-	if (rc != -E2BIG) {
-		SET_ERR("cannot gather the rows: %s", strerror(-rc));
-		return;
-	}
-	tfs_staging_overflow(s->ring, slot, &c, &need);
-	SET_ERR("the rows hold %" PRIu64 " bytes of column '%s', more than a slot's room for it "
-		"(open with room=BYTES)",
-		need, s->ver->manifest.cols[s->cols[c]].name);
-}
-
-/* Fill a slot with s->rows[0..n) synchronously and lease it. A slot taken by a batch made ahead
- * is reclaimed (youngest first) rather than refusing. */
-static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos, unsigned *out,
-		     char *err)
-{
-	int rc;
-
-	for (;;) {
-		rc = tfs_staging_fill(s->ring, slot, s->rows, n, 0);
-		if (rc != -EBUSY || !s->nahead)
-			break;
-		drop_ahead(s, s->nahead - 1);
-	}
-	if (rc == -EBUSY) {
-		if (slot >= 0)
-			SET_ERR("slot %d of stream %u is leased: release it first", slot, s->id);
-		else
-			SET_ERR("no free slot: all %u slots of stream %u are leased (release one)",
-				s->depth, s->id);
-		return rc;
-	}
-	*out = (unsigned)rc;
-	s->slot_pos[*out] = pos;
-	rc = tfs_staging_take(s->ring, *out);
-	if (rc)
-		take_error(s, *out, rc, err);
-	return rc;
-}
-
-static void view_rows(const struct tfs_ctl_stream *s, uint64_t *rows, uint64_t first, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		rows[i] = s->view ? s->view->rows[first + i] : first + i;
-}
-
-/* Queue the batches after the cursor (and after those already made ahead) on the pool. */
-static void schedule_ahead(struct tfs_ctl_stream *s, uint64_t batch)
-{
-	uint64_t p = s->pos;
-
-	for (size_t i = 0; i < s->nahead; i++)
-		p = s->ahead[i].pos + s->ahead[i].n;
-	while (s->nahead < s->ahead_max && p < s->n) {
-		const uint64_t n = s->n - p < batch ? s->n - p : batch;
-		int slot;
-
-		view_rows(s, s->rows, p, (size_t)n);
-		slot = tfs_staging_fill(s->ring, -1, s->rows, (size_t)n, 1);
-		if (slot < 0)
-			break; /* the loader holds the other slots */
-		s->slot_pos[slot] = p;
-		s->ahead[s->nahead++] = (struct ahead){ (unsigned)slot, p, n };
-		p += n;
-	}
-}
-
-/* Within the view's last window: the lake warms the next epoch's first window (epoch_warm). */
-static void warm_near_end(struct tfs_ctl_stream *s)
-{
-	uint64_t row_bytes = 0;
-
-	if (!s->lview || s->warmed || !s->lake->epoch_warm)
-		return;
-	for (size_t i = 0; i < s->ncols; i++)
-		row_bytes += s->ver->manifest.cols[s->cols[i]].row_bytes;
-	if ((s->n - s->pos) * row_bytes >= tfs_lake_warm_bytes(s->lake))
-		return;
-	s->warmed = 1;
-	for (size_t i = 0; i < s->ncols; i++)
-		if (s->ver->manifest.cols[s->cols[i]].kind == TFS_COL_FIXED)
-			tfs_lake_view_warm_next(s->lake, s->lview, s->cols[i]);
-}
-
-int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, char *err)
-{
-	uint64_t n;
-	int rc;
-
-	if (!batch) {
-		SET_ERR("batch must be at least 1");
-		return -EINVAL;
-	}
-	if (batch > s->max_batch) {
-		SET_ERR("batch=%" PRIu64 " is larger than the stream's slots (batch=%" PRIu64
-			" at open)",
-			batch, s->max_batch);
-		return -E2BIG;
-	}
-	if (s->pos >= s->n) {
-		drop_ahead(s, 0);
-		SET_ERR("end of stream %u: all %" PRIu64 " rows were staged (seek stream=%u pos=0 "
-			"starts over)",
-			s->id, s->n, s->id);
-		return -ENODATA;
-	}
-	n = s->n - s->pos < batch ? s->n - s->pos : batch;
-	if (s->nahead && s->ahead[0].pos == s->pos && s->ahead[0].n == n) {
-		*slot = s->ahead[0].slot;
-		memmove(s->ahead, s->ahead + 1, --s->nahead * sizeof(s->ahead[0]));
-		rc = tfs_staging_take(s->ring, *slot);
-		if (rc) {
-			drop_ahead(s, 0);
-			take_error(s, *slot, rc, err);
-			return rc;
-		}
-	} else {
-		drop_ahead(s, 0);
-		view_rows(s, s->rows, s->pos, (size_t)n);
-		rc = stage_now(s, -1, (size_t)n, s->pos, slot, err);
-		if (rc)
-			return rc;
-	}
-	s->pos += n;
-	schedule_ahead(s, batch);
-	warm_near_end(s);
-	return 0;
-}
-
-int tfs_ctl_stream_stage(struct tfs_ctl_stream *s, const uint64_t *rows, uint64_t start, uint64_t n,
-			 int slot, unsigned *out, char *err)
-{
-	if (!n) {
-		SET_ERR("no rows to stage");
-		return -EINVAL;
-	}
-	if (n > s->max_batch) {
-		SET_ERR("%" PRIu64 " rows: more than the stream's slots hold (batch=%" PRIu64
-			" at open)",
-			n, s->max_batch);
-		return -E2BIG;
-	}
-	if (slot >= 0 && (unsigned)slot >= s->depth) {
-		SET_ERR("slot %d: stream %u has slots 0..%u", slot, s->id, s->depth - 1);
-		return -EINVAL;
-	}
-	if (rows) {
-		for (uint64_t i = 0; i < n; i++) {
-			if (rows[i] >= s->n) {
-				SET_ERR("row %" PRIu64 " out of range: stream %u has %" PRIu64
-					" rows",
-					rows[i], s->id, s->n);
-				return -ERANGE;
-			}
-			s->rows[i] = s->view ? s->view->rows[rows[i]] : rows[i];
-		}
-		start = rows[0];
-	} else {
-		if (start > s->n || n > s->n - start) {
-			SET_ERR("rows %" PRIu64 "..%" PRIu64 " out of range: stream %u has %" PRIu64
-				" rows",
-				start, start + n - 1, s->id, s->n);
-			return -ERANGE;
-		}
-		view_rows(s, s->rows, start, (size_t)n);
-	}
-	return stage_now(s, slot, (size_t)n, start, out, err);
-}
-
-int tfs_ctl_stream_release(struct tfs_ctl_stream *s, int slot, char *err)
-{
-	if (slot < 0) {
-		for (unsigned i = 0; i < s->depth; i++)
-			tfs_staging_release(s->ring, i);
-		return 0;
-	}
-	if ((unsigned)slot >= s->depth || tfs_staging_release(s->ring, (unsigned)slot)) {
-		SET_ERR("slot %d of stream %u is not leased", slot, s->id);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int tfs_ctl_stream_seek(struct tfs_ctl_stream *s, uint64_t pos, char *err)
-{
-	if (pos > s->n) {
-		SET_ERR("pos %" PRIu64 " out of range: stream %u has %" PRIu64 " rows", pos, s->id,
-			s->n);
-		return -ERANGE;
-	}
-	drop_ahead(s, 0);
-	s->pos = pos;
 	return 0;
 }
 

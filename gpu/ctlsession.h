@@ -42,10 +42,11 @@ struct tfs_ctlfile {
 	uint64_t requests, errors;	      /* atomic */
 };
 
-/* A batch of `next` being made ahead of the loader. */
+/* A batch of `next` being made ahead of the loader: at stream position pos, for a request of
+ * want rows, taking used positions (more than its rows where bad rows were skipped). */
 struct ahead {
 	unsigned slot;
-	uint64_t pos, n;
+	uint64_t pos, used, want;
 };
 
 struct tfs_ctl_stream {
@@ -67,6 +68,7 @@ struct tfs_ctl_stream {
 	uint64_t *rows;	    /* scratch: max_batch version rows */
 	uint64_t *slot_pos; /* per slot: stream position of its first row */
 	int warmed;	    /* the next epoch's warm-up was asked for */
+	int skip;	    /* the view's on_error=skip: `next` passes bad rows over */
 };
 
 struct tfs_ctlfile_session {
@@ -116,6 +118,9 @@ int tfs_ctl_stream_stage(struct tfs_ctl_stream *s, const uint64_t *rows, uint64_
 int tfs_ctl_stream_release(struct tfs_ctl_stream *s, int slot, char *err);
 /* Move the `next` cursor to stream position pos (batches made ahead are dropped). */
 int tfs_ctl_stream_seek(struct tfs_ctl_stream *s, uint64_t pos, char *err);
+
+/* Batches of `next` made ahead are dropped, all but the first keep. */
+void tfs_ctl_drop_ahead(struct tfs_ctl_stream *s, size_t keep);
 
 /* Counters of the control file and, with se, of that session. */
 void tfs_ctl_stats_now(struct tfs_ctlfile *ctl, struct tfs_ctl_stats *st,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "badchunks.h"
 #include "util.h"
 
 enum slot_state { S_FREE, S_FILLING, S_READY, S_LEASED };
@@ -23,6 +24,7 @@ struct slot {
 	/* Set by the filler while S_FILLING, read after: bytes of each column; the column that
 	 * did not fit its room and the bytes it needed (rc -E2BIG). */
 	uint64_t used[TFS_STAGING_MAX_COLS];
+	size_t padded; /* bad rows gathered as zeros */
 	size_t over_col;
 	uint64_t over_need;
 	struct tfs_staging *st;
@@ -104,7 +106,7 @@ int tfs_staging_probe(int device, char *err, size_t err_cap)
 /* Copy rows of one column into dst, row i at dst + i * row_bytes. Runs of consecutive rows in
  * one chunk are one memcpy; the chunk last used stays pinned across rows. */
 static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *rows, size_t n,
-			 uint8_t *dst)
+			 uint8_t *dst, size_t *padded)
 {
 	struct tfs_version *v = st->cfg.ver;
 	const struct tfs_column *c = &v->manifest.cols[col];
@@ -128,7 +130,19 @@ static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *row
 			if (e)
 				tfs_cache_put(st->cfg.cache, e);
 			e = NULL;
-			rc = tfs_version_chunk_get(v, st->cfg.cache, col, k, &e);
+			k_pinned = SIZE_MAX;
+			/* A chunk known bad is not fetched again. */
+			rc = st->cfg.pad_bad_rows && tfs_bad_chunk_known(&c->chunks[k].id)
+				     ? -EIO
+				     : tfs_version_chunk_get(v, st->cfg.cache, col, k, &e);
+			if (rc == -EIO && st->cfg.pad_bad_rows &&
+			    tfs_bad_chunk_known(&c->chunks[k].id)) {
+				memset(dst + i * rb, 0, (size_t)(run * rb));
+				*padded += run;
+				i += run;
+				rc = 0;
+				continue;
+			}
 			if (rc)
 				break;
 			k_pinned = k;
@@ -146,6 +160,27 @@ static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *row
 	if (e)
 		tfs_cache_put(st->cfg.cache, e);
 	return rc;
+}
+
+/* Whether row r of column h (not fixed), unreadable with rc, is a bad row to pad: a chunk of
+ * its offsets, or of its data [a, b) when known, is damaged for good. */
+static int span_bad(struct tfs_staging *st, const struct tfs_column *h, uint64_t r, int rc,
+		    uint64_t a, uint64_t b)
+{
+	const struct tfs_manifest *m = &st->cfg.ver->manifest;
+	const struct tfs_column *o = &m->cols[h->offsets], *d = &m->cols[h->data];
+
+	if (rc != -EIO || !st->cfg.pad_bad_rows)
+		return 0;
+	if (tfs_bad_chunk_known(&o->chunks[tfs_column_chunk_of(o, r)].id) ||
+	    tfs_bad_chunk_known(&o->chunks[tfs_column_chunk_of(o, r + 1)].id))
+		return 1;
+	if (b <= a)
+		return 0;
+	for (size_t k = tfs_column_chunk_of(d, a); k <= tfs_column_chunk_of(d, b - 1); k++)
+		if (tfs_bad_chunk_known(&d->chunks[k].id))
+			return 1;
+	return 0;
 }
 
 /* Copy the rows of a column of another kind than fixed (its header col) into the slot at mem:
@@ -170,6 +205,12 @@ static int gather_spans(struct tfs_staging *st, struct slot *s, size_t c, uint8_
 
 		assert(s->rows[i] < h->rows);
 		rc = tfs_spans_get(&sp, s->rows[i], &a, &b);
+		if (rc && span_bad(st, h, s->rows[i], rc, 0, 0)) {
+			offs[i + 1] = at; /* a bad row, padded: empty */
+			s->padded++;
+			rc = 0;
+			continue;
+		}
 		if (rc)
 			break;
 		if (at + (b - a) > room) {
@@ -177,6 +218,12 @@ static int gather_spans(struct tfs_staging *st, struct slot *s, size_t c, uint8_
 		} else if (!rc && b > a) {
 			got = tfs_version_read(v, st->cfg.cache, h->data, a, data + at,
 					       (size_t)(b - a));
+			if (got != (ssize_t)(b - a) &&
+			    span_bad(st, h, s->rows[i], got < 0 ? (int)got : -EIO, a, b)) {
+				offs[i + 1] = at;
+				s->padded++;
+				continue;
+			}
 			if (got != (ssize_t)(b - a)) {
 				tfs_err("staging: column %s: row %" PRIu64 " is cut short", h->name,
 					s->rows[i]);
@@ -194,7 +241,8 @@ static int gather_spans(struct tfs_staging *st, struct slot *s, size_t c, uint8_
 		s->over_need = at;
 	}
 	if (!rc && h->kind == TFS_COL_RAGGED)
-		rc = gather_column(st, h->shapes, s->rows, s->nrows, mem + st->shapes_off[c]);
+		rc = gather_column(st, h->shapes, s->rows, s->nrows, mem + st->shapes_off[c],
+				   &s->padded);
 	return rc;
 }
 
@@ -217,12 +265,13 @@ static void fill_slot(struct slot *s)
 	uint8_t *mem = NULL;
 	int rc = st->be->begin(st->b, i, &mem);
 
+	s->padded = 0;
 	for (size_t c = 0; !rc && c < st->cfg.ncols; c++) {
 		const struct tfs_column *col = &st->cfg.ver->manifest.cols[st->cfg.cols[c]];
 
 		if (col->kind == TFS_COL_FIXED) {
 			rc = gather_column(st, st->cfg.cols[c], s->rows, s->nrows,
-					   mem + st->col_off[c]);
+					   mem + st->col_off[c], &s->padded);
 			s->used[c] = s->nrows * col->row_bytes;
 		} else {
 			rc = gather_spans(st, s, c, mem);
@@ -522,6 +571,17 @@ uint64_t tfs_staging_col_bytes(struct tfs_staging *st, unsigned slot, size_t c)
 	assert(slot < st->cfg.depth && c < st->cfg.ncols);
 	pthread_mutex_lock(&st->lock);
 	n = st->slots[slot].used[c];
+	pthread_mutex_unlock(&st->lock);
+	return n;
+}
+
+size_t tfs_staging_padded(struct tfs_staging *st, unsigned slot)
+{
+	size_t n;
+
+	assert(slot < st->cfg.depth);
+	pthread_mutex_lock(&st->lock);
+	n = st->slots[slot].padded;
 	pthread_mutex_unlock(&st->lock);
 	return n;
 }

@@ -34,6 +34,9 @@ struct tfs_staging_config {
 	uint64_t max_rows;		   /* rows one slot holds */
 	/* Columns of another kind than fixed: bytes of row data one slot holds for each. */
 	uint64_t room[TFS_STAGING_MAX_COLS];
+	/* Rows of chunks damaged for good (badchunks.h) are gathered as zeros (ragged, text and
+	 * bytes: as empty rows) and counted (tfs_staging_padded), not an error. */
+	int pad_bad_rows;
 	unsigned depth;	     /* slots */
 	int device;	     /* TFS_STAGING_HOST or a CUDA device */
 	const char *shm_dir; /* host: directory of slot files; NULL: /dev/shm */
@@ -93,6 +96,8 @@ size_t tfs_staging_rows(struct tfs_staging *st, unsigned slot);
 /* Bytes of column c (an index into cfg->cols) in slot: a fixed column's rows, another kind's
  * row data. */
 uint64_t tfs_staging_col_bytes(struct tfs_staging *st, unsigned slot, size_t c);
+/* Rows of the slot's last fill that were bad and padded (pad_bad_rows). */
+size_t tfs_staging_padded(struct tfs_staging *st, unsigned slot);
 /* After a fill failed with -E2BIG: the column whose rows did not fit its room, and the bytes
  * they needed. */
 void tfs_staging_overflow(struct tfs_staging *st, unsigned slot, size_t *c, uint64_t *need);

@@ -530,7 +530,7 @@ def test_read_only_except_control(lake, mount):
     assert ei.value.errno == errno.EROFS
     with pytest.raises(OSError):
         os.unlink(ctl_path(m))
-    assert sorted(os.listdir(m.path / ".tensorfs")) == ["control", "errors", "metrics", "stats"]
+    assert sorted(os.listdir(m.path / ".tensorfs")) == ["bad_rows", "control", "errors", "metrics", "stats"]
     st = os.stat(ctl_path(m))
     assert oct(st.st_mode & 0o777) == "0o600" and st.st_uid == os.getuid()
 

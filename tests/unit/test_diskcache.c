@@ -426,7 +426,7 @@ static void test_damaged_at_source_not_cached(void **state)
 		/* Checked as it arrives: fetched again once, then EIO, and never kept. */
 		struct tfs_store_counters c;
 
-		assert_int_equal(tfs_store_get_object(s, o.key, 0, &b), -EIO);
+		assert_int_equal(tfs_store_get_object(s, o.key, 0, &b), -EBADMSG);
 		tfs_store_counters(tfs_diskcache_inner(s), &c);
 		assert_int_equal(c.gets, (uint64_t)i);
 		assert_int_equal(c.retries, (uint64_t)i); /* the refetch */

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* badchunks: the process's record of chunks damaged for good. */
+#include "badchunks.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tfs_bad_chunk *bad; /* protected by lock */
+static size_t nbad, cap;	  /* protected by lock */
+static uint64_t dropped;	  /* past TFS_BAD_CHUNKS_MAX; protected by lock */
+
+static int find(const struct tfs_id *id)
+{
+	for (size_t i = 0; i < nbad; i++)
+		if (tfs_id_eq(&bad[i].id, id))
+			return 1;
+	return 0;
+}
+
+int tfs_bad_chunk_note(const struct tfs_bad_chunk *b)
+{
+	int first = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!find(&b->id)) {
+		if (nbad == cap && cap < TFS_BAD_CHUNKS_MAX) {
+			size_t ncap = cap ? 2 * cap : 16;
+			struct tfs_bad_chunk *g = realloc(bad, ncap * sizeof(*g));
+
+			if (g) {
+				bad = g;
+				cap = ncap;
+			}
+		}
+		if (nbad < cap)
+			bad[nbad++] = *b;
+		else
+			dropped++;
+		first = 1;
+	}
+	pthread_mutex_unlock(&lock);
+	return first;
+}
+
+int tfs_bad_chunk_known(const struct tfs_id *id)
+{
+	int known;
+
+	pthread_mutex_lock(&lock);
+	known = nbad && find(id);
+	pthread_mutex_unlock(&lock);
+	return known;
+}
+
+int tfs_bad_chunks_text(struct tfs_buf *out)
+{
+	int rc;
+
+	pthread_mutex_lock(&lock);
+	rc = tfs_buf_printf(out,
+			    "# chunks damaged for good: %zu (%" PRIu64
+			    " more not listed); their rows are bad rows\n"
+			    "# column chunk first_row last_row object reason\n",
+			    nbad, dropped);
+	for (size_t i = 0; !rc && i < nbad; i++)
+		rc = tfs_buf_printf(out, "%s %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %s\n",
+				    bad[i].column, bad[i].chunk, bad[i].first_row, bad[i].last_row,
+				    bad[i].where, bad[i].why);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}

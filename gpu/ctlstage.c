@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/* ctlstage: a stream's batches: staged by rows or range, or `next` in stream order with batches
+ * made ahead on the pool; rows of chunks damaged for good padded or (on_error=skip) left out. */
+#include "ctlsession.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "badchunks.h"
+#include "lake.h"
+
+void tfs_ctl_drop_ahead(struct tfs_ctl_stream *s, size_t keep)
+{
+	while (s->nahead > keep)
+		tfs_staging_discard(s->ring, s->ahead[--s->nahead].slot);
+}
+
+/* The message of a failed tfs_staging_take of slot. */
+static void take_error(struct tfs_ctl_stream *s, unsigned slot, int rc, char *err)
+{
+	size_t c;
+	uint64_t need;
+
+	if (rc != -E2BIG) {
+		SET_ERR("cannot gather the rows: %s", strerror(-rc));
+		return;
+	}
+	tfs_staging_overflow(s->ring, slot, &c, &need);
+	SET_ERR("the rows hold %" PRIu64 " bytes of column '%s', more than a slot's room for it "
+		"(open with room=BYTES)",
+		need, s->ver->manifest.cols[s->cols[c]].name);
+}
+
+/* Fill a slot with s->rows[0..n) synchronously and lease it. A slot taken by a batch made ahead
+ * is reclaimed (youngest first) rather than refusing. */
+static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos, unsigned *out,
+		     char *err)
+{
+	int rc;
+
+	for (;;) {
+		rc = tfs_staging_fill(s->ring, slot, s->rows, n, 0);
+		if (rc != -EBUSY || !s->nahead)
+			break;
+		tfs_ctl_drop_ahead(s, s->nahead - 1);
+	}
+	if (rc == -EBUSY) {
+		if (slot >= 0)
+			SET_ERR("slot %d of stream %u is leased: release it first", slot, s->id);
+		else
+			SET_ERR("no free slot: all %u slots of stream %u are leased (release one)",
+				s->depth, s->id);
+		return rc;
+	}
+	*out = (unsigned)rc;
+	s->slot_pos[*out] = pos;
+	rc = tfs_staging_take(s->ring, *out);
+	if (rc)
+		take_error(s, *out, rc, err);
+	return rc;
+}
+
+static void view_rows(const struct tfs_ctl_stream *s, uint64_t *rows, uint64_t first, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		rows[i] = s->view ? s->view->rows[first + i] : first + i;
+}
+
+/* Whether version row r is a bad row of a staged column: in a chunk damaged for good. */
+static int row_bad(const struct tfs_ctl_stream *s, uint64_t r)
+{
+	const struct tfs_manifest *m = &s->ver->manifest;
+
+	for (size_t i = 0; i < s->ncols; i++) {
+		const struct tfs_column *c = &m->cols[s->cols[i]];
+
+		if (c->kind != TFS_COL_FIXED) /* its offsets; its data is checked as it is read */
+			c = &m->cols[c->offsets];
+		if (tfs_bad_chunk_known(&c->chunks[tfs_column_chunk_of(c, r)].id))
+			return 1;
+	}
+	return 0;
+}
+
+/* The next rows of the stream from position p into s->rows, at most want: with on_error=skip,
+ * rows known bad are passed over. Returns how many; *used: the positions they took. */
+static size_t pick_rows(struct tfs_ctl_stream *s, uint64_t p, uint64_t want, uint64_t *used)
+{
+	size_t n = 0;
+	uint64_t q = p;
+
+	if (!s->skip) {
+		n = (size_t)(s->n - p < want ? s->n - p : want);
+		view_rows(s, s->rows, p, n);
+		*used = n;
+		return n;
+	}
+	for (; q < s->n && n < want; q++) {
+		const uint64_t r = s->view ? s->view->rows[q] : q;
+
+		if (!row_bad(s, r))
+			s->rows[n++] = r;
+	}
+	*used = q - p;
+	return n;
+}
+
+/* Queue the batches after the cursor (and after those already made ahead) on the pool. */
+static void schedule_ahead(struct tfs_ctl_stream *s, uint64_t batch)
+{
+	uint64_t p = s->pos;
+
+	for (size_t i = 0; i < s->nahead; i++)
+		p = s->ahead[i].pos + s->ahead[i].used;
+	while (s->nahead < s->ahead_max && p < s->n) {
+		uint64_t used;
+		const size_t n = pick_rows(s, p, batch, &used);
+		int slot;
+
+		if (!n)
+			break;
+		slot = tfs_staging_fill(s->ring, -1, s->rows, n, 1);
+		if (slot < 0)
+			break; /* the loader holds the other slots */
+		s->slot_pos[slot] = p;
+		s->ahead[s->nahead++] = (struct ahead){ (unsigned)slot, p, used, batch };
+		p += used;
+	}
+}
+
+/* Within the view's last window: the lake warms the next epoch's first window (epoch_warm). */
+static void warm_near_end(struct tfs_ctl_stream *s)
+{
+	uint64_t row_bytes = 0;
+
+	if (!s->lview || s->warmed || !s->lake->epoch_warm)
+		return;
+	for (size_t i = 0; i < s->ncols; i++)
+		row_bytes += s->ver->manifest.cols[s->cols[i]].row_bytes;
+	if ((s->n - s->pos) * row_bytes >= tfs_lake_warm_bytes(s->lake))
+		return;
+	s->warmed = 1;
+	for (size_t i = 0; i < s->ncols; i++)
+		if (s->ver->manifest.cols[s->cols[i]].kind == TFS_COL_FIXED)
+			tfs_lake_view_warm_next(s->lake, s->lview, s->cols[i]);
+}
+
+int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, char *err)
+{
+	uint64_t used;
+	size_t n;
+	int rc;
+
+	if (!batch) {
+		SET_ERR("batch must be at least 1");
+		return -EINVAL;
+	}
+	if (batch > s->max_batch) {
+		SET_ERR("batch=%" PRIu64 " is larger than the stream's slots (batch=%" PRIu64
+			" at open)",
+			batch, s->max_batch);
+		return -E2BIG;
+	}
+	if (s->pos >= s->n) {
+		tfs_ctl_drop_ahead(s, 0);
+		SET_ERR("end of stream %u: all %" PRIu64 " rows were staged (seek stream=%u pos=0 "
+			"starts over)",
+			s->id, s->n, s->id);
+		return -ENODATA;
+	}
+	if (s->nahead && (s->ahead[0].pos != s->pos || s->ahead[0].want != batch))
+		tfs_ctl_drop_ahead(s, 0);
+	if (s->nahead) {
+		*slot = s->ahead[0].slot;
+		used = s->ahead[0].used;
+		memmove(s->ahead, s->ahead + 1, --s->nahead * sizeof(s->ahead[0]));
+		rc = tfs_staging_take(s->ring, *slot);
+		if (rc) {
+			tfs_ctl_drop_ahead(s, 0);
+			take_error(s, *slot, rc, err);
+			return rc;
+		}
+	} else {
+		n = pick_rows(s, s->pos, batch, &used);
+		if (!n) {
+			s->pos = s->n;
+			SET_ERR("end of stream %u: the rows left are bad rows (on_error=skip)",
+				s->id);
+			return -ENODATA;
+		}
+		rc = stage_now(s, -1, n, s->pos, slot, err);
+		if (rc)
+			return rc;
+	}
+	/* A chunk found bad while this batch was gathered: gather it again without its rows,
+	 * which are now known (a few times at most: each pass learns at least one chunk). */
+	for (int again = 0; s->skip && again < 16 && tfs_staging_padded(s->ring, *slot); again++) {
+		tfs_ctl_drop_ahead(s, 0);
+		tfs_staging_release(s->ring, *slot);
+		n = pick_rows(s, s->pos, batch, &used);
+		if (!n) {
+			s->pos = s->n;
+			SET_ERR("end of stream %u: the rows left are bad rows (on_error=skip)",
+				s->id);
+			return -ENODATA;
+		}
+		rc = stage_now(s, -1, n, s->pos, slot, err);
+		if (rc)
+			return rc;
+	}
+	s->pos += used;
+	schedule_ahead(s, batch);
+	warm_near_end(s);
+	return 0;
+}
+
+int tfs_ctl_stream_stage(struct tfs_ctl_stream *s, const uint64_t *rows, uint64_t start, uint64_t n,
+			 int slot, unsigned *out, char *err)
+{
+	if (!n) {
+		SET_ERR("no rows to stage");
+		return -EINVAL;
+	}
+	if (n > s->max_batch) {
+		SET_ERR("%" PRIu64 " rows: more than the stream's slots hold (batch=%" PRIu64
+			" at open)",
+			n, s->max_batch);
+		return -E2BIG;
+	}
+	if (slot >= 0 && (unsigned)slot >= s->depth) {
+		SET_ERR("slot %d: stream %u has slots 0..%u", slot, s->id, s->depth - 1);
+		return -EINVAL;
+	}
+	if (rows) {
+		for (uint64_t i = 0; i < n; i++) {
+			if (rows[i] >= s->n) {
+				SET_ERR("row %" PRIu64 " out of range: stream %u has %" PRIu64
+					" rows",
+					rows[i], s->id, s->n);
+				return -ERANGE;
+			}
+			s->rows[i] = s->view ? s->view->rows[rows[i]] : rows[i];
+		}
+		start = rows[0];
+	} else {
+		if (start > s->n || n > s->n - start) {
+			SET_ERR("rows %" PRIu64 "..%" PRIu64 " out of range: stream %u has %" PRIu64
+				" rows",
+				start, start + n - 1, s->id, s->n);
+			return -ERANGE;
+		}
+		view_rows(s, s->rows, start, (size_t)n);
+	}
+	return stage_now(s, slot, (size_t)n, start, out, err);
+}
+
+int tfs_ctl_stream_release(struct tfs_ctl_stream *s, int slot, char *err)
+{
+	if (slot < 0) {
+		for (unsigned i = 0; i < s->depth; i++)
+			tfs_staging_release(s->ring, i);
+		return 0;
+	}
+	if ((unsigned)slot >= s->depth || tfs_staging_release(s->ring, (unsigned)slot)) {
+		SET_ERR("slot %d of stream %u is not leased", slot, s->id);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int tfs_ctl_stream_seek(struct tfs_ctl_stream *s, uint64_t pos, char *err)
+{
+	if (pos > s->n) {
+		SET_ERR("pos %" PRIu64 " out of range: stream %u has %" PRIu64 " rows", pos, s->id,
+			s->n);
+		return -ERANGE;
+	}
+	tfs_ctl_drop_ahead(s, 0);
+	s->pos = pos;
+	return 0;
+}
