@@ -30,7 +30,15 @@ const char tfs_view_readme[] =
 	"  drop_last=1  drop the rows that do not divide by world; the default (0) pads the\n"
 	"               last shards with rows from the start of the shuffled order, as\n"
 	"               PyTorch's DistributedSampler does, so every shard has the same length\n"
-	"  start=N      skip the first N rows of this shard (to resume mid-epoch)\n"
+	"  start=N      skip the first N rows of this shard (to resume mid-epoch); with\n"
+	"               stride, the first N rows of the whole order\n"
+	"  stride=B     interleaved shards: rank r takes the r-th B rows of every\n"
+	"               world x B rows of the order (B: the per-rank batch size), so\n"
+	"               after k batches on every rank the job has read exactly the\n"
+	"               first k x world x B rows; a run checkpointed at one world size\n"
+	"               resumes at another with start=<rows read>, each row once.\n"
+	"               Every rank reads every chunk of a window (one shared mount\n"
+	"               serves them once; separate machines each fetch it)\n"
 	"  on_error=fail|pad|skip\n"
 	"               rows of a chunk damaged for good (it fails its checksum after a\n"
 	"               refetch, does not decode, or the store answers it missing or\n"
@@ -111,8 +119,8 @@ void tfs_view_params_free(struct tfs_view_params *p)
 
 int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_t err_cap)
 {
-	static const char *const keys[] = { "seed",  "epoch",	  "rank",  "world",   "block",
-					    "start", "drop_last", "where", "on_error" };
+	static const char *const keys[] = { "seed",  "epoch",	  "rank",  "world",    "block",
+					    "start", "drop_last", "where", "on_error", "stride" };
 	const char *s = name;
 	unsigned seen = 0;
 	int rc = 0;
@@ -204,6 +212,12 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 				}
 			} else if (!strcmp(key, "start")) {
 				p->start = x;
+			} else if (!strcmp(key, "stride")) {
+				p->stride = x;
+				if (x == 0) {
+					SET_ERR("stride=0: expected at least 1");
+					rc = -EINVAL;
+				}
 			} else if (!strcmp(key, "drop_last")) {
 				if (x > 1) {
 					SET_ERR("drop_last=%s: expected 0 or 1", val);
@@ -212,7 +226,7 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 				p->drop_last = (int)x;
 			} else {
 				SET_ERR("unknown view key '%s' (seed, epoch, block, rank, world, "
-					"drop_last, start, where, on_error)",
+					"drop_last, start, stride, where, on_error)",
 					key);
 				rc = -EINVAL;
 			}
@@ -373,6 +387,35 @@ static uint64_t default_window(struct tfs_cache *cache)
 	return tfs_view_default_window(st.budget);
 }
 
+/* Interleaved shards (stride=B): the order from global row `start` on is dealt out B rows at a
+ * time, rank r taking the r-th B rows of every W x B, so that when every rank has read k x B
+ * rows the job has read rows start .. start + k x W x B of the order, whatever W was: a run
+ * resumes at another world size with start = the rows read so far. The last round, shorter
+ * than W x B, is split evenly; drop_last=0 pads it from the start of what was left. */
+static int shard_strided(const struct tfs_view_params *p, const uint64_t *rows, uint64_t n,
+			 struct tfs_view *view)
+{
+	const uint64_t first = p->start < n ? p->start : n, left = n - first, b = p->stride;
+	const uint64_t w = p->world;
+	uint64_t per = left / w + (!p->drop_last && left % w ? 1 : 0), full, tail;
+
+	if (!left)
+		per = 0;
+	full = per / b; /* whole rounds */
+	tail = per - full * b;
+	view->n = per;
+	view->rows = malloc((per ? per : 1) * sizeof(*view->rows));
+	if (!view->rows)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < per; i++) {
+		const uint64_t e = i < full * b ? (i / b) * w * b + p->rank * b + i % b
+						: full * w * b + p->rank * tail + (i - full * b);
+
+		view->rows[i] = rows[first + e % left];
+	}
+	return 0;
+}
+
 int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct tfs_view_params *p,
 		   struct tfs_view **out, char *err, size_t err_cap)
 {
@@ -424,6 +467,14 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 	}
 	view->matched = n;
 	view->on_error = p->on_error;
+	if (p->stride) {
+		rc = shard_strided(p, rows, n, view);
+		if (rc)
+			goto out;
+		*out = view;
+		view = NULL;
+		goto out;
+	}
 	/* Shard: contiguous slices of the order, padded from its start unless drop_last. */
 	per = n / p->world +
 	      (!p->drop_last && n % p->world ? 1 : 0); /* no overflow for any world */

@@ -33,7 +33,9 @@ struct tfs_view_params {
 	uint64_t seed, epoch;
 	uint64_t rank, world; /* world 1: no sharding */
 	uint64_t block;	      /* shuffle window in chunks; 0: the default for the dataset */
-	uint64_t start;	      /* rows of the shard to skip (resume mid-epoch) */
+	uint64_t start;	      /* rows of the shard to skip (resume mid-epoch); with stride: rows
+				 of the whole order */
+	uint64_t stride;      /* interleaved shards of this many rows; 0: contiguous shards */
 	int drop_last;	      /* 1: drop the tail that does not divide by world; 0: pad (default) */
 	char *where;	      /* filter expression, decoded; NULL: every row */
 	enum tfs_view_on_error on_error;

@@ -301,3 +301,37 @@ def test_epoch_warm_loads_the_next_epoch(lake, mount):
     assert after["misses"] == before["misses"], (before, after)
     assert sorted(e1[:, 0].tolist()) == list(range(n)) and not np.array_equal(e0, e1)
     assert np.array_equal(e1[:, 0], e1[:, 127])
+
+
+@pytest.mark.parametrize("after", [4, 16, 3])
+def test_elastic_resume_reads_each_row_once(lake, mount, after):
+    """stride=B: 8 ranks each read 5 batches of 10 rows, the job stops; it resumes with another
+    world size at start = rows read. Before and after together: every row exactly once
+    (drop_last=1), or every row with the padding only repeating rows (drop_last=0)."""
+    n, b = 1003, 10
+    lake.build("e", {"i": np.arange(n, dtype=np.int64)})
+    m = mount(lake)
+    main = m.path / "e" / "main"
+    before = []
+    for r in range(8):
+        got = np.load(tensorfs.elastic_view(main, r, 8, b, seed=9) + "/i.npy")
+        before += got[:5 * b].tolist()
+    done = 5 * 8 * b
+    order = np.load(tensorfs.view_path(main, seed=9) + "/i.npy").tolist()
+    assert sorted(before) == sorted(order[:done])  # the job read a prefix of the order
+    for drop_last in (True, False):
+        after_rows = []
+        lens = set()
+        for r in range(after):
+            got = np.load(tensorfs.elastic_view(main, r, after, b, rows_before=done, seed=9,
+                                                drop_last=drop_last) + "/i.npy").tolist()
+            lens.add(len(got))
+            after_rows += got
+        assert len(lens) == 1  # every rank the same length
+        allrows = before + after_rows
+        if drop_last:
+            assert len(set(allrows)) == len(allrows)
+            assert len(allrows) == n - (n - done) % after
+        else:
+            assert set(allrows) == set(range(n))
+            assert len(allrows) - n == (-(n - done)) % after

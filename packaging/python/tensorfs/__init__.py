@@ -181,17 +181,18 @@ def _load(path):
     return np.load(path, mmap_mode="r")
 
 
-_KEYS = ("seed", "epoch", "block", "rank", "world", "drop_last", "start", "where")
+_KEYS = ("seed", "epoch", "block", "rank", "world", "drop_last", "start", "stride", "where")
 
 
 def view_path(version_dir, seed=None, epoch=None, rank=None, world=None, block=None,
-              start=None, drop_last=None, where=None):
+              start=None, drop_last=None, where=None, stride=None):
     """The directory of a view of version_dir with these parameters (None: left out).
 
     The name is the same on every machine for the same parameters, so every rank of a job and
     every restart sees the same order. ``where`` is %-encoded where a file name needs it."""
     params = dict(seed=seed, epoch=epoch, block=block, rank=rank, world=world,
-                  drop_last=None if drop_last is None else int(bool(drop_last)), start=start)
+                  drop_last=None if drop_last is None else int(bool(drop_last)), start=start,
+                  stride=stride)
     parts = []
     for key in _KEYS[:-1]:
         v = params[key]
@@ -208,6 +209,20 @@ def view_path(version_dir, seed=None, epoch=None, rank=None, world=None, block=N
     if not parts:
         parts.append("world=1")
     return os.path.join(os.fspath(version_dir), "views", ",".join(parts))
+
+
+def elastic_view(version_dir, rank, world, batch_size, step=0, rows_before=0, seed=None,
+                 epoch=None, **kw):
+    """This rank's view for a job that may change its world size and resume: interleaved shards
+    of batch_size rows (``stride``), starting after the rows the whole job has read, which is
+    ``rows_before + step * world * batch_size`` (step: batches each rank has read at this world
+    size; rows_before: rows read at earlier world sizes). Every rank of every world size then
+    reads each row of the epoch once (padding of the last round aside, or none with
+    drop_last=True)."""
+    if batch_size < 1 or step < 0 or rows_before < 0:
+        raise ValueError("batch_size >= 1, step >= 0 and rows_before >= 0")
+    return view_path(version_dir, seed=seed, epoch=epoch, rank=rank, world=world,
+                     stride=batch_size, start=rows_before + step * world * batch_size, **kw)
 
 
 def __getattr__(name):
