@@ -130,6 +130,21 @@ static void schedule_ahead(struct tfs_ctl_stream *s, uint64_t batch)
 	}
 }
 
+/* The next batch of the stream's order, gathered now into a leased *slot; *used: the
+ * positions it took. */
+static int stage_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, uint64_t *used,
+		      char *err)
+{
+	const size_t n = pick_rows(s, s->pos, batch, used);
+
+	if (!n) {
+		s->pos = s->n;
+		SET_ERR("end of stream %u: the rows left are bad rows (on_error=skip)", s->id);
+		return -ENODATA;
+	}
+	return stage_now(s, -1, n, s->pos, slot, err);
+}
+
 /* Within the view's last window: the lake warms the next epoch's first window (epoch_warm). */
 static void warm_near_end(struct tfs_ctl_stream *s)
 {
@@ -150,7 +165,6 @@ static void warm_near_end(struct tfs_ctl_stream *s)
 int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, char *err)
 {
 	uint64_t used;
-	size_t n;
 	int rc;
 
 	if (!batch) {
@@ -183,14 +197,7 @@ int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot
 			return rc;
 		}
 	} else {
-		n = pick_rows(s, s->pos, batch, &used);
-		if (!n) {
-			s->pos = s->n;
-			SET_ERR("end of stream %u: the rows left are bad rows (on_error=skip)",
-				s->id);
-			return -ENODATA;
-		}
-		rc = stage_now(s, -1, n, s->pos, slot, err);
+		rc = stage_next(s, batch, slot, &used, err);
 		if (rc)
 			return rc;
 	}
@@ -199,14 +206,7 @@ int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot
 	for (int again = 0; s->skip && again < 16 && tfs_staging_padded(s->ring, *slot); again++) {
 		tfs_ctl_drop_ahead(s, 0);
 		tfs_staging_release(s->ring, *slot);
-		n = pick_rows(s, s->pos, batch, &used);
-		if (!n) {
-			s->pos = s->n;
-			SET_ERR("end of stream %u: the rows left are bad rows (on_error=skip)",
-				s->id);
-			return -ENODATA;
-		}
-		rc = stage_now(s, -1, n, s->pos, slot, err);
+		rc = stage_next(s, batch, slot, &used, err);
 		if (rc)
 			return rc;
 	}
