@@ -133,6 +133,9 @@ void tfs_txn_end(struct tfs_txn *t);
 int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
 		      const struct tfs_dtype *dt, unsigned ndim, const uint64_t *shape,
 		      const struct tfs_import_opts *o, const char *what, size_t *at);
+/* Every column of m has rows rows (the dataset's before and those `what` added), else -EINVAL
+ * with a message naming the first that does not. */
+int tfs_import_same_rows(const struct tfs_manifest *m, uint64_t rows, const char *what);
 /* A source file mapped read-only whole (*data NULL for an empty one; munmap when done); a file
  * that cannot be is an error logged with its path. */
 int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len);

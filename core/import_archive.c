@@ -380,11 +380,6 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	memset(f, 0, sizeof(f));
 	tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err));
 	rc = tfs_txn_begin(&t, s, ds, o->branch);
-	if (!rc && t.old.ncols) {
-		tfs_err("%s/%s: WebDataset shards make a dataset's columns; this one has some",
-			s->url, ds);
-		rc = -EINVAL;
-	}
 	if (!rc && (rc = first_fields(shards[0], f, &nf)))
 		tfs_err("%s: no sample (files named KEY.EXT) in it", shards[0]);
 	if (!rc)
@@ -422,18 +417,15 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		} else {
 			tfs_dtype_parse(descr[f[i].kind], &dt, &big, err, sizeof(err));
 		}
-		f[i].col = m.ncols;
-		rc = tfs_rowcol_new(&m, f[i].ext, kind, &dt,
-				    f[i].kind == W_IMAGE ? 3
-				    : f[i].kind == W_NPY ? f[i].ndim
-							 : 0,
-				    NULL, o->chunk_bytes, o->codec, o->level);
+		rc = tfs_import_column(&m, f[i].ext, kind, &dt,
+				       f[i].kind == W_IMAGE ? 3
+				       : f[i].kind == W_NPY ? f[i].ndim
+							    : 0,
+				       NULL, o, shards[0], &f[i].col);
 	}
-	if (!rc) {
-		keycol = m.ncols;
-		rc = tfs_rowcol_new(&m, "key", TFS_COL_TEXT, &u1, 0, NULL, o->chunk_bytes, o->codec,
-				    o->level);
-	}
+	if (!rc)
+		rc = tfs_import_column(&m, "key", TFS_COL_TEXT, &u1, 0, NULL, o, shards[0],
+				       &keycol);
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = tfs_rowcol_begin(s, ds, &m, f[i].col, &f[i].w);
 	if (!rc)
@@ -482,9 +474,11 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		rc = -EINVAL;
 	}
 	if (!rc) {
-		m.rows = res->rows;
-		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+		m.rows = t.old.rows + res->rows;
+		rc = tfs_import_same_rows(&m, m.rows, "the shards");
 	}
+	if (!rc)
+		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 	for (size_t i = 0; i < nf; i++) {
 		tfs_rowcol_free(f[i].w);
 		tfs_buf_free(&f[i].val);

@@ -387,16 +387,9 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	}
 	/* Every column keeps the same number of rows. */
 	m.rows = m.cols[col[0]].rows;
-	for (size_t i = 0; i < m.ncols; i++)
-		if (m.cols[i].part == TFS_PART_NONE && m.cols[i].rows != m.rows) {
-			tfs_err("column %s would have %" PRIu64 " rows and image %" PRIu64
-				"; import images into a dataset whose other columns come from "
-				"them",
-				m.cols[i].name, m.cols[i].rows, m.rows);
-			rc = -EINVAL;
-			goto out;
-		}
-	rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+	rc = tfs_import_same_rows(&m, m.rows, dir);
+	if (!rc)
+		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 out:
 	for (size_t i = 0; i < 3; i++)
 		tfs_rowcol_free(w[i]);

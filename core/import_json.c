@@ -261,7 +261,10 @@ static int scan(const char *data, size_t len, struct field *f, size_t *nf, json_
 	return 0;
 }
 
-static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_import_opts *o)
+/* The column field f's values go to: found and checked (appending to a dataset made from JSON
+ * Lines before), or added. */
+static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_import_opts *o,
+		      const char *path)
 {
 	static const char *const descr[] = {
 		[F_INT] = "<i8",      [F_FLOAT] = "<f8",      [F_BOOL] = "|b1", [F_TEXT] = "|u1",
@@ -277,19 +280,13 @@ static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_
 		tfs_err("field '%s' is not a valid column name", f->name);
 		return -EINVAL;
 	}
-	if (tfs_manifest_column(m, f->name)) {
-		tfs_err("column %s exists: JSON Lines import into a dataset without those columns",
-			f->name);
-		return -EINVAL;
-	}
 	if (f->kind == F_TEXT || f->kind == F_JSON)
 		kind = TFS_COL_TEXT;
 	else if ((f->kind == F_LIST_INT || f->kind == F_LIST_FLOAT) && !f->fixed)
 		kind = TFS_COL_RAGGED;
 	tfs_dtype_parse(descr[f->kind], &dt, &big, err, sizeof(err));
-	f->col = m->ncols;
-	return tfs_rowcol_new(m, f->name, kind, &dt, kind == TFS_COL_RAGGED || f->fixed ? 1 : 0,
-			      f->fixed ? &shape : NULL, o->chunk_bytes, o->codec, o->level);
+	return tfs_import_column(m, f->name, kind, &dt, kind == TFS_COL_RAGGED || f->fixed ? 1 : 0,
+				 f->fixed ? &shape : NULL, o, path, &f->col);
 }
 
 int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
@@ -315,15 +312,10 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	data = (const char *)mapped;
 	if (!rc && (rc = scan(data, len, f, &nf, &first, fixed, nfixed)) == -EINVAL && !first)
 		tfs_err("%s: no line holds a JSON object with fields", path);
-	if (!rc && t.old.ncols) {
-		tfs_err("%s/%s: JSON Lines make a dataset's columns; this one has some already",
-			s->url, ds);
-		rc = -EINVAL;
-	}
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, 4 * nf, &m);
 	for (size_t i = 0; !rc && i < nf; i++)
-		rc = add_column(&m, &f[i], o);
+		rc = add_column(&m, &f[i], o, path);
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = tfs_rowcol_begin(s, ds, &m, f[i].col, &f[i].w);
 	/* Pass 2: the rows that fit, in order. */
@@ -357,9 +349,11 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = tfs_rowcol_finish(f[i].w);
 	if (!rc) {
-		m.rows = res->rows;
-		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+		m.rows = t.old.rows + res->rows;
+		rc = tfs_import_same_rows(&m, m.rows, path);
 	}
+	if (!rc)
+		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 	for (size_t i = 0; i < nf; i++)
 		tfs_rowcol_free(f[i].w);
 	json_decref(first);

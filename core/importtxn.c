@@ -4,6 +4,7 @@
 #include "import.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,5 +105,17 @@ int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kin
 		return -EINVAL;
 	}
 	*at = (size_t)(c - m->cols);
+	return 0;
+}
+
+int tfs_import_same_rows(const struct tfs_manifest *m, uint64_t rows, const char *what)
+{
+	for (size_t i = 0; i < m->ncols; i++)
+		if (m->cols[i].part == TFS_PART_NONE && m->cols[i].rows != rows) {
+			tfs_err("column %s would have %" PRIu64 " rows and those from %s %" PRIu64
+				"; import %s into a dataset whose columns all come from it",
+				m->cols[i].name, m->cols[i].rows, what, rows, what);
+			return -EINVAL;
+		}
 	return 0;
 }

@@ -620,3 +620,51 @@ def test_c_client_reads_rows(lake, mount, tmp_path):
         shape = tuple(int(x) for x in f[-2:])
         assert shape == a.shape
         assert np.array_equal(np.frombuffer(data, "<i2").reshape(shape), a)
+
+
+def test_jsonl_and_webdataset_append(lake, mount, tmp_path):
+    """JSON Lines and WebDataset shards append to a dataset made from them before; a field of
+    another kind, or a dataset with other columns, is refused and the dataset stays as it was."""
+    import io
+    import json
+    import tarfile
+
+    import tensorfs
+
+    (tmp_path / "a.jsonl").write_text("".join(
+        json.dumps({"i": i, "t": f"t{i}", "v": list(range(i % 3))}) + "\n" for i in range(5)))
+    (tmp_path / "b.jsonl").write_text("".join(
+        json.dumps({"i": i, "t": f"u{i}", "v": [i]}) + "\n" for i in range(5, 8)))
+    (tmp_path / "c.jsonl").write_text(json.dumps({"i": 1.5, "t": "x", "v": []}) + "\n")
+    lake.create("j")
+    lake.import_("j", {}, "--jsonl", tmp_path / "a.jsonl")
+    lake.import_("j", {}, "--jsonl", tmp_path / "b.jsonl")
+    before = lake.snapshot("j")
+    p = lake.import_("j", {}, "--jsonl", tmp_path / "c.jsonl", check=False)
+    assert p.returncode != 0 and "column i holds fixed rows of dtype <i8" in p.stderr, p.stderr
+    assert lake.snapshot("j") == before
+    lake.build("o", {"z": np.arange(3, dtype=np.int64)})
+    p = lake.import_("o", {}, "--jsonl", tmp_path / "a.jsonl", check=False)
+    assert p.returncode != 0 and "column z would have 3 rows" in p.stderr, p.stderr
+
+    def shard(path, keys):
+        with tarfile.open(path, "w") as t:
+            for k in keys:
+                for ext, data in ((".cls", str(k).encode()), (".txt", f"s{k}".encode())):
+                    ti = tarfile.TarInfo(f"{k:04d}{ext}")
+                    ti.size = len(data)
+                    t.addfile(ti, io.BytesIO(data))
+
+    shard(tmp_path / "s0.tar", range(4))
+    shard(tmp_path / "s1.tar", range(4, 6))
+    lake.create("w")
+    lake.import_("w", {}, "--webdataset", tmp_path / "s0.tar")
+    lake.import_("w", {}, "--webdataset", tmp_path / "s1.tar")
+    m = mount(lake)
+    j = tensorfs.open(m / "j" / "main")
+    assert j["i"].tolist() == list(range(8)) and list(j["t"]) == \
+        [f"t{i}" for i in range(5)] + [f"u{i}" for i in range(5, 8)]
+    assert [v.tolist() for v in j["v"]] == [list(range(i % 3)) for i in range(5)] + \
+        [[5], [6], [7]]
+    w = tensorfs.open(m / "w" / "main")
+    assert w["cls"].tolist() == list(range(6)) and list(w["key"]) == [f"{k:04d}" for k in range(6)]
