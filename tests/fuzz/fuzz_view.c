@@ -240,20 +240,31 @@ static void check_view(const struct tfs_view_params *p, const struct tfs_view *v
 	FUZZ_CHECK(v->matched <= total);
 	if (!p->where)
 		FUZZ_CHECK(v->matched == total);
-	/* Shard length, in arithmetic that cannot wrap: ceil (pad) or floor (drop_last). */
-	per = p->drop_last ? v->matched / p->world
-			   : ((unsigned __int128)v->matched + p->world - 1) / p->world;
-	first = p->start < per ? p->start : (uint64_t)per;
-	FUZZ_CHECK(v->n == (uint64_t)(per - first));
+	FUZZ_CHECK(v->on_error == p->on_error);
+	if (p->stride) {
+		/* Interleaved: the rows after start (of the whole order), dealt out evenly. */
+		const uint64_t left = v->matched - (p->start < v->matched ? p->start : v->matched);
+
+		per = p->drop_last ? left / p->world
+				   : ((unsigned __int128)left + p->world - 1) / p->world;
+		FUZZ_CHECK(v->n == (uint64_t)per);
+	} else {
+		/* Shard length, in arithmetic that cannot wrap: ceil (pad) or floor (drop_last). */
+		per = p->drop_last ? v->matched / p->world
+				   : ((unsigned __int128)v->matched + p->world - 1) / p->world;
+		first = p->start < per ? p->start : (uint64_t)per;
+		FUZZ_CHECK(v->n == (uint64_t)(per - first));
+	}
 	memset(seen, 0, sizeof(seen));
 	for (uint64_t i = 0; i < v->n; i++) {
 		FUZZ_CHECK(v->rows[i] < total);
 		/* Without padding every row of the order appears once across all shards. */
-		if (p->drop_last || v->matched % p->world == 0)
+		if (p->drop_last || (!p->stride && v->matched % p->world == 0))
 			FUZZ_CHECK(!seen[v->rows[i]]);
 		seen[v->rows[i]] = 1;
 		/* Unshuffled, the order is the row order. */
-		if (!p->shuffle && i && (p->drop_last || v->matched % p->world == 0))
+		if (!p->shuffle && i && (p->drop_last || v->matched % p->world == 0) &&
+		    (!p->stride || i % p->stride))
 			FUZZ_CHECK(v->rows[i - 1] < v->rows[i]);
 	}
 }

@@ -136,7 +136,11 @@ def handwritten_seeds():
             "where=h>=1e3 or h!=h",
             "seed=0,epoch=18446744073709551615,block=1",
             "rank=4,world=4",
-            "color=red"]):
+            "color=red",
+            "seed=3,world=4,rank=1,stride=7,start=100",
+            "seed=1,on_error=skip,stride=3,drop_last=1,world=3,rank=2",
+            "stride=1,world=18446744073709551615,rank=18446744073709551614",
+            "on_error=pad,where=label<5"]):
         put("view", "v%02d" % i, v)
 
 
