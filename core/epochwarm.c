@@ -75,8 +75,8 @@ static size_t data_header(const struct tfs_version *v, size_t col)
 	return SIZE_MAX;
 }
 
-/* Build the view, then load its column's chunks in the order it needs them, up to a quarter of
- * the cache (the reader's last window holds at most half). */
+/* Build the view, then load its column's chunks in the order it needs them, up to one default
+ * window (half the cache; the reader's last window holds the other half). */
 static int warm_run(struct tfs_work *work)
 {
 	struct warm *w = (struct warm *)work;
@@ -84,12 +84,11 @@ static int warm_run(struct tfs_work *work)
 	const uint64_t budget = tfs_lake_warm_bytes(w->l);
 	struct tfs_lake_view *lv = NULL;
 	uint8_t *seen = calloc(c->nchunks ? c->nchunks : 1, 1);
+	const size_t header = data_header(w->v, w->col);
 	uint64_t bytes = 0, loaded = 0;
+	struct tfs_spans sp;
 	char err[256];
 	int rc;
-
-	struct tfs_spans sp;
-	const size_t header = data_header(w->v, w->col);
 
 	rc = seen ? tfs_lake_view_get(w->l, w->v, w->name, &lv, err, sizeof(err)) : -ENOMEM;
 	if (header != SIZE_MAX)
@@ -98,8 +97,7 @@ static int warm_run(struct tfs_work *work)
 		uint64_t r = lv->view->rows[i], end;
 		size_t k;
 
-		/* A data part's rows are bytes: the view row's bytes start where its offset says.
-		 */
+		/* A data part's rows are bytes: a view row starts at its offset into them. */
 		if (header != SIZE_MAX && (tfs_spans_get(&sp, r, &r, &end) || end == r))
 			continue;
 		k = tfs_column_chunk_of(c, r);

@@ -109,7 +109,7 @@ void tfs_lake_view_ref(struct tfs_lake *l, struct tfs_lake_view *lv);
 void tfs_lake_view_put(struct tfs_lake *l, struct tfs_lake_view *lv);
 /* epochwarm.c. A reader of view lv is within its last window of column col: with epoch_warm,
  * build the next epoch's view of the same parameters (epoch=E+1) and load the chunks of col that
- * its first window needs (at most a quarter of the cache), on the pool at read-ahead priority,
+ * its first window needs (one default window: half the cache), on the pool at read-ahead priority,
  * once per view and column. Nothing for views without a shuffle (every epoch is the same). */
 void tfs_lake_view_warm_next(struct tfs_lake *l, struct tfs_lake_view *lv, size_t col);
 /* The bytes of a view's last window that tfs_lake_view_warm_next is for: readers call it once
