@@ -18,6 +18,8 @@ directory under /tmp, imports it into a lake, then runs the selected cases:
   6  a plain PyTorch DataLoader (map-style, shuffle) over the mount vs. over a local .npy
   7  a cold shuffled view read front to back vs. random mmap reads of a local .npy
   8  a cold shuffled view epoch vs. a PyTorch DataLoader over the same images as JPEG files
+  9  images: the import's decode rate vs PIL, and a training read vs torchvision's ImageFolder
+ 10  case 3 with cache_mem half the column: every miss decodes a whole chunk for one row
 
 It prints a table of absolute figures and ratios, writes a JSON file and a PNG chart (default
 build/bench/bench-<timestamp>.{json,png}). Targets are informational: the exit status is 0 when
@@ -888,7 +890,7 @@ def case1(ctx, res):
             ts, stats, cpu = [], [], []
             for _ in range(a.cold_reps):
                 if where == "mount":
-                    with ctx.mount() as m:
+                    with ctx.mount(cache_mem=cache_mem) as m:
                         path = m.file()
                         os.stat(path)
                         ctx.cache.drop()
@@ -960,6 +962,20 @@ def case2(ctx, res):
 
 def case3(ctx, res):
     """Random rows: mount vs local, cold and warm, mmap (np.array(a[i])) and pread."""
+    random_rows(ctx, res, 3, None)
+
+
+def case10(ctx, res):
+    """Random rows on a column twice cache_mem: every miss decodes a whole chunk for one row."""
+    col_mib = ctx.data["rows"] * ctx.data["row_bytes"] / MiB
+    cache_mib = max(16, int(col_mib / 2))
+    res["cache_mem"] = f"{cache_mib}M"
+    log(f"  column {col_mib:.0f} MiB, cache_mem={cache_mib}M")
+    random_rows(ctx, res, 10, f"{cache_mib}M")
+
+
+def random_rows(ctx, res, case, cache_mem):
+    """Case 3's measurement, the mount with cache_mem (None: the run's)."""
     a = ctx.args
     rows, rb = ctx.data["rows"], ctx.data["row_bytes"]
     idx = np.random.default_rng(a.seed + 3).integers(0, rows, a.random_rows).tolist()
@@ -974,7 +990,7 @@ def case3(ctx, res):
             cold, warm, stats = [], [], []
             for _ in range(a.cold_reps):
                 if where == "mount":
-                    with ctx.mount() as m:
+                    with ctx.mount(cache_mem=cache_mem) as m:
                         path = m.file()
                         os.stat(path)
                         ctx.cache.drop()
@@ -997,9 +1013,10 @@ def case3(ctx, res):
                 f"rows/s, warm {v[(method, where, 'warm')]:,.0f} rows/s")
     for state in ("cold", "warm"):
         for method, label in (("mmap", "np.array(mm[i])"), ("pread", "pread(row)")):
-            ctx.add(3, f"{state} random {n} rows {label}", v[(method, "mount", state)],
+            ctx.add(case, f"{state} random {n} rows {label}", v[(method, "mount", state)],
                     "rows/s", f"local .npy {state}", v[(method, "local", state)],
-                    note=f"{rb} B rows")
+                    note=f"{rb} B rows" + (f", cache_mem={cache_mem}" if cache_mem else ""),
+                    target=("ratio", 0.5) if case == 10 else None)
 
 
 def case4(ctx, res):
@@ -1474,6 +1491,7 @@ CASES = {
     7: ("shuffled view scan", case7),
     8: ("shuffled view epoch vs a DataLoader over JPEG files", case8),
     9: ("images: import decode rate and training read vs ImageFolder", case9),
+    10: ("random-row access, column 2x cache_mem", case10),
 }
 
 
@@ -1485,7 +1503,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         description="tensorfs benchmark suite (see the module docstring for the cases)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--cases", default="1,2,3,4,5,6,7,8,9", help="comma-separated case numbers")
+    p.add_argument("--cases", default="1,2,3,4,5,6,7,8,9,10",
+                   help="comma-separated case numbers")
     p.add_argument("--quick", action="store_true",
                    help="small sizes for a smoke run (~10 s) (explicit size flags still win)")
     p.add_argument("--size-mb", type=float, default=None,
