@@ -188,6 +188,7 @@ bench: all
 	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) tests/bench/bench.py
 	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) tests/bench/bench_shuffle.py
 	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) tests/bench/bench_epoch.py
+	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) tests/bench/bench_evict.py
 
 # Fuzzing (not part of all or test; needs clang with libFuzzer): every tests/fuzz/fuzz_*.c is
 # linked with the core sources, all built with ASan+UBSan, and run for FUZZ_SECONDS on its seed

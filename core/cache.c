@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "cacheplan.h"
 #include "idmap.h"
 
 #define NSHARDS 16
@@ -62,6 +63,10 @@ struct tfs_cache {
 	uint64_t total;	       /* bytes over all shards; atomic */
 	unsigned evict_cursor; /* next shard to evict from; atomic */
 	struct counters n;     /* atomic */
+	/* Eviction by readers' plans (cacheplan.c). Lock order: a shard's lock, then plans_lock. */
+	int by_plans; /* atomic */
+	pthread_mutex_t plans_lock;
+	struct tfs_cache_plan *plans; /* published plans; protected by plans_lock */
 };
 
 #define COUNT(c, f, v) __atomic_add_fetch(&(c)->n.f, (v), __ATOMIC_RELAXED)
@@ -87,6 +92,7 @@ int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 	}
 	c->budget = budget;
 	pthread_mutex_init(&c->pool_lock, NULL);
+	pthread_mutex_init(&c->plans_lock, NULL);
 	c->pool_max = budget / 8 < (32u << 20) ? budget / 8 : (32u << 20);
 	*out = c;
 	return 0;
@@ -198,6 +204,7 @@ void tfs_cache_destroy(struct tfs_cache *c)
 		free(b);
 	}
 	pthread_mutex_destroy(&c->pool_lock);
+	pthread_mutex_destroy(&c->plans_lock);
 	free(c);
 }
 
@@ -243,6 +250,22 @@ static struct entry *insert_loading(struct shard *s, unsigned idx, const struct 
 	return e;
 }
 
+/* Take e (READY, unused) out of shard s onto the freed list. s->lock held. */
+static void evict_one(struct tfs_cache *c, struct shard *s, struct entry *e, struct entry **freed)
+{
+	lru_unlink(e);
+	unhash(s, e);
+	s->bytes -= e->pub.len;
+	__atomic_sub_fetch(&c->total, e->pub.len, __ATOMIC_RELAXED);
+	COUNT(c, evictions, 1);
+	if (e->prefetched) {
+		COUNT(c, prefetch_wasted, 1);
+		__atomic_sub_fetch(&c->n.prefetch_pending, e->pub.len, __ATOMIC_RELAXED);
+	}
+	e->freed_next = *freed;
+	*freed = e;
+}
+
 /* Evict unused entries from the cold end of shard s while the cache is over budget. Called with
  * s->lock held; the evicted entries are chained through freed_next for freeing after unlocking. */
 static void evict_shard(struct tfs_cache *c, struct shard *s, struct entry **freed)
@@ -252,22 +275,20 @@ static void evict_shard(struct tfs_cache *c, struct shard *s, struct entry **fre
 	while (__atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget && e != &s->lru) {
 		struct entry *prev = e->lru_prev;
 
-		if (e->refs == 0) {
-			lru_unlink(e);
-			unhash(s, e);
-			s->bytes -= e->pub.len;
-			__atomic_sub_fetch(&c->total, e->pub.len, __ATOMIC_RELAXED);
-			COUNT(c, evictions, 1);
-			if (e->prefetched) {
-				COUNT(c, prefetch_wasted, 1);
-				__atomic_sub_fetch(&c->n.prefetch_pending, e->pub.len,
-						   __ATOMIC_RELAXED);
-			}
-			e->freed_next = *freed;
-			*freed = e;
-		}
+		if (e->refs == 0)
+			evict_one(c, s, e, freed);
 		e = prev;
 	}
+}
+
+static int plans_published(struct tfs_cache *c)
+{
+	int any;
+
+	pthread_mutex_lock(&c->plans_lock);
+	any = c->plans != NULL;
+	pthread_mutex_unlock(&c->plans_lock);
+	return any;
 }
 
 static void free_list(struct tfs_cache *c, struct entry *e)
@@ -280,12 +301,90 @@ static void free_list(struct tfs_cache *c, struct entry *e)
 	}
 }
 
+/* MIN: while over budget, evict the unused entry the plans need last (tfs_cache_plan_class),
+ * the coldest first among equals. Each pick scans every shard (one lock at a time): the cache
+ * holds chunks, a few hundred entries. Returns 0 when nothing could be picked. */
+static int shrink_by_plans(struct tfs_cache *c, struct entry **freed)
+{
+	while (__atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget) {
+		int best_cls = 4;
+		uint64_t best_dist = 0;
+		unsigned best_shard = 0;
+		struct tfs_id best_id;
+		struct entry *e;
+
+		for (unsigned i = 0; i < NSHARDS; i++) {
+			struct shard *s = &c->shards[i];
+
+			pthread_mutex_lock(&s->lock);
+			pthread_mutex_lock(&c->plans_lock);
+			for (e = s->lru.lru_prev; e != &s->lru; e = e->lru_prev) {
+				uint64_t dist = 0;
+				int cls;
+
+				if (e->refs)
+					continue;
+				cls = tfs_cache_plan_class(c->plans, &e->node.id, &dist);
+				if (cls < best_cls ||
+				    (cls == 2 && best_cls == 2 && dist > best_dist)) {
+					best_cls = cls;
+					best_dist = dist;
+					best_shard = i;
+					best_id = e->node.id;
+				}
+			}
+			pthread_mutex_unlock(&c->plans_lock);
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (best_cls == 4)
+			return 0;
+		pthread_mutex_lock(&c->shards[best_shard].lock);
+		e = lookup(&c->shards[best_shard], &best_id);
+		if (e && e->refs == 0 && e->state == READY)
+			evict_one(c, &c->shards[best_shard], e, freed);
+		pthread_mutex_unlock(&c->shards[best_shard].lock);
+	}
+	return 1;
+}
+
+void tfs_cache_evict_by_plans(struct tfs_cache *c, int on)
+{
+	__atomic_store_n(&c->by_plans, on, __ATOMIC_RELAXED);
+}
+
+void tfs_cache_plans_link(struct tfs_cache *c, struct tfs_cache_plan *p, int add)
+{
+	pthread_mutex_lock(&c->plans_lock);
+	if (add) {
+		tfs_cache_plan_set_next(p, c->plans);
+		c->plans = p;
+	} else {
+		struct tfs_cache_plan *prev = NULL, *q = c->plans;
+
+		while (q && q != p) {
+			prev = q;
+			q = tfs_cache_plan_next(q);
+		}
+		if (q && prev)
+			tfs_cache_plan_set_next(prev, tfs_cache_plan_next(q));
+		else if (q)
+			c->plans = tfs_cache_plan_next(q);
+	}
+	pthread_mutex_unlock(&c->plans_lock);
+}
+
 /* Bring the cache back under budget: the shard just used first, then the others in turn. Takes
  * one shard lock at a time. */
 static void shrink(struct tfs_cache *c, unsigned first)
 {
 	struct entry *freed = NULL;
 	unsigned start = __atomic_fetch_add(&c->evict_cursor, 1, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&c->by_plans, __ATOMIC_RELAXED) && plans_published(c) &&
+	    shrink_by_plans(c, &freed)) {
+		free_list(c, freed);
+		return;
+	}
 
 	for (unsigned i = 0; i <= NSHARDS; i++) {
 		unsigned idx = i == 0 ? first : (start + i) % NSHARDS;

@@ -58,6 +58,12 @@ int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_
 int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key);
 
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st);
+
+/* Evict by the readers' plans (cacheplan.h: MIN) while any is published, instead of LRU. */
+void tfs_cache_evict_by_plans(struct tfs_cache *c, int on);
+/* For cacheplan.c: publish (add) or withdraw a plan. */
+struct tfs_cache_plan;
+void tfs_cache_plans_link(struct tfs_cache *c, struct tfs_cache_plan *p, int add);
 /* Bytes loaded ahead and not used yet (tfs_cache_stats's prefetch_pending) without the shard
  * locks tfs_cache_stats takes to count entries: cheap enough for every prefetch decision. */
 uint64_t tfs_cache_prefetch_pending(struct tfs_cache *c);

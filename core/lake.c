@@ -78,6 +78,8 @@ int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out)
 		tfs_err("out of memory");
 		goto fail;
 	}
+	l->evict_min = cfg->evict_min;
+	tfs_cache_evict_by_plans(l->cache, cfg->evict_min);
 	*out = l;
 	return 0;
 fail:

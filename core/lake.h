@@ -26,6 +26,7 @@ struct tfs_lake_config {
 	unsigned gather_threads;   /* staging gathers of the control file; 0: from the CPU count */
 	double ref_ttl;		   /* seconds a branch head is trusted before it is read again */
 	int epoch_warm; /* load the next epoch's first window ahead (tfs_lake_view_warm_next) */
+	int evict_min;	/* the chunk cache evicts by the view readers' plans (cacheplan.h) */
 };
 
 struct tfs_lake_ref; /* a resolved ref, cached (lake.c) */
@@ -58,6 +59,7 @@ struct tfs_lake {
 	char *cache_dir; /* NULL: none */
 	unsigned prefetch_threads, gather_threads;
 	int epoch_warm;
+	int evict_min;		   /* view readers publish plans; the cache evicts by them */
 	struct tfs_workgroup warm; /* next-epoch loads (epochwarm.c); .pool NULL until started */
 	uint64_t ttl_ns;	   /* ref_ttl */
 	pthread_mutex_t lock;

@@ -14,6 +14,7 @@
 
 #include "cache.h"
 #include "badchunks.h"
+#include "cacheplan.h"
 #include "prefetch.h"
 #include "view.h"
 
@@ -362,6 +363,8 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 		}
 		tfs_stream_access(h->stream, lo, hi);
 	}
+	if (h->plan && end > TFS_NPY_ALIGN && rb)
+		tfs_cache_plan_at(h->plan, (pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0) / rb);
 	tfs_fs_view_read_near_end(fs, h, h->col, end);
 	/* One piece per row (rows that follow each other in one chunk merge) plus the header. */
 	maxpieces = 2 + (rb ? (size_t)((end - pos) / rb) + 1 : 0);
@@ -493,6 +496,27 @@ void tfs_fs_view_read_near_end(struct tfs_fs *fs, struct tfs_fs_handle *h, size_
 	tfs_lake_view_warm_next(fs->lake, h->view, col);
 }
 
+/* The view's order as the cache's plan (MIN eviction): each chunk's first and last view rows;
+ * the rows of one default window ahead of the reader are protected. */
+static int view_plan(struct tfs_fs *fs, struct tfs_fs_handle *h, const struct tfs_column *c)
+{
+	const struct tfs_view *view = h->view->view;
+	const uint64_t rb = c->row_bytes ? c->row_bytes : 1;
+	int rc = 0;
+
+	if (!c->rows_per_chunk)
+		return 0;
+	h->plan = tfs_cache_plan_new(tfs_lake_warm_bytes(fs->lake) / rb);
+	if (!h->plan)
+		return -ENOMEM;
+	for (uint64_t i = 0; !rc && i < view->n; i++)
+		rc = tfs_cache_plan_use(h->plan, &c->chunks[view->rows[i] / c->rows_per_chunk].id,
+					i);
+	if (!rc)
+		tfs_cache_plan_start(fs->lake->cache, h->plan);
+	return rc;
+}
+
 /* The prefetcher follows the order in which the view first needs each chunk. */
 static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
 			    struct tfs_fs_handle *h, struct fuse_file_info *fi)
@@ -526,6 +550,8 @@ static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const stru
 			tfs_stream_expect_sequential(h->stream);
 	}
 	free(order);
+	if (!rc && fs->lake->evict_min)
+		rc = view_plan(fs, h, c);
 	/* One inode per commit: what the kernel cached for it stays true. */
 	fi->keep_cache = 1;
 	return rc;

@@ -101,11 +101,12 @@ struct tfs_fs {
 struct tfs_fs_handle {
 	struct tfs_fs_link link; /* in fs->open_files while open */
 	const struct tfs_fs_kind *kind;
-	struct tfs_version *ver;    /* NULL for generated files (log, stats) */
-	struct tfs_lake_view *view; /* view column files: the rows, in view order */
-	uint32_t *chunk_pos;	    /* view column files: chunk -> position in the order */
-	struct tfs_stream *stream;  /* column files: drives the prefetcher */
-	void *ctl;		    /* the control file: this open's session */
+	struct tfs_version *ver;     /* NULL for generated files (log, stats) */
+	struct tfs_lake_view *view;  /* view column files: the rows, in view order */
+	uint32_t *chunk_pos;	     /* view column files: chunk -> position in the order */
+	struct tfs_stream *stream;   /* column files: drives the prefetcher */
+	struct tfs_cache_plan *plan; /* view column files: their order, for MIN eviction */
+	void *ctl;		     /* the control file: this open's session */
 	const struct tfs_fs_control *ctl_ops; /* and what serves it */
 	struct tfs_fs_acct *acct;	      /* column files: the version's read counters */
 	struct tfs_buf text;		      /* generated files' content, taken at open */

@@ -3,6 +3,8 @@
  * and open files. */
 #include "fsnode.h"
 
+#include "cacheplan.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +209,7 @@ void tfs_fs_handle_free(struct tfs_fs *fs, struct tfs_fs_handle *h)
 	if (h->ctl)
 		h->ctl_ops->close(h->ctl);
 	tfs_stream_destroy(h->stream);
+	tfs_cache_plan_end(fs->lake->cache, h->plan);
 	tfs_version_put(h->ver);
 	tfs_lake_view_put(fs->lake, h->view);
 	free(h->chunk_pos);

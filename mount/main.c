@@ -51,6 +51,7 @@ static const char usage_text[] =
 	"                                  mount a lake (daemonises unless -f; --force\n"
 	"                                  first unmounts a dead mount left there)\n"
 	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
+	"               evict=min (drop the chunk view readers need furthest ahead),\n"
 	"               epoch_warm=1 (load the next epoch's first window of a shuffled\n"
 	"               view ahead, as a reader nears the end of an epoch),\n"
 	"               prefetch_threads=N (default: one per CPU for local lakes; for\n"

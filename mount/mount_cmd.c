@@ -78,6 +78,12 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 			}
 		} else if (!strcmp(o, "threads") && val) {
 			cfg->max_threads = (unsigned)atoi(val);
+		} else if (!strcmp(o, "evict") && val) {
+			if (strcmp(val, "lru") && strcmp(val, "min")) {
+				tfs_err("-o evict=%s: expected lru or min", val);
+				return -EINVAL;
+			}
+			lc->evict_min = !strcmp(val, "min");
 		} else if (!strcmp(o, "epoch_warm") && val) {
 			if (strcmp(val, "0") && strcmp(val, "1")) {
 				tfs_err("-o epoch_warm=%s: expected 0 or 1", val);

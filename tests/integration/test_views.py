@@ -335,3 +335,20 @@ def test_elastic_resume_reads_each_row_once(lake, mount, after):
         else:
             assert set(allrows) == set(range(n))
             assert len(allrows) - n == (-(n - done)) % after
+
+
+def test_evict_min_reads_exact_rows(lake, mount):
+    """-o evict=min: views over data 3x the cache read every row exactly, epoch after epoch,
+    while the cache evicts by the readers' plans."""
+    n = 12288
+    big = np.repeat(np.arange(n, dtype=np.int64)[:, None], 512, axis=1)  # 4 KiB rows
+    lake.build("m", {"big": big}, "--chunk-size", "1M")  # 48 MiB in 256-row chunks
+    m = mount(lake, opts=["cache_mem=16M", "evict=min"])
+    for epoch in range(3):
+        got = np.load(tensorfs.view_path(m.path / "m" / "main", seed=3, epoch=epoch) +
+                      "/big.npy", mmap_mode="r")
+        col = np.array(got[:, 0])
+        assert sorted(col.tolist()) == list(range(n))
+        assert np.array_equal(np.array(got[:, 511]), col)
+    s = json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]
+    assert s["evictions"] > 0 and s["bytes"] <= 16 << 20, s

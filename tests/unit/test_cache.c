@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "cache.h"
+#include "cacheplan.h"
 
 #define CHUNK 4096
 
@@ -314,6 +315,72 @@ static void test_buffer_pool(void **state)
 	tfs_cache_destroy(c);
 }
 
+/* MIN: with a plan published, the entry needed furthest ahead goes first, one no plan needs
+ * again before one no plan knows, and one in use or within the protected rows last; LRU
+ * otherwise. */
+static void test_evict_by_plan(void **state)
+{
+	struct tfs_cache *c;
+	struct tfs_cache_plan *p;
+	struct tfs_cache_entry *e;
+	struct loader l = { 0 };
+	struct tfs_id k[6];
+	uint64_t dist;
+
+	(void)state;
+	for (unsigned i = 0; i < 6; i++)
+		k[i] = key_of(i);
+	assert_int_equal(tfs_cache_create(4 * CHUNK, &c), 0);
+	tfs_cache_evict_by_plans(c, 1);
+	p = tfs_cache_plan_new(5);
+	assert_non_null(p);
+	/* k0 at 100..110, k1 at 20, k2 at 50, k3 at 1 (within the protected 5); k4 unknown;
+	 * k5 at 0 only (done once the cursor passes it). */
+	assert_int_equal(tfs_cache_plan_use(p, &k[0], 110), 0);
+	assert_int_equal(tfs_cache_plan_use(p, &k[0], 100), 0);
+	assert_int_equal(tfs_cache_plan_use(p, &k[1], 20), 0);
+	assert_int_equal(tfs_cache_plan_use(p, &k[2], 50), 0);
+	assert_int_equal(tfs_cache_plan_use(p, &k[3], 1), 0);
+	assert_int_equal(tfs_cache_plan_use(p, &k[5], 0), 0);
+	tfs_cache_plan_start(c, p);
+	tfs_cache_plan_at(p, 1);
+	assert_int_equal(tfs_cache_plan_class(p, &k[0], &dist), 2);
+	assert_int_equal(dist, 99);
+	assert_int_equal(tfs_cache_plan_class(p, &k[3], &dist), 3);
+	assert_int_equal(tfs_cache_plan_class(p, &k[4], &dist), 1);
+	assert_int_equal(tfs_cache_plan_class(p, &k[5], &dist), 0);
+	/* Fill 4 entries, k0..k3; each newcomer below is pinned while it loads, so one of the
+	 * others goes. */
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(tfs_cache_get(c, &k[i], load, &l, &e), 0);
+		tfs_cache_put(c, e);
+	}
+	/* The furthest needed goes (k0, at 100), not the least recently used (also k0), ... */
+	assert_int_equal(tfs_cache_get(c, &k[5], load, &l, &e), 0);
+	tfs_cache_put(c, e);
+	assert_int_equal(tfs_cache_contains(c, &k[0]), 0);
+	assert_int_equal(tfs_cache_contains(c, &k[1]) + tfs_cache_contains(c, &k[2]), 2);
+	/* ... one no plan needs again before any other (k5, passed) ... */
+	assert_int_equal(tfs_cache_get(c, &k[4], load, &l, &e), 0);
+	tfs_cache_put(c, e);
+	assert_int_equal(tfs_cache_contains(c, &k[5]), 0);
+	/* ... one no plan knows before a planned one (k4, though k1 is older) ... */
+	assert_int_equal(tfs_cache_get(c, &k[0], load, &l, &e), 0);
+	tfs_cache_put(c, e);
+	assert_int_equal(tfs_cache_contains(c, &k[4]), 0);
+	assert_int_equal(tfs_cache_contains(c, &k[1]), 1);
+	/* ... and the protected one (k3, due within 5 rows) never while others can go. */
+	for (unsigned i = 6; i < 9; i++) {
+		struct tfs_id kx = key_of(i);
+
+		assert_int_equal(tfs_cache_get(c, &kx, load, &l, &e), 0);
+		tfs_cache_put(c, e);
+		assert_int_equal(tfs_cache_contains(c, &k[3]), 1);
+	}
+	tfs_cache_plan_end(c, p);
+	tfs_cache_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -324,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_one_load_per_key),
 		cmocka_unit_test(test_prefetch_counters),
 		cmocka_unit_test(test_buffer_pool),
+		cmocka_unit_test(test_evict_by_plan),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

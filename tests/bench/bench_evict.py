@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: MIT
+"""Cache eviction for views: bytes fetched from the lake per epoch with LRU and with MIN (-o
+evict=min: the cache evicts the chunk the view readers need furthest in the future), for a
+shuffled view whose data is 1.5x and 4x cache_mem, over several epochs.
+
+    /usr/bin/python3 tests/bench/bench_evict.py [--cache-mb 128] [--epochs 4]
+
+Each epoch reads views/seed=1,epoch=E/image.npy front to back; the figures are the store's
+bytes_fetched and the cache's misses per epoch, averaged over epochs 1.. (epoch 0 starts cold).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+TFS = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
+MiB = 1 << 20
+
+
+def run(*args):
+    p = subprocess.run([TFS, *map(str, args)], capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"tensorfs {' '.join(map(str, args))}: {p.stderr}")
+
+
+def stats(mnt):
+    s = json.loads((mnt / ".tensorfs" / "stats").read_text())
+    return s["store"]["bytes_fetched"], s["cache"]["misses"], s["cache"]["hits"]
+
+
+def epochs(lake, mnt, policy, cache_mb, n):
+    run("mount", lake, mnt, "-o", f"cache_mem={cache_mb}M,evict={policy}")
+    out = []
+    try:
+        for e in range(n):
+            b0, m0, h0 = stats(mnt)
+            with open(mnt / "d" / "main" / "views" / f"seed=1,epoch={e}" / "image.npy", "rb",
+                      buffering=0) as f:
+                while f.read(1 << 20):
+                    pass
+            b1, m1, h1 = stats(mnt)
+            out.append((b1 - b0, m1 - m0, h1 - h0))
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cache-mb", type=int, default=128)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--ratios", default="1.5,4")
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="tfs-evict-"))
+    mnt = work / "mnt"
+    mnt.mkdir()
+    try:
+        print(f"cache_mem={a.cache_mb}M, 4 KiB rows in 4 MiB chunks, a shuffled view per "
+              f"epoch; per epoch after the first: MiB fetched from the lake, cache misses")
+        for ratio in (float(x) for x in a.ratios.split(",")):
+            mb = int(a.cache_mb * ratio)
+            rows = mb * 256
+            rng = np.random.default_rng(1)
+            np.save(work / "image.npy", rng.integers(0, 16, size=(rows, 4096), dtype=np.uint8))
+            lake = f"file://{work}/lake{ratio}"
+            run("create", f"{lake}/d")
+            run("import", f"{lake}/d", f"image={work}/image.npy", "--quiet")
+            os.unlink(work / "image.npy")
+            for policy in ("lru", "min"):
+                r = epochs(lake, mnt, policy, a.cache_mb, a.epochs)[1:]
+                fetched = np.mean([x[0] for x in r]) / MiB
+                misses = np.mean([x[1] for x in r])
+                print(f"  data {ratio}x ({mb} MiB), {policy}: {fetched:.0f} MiB fetched "
+                      f"({fetched / mb:.2f} of the data), {misses:.0f} misses per epoch")
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
