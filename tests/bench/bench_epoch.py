@@ -11,23 +11,11 @@ the first batch (--batch-mb of rows) of views/seed=1,epoch=1/image.npy.
 
 import argparse
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-TFS = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
-
-
-def run(*args):
-    p = subprocess.run([TFS, *map(str, args)], capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(f"tensorfs {' '.join(map(str, args))}: {p.stderr}")
+from tfscli import run, unmount, workdir
 
 
 def read_all(path, bufsize=1 << 20):
@@ -50,7 +38,7 @@ def one(lake, mnt, warm, batch_bytes):
         t3 = time.perf_counter()
         return t1 - t0, t3 - t2
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        unmount(mnt)
 
 
 def main():
@@ -62,10 +50,8 @@ def main():
     ap.add_argument("--pause", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=3)
     ARGS = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="tfs-epoch-"))
-    mnt = work / "mnt"
-    mnt.mkdir()
-    try:
+    with workdir("tfs-epoch-") as work:
+        mnt = work / "mnt"
         rows = ARGS.mb * 256
         rng = np.random.default_rng(1)
         image = rng.integers(0, 16, size=(rows, 4096), dtype=np.uint8)
@@ -87,9 +73,6 @@ def main():
             print(f"epoch_warm={warm}: epoch 0 in {ep:.2f} s, first batch of epoch 1 in "
                   f"{fb * 1000:.1f} ms (runs: "
                   + ", ".join(f"{r[1] * 1000:.1f}" for r in res[warm]) + ")")
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -12,23 +12,12 @@ bytes_fetched and the cache's misses per epoch, averaged over epochs 1.. (epoch 
 import argparse
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-TFS = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
+from tfscli import run, unmount, workdir
+
 MiB = 1 << 20
-
-
-def run(*args):
-    p = subprocess.run([TFS, *map(str, args)], capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(f"tensorfs {' '.join(map(str, args))}: {p.stderr}")
 
 
 def stats(mnt):
@@ -49,7 +38,7 @@ def epochs(lake, mnt, policy, cache_mb, n):
             b1, m1, h1 = stats(mnt)
             out.append((b1 - b0, m1 - m0, h1 - h0))
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        unmount(mnt)
     return out
 
 
@@ -59,10 +48,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--ratios", default="1.5,4")
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="tfs-evict-"))
-    mnt = work / "mnt"
-    mnt.mkdir()
-    try:
+    with workdir("tfs-evict-") as work:
+        mnt = work / "mnt"
         print(f"cache_mem={a.cache_mb}M, 4 KiB rows in 4 MiB chunks, a shuffled view per "
               f"epoch; per epoch after the first: MiB fetched from the lake, cache misses")
         for ratio in (float(x) for x in a.ratios.split(",")):
@@ -80,9 +67,6 @@ def main():
                 misses = np.mean([x[1] for x in r])
                 print(f"  data {ratio}x ({mb} MiB), {policy}: {fetched:.0f} MiB fetched "
                       f"({fetched / mb:.2f} of the data), {misses:.0f} misses per epoch")
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

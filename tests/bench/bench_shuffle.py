@@ -11,25 +11,11 @@ seeds. The window is `block` chunks of the widest column; its memory cost is tha
 """
 
 import argparse
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-TFS = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
-
-
-def run(*args):
-    p = subprocess.run([TFS, *map(str, args)], capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(f"tensorfs {' '.join(map(str, args))}: {p.stderr}")
-    return p.stdout
+from tfscli import run, workdir
 
 
 def quality(labels, stretch=1000):
@@ -48,10 +34,8 @@ def main():
     ap.add_argument("--blocks", default="4,8,16,32,64")
     ap.add_argument("--seeds", type=int, default=3)
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="tfs-shuffle-"))
-    mnt = work / "mnt"
-    mnt.mkdir()
-    try:
+    with workdir("tfs-shuffle-") as work:
+        mnt = work / "mnt"
         label = np.repeat(np.arange(a.classes, dtype=np.int64), a.rows // a.classes)
         image = np.zeros((len(label), a.row_bytes), dtype=np.uint8)
         image[:, 0] = label % 256
@@ -85,9 +69,6 @@ def main():
             print(f"{('block=' + str(b)) if b else 'default':>22} "
                   f"{k if k else '':>7} {k * chunk / 2**20 if k else '':>7} "
                   f"{np.mean(means):>18.1f} {min(mins):>5} {np.median(secs):>8.2f}")
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
