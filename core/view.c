@@ -24,7 +24,7 @@ const char tfs_view_readme[] =
 	"  epoch=N      shuffle epoch: every epoch has its own order (default 0)\n"
 	"  block=N      shuffle window, in chunks (default: as many chunks of the widest\n"
 	"               column as make half the mount's cache_mem, rounded down to a\n"
-	"               power of two and at least 64 MiB: 256 MiB with the default 512M)\n"
+	"               power of two: 256 MiB with the default 512M)\n"
 	"  rank=R       this shard (default 0)\n"
 	"  world=W      number of shards (default 1)\n"
 	"  drop_last=1  drop the rows that do not divide by world; the default (0) pads the\n"
@@ -375,6 +375,9 @@ uint64_t tfs_view_default_window(uint64_t cache_budget)
 
 	while (w * 2 <= cache_budget / 2)
 		w *= 2;
+	/* A small cache: a window larger than half of it would be read with its chunks evicted. */
+	while (cache_budget && w > cache_budget / 2 && w > (1u << 20))
+		w /= 2;
 	return w;
 }
 

@@ -12,13 +12,13 @@
 
 /* Default shuffle window: as many chunks of the widest column as fit in
  * tfs_view_default_window(cache budget) bytes, within these bounds. */
-#define TFS_VIEW_WINDOW_BYTES (64ull << 20) /* the least default window */
+#define TFS_VIEW_WINDOW_BYTES (64ull << 20) /* the default window without a cache budget */
 #define TFS_VIEW_MIN_BLOCK 4
 #define TFS_VIEW_MAX_BLOCK 65536
 
 /* The default shuffle window for a cache of cache_budget bytes: half of it, rounded down to a
- * power of two (mounts whose budgets differ a little agree), at least TFS_VIEW_WINDOW_BYTES. A
- * front-to-back reader of a view needs the window's chunks in memory at once. */
+ * power of two (mounts whose budgets differ a little agree); TFS_VIEW_WINDOW_BYTES without a
+ * budget. A front-to-back reader of a view needs the window's chunks in memory at once. */
 uint64_t tfs_view_default_window(uint64_t cache_budget);
 
 /* What readers of a view do with rows of chunks damaged for good (badchunks.h). */

@@ -276,11 +276,11 @@ def test_default_shuffle_mixes_class_sorted_data(lake, mount):
     counts = classes_per_stretch(np.load(
         tensorfs.view_path(m.path / "c" / "main", seed=1, block=4) + "/label.npy"))
     assert 10 <= min(counts) and np.mean(counts) < 40, (min(counts), np.mean(counts))
-    # a smaller cache, a smaller default window (at least 64 MiB: 16 chunks here)
+    # a smaller cache, a smaller default window (half of 64M: 8 chunks here), mixing less
     m2 = mount(lake, opts=["cache_mem=64M"], name="small")
     counts = classes_per_stretch(np.load(
         tensorfs.view_path(m2.path / "c" / "main", seed=1) + "/label.npy"))
-    assert 40 <= np.mean(counts) < 90, (min(counts), np.mean(counts))
+    assert 20 <= np.mean(counts) < 60, (min(counts), np.mean(counts))
 
 
 def test_epoch_warm_loads_the_next_epoch(lake, mount):
