@@ -34,6 +34,12 @@ int tfs_version_column(const struct tfs_version *v, const char *name);
 int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
 			  struct tfs_cache_entry **e);
 
+/* tfs_version_chunk_get for a reader that pads bad rows: with pad, a chunk damaged for good
+ * (badchunks.h) is -EBADMSG, not fetched again when it is recorded already; other errors, and
+ * every error without pad, as tfs_version_chunk_get. */
+int tfs_version_chunk_get_or_bad(struct tfs_version *v, struct tfs_cache *cache, size_t col,
+				 size_t k, int pad, struct tfs_cache_entry **e);
+
 /* Load chunk k of column col into the cache ahead of readers (tfs_cache_prefetch). Returns 1 if
  * it loaded the chunk, 0 if it was cached or loading already, or -errno. */
 int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col,

@@ -13,7 +13,6 @@
 #include <sys/uio.h>
 
 #include "cache.h"
-#include "badchunks.h"
 #include "cacheplan.h"
 #include "prefetch.h"
 #include "view.h"
@@ -403,13 +402,9 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 				break;
 			}
 		if (!e) {
-			/* A chunk known bad is not fetched again for every row of it. */
-			rc = view->on_error != TFS_ON_ERROR_FAIL &&
-					     tfs_bad_chunk_known(&c->chunks[k].id)
-				     ? -EIO
-				     : tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k,
-							     &e);
-			if (rc && tfs_fs_bad_rows_padded(view, &c->chunks[k].id, rc)) {
+			rc = tfs_version_chunk_get_or_bad(h->ver, fs->lake->cache, h->col, k,
+							  view->on_error != TFS_ON_ERROR_FAIL, &e);
+			if (rc == -EBADMSG) {
 				/* A bad row, padded: zeros of its size. */
 				if (!zeros && !(zeros = calloc(1, (size_t)rb))) {
 					rc = -ENOMEM;
@@ -464,11 +459,6 @@ out:
 	free(zeros);
 	if (rc)
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-}
-
-int tfs_fs_bad_rows_padded(const struct tfs_view *view, const struct tfs_id *chunk, int rc)
-{
-	return rc == -EIO && view->on_error != TFS_ON_ERROR_FAIL && tfs_bad_chunk_known(chunk);
 }
 
 /* --- a view's COLUMN.npy -------------------------------------------------------------------- */

@@ -119,10 +119,6 @@ struct tfs_fs_handle {
 	char header[TFS_NPY_ALIGN];
 };
 
-/* Whether a read of view rows that failed with rc on chunk (its id) reads as zeros instead: the
- * view pads or skips bad rows and the chunk is damaged for good. */
-int tfs_fs_bad_rows_padded(const struct tfs_view *view, const struct tfs_id *chunk, int rc);
-
 /* A view file's read reached [.., end) of h->size: within the last window, ask the lake to warm
  * the next epoch of the view for column col (once per handle). */
 void tfs_fs_view_read_near_end(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t col,

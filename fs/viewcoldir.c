@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "badchunks.h"
 #include "cache.h"
 #include "prefetch.h"
 
@@ -104,16 +105,18 @@ static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 	return rc;
 }
 
-/* Whether view row i of the data, unreadable with rc, reads as zeros (on_error=pad or skip). */
-static int bad_row_padded(struct tfs_fs_handle *h, const struct tfs_view_spans *r, uint64_t i,
-			  int rc)
+/* Whether view row i of the data reads as zeros: the view pads bad rows (on_error=pad or skip)
+ * and a chunk of the row's data is damaged for good. */
+static int bad_row_padded(struct tfs_fs_handle *h, const struct tfs_view_spans *r, uint64_t i)
 {
 	const struct tfs_column *d = &h->ver->manifest.cols[r->data_col];
-	const size_t k0 = tfs_column_chunk_of(d, r->src[i]);
-	const size_t k1 = tfs_column_chunk_of(d, r->src[i] + (r->at[i + 1] - r->at[i]) - 1);
+	size_t k1;
 
-	for (size_t k = k0; k <= k1; k++)
-		if (tfs_fs_bad_rows_padded(h->view->view, &d->chunks[k].id, rc))
+	if (h->view->view->on_error == TFS_ON_ERROR_FAIL)
+		return 0;
+	k1 = tfs_column_chunk_of(d, r->src[i] + (r->at[i + 1] - r->at[i]) - 1);
+	for (size_t k = tfs_column_chunk_of(d, r->src[i]); k <= k1; k++)
+		if (tfs_bad_chunk_known(&d->chunks[k].id))
 			return 1;
 	return 0;
 }
@@ -162,13 +165,13 @@ static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h
 		in = pos - r->at[i];
 		take = r->at[i + 1] - pos < end - pos ? r->at[i + 1] - pos : end - pos;
 		/* A row of a chunk known bad is not fetched again. */
-		got = h->view->view->on_error != TFS_ON_ERROR_FAIL && bad_row_padded(h, r, i, -EIO)
+		got = bad_row_padded(h, r, i)
 			      ? -EIO
 			      : tfs_version_read(h->ver, fs->lake->cache, r->data_col,
 						 r->src[i] + in, buf + done, (size_t)take);
 		if (got != (ssize_t)take)
 			rc = got < 0 ? (int)got : -EIO;
-		if (rc && bad_row_padded(h, r, i, rc)) {
+		if (rc == -EIO && bad_row_padded(h, r, i)) {
 			memset(buf + done, 0, (size_t)take);
 			rc = 0;
 		}

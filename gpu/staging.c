@@ -131,12 +131,9 @@ static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *row
 				tfs_cache_put(st->cfg.cache, e);
 			e = NULL;
 			k_pinned = SIZE_MAX;
-			/* A chunk known bad is not fetched again. */
-			rc = st->cfg.pad_bad_rows && tfs_bad_chunk_known(&c->chunks[k].id)
-				     ? -EIO
-				     : tfs_version_chunk_get(v, st->cfg.cache, col, k, &e);
-			if (rc == -EIO && st->cfg.pad_bad_rows &&
-			    tfs_bad_chunk_known(&c->chunks[k].id)) {
+			rc = tfs_version_chunk_get_or_bad(v, st->cfg.cache, col, k,
+							  st->cfg.pad_bad_rows, &e);
+			if (rc == -EBADMSG) {
 				memset(dst + i * rb, 0, (size_t)(run * rb));
 				*padded += run;
 				i += run;
