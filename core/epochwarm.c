@@ -75,46 +75,44 @@ static size_t data_header(const struct tfs_version *v, size_t col)
 	return SIZE_MAX;
 }
 
-/* Build the view, then load its column's chunks in the order it needs them, up to one default
- * window (half the cache; the reader's last window holds the other half). */
+/* Build the view, then load its column's chunks in the order it first needs them (a data part's
+ * from the view's spans of its column), up to one default window (half the cache; the reader's
+ * last window holds the other half). */
 static int warm_run(struct tfs_work *work)
 {
 	struct warm *w = (struct warm *)work;
 	const struct tfs_column *c = &w->v->manifest.cols[w->col];
-	const uint64_t budget = tfs_lake_warm_bytes(w->l);
-	struct tfs_lake_view *lv = NULL;
-	uint8_t *seen = calloc(c->nchunks ? c->nchunks : 1, 1);
 	const size_t header = data_header(w->v, w->col);
+	const uint64_t budget = tfs_lake_warm_bytes(w->l);
+	const struct tfs_view_spans *sp;
+	struct tfs_lake_view *lv = NULL;
+	uint32_t *order = NULL, *pos = NULL;
+	const uint32_t *ks = NULL;
 	uint64_t bytes = 0, loaded = 0;
-	struct tfs_spans sp;
+	size_t n = 0;
 	char err[256];
 	int rc;
 
-	rc = seen ? tfs_lake_view_get(w->l, w->v, w->name, &lv, err, sizeof(err)) : -ENOMEM;
-	if (header != SIZE_MAX)
-		tfs_spans_init(&sp, w->v, w->l->cache, header);
-	for (uint64_t i = 0; !rc && i < lv->view->n && bytes < budget; i++) {
-		uint64_t r = lv->view->rows[i], end;
-		size_t k;
-
-		/* A data part's rows are bytes: a view row starts at its offset into them. */
-		if (header != SIZE_MAX && (tfs_spans_get(&sp, r, &r, &end) || end == r))
-			continue;
-		k = tfs_column_chunk_of(c, r);
-		if (seen[k] || !w->l->prefetch)
-			continue;
-		seen[k] = 1;
-		bytes += tfs_column_chunk_rows(c, k) * c->row_bytes;
-		if (tfs_version_chunk_prefetch(w->v, w->l->cache, w->col, k) == 1)
+	rc = tfs_lake_view_get(w->l, w->v, w->name, &lv, err, sizeof(err));
+	if (!rc && header != SIZE_MAX) {
+		rc = tfs_lake_view_spans(w->l, lv, header, 0, &sp);
+		ks = rc ? NULL : sp->order;
+		n = rc ? 0 : sp->norder;
+	} else if (!rc) {
+		rc = tfs_view_chunk_order(lv->view, c, &order, &n, &pos);
+		ks = order;
+	}
+	for (size_t i = 0; !rc && i < n && bytes < budget && w->l->prefetch; i++) {
+		bytes += tfs_column_chunk_rows(c, ks[i]) * c->row_bytes;
+		if (tfs_version_chunk_prefetch(w->v, w->l->cache, w->col, ks[i]) == 1)
 			loaded++;
 	}
 	if (!rc)
 		tfs_info("epoch_warm: %s: column %s: %" PRIu64 " chunks loaded ahead", w->name,
 			 c->name, loaded);
-	if (header != SIZE_MAX)
-		tfs_spans_done(&sp);
+	free(order);
+	free(pos);
 	tfs_lake_view_put(w->l, lv);
-	free(seen);
 	warm_free(w);
 	return 0;
 }
