@@ -571,6 +571,26 @@ def check_schema_column(col, src, name):
     assert isinstance(col["stored_bytes"], int) and col["stored_bytes"] >= 0
 
 
+def tar_add(t, name, data):
+    """Add a member of these bytes to the open tarfile t."""
+    import io
+    import tarfile
+
+    ti = tarfile.TarInfo(name)
+    ti.size = len(data)
+    t.addfile(ti, io.BytesIO(data))
+
+
+def write_tar(path, members):
+    """A tar file of (name, bytes) members in order, as a WebDataset shard is."""
+    import tarfile
+
+    with tarfile.open(path, "w") as t:
+        for name, data in members:
+            tar_add(t, name, data)
+    return path
+
+
 def preads(fd, ranges):
     """[(offset, length)] -> [bytes]"""
     return [os.pread(fd, n, off) for off, n in ranges]

@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import load_schema, run_proc, schema_column, tfs
+from conftest import load_schema, run_proc, schema_column, tar_add, tfs, write_tar
 
 TEXT_ROWS = ["hello", "wörld", "", "tab\there", "back\\slash", "日本語のテキスト", "emoji 🎉",
              "trailing space ", "x" * 5000]
@@ -347,11 +347,8 @@ def test_control_file_ioctl_batches_of_kinds(lake, mount, tmp_path):
 
 
 def test_python_client_and_torch(lake, mount, tmp_path):
-    import sys
-
     import torch
 
-    from conftest import REPO_ROOT
     import tensorfs
     import tensorfs.torch
 
@@ -386,9 +383,7 @@ def test_python_client_and_torch(lake, mount, tmp_path):
 
 def test_jsonl(lake, mount, tmp_path):
     import json
-    import sys
 
-    from conftest import REPO_ROOT
     import tensorfs
 
     rows = [{"id": i, "score": (i / 4 if i % 2 else i), "ok": i % 3 == 0,
@@ -468,14 +463,9 @@ def test_killed_row_and_image_imports_leave_the_dataset_as_it_was(lake, tmp_path
             imgs / f"{i:04d}.png")
     np.savez_compressed(tmp_path / "a.npz", a=rng.integers(0, 9, size=(30000, 8)),
                         b=rng.standard_normal(30000))
-    import io
-    import tarfile
-    with tarfile.open(tmp_path / "s.tar", "w") as t:
-        for i in range(300):
-            for ext, data in (("cls", str(i).encode()), ("txt", f"sample {i}".encode())):
-                ti = tarfile.TarInfo(f"k/{i:05d}.{ext}")
-                ti.size = len(data)
-                t.addfile(ti, io.BytesIO(data))
+    write_tar(tmp_path / "s.tar", ((f"k/{i:05d}.{ext}", data) for i in range(300)
+                                   for ext, data in (("cls", str(i).encode()),
+                                                     ("txt", f"sample {i}".encode()))))
     runs = {
         "npz": (["--npz", str(tmp_path / "a.npz"), "--chunk-size", "4k"], 30000),
         "wds": (["--webdataset", str(tmp_path / "s.tar"), "--chunk-size", "1k"], 300),
@@ -511,13 +501,10 @@ def test_killed_row_and_image_imports_leave_the_dataset_as_it_was(lake, tmp_path
 
 def test_npz_and_webdataset(lake, mount, tmp_path):
     import io
-    import json
-    import sys
     import tarfile
 
     from PIL import Image
 
-    from conftest import REPO_ROOT
     import tensorfs
 
     x = np.arange(60, dtype=">i4").reshape(20, 3)  # big-endian: stored little-endian
@@ -531,11 +518,6 @@ def test_npz_and_webdataset(lake, mount, tmp_path):
     p = lake.import_("m", {}, "--npz", tmp_path / "bad.npz", check=False)
     assert p.returncode != 0 and "has 3 rows" in p.stderr, p.stderr
 
-    def add(t, name, data):
-        ti = tarfile.TarInfo(name)
-        ti.size = len(data)
-        t.addfile(ti, io.BytesIO(data))
-
     rng = np.random.default_rng(4)
     samples = []
     for shard in range(2):
@@ -546,13 +528,13 @@ def test_npz_and_webdataset(lake, mount, tmp_path):
                 vec = rng.standard_normal(int(rng.integers(0, 4))).astype(np.float32)
                 b = io.BytesIO()
                 Image.fromarray(img).save(b, "PNG")
-                add(t, key + ".png", b.getvalue())
-                add(t, key + ".cls", str(i * 7).encode())
-                add(t, key + ".txt", f"caption {i}\nsecond line".encode())
+                tar_add(t, key + ".png", b.getvalue())
+                tar_add(t, key + ".cls", str(i * 7).encode())
+                tar_add(t, key + ".txt", f"caption {i}\nsecond line".encode())
                 b = io.BytesIO()
                 np.save(b, vec)
-                add(t, key + ".npy", b.getvalue())
-                add(t, key + ".bin", bytes([i, 0, 255]))
+                tar_add(t, key + ".npy", b.getvalue())
+                tar_add(t, key + ".bin", bytes([i, 0, 255]))
                 samples.append((key, img, i * 7, vec))
     lake.create("w")
     p = lake.import_("w", {}, "--webdataset", tmp_path / "s0.tar", tmp_path / "s1.tar")
@@ -570,11 +552,11 @@ def test_npz_and_webdataset(lake, mount, tmp_path):
     assert list(w["txt"])[5] == "caption 5\nsecond line"
     assert list(w["bin"])[9] == bytes([9, 0, 255])
     # a damaged image and a missing field: skipped and named, or --strict fails
-    with tarfile.open(tmp_path / "bad.tar", "w") as t:
-        for ext, data in (("png", b"not an image"), ("cls", b"1"), ("txt", b"t"),
-                          ("npy", b"x"), ("bin", b"")):
-            add(t, "k/0001." + ext, data)
-        add(t, "k/0002.cls", b"2")
+    write_tar(tmp_path / "bad.tar",
+              [("k/0001." + ext, data) for ext, data in (("png", b"not an image"), ("cls", b"1"),
+                                                         ("txt", b"t"), ("npy", b"x"),
+                                                         ("bin", b""))] +
+              [("k/0002.cls", b"2")])
     p = lake.import_("w2", {}, "--webdataset", tmp_path / "s0.tar", tmp_path / "bad.tar",
                      check=False)
     assert p.returncode != 0  # no such dataset yet
@@ -625,9 +607,7 @@ def test_c_client_reads_rows(lake, mount, tmp_path):
 def test_jsonl_and_webdataset_append(lake, mount, tmp_path):
     """JSON Lines and WebDataset shards append to a dataset made from them before; a field of
     another kind, or a dataset with other columns, is refused and the dataset stays as it was."""
-    import io
     import json
-    import tarfile
 
     import tensorfs
 
@@ -648,12 +628,8 @@ def test_jsonl_and_webdataset_append(lake, mount, tmp_path):
     assert p.returncode != 0 and "column z would have 3 rows" in p.stderr, p.stderr
 
     def shard(path, keys):
-        with tarfile.open(path, "w") as t:
-            for k in keys:
-                for ext, data in ((".cls", str(k).encode()), (".txt", f"s{k}".encode())):
-                    ti = tarfile.TarInfo(f"{k:04d}{ext}")
-                    ti.size = len(data)
-                    t.addfile(ti, io.BytesIO(data))
+        write_tar(path, ((f"{k:04d}{ext}", data) for k in keys
+                         for ext, data in ((".cls", str(k).encode()), (".txt", f"s{k}".encode()))))
 
     shard(tmp_path / "s0.tar", range(4))
     shard(tmp_path / "s1.tar", range(4, 6))

@@ -3,15 +3,13 @@
 read from an S3 bucket (s3rver) and from an HTTP server (nginx) on loopback make the same
 dataset, byte for byte, as the same files imported from the local disk."""
 
-import io
 import json
 import os
-import tarfile
 
 import numpy as np
 import pytest
 
-from conftest import tfs
+from conftest import tfs, write_tar
 from s3help import Nginx, S3Server, s3_env
 
 
@@ -28,12 +26,9 @@ def write_sources(root):
         for i in range(500)))
     np.savez(root / "a.npz", p=np.arange(40, dtype=np.int16).reshape(20, 2),
              q=np.linspace(0, 1, 20))
-    with tarfile.open(root / "shard-0.tar", "w") as t:
-        for i in range(30):
-            for ext, data in ((".cls", str(i).encode()), (".txt", f"t{i}".encode())):
-                ti = tarfile.TarInfo(f"{i:04d}{ext}")
-                ti.size = len(data)
-                t.addfile(ti, io.BytesIO(data))
+    write_tar(root / "shard-0.tar", ((f"{i:04d}{ext}", data) for i in range(30)
+                                     for ext, data in ((".cls", str(i).encode()),
+                                                       (".txt", f"t{i}".encode()))))
     for cls in ("cat", "dog"):
         (root / "img" / cls).mkdir(parents=True)
         for i in range(6):
