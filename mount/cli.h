@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* cli: what the tensorfs command's files share: the usage text, opening a dataset, and the
- * mount and import commands. */
+ * commands that live in files of their own (mount, import, upkeep). */
 #ifndef TFS_CLI_H
 #define TFS_CLI_H
 
@@ -11,8 +11,9 @@ int tfs_cli_usage(int rc);
  * argv[0] is the command's name. Returns the exit status. */
 int tfs_cmd_mount(int argc, char **argv);
 
-#define TFS_EXIT_RETRY 75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe \
-			   */
+#define TFS_EXIT_RETRY                                                            \
+	75 /* EX_TEMPFAIL: another writer moved the branch; running again is safe \
+	    */
 
 struct tfs_store;
 
@@ -22,5 +23,10 @@ int tfs_cli_open_dataset(const char *url, unsigned flags, struct tfs_store **s, 
 
 /* `tensorfs import URL ...`. Returns the exit status. */
 int tfs_cmd_import(int argc, char **argv);
+
+/* maint_cmd.c: `tensorfs verify URL`, `gc LAKE_URL|URL`, `index LAKE_URL`. Exit statuses. */
+int tfs_cmd_verify(int argc, char **argv);
+int tfs_cmd_gc(int argc, char **argv);
+int tfs_cmd_index(int argc, char **argv);
 
 #endif

@@ -21,10 +21,8 @@
 #include "version.h"
 #include "view.h"
 #include "config.h"
-#include "lakeindex.h"
 #include "cli.h"
 #include "top.h"
-#include "progress.h"
 
 static const char usage_text[] =
 	"usage: tensorfs [--config FILE] COMMAND [ARGS]\n"
@@ -595,127 +593,6 @@ out:
 	return rc;
 }
 
-/* Drop --progress/--quiet/-q from argv (they may come anywhere) into *mode; returns the new
- * argc. */
-static int take_progress_flags(int argc, char **argv, enum tfs_progress_mode *mode)
-{
-	int n = 0;
-
-	for (int i = 0; i < argc; i++) {
-		const int m = i ? tfs_progress_flag(argv[i]) : -1;
-
-		if (m >= 0)
-			*mode = (enum tfs_progress_mode)m;
-		else
-			argv[n++] = argv[i];
-	}
-	argv[n] = NULL;
-	return n;
-}
-
-static int cmd_verify(int argc, char **argv)
-{
-	enum tfs_progress_mode pmode = TFS_PROGRESS_AUTO;
-	struct tfs_verify_report r = { 0 };
-	struct tfs_progress_line *pl;
-	struct tfs_store *s;
-	char *ds;
-	int rc;
-
-	argc = take_progress_flags(argc, argv, &pmode);
-	if (argc != 2)
-		return tfs_cli_usage(2);
-	if (tfs_cli_open_dataset(argv[1], 0, &s, &ds))
-		return 1;
-	pl = tfs_progress_line_start("verify", "objects", &r.progress, pmode);
-	rc = tfs_verify(s, ds, &r);
-	tfs_progress_line_stop(pl);
-	if (rc == -ENOENT)
-		tfs_err("%s: no such dataset", argv[1]);
-	else if (rc)
-		tfs_err("%s: verify could not complete: %s", argv[1], strerror(-rc));
-	else
-		printf("%s: %" PRIu64 " commits, %" PRIu64 " manifests, %" PRIu64
-		       " chunks (%" PRIu64 " bytes) checked: %" PRIu64 " problem%s\n",
-		       argv[1], r.commits, r.manifests, r.chunks, r.bytes, r.problems,
-		       r.problems == 1 ? "" : "s");
-	free(ds);
-	tfs_store_close(s);
-	return rc || r.problems ? 1 : 0;
-}
-
-static int cmd_gc(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-		{ "grace", required_argument, NULL, 'g' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ NULL, 0, NULL, 0 },
-	};
-	enum tfs_progress_mode pmode = TFS_PROGRESS_AUTO;
-	struct tfs_gc_report r = { 0 };
-	struct tfs_progress_line *pl;
-	struct tfs_store *s;
-	long long grace = 86400;
-	int opt, dry = 0, rc;
-	char *ds, *end;
-
-	argc = take_progress_flags(argc, argv, &pmode);
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		if (opt == 'g') {
-			grace = strtoll(optarg, &end, 10);
-			if (*end || grace < 0) {
-				tfs_err("--grace %s: expected seconds", optarg);
-				return 2;
-			}
-		} else if (opt == 'n') {
-			dry = 1;
-		} else {
-			return tfs_cli_usage(2);
-		}
-	}
-	if (argc - optind != 1)
-		return tfs_cli_usage(2);
-	if (tfs_cli_open_dataset(argv[optind], 0, &s, &ds))
-		return 1;
-	pl = tfs_progress_line_start("gc", "objects", &r.progress, pmode);
-	rc = tfs_gc(s, ds, grace, dry, &r);
-	tfs_progress_line_stop(pl);
-	if (rc == -ENOENT)
-		tfs_err("%s: no such dataset", argv[optind]);
-	else if (!rc && dry)
-		printf("%s: would delete %" PRIu64 " unreachable objects (%" PRIu64
-		       " bytes), kept %" PRIu64 " reachable and %" PRIu64
-		       " younger than %llds; nothing was removed (--dry-run)\n",
-		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace);
-	else if (!rc)
-		printf("%s: deleted %" PRIu64 " unreachable objects (%" PRIu64
-		       " bytes), kept %" PRIu64 " reachable and %" PRIu64
-		       " younger than %llds; removed %" PRIu64 " temporary files\n",
-		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace,
-		       r.temp_removed);
-	free(ds);
-	tfs_store_close(s);
-	return rc ? 1 : 0;
-}
-
-static int cmd_index(int argc, char **argv)
-{
-	struct tfs_store *s;
-	int rc;
-
-	if (argc != 2)
-		return tfs_cli_usage(2);
-	if (tfs_store_open(argv[1], 0, &s))
-		return 1;
-	rc = tfs_lakeindex_write(s);
-	if (rc < 0)
-		tfs_err("%s: cannot write the index: %s", argv[1], strerror(-rc));
-	else
-		printf("%s: wrote %d index files\n", s->url, rc);
-	tfs_store_close(s);
-	return rc < 0 ? 1 : 0;
-}
-
 /* $TENSORFS_LOG: how much goes to the log (error, warn, info: the default, debug). */
 static void log_level_from_env(void)
 {
@@ -784,11 +661,11 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[0], "view"))
 		return cmd_view(argc, argv);
 	if (!strcmp(argv[0], "verify"))
-		return cmd_verify(argc, argv);
+		return tfs_cmd_verify(argc, argv);
 	if (!strcmp(argv[0], "index"))
-		return cmd_index(argc, argv);
+		return tfs_cmd_index(argc, argv);
 	if (!strcmp(argv[0], "gc"))
-		return cmd_gc(argc, argv);
+		return tfs_cmd_gc(argc, argv);
 	if (!strcmp(argv[0], "top"))
 		return tfs_cmd_top(argc, argv);
 	if (!strcmp(argv[0], "stats"))
