@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "rowcol.h"
+
 void tfs_view_spans_free(struct tfs_view_spans *s)
 {
 	if (!s)
@@ -114,15 +116,6 @@ void tfs_view_spans_rows(const struct tfs_view_spans *s, uint64_t pos, uint64_t 
 	*last = hi;
 }
 
-uint64_t tfs_lines_len(const uint8_t *p, size_t n)
-{
-	uint64_t len = n + 1;
-
-	for (size_t i = 0; i < n; i++)
-		len += p[i] == '\\' || p[i] == '\n' || p[i] == '\r';
-	return len;
-}
-
 #define BLOCK (1u << 20) /* data bytes read at a time */
 
 int tfs_view_spans_lines(struct tfs_view_spans *s, const struct tfs_view *view,
@@ -163,8 +156,10 @@ int tfs_view_spans_lines(struct tfs_view_spans *s, const struct tfs_view *view,
 				rc = -EIO;
 				break;
 			}
-			/* tfs_lines_len counts the newline: once per row, in its first block. */
-			len[r] += tfs_lines_len(buf + (a - at), (size_t)(b - a)) - (a != off[r]);
+			/* The newline is counted once a row, in its first block. */
+			len[r] +=
+				tfs_text_line_bytes((const char *)buf + (a - at), (size_t)(b - a)) -
+				(a != off[r]);
 			if (off[r + 1] > at + n)
 				break; /* the row goes on in the next block */
 		}

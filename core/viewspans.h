@@ -39,8 +39,6 @@ void tfs_view_spans_free(struct tfs_view_spans *s);
  * lines.txt escapes (\\, newline, carriage return) in each row. */
 int tfs_view_spans_lines(struct tfs_view_spans *s, const struct tfs_view *view,
 			 struct tfs_version *v, struct tfs_cache *cache);
-/* The length of row's line in lines.txt, its newline included: bytes plus those escaped. */
-uint64_t tfs_lines_len(const uint8_t *p, size_t n);
 
 /* The view rows holding bytes [pos, end) of the view's data.bin: [*first, *last]. */
 void tfs_view_spans_rows(const struct tfs_view_spans *s, uint64_t pos, uint64_t end,
