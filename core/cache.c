@@ -12,6 +12,7 @@
 
 #include "cacheplan.h"
 #include "idmap.h"
+#include "slab.h"
 
 #define NSHARDS 16
 
@@ -58,7 +59,8 @@ struct tfs_cache {
 	struct pbuf *pool;   /* protected by pool_lock */
 	uint64_t pool_bytes; /* protected by pool_lock */
 	uint64_t pool_max;
-	uint64_t pool_reuses; /* protected by pool_lock */
+	uint64_t pool_reuses;	 /* protected by pool_lock */
+	struct tfs_slabs *slabs; /* buffers of tfs_cache_alloc_small; locks itself */
 	uint64_t budget;
 	uint64_t total;	       /* bytes over all shards; atomic */
 	unsigned evict_cursor; /* next shard to evict from; atomic */
@@ -89,6 +91,12 @@ int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->loaded, NULL);
 		s->lru.lru_next = s->lru.lru_prev = &s->lru;
+	}
+	if (tfs_slabs_create(&c->slabs)) {
+		for (unsigned i = 0; i < NSHARDS; i++)
+			tfs_idmap_free(&c->shards[i].map);
+		free(c);
+		return -ENOMEM;
 	}
 	c->budget = budget;
 	pthread_mutex_init(&c->pool_lock, NULL);
@@ -145,12 +153,32 @@ void *tfs_cache_alloc(struct tfs_cache *c, size_t len, size_t *cap)
 	return b;
 }
 
+/* The capacity tfs_cache_alloc_small reports for a slab buffer: its size with this bit set. */
+#define CAP_SLAB ((size_t)1 << (sizeof(size_t) * 8 - 1))
+
+void *tfs_cache_alloc_small(struct tfs_cache *c, size_t len, size_t *cap)
+{
+	const size_t size = tfs_slab_size(len);
+	void *p;
+
+	if (!size)
+		return tfs_cache_alloc(c, len, cap);
+	p = tfs_slab_alloc(c->slabs, size);
+	if (p && cap)
+		*cap = size | CAP_SLAB;
+	return p;
+}
+
 void tfs_cache_release(struct tfs_cache *c, void *p, size_t cap)
 {
 	struct pbuf *b = p;
 
 	if (!p)
 		return;
+	if (cap & CAP_SLAB) {
+		tfs_slab_free(c->slabs, p);
+		return;
+	}
 	/* Only whole size classes go back: anything else came from elsewhere. */
 	if (cap < sizeof(*b) || cap != size_class(cap)) {
 		free(p);
@@ -203,6 +231,7 @@ void tfs_cache_destroy(struct tfs_cache *c)
 		c->pool = b->next;
 		free(b);
 	}
+	tfs_slabs_destroy(c->slabs); /* after the entries, whose buffers go back to it */
 	pthread_mutex_destroy(&c->pool_lock);
 	pthread_mutex_destroy(&c->plans_lock);
 	free(c);
@@ -463,45 +492,68 @@ static int run_load(struct tfs_cache *c, unsigned idx, struct entry *e, tfs_cach
 	return rc;
 }
 
+/* Pin e, found in s (whose lock the caller holds and this releases), once it is loaded. */
+static int pin_found(struct tfs_cache *c, struct shard *s, struct entry *e,
+		     struct tfs_cache_entry **out)
+{
+	struct entry *freed = NULL;
+	int rc;
+
+	e->refs++;
+	first_use(c, e);
+	if (e->state == LOADING) {
+		const uint64_t w0 = tfs_now_ns();
+
+		COUNT(c, waits, 1);
+		while (e->state == LOADING)
+			pthread_cond_wait(&s->loaded, &s->lock);
+		COUNT(c, wait_ns, tfs_now_ns() - w0);
+	} else {
+		COUNT(c, hits, 1);
+	}
+	if (e->state == FAILED) {
+		rc = e->err;
+		if (--e->refs == 0)
+			freed = e;
+		pthread_mutex_unlock(&s->lock);
+		if (freed)
+			free_entry(c, freed);
+		return rc;
+	}
+	lru_unlink(e);
+	lru_push_front(s, e);
+	pthread_mutex_unlock(&s->lock);
+	*out = &e->pub;
+	return 0;
+}
+
+int tfs_cache_get_ready(struct tfs_cache *c, const struct tfs_id *key, struct tfs_cache_entry **out)
+{
+	struct shard *s = &c->shards[key->b[0] % NSHARDS];
+	struct entry *e;
+
+	pthread_mutex_lock(&s->lock);
+	e = lookup(s, key);
+	if (!e) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOENT;
+	}
+	return pin_found(c, s, e, out);
+}
+
 int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load, void *arg,
 		  struct tfs_cache_entry **out)
 {
 	const unsigned idx = key->b[0] % NSHARDS;
 	struct shard *s = &c->shards[idx];
-	struct entry *e, *freed = NULL;
+	struct entry *e;
 	uint64_t t0;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	e = lookup(s, key);
-	if (e) {
-		e->refs++;
-		first_use(c, e);
-		if (e->state == LOADING) {
-			const uint64_t w0 = tfs_now_ns();
-
-			COUNT(c, waits, 1);
-			while (e->state == LOADING)
-				pthread_cond_wait(&s->loaded, &s->lock);
-			COUNT(c, wait_ns, tfs_now_ns() - w0);
-		} else {
-			COUNT(c, hits, 1);
-		}
-		if (e->state == FAILED) {
-			rc = e->err;
-			if (--e->refs == 0)
-				freed = e;
-			pthread_mutex_unlock(&s->lock);
-			if (freed)
-				free_entry(c, freed);
-			return rc;
-		}
-		lru_unlink(e);
-		lru_push_front(s, e);
-		pthread_mutex_unlock(&s->lock);
-		*out = &e->pub;
-		return 0;
-	}
+	if (e)
+		return pin_found(c, s, e, out);
 	COUNT(c, misses, 1);
 	e = insert_loading(s, idx, key);
 	pthread_mutex_unlock(&s->lock);

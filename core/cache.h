@@ -50,6 +50,9 @@ void tfs_cache_destroy(struct tfs_cache *c);
 int tfs_cache_get(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load, void *arg,
 		  struct tfs_cache_entry **e);
 void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *e);
+/* tfs_cache_get of an entry that is cached or loading (waiting for the load), and -ENOENT, with
+ * nothing loaded or counted as a miss, when it is neither. */
+int tfs_cache_get_ready(struct tfs_cache *c, const struct tfs_id *key, struct tfs_cache_entry **e);
 
 /* Load key ahead of any reader unless it is cached or loading already. Returns 1 if it loaded
  * the entry, 0 if there was nothing to do, or the loader's error. Nothing stays pinned. */
@@ -73,6 +76,9 @@ uint64_t tfs_cache_prefetch_pending(struct tfs_cache *c);
  * fault in nor zero fresh pages. Buffers come from malloc: realloc and free work on them too.
  * tfs_cache_alloc returns a buffer of at least len bytes and its capacity in *cap (may be NULL). */
 void *tfs_cache_alloc(struct tfs_cache *c, size_t len, size_t *cap);
+/* A buffer of at most TFS_SLAB_MAX bytes (slab.h: a chunk's frame) from huge-page slabs, larger
+ * ones as tfs_cache_alloc; unlike those, not for realloc or free: tfs_cache_release only. */
+void *tfs_cache_alloc_small(struct tfs_cache *c, size_t len, size_t *cap);
 /* Give a buffer of capacity cap back (NULL is fine). */
 void tfs_cache_release(struct tfs_cache *c, void *p, size_t cap);
 

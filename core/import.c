@@ -52,7 +52,8 @@ static int job_run(struct tfs_work *w)
 {
 	struct job *j = (struct job *)w;
 	struct tfs_buf obj = { 0 };
-	int rc = tfs_object_encode(TFS_OBJ_CHUNK, j->codec, j->level, j->raw, j->len, &obj);
+	int rc = tfs_chunk_encode(j->codec, j->level, tfs_chunk_frame_get(), j->raw, j->len,
+				  &obj);
 
 	if (!rc)
 		rc = tfs_object_put_encoded(j->p->s, j->p->ds, obj.data, obj.len, &j->dst->id);

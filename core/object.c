@@ -229,6 +229,21 @@ static uint64_t get_le(const uint8_t *p, int n)
 	return v;
 }
 
+static void put_header(uint8_t *h, unsigned version, enum tfs_obj_type type,
+		       enum tfs_codec_id codec, uint64_t raw_len, uint64_t stored)
+{
+	memcpy(h, obj_magic, 4);
+	put_le16(h + 4, (uint16_t)version);
+	h[6] = (uint8_t)type;
+	h[7] = (uint8_t)codec;
+	put_le32(h + 8, TFS_OBJ_HEADER_SIZE);
+	put_le32(h + 12, 0);
+	put_le64(h + 16, raw_len);
+	put_le64(h + 24, stored);
+	put_le64(h + 32, obj_hash(h + TFS_OBJ_HEADER_SIZE, (size_t)stored));
+	put_le64(h + 40, obj_hash(h, 40));
+}
+
 int tfs_object_encode(enum tfs_obj_type type, enum tfs_codec_id codec, int level, const void *raw,
 		      size_t raw_len, struct tfs_buf *out)
 {
@@ -258,16 +273,7 @@ int tfs_object_encode(enum tfs_obj_type type, enum tfs_codec_id codec, int level
 		stored = (long long)raw_len;
 	}
 	h = out->data;
-	memcpy(h, obj_magic, 4);
-	put_le16(h + 4, TFS_OBJ_VERSION);
-	h[6] = (uint8_t)type;
-	h[7] = (uint8_t)c->id;
-	put_le32(h + 8, TFS_OBJ_HEADER_SIZE);
-	put_le32(h + 12, 0);
-	put_le64(h + 16, raw_len);
-	put_le64(h + 24, (uint64_t)stored);
-	put_le64(h + 32, obj_hash(h + TFS_OBJ_HEADER_SIZE, (size_t)stored));
-	put_le64(h + 40, obj_hash(h, 40));
+	put_header(h, 1, type, c->id, raw_len, (uint64_t)stored);
 	out->len = TFS_OBJ_HEADER_SIZE + (size_t)stored;
 	out->data[out->len] = 0;
 	return 0;
@@ -288,7 +294,7 @@ int tfs_object_header(const void *obj, size_t len, struct tfs_obj_header *hdr)
 		return -EIO;
 	hdr->type = (enum tfs_obj_type)h[6];
 	hdr->codec = (enum tfs_codec_id)h[7];
-	if (!tfs_codec_by_id(hdr->codec))
+	if (!tfs_codec_by_id(hdr->codec) && hdr->codec != TFS_CODEC_FRAMES)
 		return -EPROTO;
 	hdr->raw_size = get_le(h + 16, 8);
 	hdr->stored_size = get_le(h + 24, 8);
@@ -309,6 +315,195 @@ int tfs_object_check(const void *obj, size_t len)
 	return 0;
 }
 
+/* --- framed chunks -------------------------------------------------------------------------
+ * Payload: u32 frame count n, u32 raw bytes a frame, n entries of {u32 stored length, u32 flags
+ * (bit 0: stored as is), u64 XXH3-64 of the stored bytes}, the XXH3-64 of all that, then the
+ * frames back to back. */
+
+#define FRAMES_HEAD 8
+#define FRAME_ENTRY 16
+#define FRAME_STORED 1u
+
+static size_t index_len_of(uint32_t n)
+{
+	return TFS_OBJ_HEADER_SIZE + FRAMES_HEAD + (size_t)n * FRAME_ENTRY + 8;
+}
+
+int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const void *raw,
+		     size_t raw_len, struct tfs_buf *out)
+{
+	const struct tfs_codec *z = tfs_codec_by_id(TFS_CODEC_ZSTD);
+	size_t n, pos, ilen;
+	uint8_t *ix;
+	int rc;
+
+	if (frame && frame < TFS_FRAME_MIN)
+		frame = TFS_FRAME_MIN;
+	if (codec != TFS_CODEC_ZSTD || !frame || raw_len <= 2 * frame)
+		return tfs_object_encode(TFS_OBJ_CHUNK, codec, level, raw, raw_len, out);
+	if (raw_len / frame >= TFS_FRAMES_MAX)
+		frame = raw_len / (TFS_FRAMES_MAX - 1);
+	n = (raw_len + frame - 1) / frame;
+	assert(n >= 2 && n <= TFS_FRAMES_MAX && frame <= UINT32_MAX);
+	ilen = index_len_of((uint32_t)n);
+	out->len = 0;
+	rc = tfs_buf_reserve(out, ilen + n * z->bound(frame));
+	if (rc)
+		return rc;
+	ix = out->data + TFS_OBJ_HEADER_SIZE;
+	put_le32(ix, (uint32_t)n);
+	put_le32(ix + 4, (uint32_t)frame);
+	pos = ilen;
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *src = (const uint8_t *)raw + i * frame;
+		const size_t fl = i + 1 < n ? frame : raw_len - i * frame;
+		uint8_t *e = ix + FRAMES_HEAD + i * FRAME_ENTRY;
+		long long st = z->compress(out->data + pos, out->cap - 1 - pos, src, fl, level);
+		uint32_t flags = 0;
+
+		if (st < 0)
+			return (int)st;
+		/* As for whole objects: a frame that saves under 1/32 is kept as it is. */
+		if ((size_t)st + fl / 32 >= fl) {
+			memcpy(out->data + pos, src, fl);
+			st = (long long)fl;
+			flags = FRAME_STORED;
+		}
+		put_le32(e, (uint32_t)st);
+		put_le32(e + 4, flags);
+		put_le64(e + 8, obj_hash(out->data + pos, (size_t)st));
+		pos += (size_t)st;
+	}
+	put_le64(ix + FRAMES_HEAD + n * FRAME_ENTRY, obj_hash(ix, FRAMES_HEAD + n * FRAME_ENTRY));
+	put_header(out->data, 2, TFS_OBJ_CHUNK, TFS_CODEC_FRAMES, raw_len,
+		   pos - TFS_OBJ_HEADER_SIZE);
+	out->len = pos;
+	out->data[out->len] = 0;
+	return 0;
+}
+
+static size_t writer_frame = TFS_FRAME_DEFAULT; /* set once, before writers start */
+
+void tfs_chunk_frame_set(size_t frame)
+{
+	writer_frame = frame;
+}
+
+size_t tfs_chunk_frame_get(void)
+{
+	return writer_frame;
+}
+
+int tfs_frames_index_len(const void *obj, size_t len, size_t *index_len)
+{
+	struct tfs_obj_header h;
+	uint64_t n;
+	int rc = tfs_object_header(obj, len, &h);
+
+	if (rc)
+		return rc;
+	if (h.codec != TFS_CODEC_FRAMES)
+		return 1;
+	if (len < TFS_FRAMES_PROBE)
+		return -EIO;
+	n = get_le((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE, 4);
+	if (n < 2 || n > TFS_FRAMES_MAX)
+		return -EIO;
+	*index_len = index_len_of((uint32_t)n);
+	return 0;
+}
+
+int tfs_frames_parse(const void *obj, size_t index_len, uint64_t obj_len, struct tfs_frames **out)
+{
+	const uint8_t *ix = (const uint8_t *)obj + TFS_OBJ_HEADER_SIZE;
+	struct tfs_obj_header h;
+	struct tfs_frames *t;
+	size_t want;
+	uint64_t n, frame, pos;
+	int rc = tfs_frames_index_len(obj, index_len, &want);
+
+	if (rc)
+		return rc < 0 ? rc : -EIO;
+	tfs_object_header(obj, index_len, &h);
+	n = get_le(ix, 4);
+	frame = get_le(ix + 4, 4);
+	if (want != index_len || h.type != TFS_OBJ_CHUNK || frame < TFS_FRAME_MIN ||
+	    obj_len != TFS_OBJ_HEADER_SIZE + h.stored_size ||
+	    get_le(ix + FRAMES_HEAD + n * FRAME_ENTRY, 8) !=
+		    obj_hash(ix, FRAMES_HEAD + n * FRAME_ENTRY) ||
+	    h.raw_size <= (n - 1) * frame || h.raw_size > n * frame)
+		return -EIO;
+	t = malloc(sizeof(*t) + n * sizeof(t->f[0]));
+	if (!t)
+		return -ENOMEM;
+	t->raw_size = h.raw_size;
+	t->frame_raw = (uint32_t)frame;
+	t->n = (uint32_t)n;
+	pos = index_len;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *e = ix + FRAMES_HEAD + (size_t)i * FRAME_ENTRY;
+		struct tfs_frame *f = &t->f[i];
+
+		f->off = pos;
+		f->len = (uint32_t)get_le(e, 4);
+		f->stored = (get_le(e + 4, 4) & FRAME_STORED) != 0;
+		f->hash = get_le(e + 8, 8);
+		f->raw = (uint32_t)(i + 1 < n ? frame : h.raw_size - (n - 1) * frame);
+		pos += f->len;
+		/* A frame may not claim more than zstd could make of its bytes, and every one but
+		 * those kept as they are is a zstd frame of exactly its raw size. */
+		if (get_le(e + 4, 4) & ~FRAME_STORED || (f->stored && f->len != f->raw) ||
+		    f->len > ZSTD_compressBound(f->raw) || pos > obj_len) {
+			free(t);
+			return -EIO;
+		}
+	}
+	if (pos != obj_len) {
+		free(t);
+		return -EIO;
+	}
+	*out = t;
+	return 0;
+}
+
+static int frame_decode(const struct tfs_frames *t, uint32_t i, const void *src, void *dst)
+{
+	const struct tfs_frame *f = &t->f[i];
+
+	return tfs_codec_by_id(f->stored ? TFS_CODEC_RAW : TFS_CODEC_ZSTD)
+		->decompress(dst, f->raw, src, f->len);
+}
+
+int tfs_frame_decode(const struct tfs_frames *t, uint32_t i, const void *src, void *dst)
+{
+	if (i >= t->n || obj_hash(src, t->f[i].len) != t->f[i].hash)
+		return -EIO;
+	return frame_decode(t, i, src, dst);
+}
+
+/* A whole framed chunk whose payload checksum has been checked: the frames are not hashed again. */
+static int frames_decode_all(const void *obj, size_t len, void *dst, size_t dst_len)
+{
+	struct tfs_frames *t = NULL;
+	size_t ilen;
+	int rc = tfs_frames_index_len(obj, len, &ilen);
+
+	if (rc)
+		return rc < 0 ? rc : -EIO;
+	if (ilen > len)
+		return -EIO;
+	rc = tfs_frames_parse(obj, ilen, len, &t);
+	if (rc)
+		return rc;
+	if (t->raw_size != dst_len)
+		rc = -EIO;
+	for (uint32_t i = 0; !rc && i < t->n; i++)
+		rc = frame_decode(t, i, (const uint8_t *)obj + t->f[i].off,
+				  (uint8_t *)dst + (size_t)i * t->frame_raw);
+	free(t);
+	return rc;
+}
+
 int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, void *dst,
 		      size_t dst_len)
 {
@@ -320,6 +515,8 @@ int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, voi
 		return rc;
 	if (h.type != expect || h.raw_size != dst_len || h.stored_size != len - TFS_OBJ_HEADER_SIZE)
 		return -EIO;
+	if (h.codec == TFS_CODEC_FRAMES)
+		return frames_decode_all(obj, len, dst, dst_len);
 	return tfs_codec_by_id(h.codec)->decompress(dst, dst_len, payload, h.stored_size);
 }
 
@@ -339,10 +536,11 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 	/* No object of ours is over a TiB (a frame without a stated size reads as 2^64 - 1). */
 	if (h.raw_size > ((uint64_t)1 << 40))
 		return -EIO;
-	if (h.codec == TFS_CODEC_RAW
-		    ? h.raw_size != h.stored_size
-		    : ZSTD_getFrameContentSize((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE,
-					       h.stored_size) != h.raw_size)
+	if (h.codec == TFS_CODEC_RAW ? h.raw_size != h.stored_size
+	    : h.codec == TFS_CODEC_ZSTD
+		    ? ZSTD_getFrameContentSize((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE,
+					       h.stored_size) != h.raw_size
+		    : h.type != TFS_OBJ_CHUNK)
 		return -EIO;
 	p = malloc(h.raw_size + 1);
 	if (!p)

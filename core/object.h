@@ -24,9 +24,13 @@ int tfs_id_is_zero(const struct tfs_id *id);
 
 enum tfs_obj_type { TFS_OBJ_CHUNK = 1, TFS_OBJ_MANIFEST = 2, TFS_OBJ_COMMIT = 3 };
 
-enum tfs_codec_id { TFS_CODEC_RAW = 0, TFS_CODEC_ZSTD = 1 };
+/* TFS_CODEC_FRAMES is not a codec a column names: it is how chunks of a zstd column larger than
+ * two frames are stored (tfs_chunk_encode), independently decodable frames behind an index. */
+enum tfs_codec_id { TFS_CODEC_RAW = 0, TFS_CODEC_ZSTD = 1, TFS_CODEC_FRAMES = 2 };
 
-#define TFS_OBJ_VERSION 1
+/* Objects of codecs raw and zstd are written as version 1, which every reader takes; framed
+ * chunks need version 2. */
+#define TFS_OBJ_VERSION 2
 #define TFS_OBJ_HEADER_SIZE 48
 
 /* A codec: a const operation table (see object.c for raw and zstd). */
@@ -40,6 +44,7 @@ struct tfs_codec {
 	int (*decompress)(void *dst, size_t raw_len, const void *src, size_t len);
 };
 
+/* raw and zstd; NULL for anything else (TFS_CODEC_FRAMES included). */
 const struct tfs_codec *tfs_codec_by_name(const char *name);
 const struct tfs_codec *tfs_codec_by_id(unsigned id);
 
@@ -80,5 +85,60 @@ int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, voi
  * (NUL-terminated for text objects). The buffer is handed to the caller. */
 int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expect, uint8_t **out,
 			    size_t *out_len);
+
+/* --- framed chunks ----------------------------------------------------------------------------
+ * A chunk of raw size over two frames is stored as frames of `frame` raw bytes (the last one
+ * shorter), each an independent zstd frame, or the bytes as they are where compression does not
+ * pay, behind an index that says where each frame lies and its XXH3-64. A reader that wants a
+ * few rows reads the index and one frame by ranged reads, checks the frame and decodes it alone.
+ */
+
+#define TFS_FRAME_DEFAULT (64u << 10) /* raw bytes a frame, unless the writer says otherwise */
+#define TFS_FRAME_MIN 4096u
+#define TFS_FRAMES_MAX 65536u /* frames a chunk; more and the writer makes them larger */
+
+/* Encode a chunk: framed when codec is zstd and raw_len is over two frames of `frame` bytes
+ * (at least TFS_FRAME_MIN), otherwise as tfs_object_encode (frame 0: always). */
+int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const void *raw,
+		     size_t raw_len, struct tfs_buf *out);
+
+/* The frame size this process's writers use (import --frame-size): TFS_FRAME_DEFAULT until set;
+ * 0 writes every chunk as one frame, which readers older than framed chunks take. */
+void tfs_chunk_frame_set(size_t frame);
+size_t tfs_chunk_frame_get(void);
+
+struct tfs_frame {
+	uint64_t off;  /* in the object, header included */
+	uint32_t len;  /* stored bytes */
+	uint32_t raw;  /* decoded bytes */
+	int stored;    /* bytes kept as they are (no zstd) */
+	uint64_t hash; /* XXH3-64 of the stored bytes */
+};
+
+/* A framed chunk's index, parsed and checked. Frame i decodes to raw bytes
+ * [i * frame_raw, i * frame_raw + f[i].raw) of the chunk. */
+struct tfs_frames {
+	uint64_t raw_size;
+	uint32_t frame_raw;
+	uint32_t n;
+	struct tfs_frame f[];
+};
+
+/* Bytes at the start of an object that tfs_frames_index_len needs. */
+#define TFS_FRAMES_PROBE (TFS_OBJ_HEADER_SIZE + 8)
+
+/* From the first TFS_FRAMES_PROBE bytes of an object (the header checked): 0 with *index_len the
+ * bytes from the object's start to its first frame, or 1 when the object is not framed (a reader
+ * then takes it whole); -EIO or -EPROTO for a bad header. */
+int tfs_frames_index_len(const void *obj, size_t len, size_t *index_len);
+
+/* Parse the index from the object's first index_len bytes (tfs_frames_index_len) into a
+ * freshly allocated struct handed to the caller (free). obj_len is the whole object's size (the
+ * manifest's stored size), which the frames must add up to. Returns 0 or -EIO (damaged). */
+int tfs_frames_parse(const void *obj, size_t index_len, uint64_t obj_len, struct tfs_frames **out);
+
+/* Check frame i's stored bytes (src, f[i].len of them) against its hash and decode them into
+ * dst (f[i].raw bytes). Returns 0 or -EIO. */
+int tfs_frame_decode(const struct tfs_frames *t, uint32_t i, const void *src, void *dst);
 
 #endif

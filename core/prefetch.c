@@ -202,11 +202,22 @@ static int schedule(struct tfs_stream *st, size_t k)
 	return 0;
 }
 
+int tfs_stream_sequential(struct tfs_stream *st)
+{
+	int seq;
+
+	pthread_mutex_lock(&st->lock);
+	seq = st->streak >= SEQ_STREAK;
+	pthread_mutex_unlock(&st->lock);
+	return seq;
+}
+
 void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 {
 	const struct tfs_column *c = &st->v->manifest.cols[st->col];
 	/* Listed chunks (data parts) are filled up to their target. */
-	uint64_t chunk_bytes = c->rows_per_chunk ? c->rows_per_chunk * c->row_bytes : c->chunk_bytes;
+	uint64_t chunk_bytes =
+		c->rows_per_chunk ? c->rows_per_chunk * c->row_bytes : c->chunk_bytes;
 	size_t max_window, end, span;
 
 	if (!st->pf->nthreads || st->n == 0 || chunk_bytes == 0)

@@ -50,4 +50,8 @@ void tfs_stream_expect_sequential(struct tfs_stream *st);
  * window so random access loads nothing ahead. */
 void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last);
 
+/* Whether the reader goes front to back (as tfs_stream_access last judged it), so that whole
+ * chunks serve it best; a reader that jumps is served frames (tfs_version_piece_get). */
+int tfs_stream_sequential(struct tfs_stream *st);
+
 #endif

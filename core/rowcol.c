@@ -51,7 +51,7 @@ static int encode_put(struct tfs_rowcol *w, const struct tfs_column *c, const vo
 		      struct tfs_chunk_ref *ref)
 {
 	struct tfs_buf obj = { 0 };
-	int rc = tfs_object_encode(TFS_OBJ_CHUNK, c->codec, c->level, raw, len, &obj);
+	int rc = tfs_chunk_encode(c->codec, c->level, tfs_chunk_frame_get(), raw, len, &obj);
 
 	if (!rc)
 		rc = tfs_object_put_encoded(w->s, w->ds, obj.data, obj.len, &ref->id);

@@ -181,6 +181,142 @@ int tfs_version_chunk_get_or_bad(struct tfs_version *v, struct tfs_cache *cache,
 	return rc == -EIO && pad && tfs_bad_chunk_known(id) ? -EBADMSG : rc;
 }
 
+/* --- frames of a chunk, for readers that jump --------------------------------------------- */
+
+#define INDEX_PIECE UINT32_MAX /* the frame index's key; frames are 0..n-1 */
+#define PROBE_BYTES 4096       /* a first read that holds the index of up to 250 frames */
+
+struct piece_ctx {
+	struct tfs_version *v;
+	struct tfs_cache *cache;
+	const struct tfs_column *c;
+	size_t k;
+	const struct tfs_frames *t; /* frame loads */
+	uint32_t i;
+};
+
+/* Cache keys of a chunk's frame index and frames: no other object's id, in practice. */
+static void piece_key(const struct tfs_id *chunk, uint32_t piece, struct tfs_id *out)
+{
+	uint8_t b[TFS_ID_LEN + 4];
+
+	memcpy(b, chunk->b, TFS_ID_LEN);
+	memcpy(b + TFS_ID_LEN, &piece, 4);
+	tfs_id_of(b, sizeof(b), out);
+}
+
+static ssize_t read_range(const struct piece_ctx *p, uint64_t off, void *buf, size_t len)
+{
+	char key[TFS_KEY_MAX];
+	ssize_t got;
+
+	tfs_object_key(p->v->ds, &p->c->chunks[p->k].id, key);
+	got = tfs_store_get_range(p->v->store, key, off, buf, len);
+	return got >= 0 && (size_t)got != len ? -EIO : got;
+}
+
+/* The index entry: a struct tfs_frames, with n 0 for a chunk that is not framed. */
+static int load_index(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len, size_t *cap)
+{
+	const struct piece_ctx *p = arg;
+	const uint64_t obj_len = p->c->chunks[p->k].stored_size;
+	struct tfs_frames *t = NULL;
+	size_t ilen, have = obj_len < PROBE_BYTES ? (size_t)obj_len : PROBE_BYTES;
+	uint8_t *buf = malloc(PROBE_BYTES);
+	ssize_t got;
+	int rc;
+
+	(void)key;
+	if (!buf)
+		return -ENOMEM;
+	got = read_range(p, 0, buf, have);
+	rc = got < 0 ? (int)got : tfs_frames_index_len(buf, have, &ilen);
+	if (rc == 1) {
+		rc = (t = calloc(1, sizeof(*t))) ? 0 : -ENOMEM;
+		goto out;
+	}
+	if (!rc && ilen > have) {
+		uint8_t *more = realloc(buf, ilen);
+
+		rc = !more ? -ENOMEM : (got = read_range(p, 0, more, ilen)) < 0 ? (int)got : 0;
+		buf = more ? more : buf;
+	}
+	if (!rc)
+		rc = tfs_frames_parse(buf, ilen, obj_len, &t);
+out:
+	free(buf);
+	if (rc)
+		return rc;
+	*data = (uint8_t *)t;
+	*len = sizeof(*t) + t->n * sizeof(t->f[0]);
+	*cap = 0;
+	return 0;
+}
+
+static int load_frame(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len, size_t *cap)
+{
+	const struct piece_ctx *p = arg;
+	const struct tfs_frame *f = &p->t->f[p->i];
+	size_t scap = 0, dcap = 0;
+	uint8_t *src = tfs_cache_alloc_small(p->cache, f->len, &scap);
+	uint8_t *dst = tfs_cache_alloc_small(p->cache, f->raw, &dcap);
+	ssize_t got;
+	int rc;
+
+	(void)key;
+	if (!src || !dst) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	got = read_range(p, f->off, src, f->len);
+	rc = got < 0 ? (int)got : tfs_frame_decode(p->t, p->i, src, dst);
+	if (!rc) {
+		*data = dst;
+		*len = f->raw;
+		*cap = dcap;
+		dst = NULL;
+	}
+out:
+	tfs_cache_release(p->cache, src, scap);
+	tfs_cache_release(p->cache, dst, dcap);
+	return rc;
+}
+
+int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
+			  uint64_t in, struct tfs_cache_entry **e, uint64_t *base)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	struct piece_ctx p = { v, cache, c, k, NULL, 0 };
+	struct tfs_cache_entry *ix;
+	struct tfs_id key;
+	int rc;
+
+	if (k >= c->nchunks)
+		return -EINVAL;
+	*base = 0;
+	if (!tfs_cache_get_ready(cache, &c->chunks[k].id, e))
+		return 0;
+	piece_key(&c->chunks[k].id, INDEX_PIECE, &key);
+	rc = tfs_cache_get(cache, &key, load_index, &p, &ix);
+	if (rc)
+		goto whole;
+	p.t = (const struct tfs_frames *)ix->data;
+	if (p.t->n == 0 || in >= p.t->raw_size) {
+		tfs_cache_put(cache, ix);
+		goto whole;
+	}
+	p.i = (uint32_t)(in / p.t->frame_raw);
+	*base = (uint64_t)p.i * p.t->frame_raw;
+	piece_key(&c->chunks[k].id, p.i, &key);
+	rc = tfs_cache_get(cache, &key, load_frame, &p, e);
+	tfs_cache_put(cache, ix); /* p.t is gone from here on */
+	if (!rc)
+		return 0;
+whole:
+	*base = 0;
+	return tfs_version_chunk_get(v, cache, col, k, e);
+}
+
 int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];

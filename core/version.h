@@ -40,6 +40,15 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 int tfs_version_chunk_get_or_bad(struct tfs_version *v, struct tfs_cache *cache, size_t col,
 				 size_t k, int pad, struct tfs_cache_entry **e);
 
+/* Pin the cache entry holding byte `in` of chunk k of column col, for a reader that jumps (a few
+ * rows here and there): the whole chunk when it is cached or loading; otherwise, for a framed
+ * chunk, only the frame holding `in`, found through the chunk's frame index (itself cached) and
+ * read and checked by ranged reads, so that a row costs a frame's decode, not the chunk's. A chunk
+ * that is not framed, and any failure on the frame path, goes to tfs_version_chunk_get, whose
+ * error (and log line) is this one's. *base is the chunk offset of (*e)->data[0]. */
+int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
+			  uint64_t in, struct tfs_cache_entry **e, uint64_t *base);
+
 /* Load chunk k of column col into the cache ahead of readers (tfs_cache_prefetch). Returns 1 if
  * it loaded the chunk, 0 if it was cached or loading already, or -errno. */
 int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col,

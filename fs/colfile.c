@@ -17,7 +17,7 @@
 #include "prefetch.h"
 #include "view.h"
 
-#define MAX_IOV 256	 /* chunk pieces per reply; well under writev's UIO_MAXIOV (1024) */
+#define MAX_IOV 320	 /* pieces per reply (a MiB of 4 KiB frames and change); under UIO_MAXIOV */
 #define MAX_VIEW_IOV 512 /* view rows per reply sent as separate pieces */
 
 static uint64_t column_size(const struct tfs_column *c)
@@ -253,7 +253,7 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 	struct iovec *iov = NULL;
 	size_t npinned = 0, maxbufs, count = 0, k0 = 0, k1 = 0;
 	char header[TFS_NPY_ALIGN];
-	int rc = 0;
+	int rc = 0, whole = 1;
 
 	count_read(fs, h, size);
 	if (end > h->size)
@@ -267,8 +267,17 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 		k0 = tfs_column_chunk_of(c, (pos > hdr ? pos - hdr : 0) / rb);
 		k1 = tfs_column_chunk_of(c, (end - 1 - hdr) / rb);
 	}
-	/* One buffer for the header part plus one per chunk touched. */
+	if (h->stream && end > hdr && rb) {
+		tfs_stream_access(h->stream, k0, k1);
+		whole = tfs_stream_sequential(h->stream);
+	}
+	/* One buffer for the header part plus one per chunk touched; a reader that jumps is served
+	 * frames of chunks not cached whole (at least TFS_FRAME_MIN bytes each), when they fit. */
 	maxbufs = 2 + (end > hdr && rb ? k1 - k0 + 1 : 0);
+	if (!whole && maxbufs + (maxbufs - 2) + (end - pos) / TFS_FRAME_MIN <= MAX_IOV)
+		maxbufs += (maxbufs - 2) + (size_t)((end - pos) / TFS_FRAME_MIN);
+	else
+		whole = 1;
 	if (maxbufs > MAX_IOV) {
 		read_column_copy(req, fs, h, pos, end);
 		return;
@@ -279,8 +288,6 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (h->stream && end > hdr && rb)
-		tfs_stream_access(h->stream, k0, k1);
 	if (pos < hdr) {
 		size_t n = (size_t)((end < hdr ? end : hdr) - pos);
 
@@ -295,15 +302,18 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 	while (pos < end) {
 		const uint64_t dpos = pos - hdr;
 		const size_t k = tfs_column_chunk_of(c, dpos / rb);
-		const size_t in = (size_t)(dpos - tfs_column_chunk_first(c, k) * rb);
-		size_t n;
+		size_t in = (size_t)(dpos - tfs_column_chunk_first(c, k) * rb), n;
 		struct tfs_cache_entry *e;
+		uint64_t base = 0;
 
 		assert(count < maxbufs);
-		rc = tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k, &e);
+		rc = whole ? tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k, &e)
+			   : tfs_version_piece_get(h->ver, fs->lake->cache, h->col, k, in, &e,
+						   &base);
 		if (rc)
 			goto out;
 		pinned[npinned++] = e;
+		in -= (size_t)base;
 		n = e->len - in;
 		if (n > end - pos)
 			n = (size_t)(end - pos);

@@ -108,6 +108,7 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "npz", required_argument, NULL, 'Z' },
 		{ "webdataset", no_argument, NULL, 'W' },
 		{ "level", required_argument, NULL, 'l' },
+		{ "frame-size", required_argument, NULL, 'f' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "progress", no_argument, NULL, 'P' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -167,6 +168,19 @@ int tfs_cmd_import(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'f': {
+			uint64_t frame;
+
+			if (tfs_parse_size(optarg, &frame) || (frame && frame < TFS_FRAME_MIN) ||
+			    frame > (1ull << 31)) {
+				tfs_err("--frame-size %s: expected 0 (one frame a chunk) or a size "
+					"from 4k to 2G, like 128k",
+					optarg);
+				return 2;
+			}
+			tfs_chunk_frame_set((size_t)frame);
+			break;
+		}
 		case 't':
 			o.threads = (unsigned)atoi(optarg);
 			break;

@@ -42,7 +42,7 @@ static const char usage_text[] =
 	"                                  any FILE, DIR or SHARD may be an s3:// or\n"
 	"                                  http(s):// URL (DIR/ of .npy files: local only)\n"
 	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
-	"         [--level N] [--threads N] [--progress | --quiet]\n"
+	"         [--level N] [--frame-size SIZE] [--threads N] [--progress | --quiet]\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
 	"  info URL [--ref REF] [--json]   show a dataset version's schema\n"
 	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [--force] [-o OPT[,OPT...]]\n"

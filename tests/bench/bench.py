@@ -354,7 +354,7 @@ def build_data(ctx):
     rows = max(1, int(a.size_mb * MiB) // row_bytes)
     meta = {"gen": GEN_VERSION, "rows": rows, "row_shape": list(shape), "seed": a.seed,
             "chunk_size": a.chunk_size, "codec": a.codec, "level": a.level,
-            "bin_sha256": ctx.env.get("bin_sha256")}
+            "frame_size": a.frame_size, "bin_sha256": ctx.env.get("bin_sha256")}
     meta_path = ctx.work / "meta.json"
     if meta_path.exists() and ctx.npy.exists() and (ctx.lake / DATASET).is_dir():
         try:
@@ -392,6 +392,8 @@ def build_data(ctx):
            "--chunk-size", a.chunk_size, "--codec", a.codec]
     if a.level is not None:
         imp += ["--level", str(a.level)]
+    if a.frame_size is not None:
+        imp += ["--frame-size", a.frame_size]
     t0 = time.perf_counter()
     run_cli(ctx, imp, timeout=3600)
     t_import = time.perf_counter() - t0
@@ -409,6 +411,14 @@ def build_data(ctx):
                 continue
             blob = f.read_bytes()
             if len(blob) < 48 or blob[:4] != b"TFSO" or blob[6] != 1:
+                continue
+            if blob[7] == 2:  # framed: the zstd frames back to back (zstd -d takes that)
+                framed = zstd_frames(blob)
+                n_zstd += 1
+                stored += len(blob) - 48
+                raw_total += struct.unpack_from("<Q", blob, 16)[0]
+                raw_zstd += framed[1]
+                (ctx.zst_dir / f"{d.name}{f.name[:14]}.zst").write_bytes(framed[0])
                 continue
             codec = blob[7]
             raw_size = struct.unpack_from("<Q", blob, 16)[0]
@@ -535,6 +545,22 @@ def random_pread(path, idx, row_bytes):
     finally:
         os.close(fd)
     return dt
+
+
+def zstd_frames(blob):
+    """A framed chunk's zstd frames concatenated, and their raw bytes (frames kept as they are
+    left out): core/FORMAT.md, framed chunks."""
+    n, frame = struct.unpack_from("<II", blob, 48)
+    raw_size = struct.unpack_from("<Q", blob, 16)[0]
+    pos = 48 + 8 + 16 * n + 8
+    out, raw = [], 0
+    for i in range(n):
+        length, flags = struct.unpack_from("<II", blob, 48 + 8 + 16 * i)
+        if not flags & 1:
+            out.append(blob[pos:pos + length])
+            raw += frame if i + 1 < n else raw_size - (n - 1) * frame
+        pos += length
+    return b"".join(out), raw
 
 
 def zstd_decompress(files, jobs):
@@ -890,7 +916,7 @@ def case1(ctx, res):
             ts, stats, cpu = [], [], []
             for _ in range(a.cold_reps):
                 if where == "mount":
-                    with ctx.mount(cache_mem=cache_mem) as m:
+                    with ctx.mount() as m:
                         path = m.file()
                         os.stat(path)
                         ctx.cache.drop()
@@ -1514,6 +1540,8 @@ def parse_args(argv):
     p.add_argument("--chunk-size", default="4M", help="tensorfs import --chunk-size")
     p.add_argument("--codec", default="zstd", choices=("zstd", "raw"))
     p.add_argument("--level", type=int, default=None, help="zstd level (default: tensorfs's)")
+    p.add_argument("--frame-size", default=None,
+                   help="tensorfs import --frame-size (default: tensorfs's; 0: a frame a chunk)")
     p.add_argument("--cache-mem", default="512M", help="cache_mem for every mount but case 5's")
     p.add_argument("--mount-opts", default="",
                    help="extra comma-separated -o options for every mount (e.g. "

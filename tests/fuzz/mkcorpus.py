@@ -105,6 +105,25 @@ def lake_seeds():
                 # and the same with every checksum fix-up on, for mutations to stay valid.
                 put("object", "%s%d" % (kind, seen[otype]), bytes([otype << 4]) + obj)
                 put("object", "%s%d_fixups" % (kind, seen[otype]), bytes([otype << 4 | 7]) + obj)
+        # fuzz_frames: framed chunks (4 KiB frames of a 20 KiB chunk), as stored and with every
+        # fix-up on; the half-zero column has frames zstd shrinks and frames it keeps as they are.
+        wide = os.path.join(tmp, "wide.npy")
+        rows = np.random.default_rng(1).integers(0, 256, size=(8, 2560)).astype("u1")
+        rows[::2] = 0
+        np.save(wide, rows)
+        run("create", lake + "/fr")
+        run("import", lake + "/fr", "wide=" + wide, "--chunk-size", "20k", "--frame-size", "4k",
+            "-m", "framed")
+        n = 0
+        frdir = os.path.join(tmp, "lake", "fr", "objects")
+        for sub in sorted(os.listdir(frdir)):
+            for name in sorted(os.listdir(os.path.join(frdir, sub))):
+                with open(os.path.join(frdir, sub, name), "rb") as f:
+                    obj = f.read()
+                if obj[7] == 2 and n < 2:
+                    n += 1
+                    put("frames", "chunk%d" % n, b"\x00" + obj)
+                    put("frames", "chunk%d_fixups" % n, b"\x07" + obj)
     finally:
         shutil.rmtree(tmp)
 
@@ -121,6 +140,7 @@ def handwritten_seeds():
     put("commit", "root", "tensorfs-commit 1\nmanifest %s\ntime 0\nrows 0\n\n" % h)
     put("object", "encode_text", b"\x28" + b"tensorfs-manifest 1\nrows 0\n" * 8)
     put("object", "encode_bytes", b"\x18" + bytes(range(256)))
+    put("frames", "encode_bytes", b"\x48" + bytes(range(256)) * 3)
     put("sigv4", "simple", b"/bucket/key\0\0host\0example.com\0x-amz-date\020240101T000000Z")
     put("sigv4", "encoded", b"/b/a b/%2F/%zz/\xc3\xa9\0list-type=2&prefix=a%2Fb&x&&y=&z=1+2"
         b"\0Host\0 h:9000 \0X-Amz-Meta\0a  b\0x-amz-meta\0c")

@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: MIT
+"""Framed chunks: a reader that jumps decodes the frame that holds its rows, not the chunk; a
+sequential reader still takes whole chunks; a damaged frame is EIO (never wrong bytes) and its
+object named in the log; chunks of one frame (--frame-size 0, and lakes written before frames)
+read as before, alongside framed ones in the same column."""
+
+import errno
+import json
+import os
+import stat
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from conftest import HEADER_SIZE, expected_file_bytes, opened, parse_object_header
+
+ROW = (250,)  # int32: 1,000 bytes a row, so rows straddle 16 KiB frames
+ROWS = 12_000  # 12 MB: a dozen 1 MiB chunks
+
+
+def source(seed):
+    # Small values: compressible, so frames really are zstd frames.
+    return np.random.default_rng(seed).integers(0, 200, size=(ROWS,) + ROW).astype("<i4")
+
+
+def stats(m):
+    with open(m.path / ".tensorfs" / "stats") as f:
+        return json.load(f)
+
+
+def chunk_objects(lake, ds):
+    out = []
+    for oid, path in lake.object_files(ds):
+        raw = path.read_bytes()
+        h = parse_object_header(raw)
+        if h["type"] == 1:
+            out.append((oid, path, h, raw))
+    return out
+
+
+def frame_index(raw):
+    """[(offset in the object, stored length)] of a framed chunk (core/FORMAT.md)."""
+    n, _ = struct.unpack_from("<II", raw, 48)
+    pos, out = 48 + 8 + 16 * n + 8, []
+    for i in range(n):
+        length = struct.unpack_from("<I", raw, 48 + 8 + 16 * i)[0]
+        out.append((pos, length))
+        pos += length
+    return out
+
+
+def random_rows(fd, src, rows):
+    rb = src[0].nbytes
+    for r in rows:
+        got = os.pread(fd, rb, HEADER_SIZE + int(r) * rb)
+        assert got == src[r].tobytes(), f"row {r} differs"
+
+
+def test_random_rows_decode_frames(lake, mount):
+    src = source(1)
+    lake.build("f", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    chunks = chunk_objects(lake, "f")
+    assert chunks and all(h["codec"] == 2 and h["version"] == 2 for _, _, h, _ in chunks), \
+        [(h["codec"], h["version"]) for _, _, h, _ in chunks]
+
+    # A cache of 4 MiB for a 12 MB column: random rows keep missing.
+    m = mount(lake, opts=("cache_mem=4M",))
+    path = m.path / "f" / "main" / "x.npy"
+    rng = np.random.default_rng(2)
+    with opened(path) as fd:
+        os.pread(fd, HEADER_SIZE, 0)
+        before = stats(m)
+        random_rows(fd, src, rng.integers(0, ROWS, 3000))
+        after = stats(m)
+        # Odd offsets and lengths that cross frame and chunk boundaries.
+        want = expected_file_bytes(path, src)
+        for _ in range(300):
+            off = int(rng.integers(HEADER_SIZE, len(want)))
+            n = int(rng.integers(1, 40_000))
+            assert os.pread(fd, n, off) == want[off:off + n], (off, n)
+    ranged = after["store"]["ranged_gets"] - before["store"]["ranged_gets"]
+    decoded = after["cache"]["bytes_decompressed"] - before["cache"]["bytes_decompressed"]
+    assert ranged > 1000, f"random rows did not read frames: {ranged} ranged reads"
+    # Each missed row decodes a frame or two (16 KiB each), not a 1 MiB chunk: well under a
+    # chunk's worth per row.
+    assert decoded < 3000 * 64 * 1024, f"{decoded} bytes decoded for 3000 rows"
+
+    # numpy's mmap, rows at random.
+    mm = np.load(path, mmap_mode="r")
+    for r in rng.integers(0, ROWS, 500):
+        assert np.array_equal(mm[r], src[r]), f"mmap row {r}"
+    del mm
+
+
+def test_sequential_scan_takes_whole_chunks(lake, mount):
+    src = source(3)
+    lake.build("s", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    m = mount(lake, opts=("cache_mem=64M",))
+    path = m.path / "s" / "main" / "x.npy"
+    with open(path, "rb") as f:
+        got = f.read()
+    assert got == expected_file_bytes(path, src)
+    st = stats(m)
+    assert st["store"]["ranged_gets"] == 0, st["store"]
+    assert np.array_equal(np.load(path), src)
+
+
+def test_unframed_chunks_read_alongside_framed(lake, mount):
+    """A column written with one frame a chunk (as before frames), then appended to with
+    frames: both kinds read, sequentially and at random."""
+    a, b = source(4), source(5)
+    lake.build("u", {"x": a}, "--chunk-size", "1M", "--frame-size", "0")
+    codecs = {h["codec"] for _, _, h, _ in chunk_objects(lake, "u")}
+    assert codecs == {1}, codecs
+    assert {h["version"] for _, _, h, _ in chunk_objects(lake, "u")} == {1}
+    lake.import_("u", {"x": b}, "--frame-size", "16k")
+    codecs = {h["codec"] for _, _, h, _ in chunk_objects(lake, "u")}
+    assert codecs == {1, 2}, codecs
+    both = np.concatenate([a, b])
+    m = mount(lake, opts=("cache_mem=4M",))
+    path = m.path / "u" / "main" / "x.npy"
+    with opened(path) as fd:
+        random_rows(fd, both, np.random.default_rng(6).integers(0, len(both), 2000))
+    assert np.array_equal(np.load(path), both)
+
+
+def test_damaged_frame_is_eio(lake, mount):
+    src = source(7)
+    lake.build("d", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    oid, path, h, raw = sorted(chunk_objects(lake, "d"), key=lambda c: c[0])[0]
+    frames = frame_index(raw)
+    fi = len(frames) // 2
+    off, length = frames[fi]
+    mode = os.stat(path).st_mode
+    os.chmod(path, mode | stat.S_IWUSR)
+    with open(path, "r+b") as f:
+        f.seek(off + length // 2)
+        byte = f.read(1)
+        f.seek(off + length // 2)
+        f.write(bytes([byte[0] ^ 0x21]))
+    os.chmod(path, stat.S_IMODE(mode))
+
+    m = mount(lake, opts=("cache_mem=4M",))
+    fpath = m.path / "d" / "main" / "x.npy"
+    rb = src[0].nbytes
+    rows_per_chunk = 1024 * 1024 // rb
+    bad, short = [], []
+    with opened(fpath) as fd:
+        # Every row, in random order: a reader that jumps, served frames.
+        for r in np.random.default_rng(8).permutation(ROWS).tolist():
+            try:
+                got = os.pread(fd, rb, HEADER_SIZE + r * rb)
+            except OSError as e:
+                assert e.errno == errno.EIO, e
+                bad.append(r)
+                continue
+            want = src[r].tobytes()
+            assert got == want[:len(got)], f"row {r}: wrong bytes"
+            if len(got) < rb:
+                short.append(r)  # the kernel's pages ran into the damage: never wrong bytes
+        # The rows whose pages touch the damaged 16 KiB frame fail (the kernel reads folios of
+        # 4 KiB and up, so a little more than the frame's 17 rows), not the whole chunk, whose
+        # other frames read from their own checksums; and nothing outside that chunk.
+        assert bad, "the damaged frame was never reported"
+        assert len(bad) < rows_per_chunk // 4, sorted(bad)
+        hit = {r // rows_per_chunk for r in bad + short}
+        assert len(hit) == 1, f"rows of chunks {hit} failed: {bad} {short}"
+        # Read whole (sequentially), the chunk fails its checksum: EIO, not wrong bytes.
+        with pytest.raises(OSError) as ei:
+            os.pread(fd, 64 * rb, HEADER_SIZE + bad[0] * rb)
+        assert ei.value.errno == errno.EIO
+    deadline = time.time() + 5
+    while oid not in m.log() and time.time() < deadline:
+        time.sleep(0.1)
+    assert oid in m.log(), m.log()[-3000:]
+
+
+@pytest.mark.parametrize("size", ["1k", "3G", "abc"])
+def test_frame_size_is_checked(lake, size):
+    from conftest import tfs
+    lake.create("e")
+    npy = lake.write_npy(source(8)[:10])
+    rc, _, err = tfs("import", lake.ds_url("e"), f"x={npy}", "--frame-size", size)
+    assert rc == 2 and "--frame-size" in err, err
