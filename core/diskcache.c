@@ -47,8 +47,10 @@
  * any I/O error) the temporary file is removed, `bypassed` is counted, one warning is logged per
  * wrapper, and the data is returned normally; later fills try again.
  *
- * Ranged reads (get_range) always go to the inner store: the cache only serves bytes it has just
- * checked, and checking a range would cost reading the whole file.
+ * Ranged reads (get_range) of an object whose file is here are served from the file, unchecked:
+ * their callers read the index and frames of framed chunks, each carrying its own checksum, and
+ * a mismatch sends them to get_object, which checks the whole file (and removes it if damaged).
+ * Anything else goes to the inner store, and ranged reads never fill the cache.
  *
  * Ownership: on success the wrapper owns inner; on failure the caller still does.
  */
@@ -554,7 +556,29 @@ static int dc_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
 static ssize_t dc_get_range(struct tfs_store *s, const char *key, uint64_t off, void *buf,
 			    size_t len)
 {
-	return tfs_store_get_range(dc_of(s)->inner, key, off, buf, len);
+	struct diskcache *dc = dc_of(s);
+	char name[TFS_ID_HEX];
+	struct tfs_id id;
+	ssize_t got = -1;
+	int fd;
+
+	if (dc->dir_fd >= 0 && tfs_object_key_parse(key, &id)) {
+		tfs_id_hex(&id, name);
+		fd = openat(dc->dir_fd, name, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			got = pread(fd, buf, len, (off_t)off);
+			close(fd);
+		}
+		/* A whole range, or the end of the object: served. Anything else (no file, a
+		 * short file being replaced) goes to the origin. */
+		if (got >= 0 && (size_t)got == len) {
+			pthread_mutex_lock(&dc->lock);
+			dc->st.range_hits++;
+			pthread_mutex_unlock(&dc->lock);
+			return got;
+		}
+	}
+	return tfs_store_get_range(dc->inner, key, off, buf, len);
 }
 
 static int dc_head(struct tfs_store *s, const char *key, uint64_t *size)

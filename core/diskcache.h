@@ -10,6 +10,7 @@
 struct tfs_diskcache_stats {
 	uint64_t hits;	     /* object reads served from a cache file */
 	uint64_t misses;     /* object reads that went to the inner store */
+	uint64_t range_hits; /* ranged reads (frames of chunks) served from a cache file */
 	uint64_t fills;	     /* cache files written */
 	uint64_t evictions;  /* cache files removed to stay within the budget */
 	uint64_t bad_files;  /* cache files that failed their check and were removed */

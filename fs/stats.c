@@ -185,14 +185,15 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		return rc;
 	if (!s->has_disk_cache)
 		return tfs_buf_printf(out, "  \"disk_cache\": null\n}\n");
-	return tfs_buf_printf(
-		out,
-		"  \"disk_cache\": {\"dir\": \"%s\", \"budget\": %" PRIu64 ", \"bytes\": %" PRIu64
-		", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"fills\": %" PRIu64
-		", \"evictions\": %" PRIu64 ", \"bad_files\": %" PRIu64 ", \"bypassed\": %" PRIu64
-		"}\n}\n",
-		s->cache_dir, s->disk.budget, s->disk.bytes_used, s->disk.hits, s->disk.misses,
-		s->disk.fills, s->disk.evictions, s->disk.bad_files, s->disk.bypassed);
+	return tfs_buf_printf(out,
+			      "  \"disk_cache\": {\"dir\": \"%s\", \"budget\": %" PRIu64
+			      ", \"bytes\": %" PRIu64 ", \"hits\": %" PRIu64
+			      ", \"misses\": %" PRIu64 ", \"fills\": %" PRIu64
+			      ", \"evictions\": %" PRIu64 ", \"bad_files\": %" PRIu64
+			      ", \"bypassed\": %" PRIu64 ", \"range_hits\": %" PRIu64 "}\n}\n",
+			      s->cache_dir, s->disk.budget, s->disk.bytes_used, s->disk.hits,
+			      s->disk.misses, s->disk.fills, s->disk.evictions, s->disk.bad_files,
+			      s->disk.bypassed, s->disk.range_hits);
 }
 
 /* Prometheus' text exposition format, version 0.0.4: a family is "# HELP", "# TYPE" and its
@@ -321,6 +322,9 @@ int tfs_fs_metrics_text(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s
 			       "Object reads served from the disk cache.", s->disk.hits) ?:
 			metric(o, "disk_cache_misses_total", "counter",
 			       "Object reads that went to the store.", s->disk.misses) ?:
+			metric(o, "disk_cache_range_hits_total", "counter",
+			       "Ranged reads (frames of chunks) served from the disk cache.",
+			       s->disk.range_hits) ?:
 			metric(o, "disk_cache_fills_total", "counter", "Disk cache files written.",
 			       s->disk.fills) ?:
 			metric(o, "disk_cache_evictions_total", "counter",

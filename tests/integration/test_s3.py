@@ -14,7 +14,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import TENSORFS_BIN, check_column_file, load_schema, run_proc, tfs
+from conftest import HEADER_SIZE, TENSORFS_BIN, check_column_file, load_schema, run_proc, tfs
 import s3help
 from faultproxy import FaultProxy
 from s3help import S3Server, UrlLake, s3_env
@@ -441,3 +441,42 @@ def test_unmount_does_not_wait_out_retries(s3, tmp_path, mount, monkeypatch):
     finally:
         os.kill(s3.proc.pid, signal.SIGCONT)
     assert took < 15, f"the daemon took {took:.1f} s to exit after the unmount"
+
+
+def test_s3_random_rows_fetch_frames_and_scans_fill_the_disk_cache(s3, tmp_path, mount):
+    """A reader that jumps through a remote lake fetches frames by ranged GETs, never whole
+    chunks; once a scan has put the chunk objects in the disk cache, the same random reads are
+    served from its files and the origin sees no request."""
+    lk = UrlLake("s3://lake/frames", tmp_path / "npy")
+    rows = np.random.default_rng(3).integers(0, 50, size=(24_000, 500)).astype(np.uint16)
+    lk.create("ds")
+    lk.import_("ds", {"x": rows}, "--chunk-size", "1M", "--frame-size", "16k")
+    idx = np.random.default_rng(4).permutation(len(rows))[:300].tolist()
+    cache = tmp_path / "cache"
+    opts = ["cache_mem=4M", f"cache_dir={cache}", "cache_disk=64M"]
+
+    def read_random(m):
+        path = m / "ds" / "main" / "x.npy"
+        rb = rows[0].nbytes
+        with open(path, "rb", buffering=0) as f:
+            for r in idx:
+                f.seek(HEADER_SIZE + r * rb)
+                assert f.read(rb) == rows[r].tobytes(), f"row {r}"
+
+    m = mount(lk, opts=opts)
+    read_random(m)
+    st = stats(m.path)
+    assert st["store"]["ranged_gets"] > 200, st["store"]
+    # 300 rows of 1,000 bytes: frames (16 KiB) and now and then a whole chunk, where two
+    # rows in a row happen to fall close together; never most of the column.
+    assert st["store"]["bytes_fetched"] < rows.nbytes / 3, st["store"]
+    # A scan takes whole chunks, which the disk cache keeps.
+    check_column_file(m / "ds" / "main" / "x.npy", rows)
+    assert stats(m.path)["disk_cache"]["fills"] >= 8
+    m.stop()
+
+    m = mount(lk, opts=opts, name="mnt2")
+    read_random(m)
+    st = stats(m.path)
+    assert st["disk_cache"]["range_hits"] > 200, st["disk_cache"]
+    assert st["store"]["ranged_gets"] == 0, st["store"]
