@@ -44,4 +44,10 @@ int tfs_view_spans_lines(struct tfs_view_spans *s, const struct tfs_view *view,
 void tfs_view_spans_rows(const struct tfs_view_spans *s, uint64_t pos, uint64_t end,
 			 uint64_t *first, uint64_t *last);
 
+/* The view rows (a decimal number a line, in view order) with bytes in a chunk of v recorded as
+ * damaged for good (badchunks.h), in any column: what a reader that skips bad rows leaves out.
+ * Empty, at no cost beyond a lookup a chunk, while no chunk of v is recorded. */
+int tfs_view_bad_rows(const struct tfs_view *view, struct tfs_version *v, struct tfs_cache *cache,
+		      struct tfs_buf *out);
+
 #endif

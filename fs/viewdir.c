@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "view.h"
+#include "viewspans.h"
 
 int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
 		     struct tfs_lake_view **fout)
@@ -102,6 +103,51 @@ const struct tfs_fs_kind tfs_fs_views_kind = {
 
 /* --- REF/views/PARAMS/ ---------------------------------------------------------------------- */
 
+/* .bad_rows: the view rows in chunks found damaged for good, a number a line (a name no column
+ * can take); made when opened or stat'ed, so that a reader that skips bad rows (the Python
+ * Dataset with on_error=skip) asks when a row comes back as zeros. */
+static int bad_rows_text(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_buf *out)
+{
+	struct tfs_lake_view *f;
+	struct tfs_version *v;
+	int rc = tfs_fs_node_view(fs, n->parent, &v, &f);
+
+	if (!rc)
+		rc = tfs_view_bad_rows(f->view, v, fs->lake->cache, out);
+	tfs_lake_view_put(fs->lake, f);
+	tfs_version_put(v);
+	return rc;
+}
+
+static int bad_rows_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
+{
+	struct tfs_buf b = { 0 };
+	int rc = bad_rows_text(fs, n, &b);
+
+	a->size = b.len;
+	tfs_buf_free(&b);
+	return rc;
+}
+
+static int bad_rows_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
+			 struct tfs_fs_handle *h, struct fuse_file_info *fi)
+{
+	int rc = bad_rows_text(fs, n, &h->text);
+
+	(void)who;
+	h->size = h->text.len;
+	fi->direct_io = 1;
+	return rc;
+}
+
+static const struct tfs_fs_kind bad_rows_kind = {
+	.name = "view bad rows",
+	.mode = S_IFREG | 0444,
+	.getattr = bad_rows_getattr,
+	.open = bad_rows_open,
+	.read = tfs_fs_read_text,
+};
+
 static int view_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
 		       struct tfs_fs_node **child)
 {
@@ -109,7 +155,10 @@ static int view_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *n
 	struct tfs_version *v;
 	int rc = tfs_fs_node_view(fs, dir, &v, &f);
 
-	if (!rc)
+	if (!rc && !strcmp(name, ".bad_rows"))
+		rc = (*child = tfs_fs_node_child(fs, dir, name, &bad_rows_kind, NULL)) ? 0
+										       : -ENOMEM;
+	else if (!rc)
 		rc = tfs_fs_columns_lookup(fs, dir, v, name, &tfs_fs_view_column_kind, child);
 	tfs_lake_view_put(fs->lake, f);
 	tfs_version_put(v);
@@ -124,6 +173,9 @@ static int view_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_d
 
 	if (!rc)
 		rc = tfs_fs_columns_list(fs, dir, v, &tfs_fs_view_column_kind, d);
+	if (!rc)
+		rc = tfs_fs_dir_add_child(fs, d, dir, ".bad_rows", ".bad_rows", &bad_rows_kind,
+					  NULL);
 	tfs_lake_view_put(fs->lake, f);
 	tfs_version_put(v);
 	return rc;

@@ -127,3 +127,45 @@ def test_s3_404_is_a_bad_row(tmp_path, mount, monkeypatch):
         assert "object_is_missing" in listing and gone.split("/")[-1] in listing, listing
     finally:
         srv.stop()
+
+
+def test_dataset_skips_bad_rows(lake, mount):
+    """tensorfs.torch.Dataset over an on_error=skip view: a bad row's index yields the next
+    healthy row of the order, so a DataLoader's batches stay full and hold no bad row; the view's
+    .bad_rows lists the view rows left out."""
+    import torch.utils.data
+
+    import tensorfs
+    from tensorfs.torch import Dataset
+
+    x = np.repeat(np.arange(N, dtype=np.int64)[:, None], 32, axis=1)
+    lake.build("d", {"x": x, "y": np.arange(N, dtype=np.int64)}, "--chunk-size", "16k",
+               "--codec", "raw")
+    damage(lake, "flip")
+    m = mount(lake)
+    vdir = tensorfs.view_path(m.path / "d" / "main", seed=5, on_error="skip")
+    assert vdir.endswith("views/seed=5,on_error=skip")
+    assert (m.path / "d" / "main" / "views" / "seed=5,on_error=skip" / ".bad_rows").read_text() \
+        == ""  # nothing read yet, nothing known
+    order = np.load(os.path.join(vdir, "y.npy"))  # y is healthy: the view's order
+    ds = Dataset(vdir, ["x", "y"])
+    assert ds.skip_bad and len(ds) == N
+    seen, batches = [], 0
+    for b in torch.utils.data.DataLoader(ds, batch_size=100, num_workers=2):
+        assert b["x"].shape == (100, 32)  # full batches
+        assert (b["x"] == b["y"][:, None]).all(), "a padded (zero) row came through"
+        seen += b["y"].tolist()
+        batches += 1
+    assert batches == N // 100
+    listed = [int(n) for n in open(os.path.join(vdir, ".bad_rows")).read().split()]
+    assert len(listed) == 64, listed  # one chunk of 64 rows
+    bad_values = {int(order[i]) for i in listed}
+    assert not bad_values & set(seen)
+    # Every healthy row is there; each bad row's place went to the next healthy one.
+    assert set(seen) == set(range(N)) - bad_values
+    healthy = [int(order[i]) for i in range(N) if i not in set(listed)]
+    assert len(seen) - len(set(seen)) == 64 and sorted(set(seen)) == sorted(healthy)
+    # A pad view is not skipped: its zeros come through as rows.
+    pad = Dataset(tensorfs.view_path(m.path / "d" / "main", seed=5, on_error="pad"), ["x"])
+    assert not pad.skip_bad
+    assert not pad[listed[0]].any()

@@ -185,8 +185,9 @@ _KEYS = ("seed", "epoch", "block", "rank", "world", "drop_last", "start", "strid
 
 
 def view_path(version_dir, seed=None, epoch=None, rank=None, world=None, block=None,
-              start=None, drop_last=None, where=None, stride=None):
+              start=None, drop_last=None, where=None, stride=None, on_error=None):
     """The directory of a view of version_dir with these parameters (None: left out).
+    ``on_error`` is "fail", "pad" or "skip" (bad rows: README).
 
     The name is the same on every machine for the same parameters, so every rank of a job and
     every restart sees the same order. ``where`` is %-encoded where a file name needs it."""
@@ -203,6 +204,10 @@ def view_path(version_dir, seed=None, epoch=None, rank=None, world=None, block=N
         parts.append(f"{key}={int(v)}")
     if (rank is None) != (world is None):
         raise ValueError("give rank and world together")
+    if on_error is not None:
+        if on_error not in ("fail", "pad", "skip"):
+            raise ValueError(f"on_error={on_error}: expected fail, pad or skip")
+        parts.append(f"on_error={on_error}")
     if where is not None:
         # '/' cannot be in a file name and '%' starts an escape; spaces read badly in shells.
         parts.append("where=" + urllib.parse.quote(where, safe="()<>=!,.-_"))

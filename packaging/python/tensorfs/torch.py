@@ -2,6 +2,7 @@
 """PyTorch helpers for tensorfs mounts: a map-style Dataset over column memmaps, and the view
 of an epoch for this process's rank."""
 
+import errno
 import os
 
 import numpy as np
@@ -21,7 +22,12 @@ class Dataset(torch.utils.data.Dataset):
     a text column's a str, a bytes column's bytes. Batch rows of several shapes with
     :func:`collate`. Memmaps are opened lazily in each process, so the
     dataset works with ``DataLoader(num_workers=N)``: workers share the daemon's cache and the
-    kernel's page cache, not copies of the data."""
+    kernel's page cache, not copies of the data.
+
+    Over a view with ``on_error=skip``, a bad row (in a chunk damaged for good, which the view's
+    files read as zeros) is left out: its index yields the next healthy row of the view's order
+    instead, so batches stay full and every rank decides alike. A row that reads as zeros is
+    checked against the view's ``.bad_rows``, so healthy rows cost nothing extra."""
 
     def __init__(self, path, columns=None, transform=None):
         self.path = os.fspath(path)
@@ -29,6 +35,8 @@ class Dataset(torch.utils.data.Dataset):
         self.columns = list(cols.keys())
         self.rows = cols.rows
         self.transform = transform
+        params = os.path.basename(os.path.normpath(self.path)).split(",")
+        self.skip_bad = "on_error=skip" in params
         self._cols = None  # per process
 
     def __len__(self):
@@ -46,10 +54,39 @@ class Dataset(torch.utils.data.Dataset):
             i += self.rows
         if not 0 <= i < self.rows:
             raise IndexError(f"row {i} out of range for {self.rows} rows")
-        item = {c: _item(self._cols[c][i]) for c in self.columns}
+        rows = {c: self._cols[c][i] for c in self.columns}
+        if self.skip_bad:
+            rows = self._healthy(i, rows)
+        item = {c: _item(r) for c, r in rows.items()}
         if len(self.columns) == 1:
             item = item[self.columns[0]]
         return self.transform(item) if self.transform else item
+
+
+    def _healthy(self, i, rows):
+        """rows (row i) or, when row i is bad, the next healthy row of the order."""
+        bad = None
+        for step in range(self.rows):
+            j = (i + step) % self.rows
+            if step:
+                rows = {c: self._cols[c][j] for c in self.columns}
+            if not any(_zeros(r) for r in rows.values()):
+                return rows  # a bad row is zeros in the columns whose chunk is bad
+            if bad is None:  # read once a call: rows found bad meanwhile are in it
+                with open(os.path.join(self.path, ".bad_rows")) as f:
+                    bad = {int(n) for n in f.read().split()}
+            if j not in bad:
+                return rows  # zeros that are the data
+        raise OSError(errno.EIO, f"{self.path}: every row is bad")
+
+
+def _zeros(row):
+    """Whether a row holds nothing but zeros (how a view pads a bad row)."""
+    if isinstance(row, str):
+        return not row.strip("\0")
+    if isinstance(row, (bytes, bytearray, memoryview)):
+        return not any(row)
+    return not np.asarray(row).any()
 
 
 def _item(row):
