@@ -646,6 +646,10 @@ void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 		pthread_mutex_unlock(&c->shards[i].lock);
 	}
 	st->budget = c->budget;
+	pthread_mutex_lock(&c->plans_lock);
+	for (struct tfs_cache_plan *p = c->plans; p; p = tfs_cache_plan_next(p))
+		st->plans++;
+	pthread_mutex_unlock(&c->plans_lock);
 	pthread_mutex_lock(&c->pool_lock);
 	st->pool_bytes = c->pool_bytes;
 	st->pool_reuses = c->pool_reuses;

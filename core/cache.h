@@ -38,6 +38,7 @@ struct tfs_cache_stats {
 	uint64_t bytes, entries;   /* now */
 	uint64_t budget;
 	uint64_t pool_bytes, pool_reuses; /* buffer pool: bytes kept now, allocations it served */
+	uint64_t plans;			  /* readers' plans published now (cacheplan.h) */
 };
 
 /* budget: bytes of decoded data kept once no reader holds them. Entries in use are never freed,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "badchunks.h"
+#include "cacheplan.h"
 #include "rowcol.h"
 
 void tfs_view_spans_free(struct tfs_view_spans *s)
@@ -252,5 +253,46 @@ int tfs_view_bad_rows(const struct tfs_view *view, struct tfs_version *v, struct
 	for (size_t c = 0; c < m->ncols; c++)
 		free(bad[c]);
 	free(bad);
+	return rc;
+}
+
+/* --- the view's order as the cache's plan ------------------------------------------------------
+ */
+
+static int plan_rows(struct tfs_cache_plan *plan, const struct tfs_view *view,
+		     const struct tfs_column *c)
+{
+	int rc = 0;
+
+	for (uint64_t i = 0; !rc && i < view->n; i++)
+		rc = tfs_cache_plan_use(plan, &c->chunks[tfs_column_chunk_of(c, view->rows[i])].id,
+					i);
+	return rc;
+}
+
+int tfs_view_plan_add(struct tfs_cache_plan *plan, const struct tfs_view *view,
+		      struct tfs_version *v, size_t col, const struct tfs_view_spans *sp)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	const struct tfs_column *data;
+	int rc = 0;
+
+	if (c->part == TFS_PART_DATA) {
+		data = c;
+		goto data;
+	}
+	if (c->kind == TFS_COL_FIXED)
+		return c->nchunks ? plan_rows(plan, view, c) : 0;
+	rc = plan_rows(plan, view, &v->manifest.cols[c->offsets]);
+	if (!rc && c->kind == TFS_COL_RAGGED)
+		rc = plan_rows(plan, view, &v->manifest.cols[c->shapes]);
+	data = &v->manifest.cols[c->data];
+data:
+	if (rc || !sp)
+		return rc;
+	for (uint64_t i = 0; !rc && i < view->n; i++)
+		if (sp->at[i + 1] > sp->at[i])
+			rc = tfs_cache_plan_use(
+				plan, &data->chunks[tfs_column_chunk_of(data, sp->src[i])].id, i);
 	return rc;
 }

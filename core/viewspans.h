@@ -44,6 +44,14 @@ int tfs_view_spans_lines(struct tfs_view_spans *s, const struct tfs_view *view,
 void tfs_view_spans_rows(const struct tfs_view_spans *s, uint64_t pos, uint64_t end,
 			 uint64_t *first, uint64_t *last);
 
+struct tfs_cache_plan;
+/* Add to plan (cacheplan.h, MIN eviction) where a front-to-back reader of view needs the chunks
+ * of column col of v, by view row: a fixed column's (or part's) chunk of each row; for a column
+ * of another kind, its offsets' and shapes' chunks of each row and, with sp (its spans), the data
+ * chunk each non-empty row starts in; for a data part (sp required), that data chunk alone. */
+int tfs_view_plan_add(struct tfs_cache_plan *plan, const struct tfs_view *view,
+		      struct tfs_version *v, size_t col, const struct tfs_view_spans *sp);
+
 /* The view rows (a decimal number a line, in view order) with bytes in a chunk of v recorded as
  * damaged for good (badchunks.h), in any column: what a reader that skips bad rows leaves out.
  * Empty, at no cost beyond a lookup a chunk, while no chunk of v is recorded. */

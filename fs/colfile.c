@@ -16,6 +16,7 @@
 #include "cacheplan.h"
 #include "prefetch.h"
 #include "view.h"
+#include "viewspans.h"
 
 #define MAX_IOV 320	 /* pieces per reply (a MiB of 4 KiB frames and change); under UIO_MAXIOV */
 #define MAX_VIEW_IOV 512 /* view rows per reply sent as separate pieces */
@@ -500,18 +501,15 @@ void tfs_fs_view_read_near_end(struct tfs_fs *fs, struct tfs_fs_handle *h, size_
  * the rows of one default window ahead of the reader are protected. */
 static int view_plan(struct tfs_fs *fs, struct tfs_fs_handle *h, const struct tfs_column *c)
 {
-	const struct tfs_view *view = h->view->view;
 	const uint64_t rb = c->row_bytes ? c->row_bytes : 1;
-	int rc = 0;
+	int rc;
 
 	if (!c->rows_per_chunk)
 		return 0;
 	h->plan = tfs_cache_plan_new(tfs_lake_warm_bytes(fs->lake) / rb);
 	if (!h->plan)
 		return -ENOMEM;
-	for (uint64_t i = 0; !rc && i < view->n; i++)
-		rc = tfs_cache_plan_use(h->plan, &c->chunks[view->rows[i] / c->rows_per_chunk].id,
-					i);
+	rc = tfs_view_plan_add(h->plan, h->view->view, h->ver, h->col, NULL);
 	if (!rc)
 		tfs_cache_plan_start(fs->lake->cache, h->plan);
 	return rc;

@@ -12,6 +12,7 @@
 
 #include "badchunks.h"
 #include "cache.h"
+#include "cacheplan.h"
 #include "prefetch.h"
 
 /* The view and version a file under views/PARAMS/COLUMN/ shows, and its rows (kept with the
@@ -101,6 +102,16 @@ static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 		if (!rc)
 			tfs_stream_expect_sequential(h->stream);
 	}
+	/* The cache's plan (MIN eviction), the rows of one warm-up window ahead protected. */
+	if (!rc && r->n) {
+		const uint64_t avg = h->size / r->n ? h->size / r->n : 1;
+
+		h->plan = tfs_cache_plan_new(tfs_lake_warm_bytes(fs->lake) / avg);
+		rc = !h->plan ? -ENOMEM
+			      : tfs_view_plan_add(h->plan, h->view->view, h->ver, r->data_col, r);
+		if (!rc)
+			tfs_cache_plan_start(fs->lake->cache, h->plan);
+	}
 	fi->keep_cache = 1;
 	return rc;
 }
@@ -144,6 +155,8 @@ static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h
 		return;
 	}
 	tfs_view_spans_rows(r, pos, end, &first, &last);
+	if (h->plan)
+		tfs_cache_plan_at(h->plan, first);
 	if (h->stream) {
 		uint32_t lo = UINT32_MAX, hi = 0;
 

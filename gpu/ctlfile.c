@@ -17,10 +17,12 @@
 
 #include <tensorfs/control.h>
 
+#include "cacheplan.h"
 #include "format.h"
 #include "staging.h"
 #include "version.h"
 #include "view.h"
+#include "viewspans.h"
 
 /* --- the control file ----------------------------------------------------------------------- */
 
@@ -156,11 +158,39 @@ static void stream_free(struct tfs_ctl_stream *s)
 	if (s->ring)
 		tfs_ctl_drop_ahead(s, 0);
 	tfs_staging_destroy(s->ring);
+	if (s->plan)
+		tfs_cache_plan_end(s->lake->cache, s->plan);
 	tfs_lake_view_put(s->lake, s->lview);
 	tfs_version_put(s->ver);
 	free(s->rows);
 	free(s->slot_pos);
 	free(s);
+}
+
+/* A stream over a view publishes the view's order to the cache's eviction (MIN, when the mount
+ * evicts by plans): the chunks of every column it stages, by view row, with the rows of one
+ * warm-up window ahead of the cursor (and the batches being made ahead) protected. */
+static int stream_plan(struct tfs_ctl_stream *s, uint64_t row_bytes)
+{
+	const uint64_t protect = tfs_lake_warm_bytes(s->lake) / (row_bytes ? row_bytes : 1);
+	int rc = 0;
+
+	s->plan = tfs_cache_plan_new(protect > s->max_batch * s->depth ? protect
+								       : s->max_batch * s->depth);
+	if (!s->plan)
+		return -ENOMEM;
+	for (size_t i = 0; !rc && i < s->ncols; i++) {
+		const struct tfs_column *c = &s->ver->manifest.cols[s->cols[i]];
+		const struct tfs_view_spans *sp = NULL;
+
+		if (c->kind != TFS_COL_FIXED)
+			rc = tfs_lake_view_spans(s->lake, s->lview, s->cols[i], 0, &sp);
+		if (!rc)
+			rc = tfs_view_plan_add(s->plan, s->view, s->ver, s->cols[i], sp);
+	}
+	if (!rc)
+		tfs_cache_plan_start(s->lake->cache, s->plan);
+	return rc;
 }
 
 /* "DATASET/REF[/views/PARAMS]" or "DATASET/commits/ID[/views/PARAMS]", or such a directory's
@@ -413,6 +443,8 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.uid = se->uid;
 	cfg.gid = se->gid;
 	rc = tfs_staging_create(ctl->lake->pool, &cfg, &s->ring, err, ERR_MAX);
+	if (!rc && s->view)
+		rc = stream_plan(s, slot_bytes / s->max_batch);
 	if (rc)
 		goto fail;
 	se->streams[slot_id - 1] = s;

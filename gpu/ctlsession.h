@@ -65,10 +65,11 @@ struct tfs_ctl_stream {
 	uint64_t pos; /* the next cursor */
 	struct ahead ahead[MAX_AHEAD];
 	size_t nahead;
-	uint64_t *rows;	    /* scratch: max_batch version rows */
-	uint64_t *slot_pos; /* per slot: stream position of its first row */
-	int warmed;	    /* the next epoch's warm-up was asked for */
-	int skip;	    /* the view's on_error=skip: `next` passes bad rows over */
+	uint64_t *rows;		     /* scratch: max_batch version rows */
+	uint64_t *slot_pos;	     /* per slot: stream position of its first row */
+	int warmed;		     /* the next epoch's warm-up was asked for */
+	struct tfs_cache_plan *plan; /* over a view: its order, for MIN eviction; else NULL */
+	int skip;		     /* the view's on_error=skip: `next` passes bad rows over */
 };
 
 struct tfs_ctlfile_session {

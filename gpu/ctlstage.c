@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "badchunks.h"
+#include "cacheplan.h"
 #include "lake.h"
 
 void tfs_ctl_drop_ahead(struct tfs_ctl_stream *s, size_t keep)
@@ -211,6 +212,8 @@ int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot
 			return rc;
 	}
 	s->pos += used;
+	if (s->plan)
+		tfs_cache_plan_at(s->plan, s->pos - used);
 	schedule_ahead(s, batch);
 	warm_near_end(s);
 	return 0;
@@ -279,5 +282,7 @@ int tfs_ctl_stream_seek(struct tfs_ctl_stream *s, uint64_t pos, char *err)
 	}
 	tfs_ctl_drop_ahead(s, 0);
 	s->pos = pos;
+	if (s->plan)
+		tfs_cache_plan_at(s->plan, pos);
 	return 0;
 }

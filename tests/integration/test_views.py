@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO_ROOT, run_proc
+from conftest import REPO_ROOT, run_proc, tfs
 
 import tensorfs  # noqa: E402
 import tensorfs.torch  # noqa: E402
@@ -352,5 +352,54 @@ def test_evict_min_reads_exact_rows(lake, mount):
         assert np.array_equal(np.array(got[:, 511]), col)
     # (the budget itself is watched by test_memory_bounded: readahead still in flight may pin
     # chunks past it for a moment)
+    s = json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]
+    assert s["evictions"] > 0, s
+
+
+def plans(m):
+    return json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]["plans"]
+
+
+def test_evict_min_control_streams_and_ragged_data(lake, mount):
+    """-o evict=min with readers that publish plans through the control file (`next` over a
+    view) and through a view's data.bin of a ragged column: every row exact, epoch after epoch,
+    with the cache a third of the data; the plans are withdrawn when the readers close."""
+    n = 6144
+    big = np.repeat(np.arange(n, dtype=np.int64)[:, None], 512, axis=1)  # 4 KiB rows
+    lens = (np.arange(n) % 7 + 1) * 300
+    ragged = [np.full(int(k), i % 251, dtype=np.uint8) for i, k in enumerate(lens)]
+    rdir = lake.scratch / "rag"
+    rdir.mkdir()
+    for i, r in enumerate(ragged):
+        np.save(rdir / f"{i:06d}.npy", r)
+    lake.create("m")
+    lake.import_("m", {"big": big}, "--chunk-size", "1M")
+    rc, _, err = tfs("import", lake.ds_url("m"), f"rag={rdir}/", "--chunk-size", "1M")
+    assert rc == 0, err
+    m = mount(lake, opts=["cache_mem=8M", "evict=min"])
+    main = m.path / "m" / "main"
+    for epoch in range(2):
+        vdir = tensorfs.view_path(main, seed=5, epoch=epoch, block=2)
+        st = tensorfs.Stager(m.path, os.path.relpath(vdir, m.path), ["big"], batch_size=256)
+        try:
+            assert plans(m) == 1  # the stream's, published at open
+            seen = []
+            for b in st.batches():
+                col = np.array(b["big"][:, 0])
+                assert (np.array(b["big"][:, 511]) == col).all()
+                seen += col.tolist()
+            assert sorted(seen) == list(range(n))
+        finally:
+            st.close()
+        deadline = time.time() + 5  # the release of the control file comes after close()
+        while plans(m) and time.time() < deadline:
+            time.sleep(0.05)
+        assert plans(m) == 0  # withdrawn at close
+        order = np.array(np.load(vdir + "/big.npy", mmap_mode="r")[:, 0])
+        with open(vdir + "/rag/data.bin", "rb") as f:
+            assert plans(m) == 1
+            data = f.read()
+        want = b"".join(ragged[int(i)].tobytes() for i in order)
+        assert data == want, f"epoch {epoch}: the view's data.bin differs"
     s = json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]
     assert s["evictions"] > 0, s
