@@ -12,6 +12,7 @@ bytes_fetched and the cache's misses per epoch, averaged over epochs 1.. (epoch 
 import argparse
 import json
 import os
+import time
 
 import numpy as np
 
@@ -31,12 +32,14 @@ def epochs(lake, mnt, policy, cache_mb, n):
     try:
         for e in range(n):
             b0, m0, h0 = stats(mnt)
+            t0 = time.perf_counter()
             with open(mnt / "d" / "main" / "views" / f"seed=1,epoch={e}" / "image.npy", "rb",
                       buffering=0) as f:
                 while f.read(1 << 20):
                     pass
+            dt = time.perf_counter() - t0
             b1, m1, h1 = stats(mnt)
-            out.append((b1 - b0, m1 - m0, h1 - h0))
+            out.append((b1 - b0, m1 - m0, h1 - h0, dt))
     finally:
         unmount(mnt)
     return out
@@ -47,11 +50,14 @@ def main():
     ap.add_argument("--cache-mb", type=int, default=128)
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--ratios", default="1.5,4")
+    ap.add_argument("--chunk-size", default="4M",
+                    help="import --chunk-size (small chunks: many entries for MIN to rank)")
     a = ap.parse_args()
     with workdir("tfs-evict-") as work:
         mnt = work / "mnt"
-        print(f"cache_mem={a.cache_mb}M, 4 KiB rows in 4 MiB chunks, a shuffled view per "
-              f"epoch; per epoch after the first: MiB fetched from the lake, cache misses")
+        print(f"cache_mem={a.cache_mb}M, 4 KiB rows in {a.chunk_size} chunks, a shuffled view "
+              f"per epoch; per epoch after the first: MiB fetched from the lake, cache misses, "
+              f"seconds")
         for ratio in (float(x) for x in a.ratios.split(",")):
             mb = int(a.cache_mb * ratio)
             rows = mb * 256
@@ -59,14 +65,17 @@ def main():
             np.save(work / "image.npy", rng.integers(0, 16, size=(rows, 4096), dtype=np.uint8))
             lake = f"file://{work}/lake{ratio}"
             run("create", f"{lake}/d")
-            run("import", f"{lake}/d", f"image={work}/image.npy", "--quiet")
+            run("import", f"{lake}/d", f"image={work}/image.npy", "--quiet", "--chunk-size",
+                a.chunk_size)
             os.unlink(work / "image.npy")
             for policy in ("lru", "min"):
                 r = epochs(lake, mnt, policy, a.cache_mb, a.epochs)[1:]
                 fetched = np.mean([x[0] for x in r]) / MiB
                 misses = np.mean([x[1] for x in r])
+                secs = np.median([x[3] for x in r])
                 print(f"  data {ratio}x ({mb} MiB), {policy}: {fetched:.0f} MiB fetched "
-                      f"({fetched / mb:.2f} of the data), {misses:.0f} misses per epoch")
+                      f"({fetched / mb:.2f} of the data), {misses:.0f} misses, {secs:.2f} s "
+                      f"per epoch")
 
 
 if __name__ == "__main__":
