@@ -215,7 +215,7 @@ def test_views_of_kinds(lake, mount, tmp_path):
     m = mount(lake)
     for params in ("seed=1", "seed=2,epoch=3,rank=1,world=3", "where=y<100,seed=5"):
         view = m / "d" / "main" / "views" / params
-        assert sorted(os.listdir(view)) == ["cap", "r", "y.npy"]
+        assert sorted(os.listdir(view)) == [".bad_rows", "cap", "r", "y.npy"]
         assert sorted(os.listdir(view / "r")) == ["data.bin", "offsets.npy", "shapes.npy"]
         assert sorted(os.listdir(view / "cap")) == ["data.bin", "lines.txt", "offsets.npy"]
         order = np.load(view / "y.npy").tolist()  # y is the row number
