@@ -66,6 +66,9 @@ uint64_t tfs_column_chunk_first(const struct tfs_column *c, size_t k);
 uint64_t tfs_column_chunk_rows(const struct tfs_column *c, size_t k);
 /* Bytes of the largest chunk's rows: a buffer for any chunk. */
 uint64_t tfs_column_max_chunk_bytes(const struct tfs_column *c);
+/* The rows of a fixed column's full chunk for a chunk target (at least 1; rows of no bytes all
+ * in one chunk). */
+uint64_t tfs_fixed_rows_per_chunk(uint64_t chunk_bytes, uint64_t row_bytes);
 /* "fixed", "ragged", "text", "bytes"; and back (-1 for none). */
 const char *tfs_col_kind_name(enum tfs_col_kind k);
 int tfs_col_kind_parse(const char *name);

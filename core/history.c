@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "session.h"
+
 int tfs_log_text(struct tfs_store *s, const char *ds, const struct tfs_id *head, size_t max,
 		 struct tfs_buf *out)
 {
@@ -55,8 +57,7 @@ int tfs_log_text(struct tfs_store *s, const char *ds, const struct tfs_id *head,
 
 static int same_layout(const struct tfs_column *a, const struct tfs_column *b)
 {
-	if (a->kind != b->kind || strcmp(a->dtype.descr, b->dtype.descr) || a->ndim != b->ndim ||
-	    a->rows_per_chunk != b->rows_per_chunk)
+	if (a->kind != b->kind || strcmp(a->dtype.descr, b->dtype.descr) || a->ndim != b->ndim)
 		return 0;
 	if (a->kind != TFS_COL_FIXED)
 		return 1; /* ragged rows have no shape to compare */
@@ -85,14 +86,13 @@ static int describe_column(struct tfs_buf *out, char sign, const struct tfs_colu
 static int prefix_equal(struct tfs_store *s, const char *ds, const struct tfs_column *a,
 			const struct tfs_column *b, size_t k, uint64_t rows)
 {
-	const uint64_t r0 = (uint64_t)k * a->rows_per_chunk;
 	const struct tfs_column *cols[2] = { a, b };
 	uint8_t *raw[2] = { NULL, NULL };
 	int equal = 0;
 
 	for (int i = 0; i < 2; i++) {
 		const struct tfs_column *c = cols[i];
-		uint64_t nr = c->rows - r0 < c->rows_per_chunk ? c->rows - r0 : c->rows_per_chunk;
+		uint64_t nr = tfs_column_chunk_rows(c, k);
 		struct tfs_buf obj = { 0 };
 		char key[TFS_KEY_MAX];
 
@@ -113,21 +113,24 @@ out:
 	return equal;
 }
 
-/* Row ranges whose chunks differ between two columns of the same layout. */
+/* Row ranges whose chunks differ between two columns of the same layout. Chunk k is compared
+ * where it starts on the same row in both. */
 static int diff_rows(struct tfs_store *s, const char *ds, const struct tfs_column *a,
 		     const struct tfs_column *b, struct tfs_buf *out)
 {
-	const uint64_t rpc = a->rows_per_chunk;
 	const uint64_t common = a->rows < b->rows ? a->rows : b->rows;
 	uint64_t start = UINT64_MAX, end = 0;
 	int rc = 0;
 
-	for (size_t k = 0; (uint64_t)k * rpc < common; k++) {
-		const uint64_t r0 = (uint64_t)k * rpc;
-		const uint64_t r1 = r0 + rpc < common ? r0 + rpc : common;
-		int differ = !tfs_id_eq(&a->chunks[k].id, &b->chunks[k].id);
+	for (size_t k = 0; k < a->nchunks && tfs_column_chunk_first(a, k) < common; k++) {
+		const uint64_t r0 = tfs_column_chunk_first(a, k), na = tfs_column_chunk_rows(a, k);
+		const uint64_t r1 = r0 + na < common ? r0 + na : common;
+		const int aligned = k < b->nchunks && tfs_column_chunk_first(b, k) == r0;
+		int differ = !aligned || !tfs_id_eq(&a->chunks[k].id, &b->chunks[k].id);
 
-		if (differ && r1 == common && a->rows != b->rows && (r1 - r0) < rpc)
+		/* An append rewrote a partial tail chunk: its old rows may be the same. */
+		if (differ && aligned && r1 == common && a->rows != b->rows &&
+		    na != tfs_column_chunk_rows(b, k))
 			differ = !prefix_equal(s, ds, a, b, k, r1 - r0);
 		if (differ) {
 			if (start == UINT64_MAX)
@@ -158,7 +161,8 @@ static int diff_rows(struct tfs_store *s, const char *ds, const struct tfs_colum
 
 /* Columns of other kinds than fixed: whether any part's chunks differ (no row ranges yet). */
 static int diff_parts(const struct tfs_manifest *ma, const struct tfs_column *a,
-		      const struct tfs_manifest *mb, const struct tfs_column *b, struct tfs_buf *out)
+		      const struct tfs_manifest *mb, const struct tfs_column *b,
+		      struct tfs_buf *out)
 {
 	const size_t pa[] = { a->data, a->offsets }, pb[] = { b->data, b->offsets };
 
@@ -169,10 +173,10 @@ static int diff_parts(const struct tfs_manifest *ma, const struct tfs_column *a,
 		for (size_t k = 0; same && k < x->nchunks; k++)
 			same = tfs_id_eq(&x->chunks[k].id, &y->chunks[k].id);
 		if (!same)
-			return tfs_buf_printf(out,
-					      "~ column %s (%s) changed: %" PRIu64 " rows, now %" PRIu64
-					      "\n",
-					      a->name, tfs_col_kind_name(a->kind), a->rows, b->rows);
+			return tfs_buf_printf(
+				out,
+				"~ column %s (%s) changed: %" PRIu64 " rows, now %" PRIu64 "\n",
+				a->name, tfs_col_kind_name(a->kind), a->rows, b->rows);
 	}
 	return 0;
 }
@@ -445,15 +449,16 @@ struct gc_ctx {
 	int err;
 };
 
-static int mark_commit(void *arg, const struct tfs_commit *c)
+/* A manifest and its chunks are live. */
+static int mark_manifest(void *arg, const struct tfs_id *id)
 {
 	struct gc_ctx *g = arg;
 	struct tfs_manifest m;
 	int rc;
 
-	if (tfs_idset_add(&g->live, &c->id) < 0 || tfs_idset_add(&g->live, &c->manifest) < 0)
+	if (tfs_idset_add(&g->live, id) < 0)
 		return -ENOMEM;
-	rc = tfs_manifest_load(g->s, g->ds, &c->manifest, &m);
+	rc = tfs_manifest_load(g->s, g->ds, id, &m);
 	if (rc)
 		return rc;
 	for (size_t i = 0; !rc && i < m.ncols; i++)
@@ -462,6 +467,15 @@ static int mark_commit(void *arg, const struct tfs_commit *c)
 				rc = -ENOMEM;
 	tfs_manifest_free(&m);
 	return rc;
+}
+
+static int mark_commit(void *arg, const struct tfs_commit *c)
+{
+	struct gc_ctx *g = arg;
+
+	if (tfs_idset_add(&g->live, &c->id) < 0)
+		return -ENOMEM;
+	return mark_manifest(g, &c->manifest);
 }
 
 static int sweep_object(void *arg, const char *name, int is_dir)
@@ -525,12 +539,17 @@ int tfs_gc(struct tfs_store *s, const char *ds, int64_t grace_s, int dry_run,
 	int rc;
 
 	r->kept = r->deleted = r->deleted_bytes = r->young = r->temp_removed = 0; /* not progress */
+	r->sessions_removed = 0;
 	g.cutoff = (int64_t)time(NULL) - grace_s;
 	rc = tfs_dataset_check(s, ds);
 	if (rc)
 		return rc;
 	/* Mark: everything reachable. Any read failure stops gc before it deletes anything. */
 	rc = walk_commits(s, ds, &seen, mark_commit, &g);
+	/* Sessions still being written keep their parts' chunks; older ones are forgotten. */
+	if (!rc)
+		rc = tfs_session_sweep(s, ds, g.cutoff, dry_run, mark_manifest, &g,
+				       &r->sessions_removed);
 	if (rc) {
 		tfs_err("%s/%s: gc stopped before deleting anything: the objects reachable from "
 			"the "

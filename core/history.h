@@ -40,6 +40,7 @@ int tfs_verify(struct tfs_store *s, const char *ds, struct tfs_verify_report *r)
 
 struct tfs_gc_report {
 	uint64_t kept, deleted, deleted_bytes, young, temp_removed;
+	uint64_t sessions_removed; /* write sessions older than the grace period, forgotten */
 	struct tfs_progress progress; /* while it runs: objects looked at (zeroed by the caller) */
 };
 
@@ -47,7 +48,8 @@ struct tfs_gc_report {
  * seconds ago, in whole seconds, so 0 means everything unreachable (younger
  * ones may belong to a writer that has not moved its ref yet), and writers' temporary files
  * older than that. With dry_run nothing is deleted. If anything reachable cannot be read the
- * collection stops before deleting anything (-EIO). */
+ * collection stops before deleting anything (-EIO). The parts of write sessions recorded within
+ * the grace period are kept; older sessions are forgotten (session.h). */
 int tfs_gc(struct tfs_store *s, const char *ds, int64_t grace_s, int dry_run,
 	   struct tfs_gc_report *r);
 

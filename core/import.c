@@ -52,8 +52,7 @@ static int job_run(struct tfs_work *w)
 {
 	struct job *j = (struct job *)w;
 	struct tfs_buf obj = { 0 };
-	int rc = tfs_chunk_encode(j->codec, j->level, tfs_chunk_frame_get(), j->raw, j->len,
-				  &obj);
+	int rc = tfs_chunk_encode(j->codec, j->level, tfs_chunk_frame_get(), j->raw, j->len, &obj);
 
 	if (!rc)
 		rc = tfs_object_put_encoded(j->p->s, j->p->ds, obj.data, obj.len, &j->dst->id);
@@ -174,8 +173,13 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 {
 	struct tfs_column *c = src->col;
 	const struct tfs_npy_info *in = &src->info;
-	const uint64_t rpc = c->rows_per_chunk, add = in->shape[0];
-	uint64_t tail = c->rows % rpc, total, done = 0, nchunks, k;
+	/* A column whose chunks are listed (a commit of parts made it) keeps them and gets new
+	 * chunks of its target's rows; a uniform one has its partial tail chunk rewritten. */
+	const int listed = !c->rows_per_chunk;
+	const uint64_t rpc =
+		listed ? tfs_fixed_rows_per_chunk(c->chunk_bytes, c->row_bytes) : c->rows_per_chunk;
+	const uint64_t add = in->shape[0];
+	uint64_t tail = listed ? 0 : c->rows % rpc, total, done = 0, nchunks, k;
 	uint8_t *map = NULL;
 	size_t map_len = 0;
 	struct tfs_chunk_ref *chunks;
@@ -184,11 +188,24 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 	if (add == 0)
 		return 0;
 	total = c->rows + add;
-	nchunks = total / rpc + (total % rpc ? 1 : 0);
+	nchunks = listed ? c->nchunks + add / rpc + (add % rpc ? 1 : 0)
+			 : total / rpc + (total % rpc ? 1 : 0);
 	chunks = realloc(c->chunks, nchunks * sizeof(*chunks));
 	if (!chunks)
 		return -ENOMEM;
 	c->chunks = chunks;
+	if (listed) {
+		uint64_t *ends = realloc(c->chunk_end, nchunks * sizeof(*ends));
+
+		if (!ends)
+			return -ENOMEM;
+		c->chunk_end = ends;
+		for (k = c->nchunks; k < nchunks; k++) {
+			const uint64_t r0 = k ? ends[k - 1] : 0;
+
+			ends[k] = total - r0 < rpc ? total : r0 + rpc;
+		}
+	}
 	k = c->nchunks - (tail ? 1 : 0); /* the partial tail chunk gets rewritten */
 
 	if (in->fortran_order && in->ndim > 1) {
@@ -309,10 +326,7 @@ static int new_column(struct tfs_column *c, const struct source *src,
 		c->shape[d] = src->info.shape[d + 1];
 	c->row_bytes = src->row_bytes;
 	c->chunk_bytes = target;
-	if (c->row_bytes == 0)
-		c->rows_per_chunk = (uint64_t)1 << 32; /* empty rows: one chunk holds them all */
-	else
-		c->rows_per_chunk = target / c->row_bytes ? target / c->row_bytes : 1;
+	c->rows_per_chunk = tfs_fixed_rows_per_chunk(target, c->row_bytes);
 	c->codec = o->codec;
 	c->level = o->level;
 	return 0;
@@ -385,7 +399,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		tfs_err("nothing to import (give COLUMN=FILE.npy)");
 		return -EINVAL;
 	}
-	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o);
 	if (rc)
 		goto out;
 	src = calloc(n, sizeof(*src));
@@ -554,7 +568,7 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 	uint64_t nrows, k0, k1;
 	int rc, pool_up = 0;
 
-	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o);
 	if (rc)
 		goto out;
 	rc = tfs_manifest_copy_extra(&t.old, 0, &m);
@@ -605,12 +619,11 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 	if (rc)
 		goto out;
 	/* Copy-on-write at chunk granularity: only the chunks the range touches are rewritten. */
-	k0 = row_start / c->rows_per_chunk;
-	k1 = (row_start + nrows - 1) / c->rows_per_chunk;
+	k0 = tfs_column_chunk_of(c, row_start);
+	k1 = tfs_column_chunk_of(c, row_start + nrows - 1);
 	for (uint64_t k = k0; k <= k1; k++) {
-		const uint64_t r0 = k * c->rows_per_chunk;
-		const uint64_t nr =
-			c->rows - r0 < c->rows_per_chunk ? c->rows - r0 : c->rows_per_chunk;
+		const uint64_t r0 = tfs_column_chunk_first(c, (size_t)k);
+		const uint64_t nr = tfs_column_chunk_rows(c, (size_t)k);
 		const uint64_t lo = row_start > r0 ? row_start : r0;
 		const uint64_t hi = row_start + nrows < r0 + nr ? row_start + nrows : r0 + nr;
 		uint8_t *raw = malloc((size_t)(nr * c->row_bytes));
@@ -666,7 +679,7 @@ int tfs_drop(struct tfs_store *s, const char *ds, const char *column,
 	struct tfs_txn t;
 	int rc, found = 0;
 
-	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o);
 	if (rc)
 		goto out;
 	rc = tfs_manifest_copy_extra(&t.old, 0, &m);

@@ -29,6 +29,10 @@ struct tfs_import_opts {
 	int level;		 /* zstd level */
 	unsigned threads;	 /* encoding threads; 0: one per CPU */
 	struct tfs_progress *progress; /* bytes and rows read from the sources, or NULL */
+	/* A part of a write session (session.h): the import starts from no columns and records
+	 * its manifest as part `part` of `session` instead of committing; NULL: a commit. */
+	const char *session;
+	uint32_t part;
 };
 
 /* Append the rows of every source to its column (creating it with the source's kind, dtype and
@@ -111,19 +115,24 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 
 /* --- within the import module (import.c, import_rows.c, import_images.c, importtxn.c) ----- */
 
-/* A write against a branch: its head when the write began, and the manifest there. */
+/* A write against a branch: its head when the write began, and the manifest there. Or a part of
+ * a session: no head, and no columns to start from. */
 struct tfs_txn {
 	struct tfs_store *s;
 	const char *ds;
 	const char *branch;
+	const char *session; /* or NULL */
+	uint32_t part;
 	struct tfs_id head_id;
 	struct tfs_commit head;
 	struct tfs_manifest old;
 };
 
-int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds, const char *branch);
+int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds,
+		  const struct tfs_import_opts *o);
 /* Write the commit of manifest m on top of the head and move the branch to it, unless another
- * writer moved it first (-EAGAIN: then nothing is committed). */
+ * writer moved it first (-EAGAIN: then nothing is committed). A session's part: record m as the
+ * part (commit_id: its manifest). */
 int tfs_txn_commit(struct tfs_txn *t, const struct tfs_manifest *m, const char *message,
 		   struct tfs_id *commit_id);
 void tfs_txn_end(struct tfs_txn *t);

@@ -108,7 +108,7 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, MAX_COLS, &m);
 	if (!rc && !(a = open_archive(path)))
@@ -379,7 +379,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	memset(res, 0, sizeof(*res));
 	memset(f, 0, sizeof(f));
 	tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err));
-	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o);
 	if (!rc && (rc = first_fields(shards[0], f, &nf)))
 		tfs_err("%s: no sample (files named KEY.EXT) in it", shards[0]);
 	if (!rc)

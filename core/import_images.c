@@ -294,7 +294,7 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o);
 	if (rc)
 		goto out;
 	rc = tfs_source_open_tree(dir, &wk.tree);

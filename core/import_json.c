@@ -306,7 +306,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	rc = tfs_txn_begin(&t, s, ds, o->branch);
+	rc = tfs_txn_begin(&t, s, ds, o);
 	if (!rc)
 		rc = tfs_import_map_file(path, &mapped, &len);
 	data = (const char *)mapped;

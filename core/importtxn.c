@@ -9,17 +9,21 @@
 #include <string.h>
 
 #include "rowcol.h"
+#include "session.h"
 
 /* A write against a branch: its head when the write began, and the manifest there. */
 
-int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds, const char *branch)
+int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds,
+		  const struct tfs_import_opts *o)
 {
 	int rc;
 
 	memset(t, 0, sizeof(*t));
 	t->s = s;
 	t->ds = ds;
-	t->branch = branch ? branch : "main";
+	t->branch = o->branch ? o->branch : "main";
+	t->session = o->session;
+	t->part = o->part;
 	rc = tfs_dataset_check(s, ds);
 	if (rc) {
 		if (rc == -ENOENT)
@@ -27,6 +31,8 @@ int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds, const 
 				ds);
 		return rc;
 	}
+	if (t->session)
+		return 0;
 	rc = tfs_ref_read(s, ds, TFS_REF_BRANCH, t->branch, &t->head_id);
 	if (rc) {
 		if (rc == -ENOENT)
@@ -44,8 +50,11 @@ int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds, const 
 int tfs_txn_commit(struct tfs_txn *t, const struct tfs_manifest *m, const char *message,
 		   struct tfs_id *commit_id)
 {
-	int rc = tfs_commit_write(t->s, t->ds, m, &t->head_id, message, commit_id);
+	int rc;
 
+	if (t->session)
+		return tfs_session_part_put(t->s, t->ds, t->session, t->part, m, commit_id);
+	rc = tfs_commit_write(t->s, t->ds, m, &t->head_id, message, commit_id);
 	if (rc)
 		return rc;
 	rc = tfs_ref_update(t->s, t->ds, TFS_REF_BRANCH, t->branch, &t->head_id, commit_id);

@@ -10,9 +10,11 @@
 #include <string.h>
 
 /* Manifests holding only fixed columns are written as version 1, which older readers take;
- * column kinds need version 2. */
+ * column kinds need version 2; fixed columns (or parts) whose chunks are listed, as a commit of
+ * parts makes them, need version 3. */
 #define MANIFEST_V1 1
 #define MANIFEST_V2 2
+#define MANIFEST_V3 3
 
 static const char *const kind_names[TFS_COL_NKINDS] = {
 	[TFS_COL_FIXED] = "fixed",
@@ -77,6 +79,13 @@ uint64_t tfs_column_chunk_rows(const struct tfs_column *c, size_t k)
 	return c->chunk_end[k] - r0;
 }
 
+uint64_t tfs_fixed_rows_per_chunk(uint64_t chunk_bytes, uint64_t row_bytes)
+{
+	if (!row_bytes)
+		return (uint64_t)1 << 32;
+	return chunk_bytes / row_bytes ? chunk_bytes / row_bytes : 1;
+}
+
 uint64_t tfs_column_max_chunk_bytes(const struct tfs_column *c)
 {
 	uint64_t most = 0;
@@ -91,12 +100,20 @@ uint64_t tfs_column_max_chunk_bytes(const struct tfs_column *c)
 
 /* --- text ----------------------------------------------------------------------------------- */
 
-static int any_kinds(const struct tfs_manifest *m)
+/* The oldest version that can hold m. */
+static int manifest_version(const struct tfs_manifest *m)
 {
-	for (size_t i = 0; i < m->ncols; i++)
-		if (m->cols[i].kind != TFS_COL_FIXED || m->cols[i].part != TFS_PART_NONE)
-			return 1;
-	return 0;
+	int v = MANIFEST_V1;
+
+	for (size_t i = 0; i < m->ncols; i++) {
+		const struct tfs_column *c = &m->cols[i];
+
+		if (c->kind == TFS_COL_FIXED && c->part != TFS_PART_DATA && !c->rows_per_chunk)
+			return MANIFEST_V3;
+		if (c->kind != TFS_COL_FIXED || c->part != TFS_PART_NONE)
+			v = MANIFEST_V2;
+	}
+	return v;
 }
 
 static int serialize_column(const struct tfs_column *c, struct tfs_buf *out)
@@ -140,7 +157,7 @@ static int serialize_column(const struct tfs_column *c, struct tfs_buf *out)
 int tfs_manifest_serialize(const struct tfs_manifest *m, struct tfs_buf *out)
 {
 	int rc = tfs_buf_printf(out, "tensorfs-manifest %d\nrows %" PRIu64 "\n",
-				any_kinds(m) ? MANIFEST_V2 : MANIFEST_V1, m->rows);
+				manifest_version(m), m->rows);
 
 	for (size_t i = 0; !rc && i < m->ncols; i++)
 		rc = serialize_column(&m->cols[i], out);
@@ -260,7 +277,8 @@ static int parse_header(struct cursor *cur, struct tfs_column *c, char *err, siz
 }
 
 /* A fixed column's (or a part's) lines after its name (and part line): dtype ... end. */
-static int parse_fixed(struct cursor *cur, struct tfs_column *c, char *err, size_t err_cap)
+static int parse_fixed(struct cursor *cur, unsigned version, struct tfs_column *c, char *err,
+		       size_t err_cap)
 {
 	char dtype[16], codec[16], *tok, *save;
 	int big, level;
@@ -287,10 +305,11 @@ static int parse_fixed(struct cursor *cur, struct tfs_column *c, char *err, size
 	}
 	if (line_u64(cur, "row_bytes", &c->row_bytes) || c->row_bytes != expect_bytes)
 		return -1;
-	/* Listed chunks (rows_per_chunk 0) are for data parts only. */
+	/* Data parts list their chunks (rows_per_chunk 0); from version 3 any column may. */
 	if (line_u64(cur, "rows", &c->rows) ||
 	    line_u64(cur, "rows_per_chunk", &c->rows_per_chunk) ||
-	    (c->rows_per_chunk == 0) != (c->part == TFS_PART_DATA) ||
+	    (c->part == TFS_PART_DATA && c->rows_per_chunk) ||
+	    (version < MANIFEST_V3 && c->part != TFS_PART_DATA && !c->rows_per_chunk) ||
 	    line_u64(cur, "chunk_bytes", &c->chunk_bytes))
 		return -1;
 	if (next_line(cur) || sscanf(cur->line, "codec %15s %d", codec, &level) != 2 ||
@@ -414,7 +433,7 @@ static int parse_entry(struct cursor *cur, unsigned version, struct tfs_column *
 	name = c->name;
 	slash = strchr(name, '/');
 	if (version < MANIFEST_V2)
-		return slash ? -1 : parse_fixed(cur, c, err, err_cap);
+		return slash ? -1 : parse_fixed(cur, version, c, err, err_cap);
 	/* Version 2: "kind K" (a header), "part P", or a fixed column's dtype line. */
 	if (cur->end - cur->p >= 5 && !memcmp(cur->p, "kind ", 5)) {
 		if (next_line(cur) || slash || (k = tfs_col_kind_parse(cur->line + 5)) <= 0)
@@ -429,7 +448,7 @@ static int parse_entry(struct cursor *cur, unsigned version, struct tfs_column *
 	} else if (slash) {
 		return -1;
 	}
-	return parse_fixed(cur, c, err, err_cap);
+	return parse_fixed(cur, version, c, err, err_cap);
 }
 
 int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, char *err,
@@ -443,7 +462,7 @@ int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, cha
 	err[0] = 0;
 	if (next_line(&cur) || sscanf(cur.line, "tensorfs-manifest %u", &version) != 1)
 		goto bad;
-	if (version > MANIFEST_V2) {
+	if (version > MANIFEST_V3) {
 		snprintf(err, err_cap, "manifest format version %u is newer than this tensorfs",
 			 version);
 		return -EPROTO;

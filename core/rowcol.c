@@ -11,7 +11,8 @@
 /* A fixed column (or part) being appended to: whole chunks of rows_per_chunk rows. */
 struct fixed_w {
 	struct tfs_column *c;
-	uint8_t *buf;  /* rows_per_chunk rows */
+	uint64_t rpc;  /* rows of a full chunk: rows_per_chunk, or the target's for listed chunks */
+	uint8_t *buf;  /* rpc rows */
 	uint64_t have; /* rows in buf, not yet in a chunk */
 };
 
@@ -141,13 +142,16 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 
 static int fixed_begin(struct tfs_rowcol *w, struct fixed_w *f, struct tfs_column *c)
 {
-	const uint64_t tail = c->rows % c->rows_per_chunk;
+	/* Listed chunks (a commit of parts made them) stay as they are: new rows go to new ones. */
+	const uint64_t tail = c->rows_per_chunk ? c->rows % c->rows_per_chunk : 0;
 	struct tfs_buf obj = { 0 };
 	char key[TFS_KEY_MAX];
 	int rc = 0;
 
 	f->c = c;
-	f->buf = malloc(c->rows_per_chunk * c->row_bytes + 1);
+	f->rpc = c->rows_per_chunk ? c->rows_per_chunk
+				   : tfs_fixed_rows_per_chunk(c->chunk_bytes, c->row_bytes);
+	f->buf = malloc(f->rpc * c->row_bytes + 1);
 	if (!f->buf)
 		return -ENOMEM;
 	if (!tail)
@@ -175,10 +179,10 @@ static int fixed_add(struct tfs_rowcol *w, struct fixed_w *f, const void *row)
 
 	memcpy(f->buf + f->have * c->row_bytes, row, c->row_bytes);
 	c->rows++;
-	if (++f->have < c->rows_per_chunk)
+	if (++f->have < f->rpc)
 		return 0;
 	f->have = 0;
-	return put_chunk(w, c, f->buf, c->rows_per_chunk * c->row_bytes, c->rows_per_chunk);
+	return put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc);
 }
 
 static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
@@ -278,9 +282,7 @@ int tfs_rowcol_new(struct tfs_manifest *m, const char *name, enum tfs_col_kind k
 			h->shape[d] = shape[d];
 			h->row_bytes *= shape[d];
 		}
-		h->rows_per_chunk = !h->row_bytes		    ? (uint64_t)1 << 32
-				    : h->chunk_bytes / h->row_bytes ? h->chunk_bytes / h->row_bytes
-								    : 1;
+		h->rows_per_chunk = tfs_fixed_rows_per_chunk(h->chunk_bytes, h->row_bytes);
 		return 0;
 	}
 	h->data = i + 1;

@@ -327,9 +327,17 @@ static const struct tfs_column *widest(const struct tfs_manifest *m)
 	return best;
 }
 
-/* Block shuffle of rows (ascending on entry), into out. */
-static int block_shuffle(const uint64_t *rows, uint64_t n, uint64_t per_group, uint64_t block,
-			 uint64_t seed, uint64_t epoch, uint64_t *out)
+/* The group of row r: its chunk in column w (every row its own group without one). */
+static uint64_t group_of(const struct tfs_column *w, uint64_t r)
+{
+	if (!w)
+		return r;
+	return w->rows_per_chunk ? r / w->rows_per_chunk : tfs_column_chunk_of(w, r);
+}
+
+/* Block shuffle of rows (ascending on entry) grouped by their chunk of `by`, into out. */
+static int block_shuffle(const uint64_t *rows, uint64_t n, const struct tfs_column *by,
+			 uint64_t block, uint64_t seed, uint64_t epoch, uint64_t *out)
 {
 	uint64_t ngroups = 0, *start = NULL, *order = NULL, k = 0, nwin;
 	struct rng r;
@@ -339,7 +347,7 @@ static int block_shuffle(const uint64_t *rows, uint64_t n, uint64_t per_group, u
 	if (!start)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < n; i++)
-		if (i == 0 || rows[i] / per_group != rows[i - 1] / per_group)
+		if (i == 0 || group_of(by, rows[i]) != group_of(by, rows[i - 1]))
 			start[ngroups++] = i;
 	start[ngroups] = n;
 	order = malloc((ngroups ? ngroups : 1) * sizeof(*order));
@@ -442,8 +450,9 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 	}
 	if (p->shuffle) {
 		const struct tfs_column *w = widest(&v->manifest);
-		const uint64_t per_group = w && w->rows_per_chunk ? w->rows_per_chunk : 1;
-		const uint64_t chunk_bytes = w ? per_group * w->row_bytes : 0;
+		const uint64_t chunk_bytes = !w			 ? 0
+					     : w->rows_per_chunk ? w->rows_per_chunk * w->row_bytes
+								 : tfs_column_max_chunk_bytes(w);
 		uint64_t block = p->block;
 
 		if (!block) {
@@ -457,7 +466,7 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 			rc = -ENOMEM;
 			goto out;
 		}
-		rc = block_shuffle(rows, n, per_group, block, p->seed, p->epoch, order);
+		rc = block_shuffle(rows, n, w, block, p->seed, p->epoch, order);
 		if (rc)
 			goto out;
 		free(rows);
@@ -526,7 +535,7 @@ int tfs_view_chunk_order(const struct tfs_view *view, const struct tfs_column *c
 	for (size_t k = 0; k < c->nchunks; k++)
 		p[k] = UINT32_MAX;
 	for (uint64_t i = 0; i < view->n; i++) {
-		size_t k = (size_t)(view->rows[i] / c->rows_per_chunk);
+		size_t k = tfs_column_chunk_of(c, view->rows[i]);
 
 		if (p[k] == UINT32_MAX) {
 			p[k] = (uint32_t)count;

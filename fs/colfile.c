@@ -144,7 +144,8 @@ static int column_xattrs(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs
 		rc = tfs_fs_xattr_add(x, "rows", "%" PRIu64, c->rows);
 	if (!rc)
 		rc = tfs_fs_xattr_add(x, "chunk_bytes", "%" PRIu64,
-				      c->rows_per_chunk * c->row_bytes);
+				      c->rows_per_chunk ? c->rows_per_chunk * c->row_bytes
+							: c->chunk_bytes);
 	if (!rc)
 		rc = tfs_fs_xattr_add(x, "codec", "%s", tfs_codec_by_id(c->codec)->name);
 out:
@@ -366,7 +367,7 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 		size_t lo = SIZE_MAX, hi = 0;
 
 		for (uint64_t r = r0; r <= r1; r++) {
-			size_t p = h->chunk_pos[view->rows[r] / c->rows_per_chunk];
+			size_t p = h->chunk_pos[tfs_column_chunk_of(c, view->rows[r])];
 
 			lo = p < lo ? p : lo;
 			hi = p > hi ? p : hi;
@@ -404,7 +405,7 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 		row = d / rb;
 		in = d % rb;
 		src = view->rows[row];
-		k = (size_t)(src / c->rows_per_chunk);
+		k = tfs_column_chunk_of(c, src);
 		n = rb - in < end - at ? rb - in : end - at;
 		/* A view's rows come from a window of a few chunks: pin each once per read. */
 		for (size_t i = npinned; i-- > 0;)
@@ -432,7 +433,7 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 			pinned[npinned] = e;
 			pinned_k[npinned++] = k;
 		}
-		from = e->data + (src % c->rows_per_chunk) * rb + in;
+		from = e->data + (src - tfs_column_chunk_first(c, k)) * rb + in;
 		if (count &&
 		    (const uint8_t *)iov[count - 1].iov_base + iov[count - 1].iov_len == from)
 			iov[count - 1].iov_len += (size_t)n;
@@ -504,8 +505,6 @@ static int view_plan(struct tfs_fs *fs, struct tfs_fs_handle *h, const struct tf
 	const uint64_t rb = c->row_bytes ? c->row_bytes : 1;
 	int rc;
 
-	if (!c->rows_per_chunk)
-		return 0;
 	h->plan = tfs_cache_plan_new(tfs_lake_warm_bytes(fs->lake) / rb);
 	if (!h->plan)
 		return -ENOMEM;

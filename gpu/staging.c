@@ -110,7 +110,7 @@ static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *row
 {
 	struct tfs_version *v = st->cfg.ver;
 	const struct tfs_column *c = &v->manifest.cols[col];
-	const uint64_t rb = c->row_bytes, rpc = c->rows_per_chunk;
+	const uint64_t rb = c->row_bytes;
 	struct tfs_cache_entry *e = NULL;
 	size_t k_pinned = SIZE_MAX;
 	int rc = 0;
@@ -119,12 +119,13 @@ static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *row
 		return 0;
 	for (size_t i = 0; i < n;) {
 		const uint64_t src = rows[i];
-		const size_t k = (size_t)(src / rpc);
-		const uint64_t in = src % rpc;
+		const size_t k = tfs_column_chunk_of(c, src);
+		const uint64_t in = src - tfs_column_chunk_first(c, k);
+		const uint64_t left = tfs_column_chunk_rows(c, k) - in; /* in this chunk from src */
 		size_t run = 1;
 
 		assert(src < c->rows);
-		while (i + run < n && rows[i + run] == src + run && in + run < rpc)
+		while (i + run < n && rows[i + run] == src + run && run < left)
 			run++;
 		if (k != k_pinned) {
 			if (e)

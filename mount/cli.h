@@ -29,4 +29,8 @@ int tfs_cmd_verify(int argc, char **argv);
 int tfs_cmd_gc(int argc, char **argv);
 int tfs_cmd_index(int argc, char **argv);
 
+/* session_cmd.c: `tensorfs commit URL --session ID ...`, `session ls|abort URL`. */
+int tfs_cmd_commit(int argc, char **argv);
+int tfs_cmd_session(int argc, char **argv);
+
 #endif

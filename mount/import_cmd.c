@@ -13,8 +13,20 @@
 #include "import.h"
 #include "source.h"
 #include "progress.h"
+#include "session.h"
 #include "store.h"
 #include "util.h"
+
+/* The last line of an import: the commit, or the part of a session recorded. */
+static void print_done(const char *hex, const char *ds, const struct tfs_import_opts *o)
+{
+	if (o->session)
+		printf("recorded part %" PRIu32 " of session %s of %s (manifest %s); commit "
+		       "with `tensorfs commit URL --session %s`\n",
+		       o->part, o->session, ds, hex, o->session);
+	else
+		printf("committed %s to %s/%s\n", hex, ds, o->branch ? o->branch : "main");
+}
 
 /* The summary of a one-source import: rows, what was skipped and why, the commit. */
 static int report(const char *url, const char *ds, int rc, const struct tfs_import_result *res,
@@ -36,7 +48,8 @@ static int report(const char *url, const char *ds, int rc, const struct tfs_impo
 		printf("%s%s", i ? "; " : ": ", res->skips[i]);
 	if (res->skipped > TFS_IMPORT_SKIPS_KEPT)
 		printf("; ...");
-	printf("\ncommitted %s to %s/%s\n", hex, ds, o->branch ? o->branch : "main");
+	printf("\n");
+	print_done(hex, ds, o);
 	return 0;
 }
 
@@ -112,6 +125,8 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "progress", no_argument, NULL, 'P' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "session", required_argument, NULL, 'e' },
+		{ "part", required_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tfs_progress progress = { 0 };
@@ -122,7 +137,7 @@ int tfs_cmd_import(int argc, char **argv)
 	struct tfs_images_opts io = { .fit = TFS_FIT_RESIZE };
 	const char *images = NULL, *jsonl = NULL, *npz = NULL, *fixed[64];
 	size_t nfixed = 0;
-	int webdataset = 0;
+	int webdataset = 0, have_part = 0;
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
 	size_t n = 0;
@@ -184,6 +199,22 @@ int tfs_cmd_import(int argc, char **argv)
 		case 't':
 			o.threads = (unsigned)atoi(optarg);
 			break;
+		case 'e':
+			o.session = optarg;
+			break;
+		case 'p': {
+			char *end;
+			unsigned long part = strtoul(optarg, &end, 10);
+
+			if (*end || end == optarg || part >= TFS_SESSION_MAX_PARTS) {
+				tfs_err("--part %s: expected a part number, 0 to %u", optarg,
+					TFS_SESSION_MAX_PARTS - 1);
+				return 2;
+			}
+			o.part = (uint32_t)part;
+			have_part = 1;
+			break;
+		}
 		case 'I':
 			images = optarg;
 			break;
@@ -231,6 +262,11 @@ int tfs_cmd_import(int argc, char **argv)
 	}
 	if (argc - optind < 1)
 		return tfs_cli_usage(2); /* no URL */
+	if (!o.session != !have_part || (o.session && (o.branch || o.message))) {
+		tfs_err("--session ID and --part I go together, without --branch or -m (they are "
+			"the commit's: tensorfs commit URL --session ID)");
+		return 2;
+	}
 	if (images || jsonl || npz || webdataset) {
 		const struct one_source one = {
 			.dir = images,
@@ -298,7 +334,7 @@ int tfs_cmd_import(int argc, char **argv)
 		goto out;
 	}
 	tfs_id_hex(&commit, hex);
-	printf("committed %s to %s/%s\n", hex, ds, o.branch ? o.branch : "main");
+	print_done(hex, ds, &o);
 	rc = 0;
 out:
 	free(src);

@@ -43,6 +43,12 @@ static const char usage_text[] =
 	"                                  http(s):// URL (DIR/ of .npy files: local only)\n"
 	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
 	"         [--level N] [--frame-size SIZE] [--threads N] [--progress | --quiet]\n"
+	"         [--session ID --part I]  write the rows as part I of a write session\n"
+	"                                  instead of committing (any machine, any order)\n"
+	"  commit URL --session ID [--parts N] [-m MSG] [--branch B]\n"
+	"                                  commit a session's parts, in part order, at once\n"
+	"  session ls URL                  the sessions being written: parts, rows, age\n"
+	"  session abort URL ID            forget a session (gc removes its chunks)\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
 	"  info URL [--ref REF] [--json]   show a dataset version's schema\n"
 	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [--force] [-o OPT[,OPT...]]\n"
@@ -76,6 +82,7 @@ static const char usage_text[] =
 	"                                  re-read and check everything every ref reaches\n"
 	"  gc URL [--grace SECONDS] [--dry-run] [--progress | --quiet]\n"
 	"                                  delete objects no ref reaches (default grace 86400)\n"
+	"                                  and sessions not written to within the grace\n"
 	"  index LAKE_URL                  write the listing files a lake served over\n"
 	"                                  http(s):// needs (run again after writes)\n"
 	"  top MOUNTPOINT [-d SECONDS] [-n COUNT]\n"
@@ -666,6 +673,10 @@ int main(int argc, char **argv)
 		return tfs_cmd_index(argc, argv);
 	if (!strcmp(argv[0], "gc"))
 		return tfs_cmd_gc(argc, argv);
+	if (!strcmp(argv[0], "commit"))
+		return tfs_cmd_commit(argc, argv);
+	if (!strcmp(argv[0], "session"))
+		return tfs_cmd_session(argc, argv);
 	if (!strcmp(argv[0], "top"))
 		return tfs_cmd_top(argc, argv);
 	if (!strcmp(argv[0], "stats"))

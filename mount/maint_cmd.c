@@ -111,9 +111,10 @@ int tfs_cmd_gc(int argc, char **argv)
 	else if (!rc)
 		printf("%s: deleted %" PRIu64 " unreachable objects (%" PRIu64
 		       " bytes), kept %" PRIu64 " reachable and %" PRIu64
-		       " younger than %llds; removed %" PRIu64 " temporary files\n",
+		       " younger than %llds; removed %" PRIu64 " temporary files and %" PRIu64
+		       " abandoned write sessions\n",
 		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace,
-		       r.temp_removed);
+		       r.temp_removed, r.sessions_removed);
 	free(ds);
 	tfs_store_close(s);
 	return rc ? 1 : 0;

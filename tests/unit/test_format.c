@@ -679,13 +679,55 @@ static void test_manifest_kinds_rejected(void **state)
 	}
 }
 
+/* A fixed column whose chunks are listed (as a commit of parts makes them) is written as version
+ * 3, round-trips with its geometry, and is malformed in a version 1 or 2 text. */
+static void test_manifest_listed_fixed_is_v3(void **state)
+{
+	static const uint64_t shape[] = { 3 };
+	struct tfs_manifest m, back;
+	char *text, *t, err[256] = "";
+	size_t len;
+
+	(void)state;
+	make_manifest(&m, 10, 1);
+	make_column(&m.cols[0], "x", "<f4", 1, shape, 10, 4, TFS_CODEC_ZSTD, 3);
+	text = serialize_manifest(&m, &len);
+	assert_non_null(strstr(text, "tensorfs-manifest 1\n"));
+	free(text);
+	/* Chunks of 4, 3 and 3 rows: what uniform geometry cannot say. */
+	m.cols[0].rows_per_chunk = 0;
+	m.cols[0].chunk_end = calloc(3, sizeof(uint64_t));
+	assert_non_null(m.cols[0].chunk_end);
+	m.cols[0].chunk_end[0] = 4;
+	m.cols[0].chunk_end[1] = 7;
+	m.cols[0].chunk_end[2] = 10;
+	text = serialize_manifest(&m, &len);
+	assert_non_null(strstr(text, "tensorfs-manifest 3\n"));
+	assert_int_equal(parse_text(text, &back, err, sizeof(err)), 0);
+	assert_int_equal(back.cols[0].rows_per_chunk, 0);
+	assert_int_equal(tfs_column_chunk_of(&back.cols[0], 6), 1);
+	assert_int_equal(tfs_column_chunk_of(&back.cols[0], 7), 2);
+	assert_int_equal(tfs_column_chunk_first(&back.cols[0], 2), 7);
+	assert_int_equal(tfs_column_chunk_rows(&back.cols[0], 0), 4);
+	tfs_manifest_free(&back);
+	t = replace(text, "tensorfs-manifest 3", "tensorfs-manifest 1");
+	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
+	free(t);
+	/* Listed counts must add up to the rows. */
+	t = replace(text, " 3\nend", " 2\nend");
+	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
+	free(t);
+	free(text);
+	tfs_manifest_free(&m);
+}
+
 static void test_manifest_parse_newer_version_is_eproto(void **state)
 {
 	char *text = sample_manifest_text(), *t, err[256] = "";
 	struct tfs_manifest m;
 
 	(void)state;
-	t = replace(text, "tensorfs-manifest 1", "tensorfs-manifest 3");
+	t = replace(text, "tensorfs-manifest 1", "tensorfs-manifest 4");
 	assert_int_equal(parse_text(t, &m, err, sizeof(err)), -EPROTO);
 	assert_true(err[0] != 0);
 	free(t);
@@ -1559,6 +1601,7 @@ int main(void)
 		cmocka_unit_test(test_manifest_parse_rejects_other_damage),
 		cmocka_unit_test(test_manifest_parse_rejects_overlong_line),
 		cmocka_unit_test(test_manifest_parse_newer_version_is_eproto),
+		cmocka_unit_test(test_manifest_listed_fixed_is_v3),
 		cmocka_unit_test(test_manifest_kinds_round_trip),
 		cmocka_unit_test(test_manifest_kinds_rejected),
 		cmocka_unit_test(test_column_copy_is_deep),
