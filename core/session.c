@@ -400,6 +400,123 @@ static int append_part(struct tfs_store *s, const char *ds, struct tfs_manifest 
 	return rc;
 }
 
+/* --- fixed parts of ragged columns --------------------------------------------------------- */
+
+/* Write values into the fixed part m->cols[i], a row of row_len bytes at a time. */
+static int fill_part(struct tfs_store *s, const char *ds, struct tfs_manifest *m, size_t i,
+		     uint64_t rows, uint64_t row_bytes, const uint64_t *shape, size_t row_len)
+{
+	struct tfs_rowcol *w = NULL;
+	int rc = tfs_rowcol_begin(s, ds, m, i, &w);
+
+	for (uint64_t r = 0; !rc && r < rows; r++) {
+		const uint64_t off = r * row_bytes;
+
+		rc = tfs_rowcol_add(w, shape ? (const void *)shape : &off, row_len, NULL);
+	}
+	if (!rc)
+		rc = tfs_rowcol_finish(w);
+	tfs_rowcol_free(w);
+	return rc;
+}
+
+/* Make the fixed column m->cols[i] ragged, as an import into a ragged column would have: its
+ * chunks become the data part's as they are; offsets and shapes are written. */
+static int to_ragged(struct tfs_store *s, const char *ds, struct tfs_manifest *m, size_t i)
+{
+	const struct tfs_column *x = &m->cols[i];
+	struct tfs_manifest t = { 0 };
+	struct tfs_column *cols, *data;
+	uint64_t shape[TFS_MAX_DIMS];
+	int rc;
+
+	if (!(t.cols = calloc(4, sizeof(*t.cols))))
+		return -ENOMEM;
+	rc = tfs_rowcol_new(&t, x->name, TFS_COL_RAGGED, &x->dtype, x->ndim, NULL, x->chunk_bytes,
+			    x->codec, x->level);
+	for (unsigned d = 0; d < x->ndim; d++)
+		shape[d] = x->shape[d];
+	/* offsets: 0, row_bytes, ... rows x row_bytes; shapes: the one shape, a row each. */
+	if (!rc)
+		rc = fill_part(s, ds, &t, t.cols[0].offsets, x->rows + 1, x->row_bytes, NULL,
+			       sizeof(uint64_t));
+	if (!rc)
+		rc = fill_part(s, ds, &t, t.cols[0].shapes, x->rows, 0, shape,
+			       x->ndim * sizeof(*shape));
+	data = &t.cols[t.cols[0].data];
+	if (!rc && x->nchunks) {
+		data->chunks = malloc(x->nchunks * sizeof(*data->chunks));
+		data->chunk_end = malloc(x->nchunks * sizeof(*data->chunk_end));
+		if (!data->chunks || !data->chunk_end)
+			rc = -ENOMEM;
+		for (size_t k = 0; !rc && k < x->nchunks; k++) {
+			data->chunks[k] = x->chunks[k];
+			data->chunk_end[k] = (tfs_column_chunk_first(x, k) +
+					      tfs_column_chunk_rows(x, k)) *
+					     x->row_bytes;
+		}
+		if (!rc) {
+			data->nchunks = x->nchunks;
+			data->rows = x->rows * x->row_bytes;
+		}
+	}
+	t.cols[0].rows = x->rows;
+	if (!rc && !(cols = calloc(m->ncols + t.ncols - 1, sizeof(*cols))))
+		rc = -ENOMEM;
+	if (rc) {
+		tfs_manifest_free(&t);
+		return rc;
+	}
+	/* Splice: m's columns before i, the four, the rest; then the headers' part indices. */
+	memcpy(cols, m->cols, i * sizeof(*cols));
+	memcpy(cols + i, t.cols, t.ncols * sizeof(*cols));
+	memcpy(cols + i + t.ncols, m->cols + i + 1, (m->ncols - i - 1) * sizeof(*cols));
+	tfs_column_free(&m->cols[i]);
+	free(m->cols);
+	free(t.cols);
+	m->cols = cols;
+	m->ncols += t.ncols - 1;
+	for (size_t h = 0; h < m->ncols; h++)
+		if (cols[h].part == TFS_PART_NONE && cols[h].kind != TFS_COL_FIXED) {
+			cols[h].data = h + 1;
+			cols[h].offsets = h + 2;
+			cols[h].shapes = h + 3;
+		}
+	return 0;
+}
+
+/* Is column `name` ragged, with elements of dt and this rank, in m? */
+static int ragged_in(const struct tfs_manifest *m, const struct tfs_column *y)
+{
+	const struct tfs_column *c = tfs_manifest_column(m, y->name);
+
+	return c && c->kind == TFS_COL_RAGGED && c->ndim == y->ndim &&
+	       !strcmp(c->dtype.descr, y->dtype.descr);
+}
+
+/* A part whose rows of a column all had one shape made it fixed where the others are ragged:
+ * make it ragged too (one machine importing them all would have appended it to the ragged one). */
+static int unify_kinds(struct tfs_store *s, const char *ds, struct tfs_manifest *pm, size_t n,
+		       const struct tfs_manifest *branch)
+{
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < n; i++)
+		for (size_t c = 0; !rc && c < pm[i].ncols; c++) {
+			const struct tfs_column *y = &pm[i].cols[c];
+			int ragged = y->kind == TFS_COL_FIXED && y->part == TFS_PART_NONE &&
+				     y->ndim > 0 && ragged_in(branch, y);
+
+			for (size_t j = 0; !ragged && y->kind == TFS_COL_FIXED &&
+					   y->part == TFS_PART_NONE && y->ndim > 0 && j < n;
+			     j++)
+				ragged = ragged_in(&pm[j], y);
+			if (ragged)
+				rc = to_ragged(s, ds, &pm[i], c);
+		}
+	return rc;
+}
+
 /* --- the commit ----------------------------------------------------------------------------- */
 
 /* Every part there must be: 0 .. nparts - 1 (or .. the highest recorded), none beyond. */
@@ -423,7 +540,7 @@ static int parts_complete(const struct parts *ps, uint32_t nparts, const char *s
 
 /* One attempt: the parts onto the branch's head, -EAGAIN if another writer moved it. */
 static int commit_once(struct tfs_store *s, const char *ds, const char *session,
-		       const struct tfs_manifest *pm, size_t n, const struct tfs_import_opts *o,
+		       struct tfs_manifest *pm, size_t n, const struct tfs_import_opts *o,
 		       struct tfs_id *commit_id, uint64_t *rows)
 {
 	struct tfs_manifest m = { 0 };
@@ -433,8 +550,12 @@ static int commit_once(struct tfs_store *s, const char *ds, const char *session,
 	int rc;
 
 	rc = tfs_txn_begin(&t, s, ds, o);
-	if (rc)
+	if (!rc)
+		rc = unify_kinds(s, ds, pm, n, &t.old);
+	if (rc) {
+		tfs_txn_end(&t);
 		return rc;
+	}
 	/* A branch with no columns takes the first part's as they are. */
 	while (first < n && !pm[first].ncols)
 		first++;
