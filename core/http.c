@@ -213,8 +213,10 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *arg)
 		x->resp->body_len += n;
 		return size * nmemb;
 	}
-	if (!r->dst)
+	if (!r->dst) {
+		x->skipped += n; /* a reply the caller does not want (a copy's result): counted */
 		return size * nmemb;
+	}
 	take = r->dst_cap - x->resp->body_len;
 	if (take > n)
 		take = n;

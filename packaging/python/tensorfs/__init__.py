@@ -231,9 +231,14 @@ def elastic_view(version_dir, rank, world, batch_size, step=0, rows_before=0, se
 
 
 def __getattr__(name):
-    """Stager (batched staging through the control file) loads on first use."""
+    """Stager (batched staging through the control file) and ingest (parallel import on Dask)
+    load on first use."""
     if name in ("Stager", "StagingError", "Batch"):
         from . import staging
 
         return getattr(staging, name)
+    if name in ("ingest", "IngestError"):
+        from . import dask_ingest
+
+        return getattr(dask_ingest, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
