@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "diskcache.h"
+#include "tier.h"
 #include "format.h"
 #include "util.h"
 
@@ -63,6 +64,23 @@ int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out)
 	rc = tfs_store_open(cfg->url, 0, &l->store);
 	if (rc)
 		goto fail; /* the backend said why */
+	if (cfg->cache_tier) {
+		struct tfs_store *tier, *tiered;
+
+		rc = tfs_store_open(cfg->cache_tier, 0, &tier);
+		if (rc) {
+			tfs_err("cannot open the cache tier %s", cfg->cache_tier);
+			goto fail;
+		}
+		rc = tfs_tier_wrap(l->store, tier,
+				   cfg->cache_tier_queue ? cfg->cache_tier_queue : TFS_TIER_QUEUE,
+				   &tiered);
+		if (rc) {
+			tfs_store_close(tier);
+			goto fail;
+		}
+		l->store = tiered;
+	}
 	if (cfg->cache_dir) {
 		struct tfs_store *cached;
 

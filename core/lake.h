@@ -22,6 +22,8 @@ struct tfs_lake_config {
 	uint64_t cache_mem;	   /* bytes of decoded chunks kept in memory */
 	const char *cache_dir;	   /* disk cache of fetched objects; NULL: none */
 	uint64_t cache_disk;	   /* its budget in bytes */
+	const char *cache_tier;	   /* a cache tier shared by nodes (tier.h); NULL: none */
+	uint64_t cache_tier_queue; /* bytes queued for the tier at most; 0: the default */
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: none */
 	unsigned gather_threads;   /* staging gathers of the control file; 0: from the CPU count */
 	double ref_ttl;		   /* seconds a branch head is trusted before it is read again */

@@ -28,8 +28,18 @@ static int snapshot(struct tfs_fs *fs, int json, struct tfs_fs_snapshot *s, stru
 		tfs_prefetcher_stats(fs->lake->prefetch, &s->prefetch);
 	s->has_disk_cache = tfs_diskcache_stats(fs->lake->store, &s->disk) == 0;
 	s->cache_dir = fs->lake->cache_dir;
-	/* The backend's own counters: with a disk cache, what really went over the wire. */
-	tfs_store_counters(tfs_diskcache_inner(fs->lake->store), &s->store);
+	/* The backend's own counters: with a disk cache or a tier, what the origin served. */
+	tfs_store_counters(tfs_tier_origin(tfs_diskcache_inner(fs->lake->store)), &s->store);
+	s->has_tier = tfs_tier_stats(tfs_diskcache_inner(fs->lake->store), &s->tier) == 0;
+	if (s->has_tier) {
+		struct tfs_store *tier = tfs_tier_store(tfs_diskcache_inner(fs->lake->store));
+		struct tfs_store_counters tc;
+
+		tfs_store_counters(tier, &tc);
+		s->tier_url = tier->url;
+		s->tier_gets = tc.gets;
+		s->tier_puts = tc.puts;
+	}
 	s->store_url = fs->lake->store->url;
 	s->reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
 	s->read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);

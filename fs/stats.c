@@ -181,6 +181,21 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 	if (!rc)
 		rc = tfs_buf_printf(out, "%s],\n  \"errors\": %" PRIu64 ",\n", n ? "\n  " : "",
 				    nerrors(st));
+	if (!rc && s->has_tier)
+		rc = tfs_buf_printf(out,
+				    "  \"cache_tier\": {\"url\": \"%s\", \"hits\": %" PRIu64
+				    ", \"misses\": %" PRIu64 ", \"bad\": %" PRIu64
+				    ", \"errors\": %" PRIu64 ", \"hit_bytes\": %" PRIu64
+				    ", \"writes\": %" PRIu64 ", \"write_bytes\": %" PRIu64
+				    ", \"write_errors\": %" PRIu64 ", \"dropped\": %" PRIu64
+				    ", \"pending_bytes\": %" PRIu64 ", \"gets\": %" PRIu64
+				    ", \"puts\": %" PRIu64 "},\n",
+				    s->tier_url, s->tier.hits, s->tier.misses, s->tier.bad,
+				    s->tier.errors, s->tier.hit_bytes, s->tier.writes,
+				    s->tier.write_bytes, s->tier.write_errors, s->tier.dropped,
+				    s->tier.pending_bytes, s->tier_gets, s->tier_puts);
+	else if (!rc)
+		rc = tfs_buf_printf(out, "  \"cache_tier\": null,\n");
 	if (rc)
 		return rc;
 	if (!s->has_disk_cache)
@@ -334,6 +349,27 @@ int tfs_fs_metrics_text(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s
 			       "Disk cache files that failed their check.", s->disk.bad_files) ?:
 			metric(o, "disk_cache_bypassed_total", "counter",
 			       "Disk cache fills skipped (disk full or unusable).", s->disk.bypassed);
+	if (!rc && s->has_tier)
+		rc = metric(o, "cache_tier_hits_total", "counter",
+			    "Object reads served by the shared cache tier.", s->tier.hits) ?:
+			metric(o, "cache_tier_misses_total", "counter",
+			       "Object reads the cache tier did not have.", s->tier.misses) ?:
+			metric(o, "cache_tier_bad_total", "counter",
+			       "Cache tier objects that failed their check (ignored).", s->tier.bad) ?:
+			metric(o, "cache_tier_errors_total", "counter",
+			       "Cache tier reads that failed (the origin was read).", s->tier.errors) ?:
+			metric(o, "cache_tier_hit_bytes_total", "counter",
+			       "Bytes the cache tier served.", s->tier.hit_bytes) ?:
+			metric(o, "cache_tier_writes_total", "counter",
+			       "Objects written to the cache tier.", s->tier.writes) ?:
+			metric(o, "cache_tier_write_bytes_total", "counter",
+			       "Bytes written to the cache tier.", s->tier.write_bytes) ?:
+			metric(o, "cache_tier_write_errors_total", "counter",
+			       "Cache tier writes that failed.", s->tier.write_errors) ?:
+			metric(o, "cache_tier_dropped_total", "counter",
+			       "Cache tier writes dropped (queue full).", s->tier.dropped) ?:
+			metric(o, "cache_tier_pending_bytes", "gauge",
+			       "Bytes queued for the cache tier.", s->tier.pending_bytes);
 	if (!rc && s->control_metrics)
 		rc = tfs_buf_printf(o, "%s", s->control_metrics);
 	return rc;

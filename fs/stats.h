@@ -8,6 +8,7 @@
 
 #include "cache.h"
 #include "diskcache.h"
+#include "tier.h"
 #include "prefetch.h"
 #include "store.h"
 #include "util.h"
@@ -55,7 +56,11 @@ struct tfs_fs_snapshot {
 	int has_disk_cache;
 	struct tfs_diskcache_stats disk;
 	const char *cache_dir;
-	uint64_t reads, read_bytes; /* FUSE reads of column files */
+	int has_tier;
+	struct tfs_tier_stats tier;
+	const char *tier_url;
+	uint64_t tier_gets, tier_puts; /* requests to the tier store */
+	uint64_t reads, read_bytes;    /* FUSE reads of column files */
 	const char *control_json; /* the control file's member of stats ("  \"staging\": ...,\n") */
 	const char *control_metrics; /* and its metric families; NULL without a control file */
 };

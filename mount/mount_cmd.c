@@ -63,6 +63,13 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 			cfg->log_path = val;
 		} else if (!strcmp(o, "cache_dir") && val) {
 			lc->cache_dir = val;
+		} else if (!strcmp(o, "cache_tier") && val) {
+			lc->cache_tier = val;
+		} else if (!strcmp(o, "cache_tier_queue") && val) {
+			if (tfs_parse_size(val, &lc->cache_tier_queue) || !lc->cache_tier_queue) {
+				tfs_err("-o cache_tier_queue=%s: expected a size like 256M", val);
+				return -EINVAL;
+			}
 		} else if (!strcmp(o, "config") && val) {
 			/* Resolved now: a daemon changes directory to /. */
 			char path[PATH_MAX];

@@ -208,6 +208,25 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	} else {
 		add(s, "         disk: none (-o cache_dir=DIR for remote lakes)");
 	}
+	/* A tier (-o cache_tier=URL) shows once it has been asked for something. */
+	if (get(cur, "tensorfs_cache_tier_hits_total") +
+		    get(cur, "tensorfs_cache_tier_misses_total") >
+	    0) {
+		double h = get(cur, "tensorfs_cache_tier_hits_total"),
+		       mi = get(cur, "tensorfs_cache_tier_misses_total");
+
+		add(s,
+		    "         tier hit %.1f%%  served %s  written %.0f (%s)  queued %s  bad %.0f  "
+		    "errors %.0f",
+		    pct(h, h + mi),
+		    tfs_size_str(get(cur, "tensorfs_cache_tier_hit_bytes_total"), a, sizeof(a)),
+		    get(cur, "tensorfs_cache_tier_writes_total"),
+		    tfs_size_str(get(cur, "tensorfs_cache_tier_write_bytes_total"), b, sizeof(b)),
+		    tfs_size_str(get(cur, "tensorfs_cache_tier_pending_bytes"), c, sizeof(c)),
+		    get(cur, "tensorfs_cache_tier_bad_total"),
+		    get(cur, "tensorfs_cache_tier_errors_total") +
+			    get(cur, "tensorfs_cache_tier_write_errors_total"));
+	}
 	add(s, "Prefetch loaders %.0f  in flight %s  ahead of readers %s  used %.0f  wasted %.0f",
 	    get(cur, "tensorfs_prefetch_threads"),
 	    tfs_size_str(get(cur, "tensorfs_prefetch_inflight_bytes"), a, sizeof(a)),
