@@ -63,6 +63,21 @@ class FaultProxy:
     def endpoint(self):
         return f"http://127.0.0.1:{self.port}"
 
+    def snapshot(self):
+        """The counters so far, without stopping the proxy."""
+        try:
+            os.unlink(self._stats)
+        except FileNotFoundError:
+            pass
+        self.proc.send_signal(signal.SIGUSR1)
+        for _ in range(200):
+            try:
+                with open(self._stats) as f:
+                    return json.load(f)
+            except (OSError, ValueError):
+                time.sleep(0.01)
+        raise RuntimeError("fault proxy did not report its counters")
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -100,6 +115,8 @@ class Proxy:
         self.counts["requests"] = 0
         self.counts["ranged"] = 0  # GETs with a Range header
         self.counts["persistent_corrupt"] = 0
+        self.counts["object_gets"] = 0  # GETs of tensorfs objects (".../objects/...") answered
+        self.counts["object_bytes"] = 0  # their body bytes
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -224,6 +241,10 @@ class Proxy:
         except (OSError, http.client.HTTPException):
             self._error(h, 502, "BadGateway")
             return
+        if h.command == "GET" and status in (200, 206) and "/objects/" in h.path:
+            with self.lock:
+                self.counts["object_gets"] += 1
+                self.counts["object_bytes"] += len(body)
         chunk = (self.persistent_corrupt and h.command == "GET" and status in (200, 206)
                  and len(body) > 64 and body[:4] == b"TFSO" and body[6] == 1)
         if chunk:
@@ -280,6 +301,15 @@ def main():
     p.persistent_corrupt = a.persistent_corrupt
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
+
+    def dump(*_):
+        with p.lock:
+            counts = dict(p.counts)
+        with open(a.stats + ".tmp", "w") as f:
+            json.dump(counts, f)
+        os.replace(a.stats + ".tmp", a.stats)
+
+    signal.signal(signal.SIGUSR1, dump)
     print(f"port {p.port}", flush=True)
     # Bounded: a proxy nobody stops ends by itself after an hour.
     done.wait(timeout=3600)
