@@ -185,3 +185,24 @@ def test_ddp_two_nodes_four_ranks_read_every_row_once(cluster, tmp_path, mount):
     # windows every rank reads): at most the objects node 0 missed, once each.
     assert t1["misses"] <= t0["misses"] // 4, (t0, t1)
     assert objects == t0["misses"] + t1["misses"], (got, t0, t1)
+
+
+def test_ddp_nodes_without_a_tier_fetch_their_own_shards(cluster, tmp_path, mount):
+    """Without a tier each node fetches the chunks of its ranks' shards (contiguous slices of
+    the shuffled order, so a few windows each), plus the windows at their edges: not the
+    whole epoch."""
+    srv, proxy = cluster
+    lake, cols = build(tmp_path)
+    whole = sum(c["chunks"] for c in lake.info("d")["columns"])
+    per_node = []
+    for n in range(2):
+        node = mount(lake, opts=("cache_mem=4M",), name=f"node{n}")
+        s0 = proxy.snapshot()
+        for r in (2 * n, 2 * n + 1):
+            view = node / "d" / "main" / "views" / f"seed=3,epoch=1,rank={r},world=4,block=4"
+            assert (np.load(view / "x.npy") == cols["x"][np.load(view / "idx.npy")]).all()
+        per_node.append(proxy.snapshot()["object_gets"] - s0["object_gets"])
+    # Counted at the origin: chunks plus the commit and manifest each node reads once.
+    for objects in per_node:
+        assert objects - 2 < 0.75 * whole, (per_node, whole)
+    assert sum(per_node) - 4 >= whole, (per_node, whole)
