@@ -129,6 +129,24 @@ def test_dask_bag_partitions_are_parts(s3, tmp_path, mount):
     same_dataset(mount(lake), "one", "par")
 
 
+def test_dask_dataframe_partitions_are_parts(lake, mount):
+    """A dask.dataframe: a part per partition, numbers and strings as their columns."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    n = 1000
+    df = pd.DataFrame({"a": np.arange(n), "b": np.linspace(0.5, 1.5, n),
+                       "s": [f"row {i}" for i in range(n)]})
+    lake.create("d")
+    out = tensorfs.ingest(lake.ds_url("d"), dd.from_pandas(df, npartitions=5),
+                          tensorfs=TENSORFS_BIN)
+    assert out["rows"] == n and out["parts"] == 5
+    v = tensorfs.open(mount(lake) / "d" / "main")
+    assert (np.asarray(v["a"]) == df["a"].to_numpy()).all()
+    assert (np.asarray(v["b"]) == df["b"].to_numpy()).all()
+    assert list(v["s"]) == list(df["s"])
+
+
 def test_dask_ingest_failure_aborts_and_leaves_the_dataset(s3, tmp_path):
     lake = UrlLake("s3://lake/f", tmp_path / "npy")
     paths, _ = write_sources(tmp_path, 2, 10)
