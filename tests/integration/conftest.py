@@ -467,6 +467,20 @@ def mount(tmp_path, request):
 # Checking mounted files
 # --------------------------------------------------------------------------------------------
 
+def write_text(path, rows, newline="\n"):
+    """A text source: one row a line."""
+    path.write_bytes(newline.join(rows).encode() + newline.encode())
+    return path
+
+
+def write_dir(path, arrays):
+    """A directory source: one .npy file a row, in name order."""
+    path.mkdir()
+    for i, a in enumerate(arrays):
+        np.save(path / f"{i:06d}.npy", a)
+    return path
+
+
 def le_dtype(dt):
     """The dtype a mounted file must have: the input's, little-endian."""
     return np.dtype(dt).newbyteorder("<")

@@ -9,7 +9,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import load_schema, run_proc, schema_column, tar_add, tfs, write_tar
+from conftest import (load_schema, run_proc, schema_column, tar_add, tfs, write_dir, write_tar,
+                      write_text)
 
 TEXT_ROWS = ["hello", "wörld", "", "tab\there", "back\\slash", "日本語のテキスト", "emoji 🎉",
              "trailing space ", "x" * 5000]
@@ -17,18 +18,6 @@ TEXT_ROWS = ["hello", "wörld", "", "tab\there", "back\\slash", "日本語のテ
 
 def escape(row):
     return row.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
-
-
-def write_text(path, rows, newline="\n"):
-    path.write_bytes(newline.join(rows).encode() + newline.encode())
-    return path
-
-
-def write_dir(path, arrays):
-    path.mkdir()
-    for i, a in enumerate(arrays):
-        np.save(path / f"{i:06d}.npy", a)
-    return path
 
 
 def commits(lake):

@@ -114,6 +114,7 @@ def test_installs_what_it_is_meant_to_hold(installed):
         f"/usr/lib/{ma}/pkgconfig/tensorfs-client.pc",
         "/usr/lib/python3/dist-packages/tensorfs/__init__.py",
         "/usr/lib/python3/dist-packages/tensorfs/_version.py",
+        "/usr/lib/python3/dist-packages/tensorfs/dask_ingest.py",
         "/usr/lib/python3/dist-packages/tensorfs/staging.py",
         "/usr/lib/python3/dist-packages/tensorfs/torch.py",
         "/usr/share/doc/tensorfs/changelog.gz",

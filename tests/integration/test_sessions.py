@@ -10,19 +10,7 @@ import time
 
 import numpy as np
 
-from conftest import run_proc
-
-
-def write_text(path, rows):
-    path.write_bytes("\n".join(rows).encode() + b"\n")
-    return path
-
-
-def write_dir(path, arrays):
-    path.mkdir()
-    for i, a in enumerate(arrays):
-        np.save(path / f"{i:06d}.npy", a)
-    return path
+from conftest import run_proc, write_dir, write_text
 
 
 def make_parts(tmp_path, sizes, seed=5):
