@@ -164,8 +164,18 @@ $(DECODE_RATE): tests/bench/decode_rate.c $(CORE_LIB)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) -lm
 bench: $(DECODE_RATE)
 
-unit: $(UNIT_BIN)
+# Every fuzz target's seed corpus and regression inputs, replayed without libFuzzer
+# (tests/fuzz/replay.c) by the regular build: under ASan+UBSan with SANITIZE=1.
+REPLAY_BIN := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/tests/replay_%,\
+	$(wildcard tests/fuzz/fuzz_*.c))
+
+$(REPLAY_BIN): $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< tests/fuzz/replay.c $(CORE_LIB) $(DEPLIBS) -lm
+
+unit: $(UNIT_BIN) $(REPLAY_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+	@set -e; for r in $(REPLAY_BIN); do n=$${r##*/replay_}; $$r tests/fuzz/corpus/$$n; done
 
 integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
 	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) \
