@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* s3call: one signed request of the s3:// backend, the key rules, and status to -errno. */
 #include "s3call.h"
+#include "s3parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -109,16 +110,6 @@ int tfs_s3_key_call(struct tfs_s3_call *c, struct tfs_s3_store *s, const char *m
 	if (!rc)
 		tfs_s3_what(w, wcap, method, s, key);
 	return rc;
-}
-
-void tfs_s3_error_code(const struct tfs_buf *body, char *out, size_t cap)
-{
-	const char *p = body && body->data ? strstr((char *)body->data, "<Code>") : NULL;
-	const char *e = p ? strstr(p, "</Code>") : NULL;
-
-	out[0] = 0;
-	if (p && e && (size_t)(e - p - 6) < cap)
-		snprintf(out, cap, " (%.*s)", (int)(e - p - 6), p + 6);
 }
 
 int tfs_s3_status_rc(const char *what, const struct tfs_http_resp *resp, const struct tfs_buf *b)

@@ -67,8 +67,6 @@ void tfs_s3_what(char *buf, size_t cap, const char *method, const struct tfs_s3_
  * names the request in log lines. */
 int tfs_s3_key_call(struct tfs_s3_call *c, struct tfs_s3_store *s, const char *method,
 		    const char *key, const void *body, size_t len, char *w, size_t wcap);
-/* The S3 error code of an error reply (" (Code)"), or "". */
-void tfs_s3_error_code(const struct tfs_buf *body, char *out, size_t cap);
 /* Map a final status to -errno, with one log line for the unexpected ones. */
 int tfs_s3_status_rc(const char *what, const struct tfs_http_resp *resp, const struct tfs_buf *b);
 

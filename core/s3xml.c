@@ -2,6 +2,7 @@
 /* s3xml: the s3:// backend's requests whose replies are XML: multipart uploads, ListObjectsV2
  * listings, and the sweep of abandoned uploads and lock objects. */
 #include "s3call.h"
+#include "s3parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,49 +11,6 @@
 #include <time.h>
 
 /* --- multipart upload ------------------------------------------------------------------------ */
-
-/* The text of the first <tag>...</tag> in [p, end), XML entities decoded, into out. */
-static const char *xml_get(const char *p, const char *end, const char *tag, struct tfs_buf *out)
-{
-	char open[64], close[64];
-	const char *a, *b;
-
-	snprintf(open, sizeof(open), "<%s>", tag);
-	snprintf(close, sizeof(close), "</%s>", tag);
-	a = memmem(p, (size_t)(end - p), open, strlen(open));
-	if (!a)
-		return NULL;
-	a += strlen(open);
-	b = memmem(a, (size_t)(end - a), close, strlen(close));
-	if (!b)
-		return NULL;
-	out->len = 0;
-	for (const char *c = a; c < b; c++) {
-		static const struct {
-			const char *ent;
-			char ch;
-		} ents[] = { { "&amp;", '&' },
-			     { "&lt;", '<' },
-			     { "&gt;", '>' },
-			     { "&quot;", '"' },
-			     { "&apos;", '\'' } };
-		char ch = *c;
-
-		if (*c == '&') {
-			for (size_t i = 0; i < sizeof(ents) / sizeof(ents[0]); i++)
-				if (!strncmp(c, ents[i].ent, strlen(ents[i].ent))) {
-					ch = ents[i].ch;
-					c += strlen(ents[i].ent) - 1;
-					break;
-				}
-		}
-		if (tfs_buf_append(out, &ch, 1))
-			return NULL;
-	}
-	if (tfs_buf_append(out, "", 0))
-		return NULL;
-	return b + strlen(close);
-}
 
 /* Abort one multipart upload (fk: the full key). */
 static int abort_upload(struct tfs_s3_store *s, const char *fk, const struct tfs_buf *id)
@@ -141,7 +99,8 @@ int tfs_s3_multipart_put(struct tfs_s3_store *s, const char *key, const void *da
 		rc = tfs_s3_status_rc(w, &resp, &body);
 	if (rc)
 		goto out;
-	if (!xml_get((char *)body.data, (char *)body.data + body.len, "UploadId", &id) || !id.len) {
+	if (!tfs_xml_get((char *)body.data, (char *)body.data + body.len, "UploadId", &id) ||
+	    !id.len) {
 		tfs_err("%s: no UploadId in the reply", w);
 		rc = -EIO;
 		goto out;
@@ -272,11 +231,6 @@ static int add_marker(struct tfs_buf *q, const char *name, const struct tfs_buf 
 	return rc ? rc : tfs_sigv4_uri_encode(q, (const char *)v->data, v->len, 0);
 }
 
-static int is_truncated(const char *body, const char *end)
-{
-	return memmem(body, (size_t)(end - body), "<IsTruncated>true</IsTruncated>", 31) != NULL;
-}
-
 struct listing {
 	struct pager pg;
 	tfs_store_list_fn fn;
@@ -289,40 +243,13 @@ static int listing_markers(struct pager *pg, struct tfs_buf *q)
 	return add_marker(q, "continuation-token", &((struct listing *)pg)->tok);
 }
 
-/* Files: <Contents><Key>...</Key>...</Contents>; directories: <CommonPrefixes><Prefix>.../
- * </Prefix></CommonPrefixes>. */
 static int listing_page(struct pager *pg, const char *body, const char *end, int *more)
 {
 	struct listing *ls = (struct listing *)pg;
-	const char *fk = pg->fk;
-	const size_t plen = pg->plen;
-	struct tfs_buf *v = &ls->v;
-	const char *p;
-	int rc = 0;
+	int rc = tfs_s3_listing_parse(body, end, pg->fk, pg->plen, ls->fn, ls->arg, &ls->v,
+				      &ls->tok, more);
 
-	for (p = body; p && !rc;) {
-		const char *blk = memmem(p, (size_t)(end - p), "<Contents>", 10);
-
-		if (!blk || !(p = xml_get(blk, end, "Key", v)))
-			break;
-		if (v->len > plen && !strncmp((char *)v->data, fk, plen) &&
-		    !strchr((char *)v->data + plen, '/') && v->data[plen] != '.')
-			rc = ls->fn(ls->arg, (char *)v->data + plen, 0);
-	}
-	for (p = body; p && !rc;) {
-		const char *blk = memmem(p, (size_t)(end - p), "<CommonPrefixes>", 16);
-
-		if (!blk || !(p = xml_get(blk, end, "Prefix", v)))
-			break;
-		if (v->len > plen + 1 && !strncmp((char *)v->data, fk, plen) &&
-		    v->data[v->len - 1] == '/' && v->data[plen] != '.') {
-			v->data[--v->len] = 0;
-			if (!strchr((char *)v->data + plen, '/'))
-				rc = ls->fn(ls->arg, (char *)v->data + plen, 1);
-		}
-	}
-	*more = is_truncated(body, end);
-	if (!rc && *more && !xml_get(body, end, "NextContinuationToken", &ls->tok)) {
+	if (rc == -EPROTO) {
 		tfs_err("%s: truncated listing without a continuation token", pg->what);
 		rc = -EIO;
 	}
@@ -359,20 +286,11 @@ int tfs_s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, 
 
 /* --- sweep ----------------------------------------------------------------------------------- */
 
-/* Seconds since the epoch of an ISO 8601 UTC time ("2026-11-21T14:00:00.000Z"), or -1. */
-static int64_t parse_iso8601(const char *v)
-{
-	struct tm tm = { 0 };
-	const char *end = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
-
-	return end ? (int64_t)timegm(&tm) : -1;
-}
-
 struct upload_sweep {
 	struct pager pg;
 	int64_t older_than;
 	int aborted;
-	struct tfs_buf key, id, t, kmark, umark;
+	struct tfs_buf scratch[3], kmark, umark; /* scratch: a key, an upload id, a time */
 };
 
 static int uploads_markers(struct pager *pg, struct tfs_buf *q)
@@ -383,35 +301,27 @@ static int uploads_markers(struct pager *pg, struct tfs_buf *q)
 	return rc ? rc : add_marker(q, "upload-id-marker", &us->umark);
 }
 
+/* An upload under the prefix begun before older_than: aborted. */
+static int upload_one(void *arg, const char *key, const struct tfs_buf *id, int64_t started)
+{
+	struct upload_sweep *us = arg;
+	int rc;
+
+	if (started < 0 || started > us->older_than || strncmp(key, us->pg.fk, us->pg.plen))
+		return 0;
+	rc = abort_upload(us->pg.s, key, id);
+	if (!rc)
+		us->aborted++;
+	return rc;
+}
+
 static int uploads_page(struct pager *pg, const char *body, const char *end, int *more)
 {
 	struct upload_sweep *us = (struct upload_sweep *)pg;
-	int rc = 0;
+	int rc = tfs_s3_uploads_parse(body, end, upload_one, us, us->scratch, &us->kmark,
+				      &us->umark, more);
 
-	for (const char *p = body; p && !rc;) {
-		const char *blk = memmem(p, (size_t)(end - p), "<Upload>", 8);
-		const char *bend = blk ? memmem(blk, (size_t)(end - blk), "</Upload>", 9) : NULL;
-		int64_t started;
-
-		if (!bend)
-			break;
-		p = bend + 9;
-		if (!xml_get(blk, bend, "Key", &us->key) ||
-		    !xml_get(blk, bend, "UploadId", &us->id) ||
-		    !xml_get(blk, bend, "Initiated", &us->t))
-			continue;
-		started = parse_iso8601((char *)us->t.data);
-		if (started < 0 || started > us->older_than ||
-		    strncmp((char *)us->key.data, pg->fk, pg->plen))
-			continue;
-		rc = abort_upload(pg->s, (char *)us->key.data, &us->id);
-		if (!rc)
-			us->aborted++;
-	}
-	*more = is_truncated(body, end);
-	if (!rc && *more &&
-	    (!xml_get(body, end, "NextKeyMarker", &us->kmark) ||
-	     !xml_get(body, end, "NextUploadIdMarker", &us->umark))) {
+	if (rc == -EPROTO) {
 		tfs_err("%s: truncated listing without its markers", pg->what);
 		rc = -EIO;
 	}
@@ -441,9 +351,8 @@ static int sweep_uploads(struct tfs_s3_store *s, const char *prefix, int64_t old
 		tfs_info("%s: the server does not list multipart uploads; none swept", w);
 		rc = 0;
 	}
-	tfs_buf_free(&us.key);
-	tfs_buf_free(&us.id);
-	tfs_buf_free(&us.t);
+	for (int i = 0; i < 3; i++)
+		tfs_buf_free(&us.scratch[i]);
 	tfs_buf_free(&us.kmark);
 	tfs_buf_free(&us.umark);
 	return rc ? rc : us.aborted;
