@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util.h"
 
@@ -106,13 +107,67 @@ int tfs_lakeindex_parse(const char *text, size_t len, tfs_store_list_fn fn, void
 		if (n - (size_t)is_dir > 0 && n - (size_t)is_dir < sizeof(name)) {
 			memcpy(name, text + i, n - (size_t)is_dir);
 			name[n - (size_t)is_dir] = 0;
-			if (name[0] != '.' && !strchr(name, '/')) {
+			/* Not hidden, not deeper, no NUL inside. */
+			if (name[0] != '.' && !strchr(name, '/') &&
+			    strlen(name) == n - (size_t)is_dir) {
 				rc = fn(arg, name, is_dir);
 				if (rc)
 					return rc;
 			}
 		}
 		i += n + 1;
+	}
+	return 0;
+}
+
+/* The first place of needle (ASCII letters in any case) in [p, p + len), or NULL. */
+static const char *memmem_nocase(const char *p, size_t len, const char *needle, size_t n)
+{
+	for (size_t i = 0; i + n <= len; i++)
+		if (!strncasecmp(p + i, needle, n))
+			return p + i;
+	return NULL;
+}
+
+int tfs_lakeindex_parse_html(const char *html, size_t len, tfs_store_list_fn fn, void *arg)
+{
+	const char *p = html, *end = html + len;
+
+	while (p < end && (p = memmem_nocase(p, (size_t)(end - p), "href=", 5))) {
+		char name[256], q;
+		const char *v = p + 5, *e;
+		size_t n = 0;
+		int is_dir, rc;
+
+		p = v;
+		q = v < end && (*v == '"' || *v == '\'') ? *v++ : 0;
+		e = v;
+		while (e < end && *e && (q ? *e != q : (*e != ' ' && *e != '>')))
+			e++;
+		if (e == v || *v == '/' || *v == '?' || *v == '#' || *v == '.' ||
+		    memchr(v, ':', (size_t)(e - v)))
+			continue;
+		for (const char *c = v; c < e && n < sizeof(name) - 1; c++) {
+			if (*c == '%' && c + 2 < e && tfs_hex_digit(c[1]) >= 0 &&
+			    tfs_hex_digit(c[2]) >= 0) {
+				name[n++] = (char)(tfs_hex_digit(c[1]) * 16 + tfs_hex_digit(c[2]));
+				c += 2;
+			} else if (*c == '&' && c + 4 < e && !memcmp(c, "&amp;", 5)) {
+				name[n++] = '&';
+				c += 4;
+			} else {
+				name[n++] = *c;
+			}
+		}
+		name[n] = 0;
+		is_dir = n && name[n - 1] == '/';
+		if (is_dir)
+			name[--n] = 0;
+		if (!n || strlen(name) != n || strchr(name, '/') || name[0] == '.')
+			continue; /* empty, a NUL inside (%00), deeper, or hidden */
+		rc = fn(arg, name, is_dir);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* lakeindex: listing files (".tensorfs-index") that let a static web server list a lake. */
+/* lakeindex: how a lake on a static web server is listed: the index files (".tensorfs-index")
+ * tensorfs writes, and the HTML directory listings such servers make. */
 #ifndef TFS_LAKEINDEX_H
 #define TFS_LAKEINDEX_H
 
@@ -21,5 +22,11 @@ int tfs_lakeindex_write(struct tfs_store *s);
  * '/') and call fn for each entry. Returns 0, fn's non-zero return, or -EINVAL for a text that
  * is not an index. */
 int tfs_lakeindex_parse(const char *text, size_t len, tfs_store_list_fn fn, void *arg);
+
+/* The children named by the href="..." links of an HTML directory listing (nginx autoindex,
+ * Apache, python3 -m http.server): relative links only (no scheme, no leading '/', no '?', '#'
+ * or '.'), %XX and &amp; decoded; a trailing '/' marks a directory. Names handed to fn are never
+ * empty, hidden or deeper than one level. Returns 0 or fn's non-zero return. */
+int tfs_lakeindex_parse_html(const char *html, size_t len, tfs_store_list_fn fn, void *arg);
 
 #endif

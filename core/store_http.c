@@ -207,51 +207,6 @@ static int http_del(struct tfs_store *st, const char *key)
 	return http_readonly(st, key, NULL, 0);
 }
 
-/* The children named by the href="..." links of an HTML directory listing: relative links
- * only (no scheme, no leading '/', no '?', '#' or '..'); a trailing '/' marks a directory. */
-static int parse_autoindex(const char *html, size_t len, tfs_store_list_fn fn, void *arg)
-{
-	const char *p = html, *end = html + len;
-
-	while (p < end && (p = strcasestr(p, "href="))) {
-		char name[256], q;
-		const char *v = p + 5, *e;
-		size_t n = 0;
-		int is_dir, rc;
-
-		p = v;
-		q = *v == '"' || *v == '\'' ? *v++ : 0;
-		e = v;
-		while (e < end && *e && (q ? *e != q : (*e != ' ' && *e != '>')))
-			e++;
-		if (e == v || *v == '/' || *v == '?' || *v == '#' || *v == '.' ||
-		    memchr(v, ':', (size_t)(e - v)))
-			continue;
-		for (const char *c = v; c < e && n < sizeof(name) - 1; c++) {
-			if (*c == '%' && c + 2 < e && tfs_hex_digit(c[1]) >= 0 &&
-			    tfs_hex_digit(c[2]) >= 0) {
-				name[n++] = (char)(tfs_hex_digit(c[1]) * 16 + tfs_hex_digit(c[2]));
-				c += 2;
-			} else if (*c == '&' && !strncmp(c, "&amp;", 5) && c + 4 < e) {
-				name[n++] = '&';
-				c += 4;
-			} else {
-				name[n++] = *c;
-			}
-		}
-		name[n] = 0;
-		is_dir = n && name[n - 1] == '/';
-		if (is_dir)
-			name[--n] = 0;
-		if (!n || strchr(name, '/') || name[0] == '.')
-			continue;
-		rc = fn(arg, name, is_dir);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 static int http_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, void *arg)
 {
 	struct http_store *s = hs_of(st);
@@ -294,7 +249,7 @@ static int http_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn
 		rc = -EOPNOTSUPP;
 		goto out;
 	}
-	rc = parse_autoindex((char *)body.data, body.len, fn, arg);
+	rc = tfs_lakeindex_parse_html((char *)body.data, body.len, fn, arg);
 out:
 	tfs_buf_free(&u);
 	tfs_buf_free(&body);
