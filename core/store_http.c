@@ -270,6 +270,14 @@ static int http_open(const char *url, unsigned flags, struct tfs_store **out,
 			url);
 		return -EROFS;
 	}
+	{
+		const char *host = strstr(url, "://");
+
+		if (!host || !host[3] || host[3] == '/' || host[3] == '@') {
+			tfs_err("%s: expected http(s)://HOST[:PORT]/PATH", url);
+			return -EINVAL;
+		}
+	}
 	rc = tfs_config_http(&cfg);
 	if (rc)
 		return rc;
@@ -296,6 +304,11 @@ static int http_open(const char *url, unsigned flags, struct tfs_store **out,
 
 		if (at && (!slash || at < slash))
 			memmove(auth, at + 1, strlen(at + 1) + 1);
+		if (!*auth || *auth == '/') {
+			tfs_err("%s: expected http(s)://HOST[:PORT]/PATH", s->base.url);
+			rc = -EINVAL;
+			goto fail;
+		}
 	}
 	rc = tfs_http_create(&cfg, &s->base.count.retries, &s->http);
 	if (rc)
