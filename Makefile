@@ -168,10 +168,18 @@ bench: $(DECODE_RATE)
 # (tests/fuzz/replay.c) by the regular build: under ASan+UBSan with SANITIZE=1.
 REPLAY_BIN := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/tests/replay_%,\
 	$(wildcard tests/fuzz/fuzz_*.c))
+REPLAY_GPU := $(BUILD)/tests/replay_ctl
 
-$(REPLAY_BIN): $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(CORE_LIB)
+$(filter-out $(REPLAY_GPU),$(REPLAY_BIN)): $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c \
+		tests/fuzz/replay.c $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< tests/fuzz/replay.c $(CORE_LIB) $(DEPLIBS) -lm
+
+$(REPLAY_GPU): $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(CORE_LIB) \
+		$(GPU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Igpu -Ipackaging/include $(CUDA_CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
+		tests/fuzz/replay.c $(GPU_OBJ) $(CORE_LIB) $(DEPLIBS) -lm $(CUDA_LIBS)
 
 unit: $(UNIT_BIN) $(REPLAY_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
@@ -215,15 +223,27 @@ FUZZ_LIBS    := $(shell $(PKG_CONFIG) --libs $(FUZZ_DEPS)) -lm
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 FUZZ_CORE_OBJ := $(CORE_SRC:%.c=$(FUZZ_BUILD)/%.o)
+# The control file's target (fuzz_ctl) links the gpu/ objects too (host staging; no CUDA).
+FUZZ_GPU_OBJ := $(GPU_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_GPU_TARGETS := $(FUZZ_BUILD)/fuzz_ctl
 
 .PHONY: fuzz
 $(FUZZ_CORE_OBJ): $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
 
-$(FUZZ_BIN): $(FUZZ_BUILD)/%: tests/fuzz/%.c $(FUZZ_CORE_OBJ)
+$(FUZZ_GPU_OBJ): $(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Igpu -Ipackaging/include -fsanitize=fuzzer-no-link,address,undefined \
+		-c $< -o $@
+
+$(filter-out $(FUZZ_GPU_TARGETS),$(FUZZ_BIN)): $(FUZZ_BUILD)/%: tests/fuzz/%.c $(FUZZ_CORE_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_CORE_OBJ) \
 		$(FUZZ_LIBS)
+
+$(FUZZ_GPU_TARGETS): $(FUZZ_BUILD)/%: tests/fuzz/%.c $(FUZZ_CORE_OBJ) $(FUZZ_GPU_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Igpu -Ipackaging/include -fsanitize=fuzzer,address,undefined \
+		-o $@ $< $(FUZZ_GPU_OBJ) $(FUZZ_CORE_OBJ) $(FUZZ_LIBS)
 
 fuzz: $(FUZZ_BIN)
 	@fail=; for f in $(FUZZ_BIN); do n=$${f##*/fuzz_}; \
