@@ -26,6 +26,19 @@ static int image_alloc(struct tfs_image *img, uint32_t w, uint32_t h)
 	return img->px ? 0 : -ENOMEM;
 }
 
+/* Room for a decoded image of w x h pixels; one larger than the limit is refused before a byte
+ * is decoded (a small file can claim a huge image that compresses to almost nothing): -EINVAL,
+ * with the reason in err. */
+static int decoded_alloc(struct tfs_image *img, uint32_t w, uint32_t h, char *err, size_t err_cap)
+{
+	if ((uint64_t)w * h > TFS_IMAGE_MAX_PIXELS) {
+		snprintf(err, err_cap, "%ux%u pixels, more than the limit of %u", w, h,
+			 TFS_IMAGE_MAX_PIXELS);
+		return -EINVAL;
+	}
+	return image_alloc(img, w, h);
+}
+
 /* --- EXIF orientation ----------------------------------------------------------------------- */
 
 static unsigned get16(const uint8_t *p, int big)
@@ -179,10 +192,9 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct tfs_image *out, c
 	/* PIL's defaults (libjpeg's): islow DCT, fancy upsampling. */
 	cinfo.dct_method = JDCT_ISLOW;
 	jpeg_start_decompress(&cinfo);
-	if (image_alloc(out, cinfo.output_width, cinfo.output_height)) {
-		rc = -ENOMEM;
+	rc = decoded_alloc(out, cinfo.output_width, cinfo.output_height, err, err_cap);
+	if (rc)
 		goto out;
-	}
 	while (cinfo.output_scanline < cinfo.output_height) {
 		JSAMPROW row = out->px + (size_t)cinfo.output_scanline * out->w * 3;
 
@@ -241,7 +253,8 @@ static int decode_png(const uint8_t *data, size_t len, struct tfs_image *out, ch
 	struct pngsrc src = { data, len, err, err_cap };
 	png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_err, png_warn);
 	png_infop info = png ? png_create_info_struct(png) : NULL;
-	png_bytep *rows = NULL;
+	/* volatile: set after setjmp and read after a longjmp (an error mid-image). */
+	png_bytep *volatile rows = NULL;
 	volatile int rc = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -270,11 +283,12 @@ static int decode_png(const uint8_t *data, size_t len, struct tfs_image *out, ch
 		rc = -EINVAL;
 		goto out;
 	}
-	if (image_alloc(out, png_get_image_width(png, info), png_get_image_height(png, info)) ||
-	    !(rows = malloc(out->h * sizeof(*rows)))) {
+	rc = decoded_alloc(out, png_get_image_width(png, info), png_get_image_height(png, info),
+			   err, err_cap);
+	if (!rc && !(rows = malloc(out->h * sizeof(*rows))))
 		rc = -ENOMEM;
+	if (rc)
 		goto out;
-	}
 	for (uint32_t y = 0; y < out->h; y++)
 		rows[y] = out->px + (size_t)y * out->w * 3;
 	png_read_image(png, rows);

@@ -19,9 +19,13 @@ struct tfs_image {
 };
 
 #define TFS_IMAGE_ERR 160
+/* The most pixels a decoded image may have: PIL's decompression-bomb limit (2 x
+ * Image.MAX_IMAGE_PIXELS), beyond which PIL refuses to open an image too. */
+#define TFS_IMAGE_MAX_PIXELS 178956970u
 
 /* Decode a JPEG or PNG file's bytes. -EINVAL with the reason in err (as the decoder says it:
- * "Premature end of JPEG file") for anything that is not a whole, valid image of those kinds. */
+ * "Premature end of JPEG file") for anything that is not a whole, valid image of those kinds, or
+ * one of more than TFS_IMAGE_MAX_PIXELS pixels. */
 int tfs_image_decode(const uint8_t *data, size_t len, struct tfs_image *out, char *err,
 		     size_t err_cap);
 void tfs_image_free(struct tfs_image *img);

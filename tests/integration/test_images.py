@@ -57,7 +57,10 @@ def make_tree(root):
     png = (root / "cat" / "a.png").read_bytes()
     (root / "dog" / "trunc.png").write_bytes(png[:len(png) // 2])
     (root / "emu" / "notes.txt").write_text("not an image at all, and not taken")
-    return {"emu/notimage.jpg", "cat/trunc.jpg", "dog/trunc.png"}
+    # A decompression bomb: 60 bytes claiming 20000 x 20000 pixels (1.2 GB decoded).
+    (root / "zebra" / "bomb.png").write_bytes(
+        (REPO_ROOT / "tests/fuzz/corpus/image/regress-bomb.png").read_bytes())
+    return {"emu/notimage.jpg", "cat/trunc.jpg", "dog/trunc.png", "zebra/bomb.png"}
 
 
 def folder(root, bad):
@@ -72,7 +75,8 @@ def test_images_equal_pil_and_labels_equal_imagefolder(lake, mount, tmp_path):
     lake.create("d")
     p = lake.import_("d", {}, "--images", root, "--labels-from-dirs")
     # the summary names what was skipped and why
-    assert "imported 12 rows of 4 classes, skipped 3" in p.stdout, p.stdout
+    assert "imported 12 rows of 4 classes, skipped 4" in p.stdout, p.stdout
+    assert "zebra/bomb.png: 20000x20000 pixels, more than the limit" in p.stdout, p.stdout
     assert "cat/trunc.jpg: Premature end of JPEG file" in p.stdout, p.stdout
     assert "emu/notimage.jpg: not a JPEG or PNG image" in p.stdout, p.stdout
     assert "dog/trunc.png:" in p.stdout, p.stdout
