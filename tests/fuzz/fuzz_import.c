@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* Fuzz target for the importers of untrusted files (core/import_json.c over jansson,
+ * core/import_archive.c over libarchive): byte 0 even, the rest is a JSON Lines file; odd, a
+ * WebDataset shard (tar). Each input is imported into a fresh dataset of a real file:// lake;
+ * a bad line or sample is skipped and counted, never half-imported. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "fuzz_common.h"
+#include "import.h"
+#include "store.h"
+#include "util.h"
+
+static char tmpdir[64]; /* on tmpfs: a lake is made and removed per input */
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void cleanup(void)
+{
+	if (tmpdir[0])
+		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
+{
+	struct tfs_import_opts o = { .message = "fuzz",
+				     .chunk_bytes = 256,
+				     .codec = TFS_CODEC_ZSTD,
+				     .level = 1,
+				     .threads = 1 };
+	struct tfs_import_result res;
+	char src[128], url[128], lake[96];
+	const char *shard[1] = { src };
+	struct tfs_store *s;
+	struct tfs_id id;
+	int fd, rc;
+
+	if (!tmpdir[0]) {
+		tfs_log_open("/dev/null"); /* skipped samples are logged by the thousand */
+		snprintf(tmpdir, sizeof(tmpdir), "/dev/shm/tfs-fuzz-import-%d-XXXXXX", (int)getpid());
+		if (!mkdtemp(tmpdir))
+			abort();
+		atexit(cleanup);
+	}
+	if (len < 1)
+		return 0;
+	snprintf(src, sizeof(src), "%s/src.%s", tmpdir, data[0] & 1 ? "tar" : "jsonl");
+	snprintf(lake, sizeof(lake), "%s/lake", tmpdir);
+	snprintf(url, sizeof(url), "file://%s", lake);
+	fd = open(src, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, data + 1, len - 1) != (ssize_t)(len - 1) || close(fd))
+		abort();
+	if (tfs_store_open(url, TFS_STORE_CREATE, &s) || tfs_dataset_create(s, "d"))
+		abort();
+	memset(&res, 0, sizeof(res));
+	if (data[0] & 1)
+		rc = tfs_import_webdataset(s, "d", shard, 1, 0, &o, &res, &id);
+	else
+		rc = tfs_import_jsonl(s, "d", src, NULL, 0, 0, &o, &res, &id);
+	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ENODATA || rc == -ENOMEM || rc == -EIO ||
+		   rc == -E2BIG || rc == -EFBIG);
+	if (!rc) {
+		/* What was committed reads back with the rows the import reported. */
+		struct tfs_commit c;
+
+		FUZZ_CHECK(!tfs_ref_read(s, "d", TFS_REF_BRANCH, "main", &id) &&
+			   !tfs_commit_load(s, "d", &id, &c));
+		FUZZ_CHECK(c.rows == res.rows);
+		tfs_commit_free(&c);
+	}
+	tfs_store_close(s);
+	nftw(lake, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
