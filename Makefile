@@ -20,9 +20,16 @@ PKG_CONFIG ?= pkg-config
 CFLAGS   ?= -O2 -g
 SANITIZE ?= 0
 
+TSAN     ?= 0
+
 ifeq ($(SANITIZE),1)
 BUILD    ?= build/san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else ifeq ($(TSAN),1)
+# ThreadSanitizer: `make TSAN=1 tsan-test` (suppressions, for third-party code only, in
+# tests/tsan.supp, each with its reason).
+BUILD    ?= build/tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 else
 BUILD    ?= build/rel
 SANFLAGS :=
@@ -76,7 +83,7 @@ PYVERSION := packaging/python/tensorfs/_version.py
 MAN_SRC  := $(wildcard packaging/man/*.[1-8])
 MAN_OUT  := $(MAN_SRC:packaging/man/%=build/man/%)
 
-.PHONY: all clean install test unit integration demo bench deps deps-test deb
+.PHONY: all clean install test unit integration demo bench deps deps-test deb tsan-test
 all: $(BIN) tensorfs $(PYVERSION) $(MAN_OUT)
 
 # What the targets need, installed when missing (a no-op when everything is there). demo and
@@ -88,7 +95,7 @@ deps-test:
 
 # The top-level ./tensorfs is always the regular build; sanitizer builds stay in build/san.
 tensorfs: $(BIN)
-ifeq ($(SANITIZE),1)
+ifneq ($(SANITIZE)$(TSAN),00)
 	@true
 else
 	cp $(BIN) $@.tmp && mv -f $@.tmp $@
@@ -197,6 +204,20 @@ integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
 test: deps-test
 	$(MAKE) unit
 	TENSORFS_REQUIRE_S3=1 TENSORFS_REQUIRE_TOOLS=1 $(MAKE) integration
+
+# ThreadSanitizer over the unit tests and the integration tests that run the most threads at once
+# (concurrent readers, prefetch under eviction, staging sessions, the tier's writer, S3 faults).
+TSAN_TESTS := tests/integration/test_concurrent.py tests/integration/test_cache.py \
+	tests/integration/test_control.py tests/integration/test_cluster.py \
+	tests/integration/test_frames.py tests/integration/test_views.py tests/integration/test_s3.py
+tsan-test: deps-test
+	$(MAKE) TSAN=1 all build/tsan/tests/ctl_client build/tsan/tests/sigv4_cli
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(MAKE) TSAN=1 unit
+	TSAN_OPTIONS="suppressions=$(abspath tests/tsan.supp)" \
+		TENSORFS_BIN=$(abspath build/tsan/tensorfs) TENSORFS_SANITIZE=1 \
+		TENSORFS_CTL_CLIENT=$(abspath build/tsan/tests/ctl_client) \
+		TENSORFS_SIGV4_CLI=$(abspath build/tsan/tests/sigv4_cli) \
+		TENSORFS_REQUIRE_S3=1 TENSORFS_REQUIRE_TOOLS=1 $(PYTHON) -m pytest -q $(TSAN_TESTS)
 
 demo: deps
 	$(MAKE) all

@@ -62,6 +62,15 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 	if (!ctl)
 		return -ENOMEM;
 	ctl->lake = cfg->lake;
+	ctl->max_sessions = cfg->max_sessions ? cfg->max_sessions : TFS_CTL_DEFAULT_SESSIONS;
+	ctl->max_streams = cfg->max_streams ? cfg->max_streams : TFS_CTL_DEFAULT_STREAMS;
+	ctl->max_staging = cfg->max_staging;
+	if (!ctl->max_staging) {
+		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+		ctl->max_staging = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2
+							 : (uint64_t)8 << 30;
+	}
 	ctl->shm_dir = strdup(cfg->shm_dir ? cfg->shm_dir : DEFAULT_SHM_DIR);
 	/* As given (absolute): resolving it would stat the mount, which waits for this daemon. */
 	ctl->mountpoint = cfg->mountpoint ? strdup(cfg->mountpoint) : NULL;
@@ -116,8 +125,16 @@ int tfs_ctlfile_session_open(struct tfs_ctlfile *ctl, uid_t uid, gid_t gid,
 	s->ctl = ctl;
 	s->uid = uid;
 	s->gid = gid;
-	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_lock(&ctl->lock);
+	if (ctl->nsessions >= ctl->max_sessions) {
+		pthread_mutex_unlock(&ctl->lock);
+		free(s);
+		tfs_warn("control file: %u sessions open, the limit (-o staging_sessions=%u): "
+			 "refused with EBUSY",
+			 ctl->max_sessions, ctl->max_sessions);
+		return -EBUSY;
+	}
+	pthread_mutex_init(&s->lock, NULL);
 	s->id = ++ctl->next_session;
 	s->next = ctl->sessions;
 	if (s->next)
@@ -145,6 +162,9 @@ void tfs_ctlfile_session_close(struct tfs_ctlfile_session *s)
 		s->next->prev = s->prev;
 	ctl->nsessions--;
 	ctl->nstreams -= s->nstreams;
+	for (unsigned i = 0; i < MAX_STREAMS; i++)
+		if (s->streams[i])
+			ctl->staging_bytes -= s->streams[i]->bytes;
 	pthread_mutex_unlock(&ctl->lock);
 	session_free(s);
 }
@@ -422,6 +442,25 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 		rc = -E2BIG;
 		goto fail;
 	}
+	/* Counted against the limits of all sessions before any memory is taken. */
+	pthread_mutex_lock(&ctl->lock);
+	if (ctl->nstreams >= ctl->max_streams) {
+		SET_ERR("%u streams open in all sessions, the limit (-o staging_streams=%u)",
+			ctl->max_streams, ctl->max_streams);
+		rc = -EBUSY;
+	} else if (slot_bytes * s->depth > ctl->max_staging - ctl->staging_bytes) {
+		SET_ERR("%" PRIu64 " bytes of slots asked, %" PRIu64 " of the limit of %" PRIu64
+			" in use (-o staging_mem=SIZE)",
+			slot_bytes * s->depth, ctl->staging_bytes, ctl->max_staging);
+		rc = -ENOSPC;
+	} else {
+		ctl->nstreams++;
+		ctl->staging_bytes += slot_bytes * s->depth;
+		s->bytes = slot_bytes * s->depth;
+	}
+	pthread_mutex_unlock(&ctl->lock);
+	if (rc)
+		goto fail;
 	s->rows = malloc(s->max_batch * sizeof(*s->rows));
 	s->slot_pos = calloc(s->depth, sizeof(*s->slot_pos));
 	if (!s->rows || !s->slot_pos) {
@@ -449,14 +488,17 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 		goto fail;
 	se->streams[slot_id - 1] = s;
 	se->nstreams++;
-	pthread_mutex_lock(&ctl->lock);
-	ctl->nstreams++;
-	pthread_mutex_unlock(&ctl->lock);
 	*out = s;
 	return 0;
 fail:
 	if (rc == -ENOMEM && !err[0])
 		SET_ERR("out of memory");
+	if (s->bytes) {
+		pthread_mutex_lock(&ctl->lock);
+		ctl->nstreams--;
+		ctl->staging_bytes -= s->bytes;
+		pthread_mutex_unlock(&ctl->lock);
+	}
 	stream_free(s);
 	return rc;
 }
@@ -479,6 +521,7 @@ int tfs_ctl_stream_close(struct tfs_ctlfile_session *se, uint64_t id, char *err)
 	se->nstreams--;
 	pthread_mutex_lock(&se->ctl->lock);
 	se->ctl->nstreams--;
+	se->ctl->staging_bytes -= s->bytes;
 	pthread_mutex_unlock(&se->ctl->lock);
 	stream_free(s);
 	return 0;

@@ -18,7 +18,16 @@ struct tfs_ctlfile_config {
 	struct tfs_lake *lake;	/* borrowed: outlives the control file; targets resolve in it */
 	const char *mountpoint; /* absolute targets are taken relative to it; may be NULL */
 	const char *shm_dir;	/* host slot files; NULL: /dev/shm */
+	/* Limits over every user and session at once; 0: the default. Beyond one, opening the
+	 * control file is EBUSY, and an `open` request an error reply naming the limit (EBUSY for
+	 * streams, ENOSPC for memory). */
+	unsigned max_sessions; /* open control files (default TFS_CTL_DEFAULT_SESSIONS) */
+	unsigned max_streams;  /* streams (default TFS_CTL_DEFAULT_STREAMS) */
+	uint64_t max_staging;  /* bytes of staging slots (default: half the machine's memory) */
 };
+
+#define TFS_CTL_DEFAULT_SESSIONS 256
+#define TFS_CTL_DEFAULT_STREAMS 1024
 
 /* Also removes slot files that daemons no longer running left in the shm directory. */
 int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile **out);

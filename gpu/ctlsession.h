@@ -36,9 +36,12 @@ struct tfs_ctlfile {
 	char *mountpoint;      /* NULL: absolute targets are refused */
 	char *shm_dir;
 	pthread_mutex_t lock;
+	unsigned max_sessions, max_streams;   /* immutable: the limits */
+	uint64_t max_staging;		      /* immutable */
 	struct tfs_ctlfile_session *sessions; /* protected by lock */
 	unsigned next_session;		      /* protected by lock */
 	uint64_t nsessions, nstreams;	      /* now; protected by lock */
+	uint64_t staging_bytes;		      /* slots of every stream now; protected by lock */
 	uint64_t requests, errors;	      /* atomic */
 };
 
@@ -57,6 +60,7 @@ struct tfs_ctl_stream {
 	const struct tfs_view *view; /* lview's rows; NULL: the version's rows in order */
 	uint64_t n;		     /* rows of the stream */
 	struct tfs_staging *ring;
+	uint64_t bytes; /* its slots' bytes, counted in the control file's staging_bytes */
 	int device;
 	size_t ncols;
 	size_t cols[TFS_CTL_MAX_COLS];

@@ -36,6 +36,9 @@ struct mount_flags {
 	int nonempty; /* -o nonempty: mount over files */
 };
 
+/* The control file's limits, from the mount options (0: the defaults). */
+static struct tfs_ctlfile_config ctl_limits;
+
 static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_lake_config *lc,
 			    struct tfs_buf *fuse_opts, struct mount_flags *mf)
 {
@@ -63,6 +66,25 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 			cfg->log_path = val;
 		} else if (!strcmp(o, "cache_dir") && val) {
 			lc->cache_dir = val;
+		} else if ((!strcmp(o, "staging_sessions") || !strcmp(o, "staging_streams")) &&
+			   val) {
+			char *end;
+			unsigned long n = strtoul(val, &end, 10);
+
+			if (*end || !n || n > 1000000) {
+				tfs_err("-o %s=%s: expected a count from 1 to 1000000", o, val);
+				return -EINVAL;
+			}
+			if (!strcmp(o, "staging_sessions"))
+				ctl_limits.max_sessions = (unsigned)n;
+			else
+				ctl_limits.max_streams = (unsigned)n;
+		} else if (!strcmp(o, "staging_mem") && val) {
+			if (tfs_parse_size(val, &ctl_limits.max_staging) ||
+			    !ctl_limits.max_staging) {
+				tfs_err("-o staging_mem=%s: expected a size like 16G", val);
+				return -EINVAL;
+			}
 		} else if (!strcmp(o, "cache_tier") && val) {
 			lc->cache_tier = val;
 		} else if (!strcmp(o, "cache_tier_queue") && val) {
@@ -131,8 +153,10 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 /* The control file is the staging engine's (gpu/), reached through fs/'s control table. */
 static int ctl_create(struct tfs_lake *lake, const char *mountpoint, void **obj)
 {
-	const struct tfs_ctlfile_config cc = { .lake = lake, .mountpoint = mountpoint };
+	struct tfs_ctlfile_config cc = ctl_limits;
 
+	cc.lake = lake;
+	cc.mountpoint = mountpoint;
 	return tfs_ctlfile_create(&cc, (struct tfs_ctlfile **)obj);
 }
 

@@ -594,3 +594,35 @@ def test_control_file_permissions(lake, mount):
     if "EOPNOTSUPP" in text or "Operation not supported" in text:
         pytest.skip("/dev/shm has no POSIX ACLs here: " + text)
     assert status == 0 and text == want, text
+
+
+def test_global_limits(lake, mount):
+    """Limits over all sessions: a control file beyond staging_sessions is EBUSY at open, a
+    stream beyond staging_streams is an EBUSY reply, slots beyond staging_mem an ENOSPC reply,
+    each naming its limit; closing gives the room back, and the daemon keeps serving."""
+    build(lake)
+    m = mount(lake, opts=("cache_mem=4M", "staging_sessions=2", "staging_streams=3",
+                          "staging_mem=1M"))
+    a, b = Session(m), Session(m)
+    with pytest.raises(OSError) as e:
+        os.open(ctl_path(m), os.O_RDWR)
+    assert e.value.errno == errno.EBUSY
+    assert "staging_sessions=2" in m.log()
+    # 64 rows of 201 bytes (image, label, feat) in 2 slots: ~26 KiB a stream.
+    ok = [s.req("open d/main cols=image,label,feat depth=2 batch=64") for s in (a, a, b)]
+    assert all(r.startswith("ok ") for r in ok), ok
+    r = b.req("open d/main cols=label depth=2 batch=64")
+    assert r.startswith("error EBUSY") and "staging_streams=3" in r, r
+    assert a.req("close stream=1") == "ok"
+    r = b.req("open d/main cols=image depth=8 batch=1024")
+    assert r.startswith("error ENOSPC") and "staging_mem" in r, r
+    r = b.req("open d/main cols=label depth=2 batch=64")
+    assert r.startswith("ok "), r
+    assert b.req("next stream=2 batch=64").startswith("ok ")
+    a.close()
+    c = Session(m)  # a's room is back
+    assert c.req("stats").startswith("ok ")
+    b.close()
+    c.close()
+    wait_for(lambda: staging_stats(m)["sessions"] == 0, "sessions closed")
+    assert not shm_files(m.pid)
