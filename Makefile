@@ -83,7 +83,7 @@ PYVERSION := packaging/python/tensorfs/_version.py
 MAN_SRC  := $(wildcard packaging/man/*.[1-8])
 MAN_OUT  := $(MAN_SRC:packaging/man/%=build/man/%)
 
-.PHONY: all clean install test unit integration demo bench deps deps-test deb tsan-test
+.PHONY: all clean install test unit integration demo bench deps deps-test deb tsan-test valgrind
 all: $(BIN) tensorfs $(PYVERSION) $(MAN_OUT)
 
 # What the targets need, installed when missing (a no-op when everything is there). demo and
@@ -204,6 +204,16 @@ integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
 test: deps-test
 	$(MAKE) unit
 	TENSORFS_REQUIRE_S3=1 TENSORFS_REQUIRE_TOOLS=1 $(MAKE) integration
+
+# valgrind's memcheck over the unit tests and the fuzz corpus replays (the regular build): any
+# invalid access, use of an uninitialised value or definite leak fails.
+VALGRIND := valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+	--suppressions=$(abspath tests/valgrind.supp)
+valgrind: $(UNIT_BIN) $(REPLAY_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== valgrind $$t"; $(VALGRIND) $$t > $$t.vg.log 2>&1 \
+		|| { tail -60 $$t.vg.log; exit 1; }; done
+	@set -e; for r in $(REPLAY_BIN); do n=$${r##*/replay_}; echo "== valgrind $$r"; \
+		$(VALGRIND) $$r tests/fuzz/corpus/$$n; done
 
 # ThreadSanitizer over the unit tests and the integration tests that run the most threads at once
 # (concurrent readers, prefetch under eviction, staging sessions, the tier's writer, S3 faults).

@@ -27,6 +27,33 @@
 /* --- the control file ----------------------------------------------------------------------- */
 
 /* Slot files of daemons that died without cleaning up: tensorfs-<pid>-..., ours, pid gone. */
+/* Is pid a tensorfs daemon still running? Not when it is gone, a zombie (killed and not yet
+ * reaped), or another program that got its number since. */
+static int daemon_alive(long pid)
+{
+	char path[64], buf[256], *comm, *end;
+	FILE *f;
+	size_t n;
+
+	if (kill((pid_t)pid, 0) && errno == ESRCH)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 1; /* cannot tell: keep its files */
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	comm = strchr(buf, '(');
+	end = strrchr(buf, ')');
+	if (!comm || !end || end < comm || !end[1] || !end[2])
+		return 1;
+	if (end[2] == 'Z' || end[2] == 'X')
+		return 0;
+	*end = 0;
+	return !strncmp(comm + 1, "tensorfs", 8) || !strcmp(comm + 1, "mount.tensorfs");
+}
+
 static void remove_stale_files(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -45,7 +72,7 @@ static void remove_stale_files(const char *dir)
 		pid = strtol(de->d_name + 9, &end, 10);
 		if (end == de->d_name + 9 || *end != '-' || pid <= 0 || pid == getpid())
 			continue;
-		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (daemon_alive(pid))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
