@@ -83,7 +83,7 @@ PYVERSION := packaging/python/tensorfs/_version.py
 MAN_SRC  := $(wildcard packaging/man/*.[1-8])
 MAN_OUT  := $(MAN_SRC:packaging/man/%=build/man/%)
 
-.PHONY: all clean install test unit integration demo bench deps deps-test deb tsan-test valgrind
+.PHONY: all clean install test unit integration demo bench deps deps-test deb tsan-test valgrind soak
 all: $(BIN) tensorfs $(PYVERSION) $(MAN_OUT)
 
 # What the targets need, installed when missing (a no-op when everything is there). demo and
@@ -204,6 +204,12 @@ integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
 test: deps-test
 	$(MAKE) unit
 	TENSORFS_REQUIRE_S3=1 TENSORFS_REQUIRE_TOOLS=1 $(MAKE) integration
+
+# The soak (tests/soak/soak.py): concurrent readers under faults, eviction and a remount, every
+# byte checked; SECONDS long (a short one runs in make test).
+SECONDS ?= 180
+soak: $(BIN)
+	TENSORFS_BIN=$(abspath $(BIN)) $(PYTHON) tests/soak/soak.py --seconds $(SECONDS)
 
 # valgrind's memcheck over the unit tests and the fuzz corpus replays (the regular build): any
 # invalid access, use of an uninitialised value or definite leak fails.
