@@ -209,7 +209,7 @@ static void skip(struct tfs_import_result *res, uint64_t lineno, const char *why
 static int scan(const char *data, size_t len, struct field *f, size_t *nf, json_t **first,
 		const char *const *fixed, size_t nfixed)
 {
-	struct lines l = { data, data + len, 0 };
+	struct lines l = { data, data ? data + len : NULL, 0 }; /* an empty file: NULL */
 	const char *line, *key;
 	size_t n;
 	json_t *v;
@@ -319,7 +319,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = tfs_rowcol_begin(s, ds, &m, f[i].col, &f[i].w);
 	/* Pass 2: the rows that fit, in order. */
-	l = (struct lines){ data, data + len, 0 };
+	l = (struct lines){ data, data ? data + len : NULL, 0 };
 	while (!rc && next_line(&l, &line, &n)) {
 		json_t *obj;
 		const char *bad;
