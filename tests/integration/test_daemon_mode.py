@@ -181,3 +181,70 @@ def test_daemon_without_syslog_logs_to_a_named_file(lake, tmp_path):
         assert f"mounted {lake.url} on {mnt}" in text and f"unmounted {mnt}" in text, text[-2000:]
     finally:
         cleanup(mnt)
+
+
+def _leased_batch(m):
+    """A control session with a stream and a leased batch: its slot file exists."""
+    ctl = os.open(m.path / ".tensorfs" / "control", os.O_RDWR)
+    os.write(ctl, b"open d/main cols=x depth=2 batch=64\nnext stream=1 batch=64\n")
+    buf = b""
+    while buf.count(b"\n") < 2:
+        buf += os.read(ctl, 65536)
+    assert buf.startswith(b"ok ") and b"\nok " in buf, buf
+    files = [f for f in os.listdir("/dev/shm") if f.startswith(f"tensorfs-{m.pid}-")]
+    assert files
+    return ctl, files
+
+
+def test_stop_while_reading_and_staging_ends_cleanly(lake, mount):
+    """SIGTERM while a reader streams a file in another thread and a loader holds a staged
+    batch: status 0, the slot files gone. fusermount3 -u meanwhile is refused (the files are
+    open: the kernel says EBUSY) and the mount goes on serving; once they close, it unmounts and
+    the daemon ends the same way."""
+    import signal
+    import threading
+
+    import pytest
+
+    lake.build("d", {"x": np.arange(400_000, dtype=np.int64)}, "--chunk-size", "64k")
+    for how in ("sigterm", "unmount"):
+        m = mount(lake, opts=("cache_mem=4M",), name=f"mnt_{how}")
+        ctl, files = _leased_batch(m)
+        stop = threading.Event()
+
+        def read():
+            try:
+                with open(m.path / "d" / "main" / "x.npy", "rb", buffering=0) as f:
+                    while not stop.is_set() and f.read(1 << 16):
+                        pass
+            except OSError:
+                pass  # the mount went away under it
+
+        t = threading.Thread(target=read)
+        t.start()
+        time.sleep(0.2)
+        if how == "sigterm":
+            os.kill(m.pid, signal.SIGTERM)
+        else:
+            p = subprocess.run(["fusermount3", "-u", str(m.path)], capture_output=True,
+                               text=True)
+            assert p.returncode != 0 and "busy" in p.stderr.lower(), p.stderr
+            assert is_mounted(m.path) and m.proc.poll() is None
+            stop.set()
+            t.join(timeout=30)
+            os.close(ctl)
+            ctl = None
+            assert subprocess.run(["fusermount3", "-u", str(m.path)]).returncode == 0
+        try:
+            m.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the daemon did not exit ({how})")
+        stop.set()
+        t.join(timeout=30)
+        try:
+            if ctl is not None:
+                os.close(ctl)
+        except OSError:
+            pass
+        assert m.proc.returncode == 0, m.log()[-3000:]
+        assert not [f for f in os.listdir("/dev/shm") if f in files], how
