@@ -536,6 +536,11 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 	/* No object of ours is over a TiB (a frame without a stated size reads as 2^64 - 1). */
 	if (h.raw_size > ((uint64_t)1 << 40))
 		return -EIO;
+	/* Manifests and commits are text full of hex ids: they compress a few times, never by
+	 * 64x and more unless they are a decompression bomb from a hostile store. */
+	if (h.type != TFS_OBJ_CHUNK && h.raw_size > TFS_META_FREE &&
+	    h.raw_size / TFS_META_RATIO > h.stored_size)
+		return -EIO;
 	if (h.codec == TFS_CODEC_RAW ? h.raw_size != h.stored_size
 	    : h.codec == TFS_CODEC_ZSTD
 		    ? ZSTD_getFrameContentSize((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE,

@@ -81,6 +81,10 @@ int tfs_object_check(const void *obj, size_t len);
 int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, void *dst,
 		      size_t dst_len);
 
+/* Manifests and commits above TFS_META_FREE bytes decode only if they expand at most
+ * TFS_META_RATIO times (their hex ids compress about 2x): a bomb is -EIO, not an allocation. */
+#define TFS_META_FREE (16u << 20)
+#define TFS_META_RATIO 64
 /* Decode a whole object (checked, as for tfs_object_decode) into a freshly allocated buffer
  * (NUL-terminated for text objects). The buffer is handed to the caller. */
 int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expect, uint8_t **out,

@@ -676,6 +676,41 @@ static void test_zstd_payload_with_wrong_raw_size(void **state)
 	tfs_buf_free(&obj);
 }
 
+/* A manifest that would expand 64x and more past 16 MiB is a bomb: refused before the
+ * allocation. A chunk may expand as it likes (a tensor of zeros does). */
+static void test_metadata_bomb_refused(void **state)
+{
+	const size_t n = 64u << 20;
+	char *text = malloc(n);
+	struct tfs_buf obj = { 0 }, chunk = { 0 };
+	uint8_t *out = NULL;
+	size_t out_len = 0;
+
+	(void)state;
+	assert_non_null(text);
+	memset(text, ' ', n);
+	assert_int_equal(tfs_object_encode(TFS_OBJ_MANIFEST, TFS_CODEC_ZSTD, 3, text, n, &obj), 0);
+	assert_true(obj.len < n / 1000);
+	assert_int_equal(
+		tfs_object_decode_alloc(obj.data, obj.len, TFS_OBJ_MANIFEST, &out, &out_len), -EIO);
+	assert_null(out);
+	assert_int_equal(tfs_object_encode(TFS_OBJ_CHUNK, TFS_CODEC_ZSTD, 3, text, n, &chunk), 0);
+	assert_int_equal(
+		tfs_object_decode_alloc(chunk.data, chunk.len, TFS_OBJ_CHUNK, &out, &out_len), 0);
+	assert_int_equal(out_len, n);
+	free(out);
+	/* Under 16 MiB any ratio is taken: small manifests stay readable. */
+	tfs_buf_free(&obj);
+	assert_int_equal(
+		tfs_object_encode(TFS_OBJ_MANIFEST, TFS_CODEC_ZSTD, 3, text, 1u << 20, &obj), 0);
+	assert_int_equal(
+		tfs_object_decode_alloc(obj.data, obj.len, TFS_OBJ_MANIFEST, &out, &out_len), 0);
+	free(out);
+	tfs_buf_free(&obj);
+	tfs_buf_free(&chunk);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -705,6 +740,7 @@ int main(void)
 		cmocka_unit_test(test_future_version_is_eproto),
 		cmocka_unit_test(test_resealed_header_edits),
 		cmocka_unit_test(test_zstd_payload_with_wrong_raw_size),
+		cmocka_unit_test(test_metadata_bomb_refused),
 	};
 
 	if (getenv("TFS_TEST_FILTER"))
