@@ -28,14 +28,6 @@ static char tmpdir[64], shmdir[96];
 static struct tfs_lake *lake;
 static struct tfs_ctlfile *ctl;
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void cleanup(void)
 {
 	if (ctl)
@@ -43,7 +35,7 @@ static void cleanup(void)
 	if (lake)
 		tfs_lake_close(lake);
 	if (tmpdir[0])
-		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		fuzz_rm_tree(tmpdir);
 }
 
 static void die(const char *what, int rc)

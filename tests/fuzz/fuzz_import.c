@@ -22,18 +22,10 @@
 
 static char tmpdir[64]; /* on tmpfs: a lake is made and removed per input */
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void cleanup(void)
 {
 	if (tmpdir[0])
-		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		fuzz_rm_tree(tmpdir);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
@@ -54,7 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 	if (!tmpdir[0]) {
 		tfs_log_open("/dev/null"); /* skipped samples are logged by the thousand */
-		snprintf(tmpdir, sizeof(tmpdir), "/dev/shm/tfs-fuzz-import-%d-XXXXXX", (int)getpid());
+		snprintf(tmpdir, sizeof(tmpdir), "/dev/shm/tfs-fuzz-import-%d-XXXXXX",
+			 (int)getpid());
 		if (!mkdtemp(tmpdir))
 			abort();
 		atexit(cleanup);
@@ -86,6 +79,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		tfs_commit_free(&c);
 	}
 	tfs_store_close(s);
-	nftw(lake, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	fuzz_rm_tree(lake);
 	return 0;
 }

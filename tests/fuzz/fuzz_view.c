@@ -39,14 +39,6 @@ static void die(const char *what, int rc)
 	abort();
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void cleanup(void)
 {
 	if (version)
@@ -55,7 +47,7 @@ static void cleanup(void)
 		tfs_cache_destroy(cache);
 	if (store)
 		tfs_store_close(store);
-	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	fuzz_rm_tree(tmpdir);
 }
 
 /* A crash skips cleanup(): remove what runs that are gone left behind (their pid is dead). */
@@ -77,7 +69,7 @@ static void remove_stale_lakes(void)
 		if (*end != '-' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
 		snprintf(path, sizeof(path), "/tmp/%s", de->d_name);
-		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		fuzz_rm_tree(path);
 	}
 	closedir(d);
 }
