@@ -361,7 +361,7 @@ static int block_shuffle(const uint64_t *rows, uint64_t n, const struct tfs_colu
 	shuffle_u64(&r, order, ngroups);
 	/* As few windows as hold `block` groups each, the groups spread evenly over them: no
 	 * window is left with a stray group or two (a stretch of few classes). */
-	nwin = ngroups ? (ngroups + block - 1) / block : 0;
+	nwin = ngroups / block + (ngroups % block != 0); /* no overflow for any block */
 	for (uint64_t w = 0, g = 0; w < nwin; w++) {
 		/* The first ngroups % nwin windows take one group more. */
 		const uint64_t rem = ngroups % nwin;
