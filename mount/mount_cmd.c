@@ -132,6 +132,25 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 				return -EINVAL;
 			}
 			lc->prefetch_threads = (unsigned)n;
+		} else if (!strcmp(o, "gather_threads") && val) {
+			char *end;
+			long n = strtol(val, &end, 10);
+
+			if (*end || n < 1 || n > 256) {
+				tfs_err("-o gather_threads=%s: expected 1..256", val);
+				return -EINVAL;
+			}
+			lc->gather_threads = (unsigned)n;
+		} else if (!strcmp(o, "max_inflight") && val) {
+			char *end;
+			long n = strtol(val, &end, 10);
+
+			/* [http] max_inflight for this mount: the environment override the store
+			 * reads when it opens (core/config.h). */
+			if (*end || n < 1 || n > 4096 || setenv("TENSORFS_HTTP_MAX_INFLIGHT", val, 1)) {
+				tfs_err("-o max_inflight=%s: expected 1..4096", val);
+				return -EINVAL;
+			}
 		} else if (!strcmp(o, "debug") && !val) {
 			cfg->debug = 1;
 		} else if (!strcmp(o, "nonempty") && !val) {

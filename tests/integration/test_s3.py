@@ -88,6 +88,11 @@ def test_s3_loaders_follow_the_connection_pool(s3, tmp_path, mount, monkeypatch)
     monkeypatch.setenv("TENSORFS_HTTP_MAX_INFLIGHT", "64")
     assert stats(mount(lk, name="m64").path)["prefetch"]["threads"] == max(48, os.cpu_count())
     assert stats(mount(lk, opts=["prefetch_threads=3"], name="m3").path)["prefetch"]["threads"] == 3
+    # -o max_inflight is [http] max_inflight for one mount: the loaders follow it too.
+    monkeypatch.delenv("TENSORFS_HTTP_MAX_INFLIGHT")
+    m = mount(lk, opts=["max_inflight=4", "gather_threads=1"], name="m4")
+    assert stats(m.path)["prefetch"]["threads"] == 3
+    assert (np.load(m / "ds" / "main" / "x.npy") == np.arange(1000)).all()
 
 
 def test_s3_large_object_multipart_and_parallel_ranges(s3, tmp_path, mount, monkeypatch):
