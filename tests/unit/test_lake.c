@@ -303,6 +303,37 @@ static void test_epoch_warm_loads_next_epoch(void **state)
 	tfs_lake_close(l);
 }
 
+/* A manifest (from a hostile store) claiming a chunk of 2^41 rows: reading it is EIO at once,
+ * with nothing of that size allocated. */
+static void test_hostile_chunk_claim_is_eio(void **state)
+{
+	struct tfs_store *s;
+	struct tfs_commit c;
+	struct tfs_manifest m;
+	struct tfs_version *v;
+	struct tfs_cache *cache;
+	struct tfs_cache_entry *e = NULL;
+	struct tfs_id head, cid;
+
+	(void)state;
+	assert_int_equal(tfs_store_open(url, 0, &s), 0);
+	assert_int_equal(tfs_dataset_create(s, "hostile"), 0);
+	head = import_rows(s, "hostile", NULL, 10);
+	assert_int_equal(tfs_commit_load(s, "hostile", &head, &c), 0);
+	assert_int_equal(tfs_manifest_load(s, "hostile", &c.manifest, &m), 0);
+	m.rows = m.cols[0].rows = m.cols[0].rows_per_chunk = (uint64_t)1 << 41;
+	assert_int_equal(tfs_commit_write(s, "hostile", &m, &head, "hostile", &cid), 0);
+	assert_int_equal(tfs_version_open(s, "hostile", &cid, &v), 0);
+	assert_int_equal(tfs_cache_create(8 << 20, &cache), 0);
+	assert_int_equal(tfs_version_chunk_get(v, cache, 0, 0, &e), -EIO);
+	assert_null(e);
+	tfs_cache_destroy(cache);
+	tfs_version_put(v);
+	tfs_manifest_free(&m);
+	tfs_commit_free(&c);
+	tfs_store_close(s);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -331,6 +362,7 @@ int main(void)
 		cmocka_unit_test(test_views_are_shared_and_bounded),
 		cmocka_unit_test(test_next_epoch_name),
 		cmocka_unit_test(test_epoch_warm_loads_next_epoch),
+		cmocka_unit_test(test_hostile_chunk_claim_is_eio),
 	};
 
 	return cmocka_run_group_tests_name("lake", tests, group_setup, group_teardown);
