@@ -26,12 +26,14 @@
 
 /* --- the control file ----------------------------------------------------------------------- */
 
-/* Slot files of daemons that died without cleaning up: tensorfs-<pid>-..., ours, pid gone. */
-/* Is pid a tensorfs daemon still running? Not when it is gone, a zombie (killed and not yet
- * reaped), or another program that got its number since. */
+/* Is pid a tensorfs daemon still running? Not when it is gone, exiting (killed: its threads
+ * are still being torn down), a zombie (killed and not yet reaped), or another program that got
+ * its number since. */
 static int daemon_alive(long pid)
 {
-	char path[64], buf[256], *comm, *end;
+	const unsigned pf_exiting = 0x4; /* the kernel's PF_EXITING, in /proc/PID/stat's flags */
+	char path[64], buf[256], *comm, *end, state;
+	unsigned flags;
 	FILE *f;
 	size_t n;
 
@@ -48,12 +50,16 @@ static int daemon_alive(long pid)
 	end = strrchr(buf, ')');
 	if (!comm || !end || end < comm || !end[1] || !end[2])
 		return 1;
-	if (end[2] == 'Z' || end[2] == 'X')
+	/* After the name: state ppid pgrp session tty_nr tpgid flags ... */
+	if (sscanf(end + 2, "%c %*d %*d %*d %*d %*d %u", &state, &flags) != 2)
+		return 1;
+	if (state == 'Z' || state == 'X' || (flags & pf_exiting))
 		return 0;
 	*end = 0;
 	return !strncmp(comm + 1, "tensorfs", 8) || !strcmp(comm + 1, "mount.tensorfs");
 }
 
+/* Slot files of daemons that died without cleaning up: tensorfs-<pid>-..., ours, pid gone. */
 static void remove_stale_files(const char *dir)
 {
 	DIR *d = opendir(dir);
