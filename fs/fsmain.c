@@ -4,6 +4,7 @@
 #include "fsnode.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +15,64 @@
 #include <unistd.h>
 
 #include "store.h"
+
+/* Become a daemon as fuse_daemonize does (fork, setsid, cd /, stdio on /dev/null), except that
+ * the parent, the command the user ran, exits only when the daemon says how its start went:
+ * 0 once it serves (the lake started, the control file set up, stale slot files removed), 1 when
+ * it failed or died first. Returns the pipe to report on (-1 on a failed fork). */
+static int daemon_start(void)
+{
+	int pipefd[2], nullfd;
+	pid_t pid;
+
+	if (pipe(pipefd))
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -1;
+	}
+	if (pid > 0) {
+		char status = 1;
+
+		close(pipefd[1]);
+		while (read(pipefd[0], &status, 1) < 0 && errno == EINTR)
+			;
+		_exit(status ? 1 : 0); /* EOF (the daemon died) leaves status 1 */
+	}
+	close(pipefd[0]);
+	if (setsid() < 0) {
+		close(pipefd[1]);
+		return -1;
+	}
+	if (chdir("/")) {
+		/* The mount point is absolute; nothing depends on the working directory. */
+	}
+	nullfd = open("/dev/null", O_RDWR);
+	if (nullfd >= 0) {
+		dup2(nullfd, 0);
+		dup2(nullfd, 1);
+		dup2(nullfd, 2);
+		if (nullfd > 2)
+			close(nullfd);
+	}
+	return pipefd[1];
+}
+
+/* Tell the command that started the daemon how the start went, once. */
+static void daemon_ready(int *fd, int ok)
+{
+	char status = ok ? 0 : 1;
+
+	if (*fd < 0)
+		return;
+	if (write(*fd, &status, 1) != 1) {
+		/* The command is gone (killed): there is nobody to tell. */
+	}
+	close(*fd);
+	*fd = -1;
+}
 
 static void fs_free(struct tfs_fs *fs)
 {
@@ -122,7 +181,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	char opts[4096];
-	int rc = 1, mounted = 0, handlers = 0;
+	int rc = 1, mounted = 0, handlers = 0, ready_fd = -1;
 
 	/* Chunk buffers are MiB-sized and short-lived. With glibc's adaptive threshold they would
 	 * come from per-thread heaps that keep freed memory; mapped, they go back to the system
@@ -170,16 +229,17 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	if (!cfg->foreground) {
 		if (!cfg->log_path)
 			tfs_log_use_syslog(1);
-		if (fuse_daemonize(0)) {
-			tfs_err("cannot become a daemon");
+		ready_fd = daemon_start();
+		if (ready_fd < 0) {
+			tfs_err("cannot become a daemon: %s", strerror(errno));
 			goto out;
 		}
 	}
 	tfs_info("mounted %s on %s", cfg->lake_url, cfg->mountpoint);
-	/* After fuse_daemonize: its fork would not carry the loader threads along. */
+	/* After the fork: it would not carry the loader threads along. */
 	if (tfs_lake_start(fs.lake))
 		goto out;
-	/* After fuse_daemonize: slot files are named after the daemon's pid. */
+	/* After the fork: slot files are named after the daemon's pid. */
 	if (cfg->control && cfg->control->create(fs.lake, cfg->mountpoint, &fs.ctl)) {
 		tfs_err("cannot set up the control file");
 		goto out;
@@ -194,6 +254,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	watch.se = se;
 	watch.store = fs.lake->store;
 	watching = !pthread_create(&watcher, NULL, watch_exit, &watch);
+	daemon_ready(&ready_fd, 1);
 	loop_rc = fuse_session_loop_mt(se, loop);
 	/* libfuse reports the signal that ended the loop; stopping on SIGTERM/INT/HUP is a clean
 	 * shutdown, not a failure. */
@@ -205,6 +266,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	log_stats(&fs);
 	tfs_info("unmounted %s", cfg->mountpoint);
 out:
+	daemon_ready(&ready_fd, 0);
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
 	if (mounted)
