@@ -66,12 +66,19 @@ def same_dataset(m, a, b):
         assert (va / f).read_bytes() == (vb / f).read_bytes(), f
 
 
-def test_dask_ingest_with_a_worker_killed(s3, tmp_path, mount):
-    lake = UrlLake("s3://lake/l", tmp_path / "npy")
-    paths, whole = write_sources(tmp_path, 8, 6000)
+def lake_with_reference(url, tmp_path, nparts, rows):
+    """A lake holding `one`, the sources imported by one machine, and `par`, empty, for the
+    parts; and the sources' paths."""
+    lake = UrlLake(url, tmp_path / "npy")
+    paths, whole = write_sources(tmp_path, nparts, rows)
     lake.create("one")
     run_proc(["import", lake.ds_url("one"), "--jsonl", whole, "--quiet"], check=True)
     lake.create("par")
+    return lake, paths
+
+
+def test_dask_ingest_with_a_worker_killed(s3, tmp_path, mount):
+    lake, paths = lake_with_reference("s3://lake/l", tmp_path, 8, 6000)
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address=None, host="127.0.0.1")
     client = distributed.Client(cluster)
@@ -117,11 +124,7 @@ def test_dask_ingest_with_a_worker_killed(s3, tmp_path, mount):
 
 def test_dask_bag_partitions_are_parts(s3, tmp_path, mount):
     """A dask.bag of dicts on Dask's local scheduler: a part per partition, in order."""
-    lake = UrlLake("s3://lake/b", tmp_path / "npy")
-    paths, whole = write_sources(tmp_path, 3, 500)
-    lake.create("one")
-    run_proc(["import", lake.ds_url("one"), "--jsonl", whole, "--quiet"], check=True)
-    lake.create("par")
+    lake, paths = lake_with_reference("s3://lake/b", tmp_path, 3, 500)
     bag = db.read_text([str(p) for p in paths]).map(json.loads)
     assert bag.npartitions == 3
     out = tensorfs.ingest(lake.ds_url("par"), bag)
