@@ -4,6 +4,8 @@
  * without a cold stall. Runs as one task per view and column on the lake's pool. */
 #include "lake.h"
 
+#include "cacheplan.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -75,6 +77,39 @@ static size_t data_header(const struct tfs_version *v, size_t col)
 	return SIZE_MAX;
 }
 
+/* With evict=min, the next epoch's order of column col goes to the cache as a plan before any of
+ * it is loaded: its first window is then kept through the end of this epoch, and chunks this epoch
+ * is done with but the next one needs go after those no epoch needs. The rows of the first window
+ * (bytes: one warm-up window) are protected; the plan stands until a reader of the next epoch
+ * publishes its own (tfs_lake_view_plan_start). */
+static void warm_plan(struct warm *w, struct tfs_lake_view *lv, const struct tfs_view_spans *sp,
+		      uint64_t budget)
+{
+	const struct tfs_column *c = &w->v->manifest.cols[w->col];
+	/* A data part's positions are view rows of its column: bytes per row on average. */
+	const uint64_t rb = sp ? (sp->n && sp->at[sp->n] / sp->n ? sp->at[sp->n] / sp->n : 1)
+			    : c->row_bytes ? c->row_bytes
+					   : 1;
+	struct tfs_cache_plan *p = tfs_cache_plan_new(budget / rb);
+	struct tfs_cache_plan **grown = NULL;
+
+	if (!p || tfs_view_plan_add(p, lv->view, w->v, w->col, sp)) {
+		tfs_cache_plan_end(w->l->cache, p);
+		return;
+	}
+	pthread_mutex_lock(&lv->spans_lock);
+	if (!lv->read)
+		grown = realloc(lv->warm_plans, (lv->nwarm_plans + 1) * sizeof(*grown));
+	if (grown) {
+		lv->warm_plans = grown;
+		lv->warm_plans[lv->nwarm_plans++] = p;
+		tfs_cache_plan_start(w->l->cache, p);
+		p = NULL;
+	}
+	pthread_mutex_unlock(&lv->spans_lock);
+	tfs_cache_plan_end(w->l->cache, p); /* a reader came first: its plan says it all */
+}
+
 /* Build the view, then load its column's chunks in the order it first needs them (a data part's
  * from the view's spans of its column), up to one default window (half the cache; the reader's
  * last window holds the other half). */
@@ -102,6 +137,8 @@ static int warm_run(struct tfs_work *work)
 		rc = tfs_view_chunk_order(lv->view, c, &order, &n, &pos);
 		ks = order;
 	}
+	if (!rc && w->l->evict_min)
+		warm_plan(w, lv, header != SIZE_MAX ? sp : NULL, budget);
 	for (size_t i = 0; !rc && i < n && bytes < budget && w->l->prefetch; i++) {
 		bytes += tfs_column_chunk_rows(c, ks[i]) * c->row_bytes;
 		if (tfs_version_chunk_prefetch(w->v, w->l->cache, w->col, ks[i]) == 1)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cacheplan.h"
 #include "diskcache.h"
 #include "tier.h"
 #include "format.h"
@@ -25,8 +26,20 @@ struct tfs_lake_ref {
 	uint64_t resolved_ns;	 /* when ver was last confirmed; protected by the lake's lock */
 };
 
-static void view_free(struct tfs_lake_view *lv)
+/* The warm-up's plans of lv, withdrawn from the cache and freed. spans_lock held, or lv unshared.
+ */
+static void warm_plans_end(struct tfs_cache *cache, struct tfs_lake_view *lv)
 {
+	for (size_t i = 0; i < lv->nwarm_plans; i++)
+		tfs_cache_plan_end(cache, lv->warm_plans[i]);
+	free(lv->warm_plans);
+	lv->warm_plans = NULL;
+	lv->nwarm_plans = 0;
+}
+
+static void view_free(struct tfs_cache *cache, struct tfs_lake_view *lv)
+{
+	warm_plans_end(cache, lv);
 	while (lv->spans) {
 		struct tfs_view_spans *s = lv->spans;
 
@@ -166,7 +179,7 @@ void tfs_lake_close(struct tfs_lake *l)
 		/* Every holder has let go by now (the front ends are gone). */
 		assert(lv->refs == 0);
 		l->views = lv->next;
-		view_free(lv);
+		view_free(l->cache, lv);
 	}
 	pthread_mutex_destroy(&l->lock);
 	tfs_cache_destroy(l->cache);
@@ -431,12 +444,12 @@ static struct tfs_lake_view *trim_idle(struct tfs_lake *l)
 	return freed;
 }
 
-static void free_list(struct tfs_lake_view *lv)
+static void free_list(struct tfs_lake *l, struct tfs_lake_view *lv)
 {
 	while (lv) {
 		struct tfs_lake_view *next = lv->next;
 
-		view_free(lv);
+		view_free(l->cache, lv);
 		lv = next;
 	}
 }
@@ -507,7 +520,7 @@ int tfs_lake_view_get(struct tfs_lake *l, struct tfs_version *v, const char *nam
 		view_push(l, nv);
 	pthread_mutex_unlock(&l->lock);
 	if (lv) {
-		view_free(nv);
+		view_free(l->cache, nv);
 		nv = lv;
 	}
 	*out = nv;
@@ -535,7 +548,17 @@ void tfs_lake_view_put(struct tfs_lake *l, struct tfs_lake_view *lv)
 		freed = trim_idle(l);
 	}
 	pthread_mutex_unlock(&l->lock);
-	free_list(freed);
+	free_list(l, freed);
+}
+
+void tfs_lake_view_plan_start(struct tfs_lake *l, struct tfs_lake_view *lv,
+			      struct tfs_cache_plan *p)
+{
+	pthread_mutex_lock(&lv->spans_lock);
+	lv->read = 1;
+	warm_plans_end(l->cache, lv);
+	pthread_mutex_unlock(&lv->spans_lock);
+	tfs_cache_plan_start(l->cache, p);
 }
 
 int tfs_lake_view_spans(struct tfs_lake *l, struct tfs_lake_view *lv, size_t header, int lines,

@@ -46,6 +46,12 @@ struct tfs_lake_view {
 	pthread_mutex_t spans_lock;
 	struct tfs_view_spans *spans;
 	uint64_t warmed[4];
+	/* The cache's plans (MIN eviction) for this view: the warm-up's, published for the view as
+	 * the next epoch before anyone reads it, stand until a reader publishes its own
+	 * (tfs_lake_view_plan_start sets read) or the view is freed; protected by spans_lock. */
+	struct tfs_cache_plan **warm_plans;
+	size_t nwarm_plans;
+	int read;
 	struct tfs_lake_view *next,
 		*prev; /* most recently used first; protected by the lake's lock */
 };
@@ -119,6 +125,10 @@ void tfs_lake_view_warm_next(struct tfs_lake *l, struct tfs_lake_view *lv, size_
 /* The bytes of a view's last window that tfs_lake_view_warm_next is for: readers call it once
  * fewer than this many bytes of col are left to read. */
 uint64_t tfs_lake_warm_bytes(const struct tfs_lake *l);
+/* Publish a reader's plan p of view lv to the cache (MIN eviction). The warm-up's plans of lv end:
+ * the reader's own plan says what it will read, and where it is. */
+void tfs_lake_view_plan_start(struct tfs_lake *l, struct tfs_lake_view *lv,
+			      struct tfs_cache_plan *p);
 /* "seed=7,epoch=3,rank=1" -> "seed=7,epoch=4,rank=1" (",epoch=1" added when there is none);
  * malloc'd, NULL when out of memory or the epoch would overflow. */
 char *tfs_view_name_next_epoch(const char *name);

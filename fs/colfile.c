@@ -510,7 +510,7 @@ static int view_plan(struct tfs_fs *fs, struct tfs_fs_handle *h, const struct tf
 		return -ENOMEM;
 	rc = tfs_view_plan_add(h->plan, h->view->view, h->ver, h->col, NULL);
 	if (!rc)
-		tfs_cache_plan_start(fs->lake->cache, h->plan);
+		tfs_lake_view_plan_start(fs->lake, h->view, h->plan);
 	return rc;
 }
 

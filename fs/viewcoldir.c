@@ -110,7 +110,7 @@ static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 		rc = !h->plan ? -ENOMEM
 			      : tfs_view_plan_add(h->plan, h->view->view, h->ver, r->data_col, r);
 		if (!rc)
-			tfs_cache_plan_start(fs->lake->cache, h->plan);
+			tfs_lake_view_plan_start(fs->lake, h->view, h->plan);
 	}
 	fi->keep_cache = 1;
 	return rc;

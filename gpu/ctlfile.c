@@ -242,7 +242,7 @@ static int stream_plan(struct tfs_ctl_stream *s, uint64_t row_bytes)
 			rc = tfs_view_plan_add(s->plan, s->view, s->ver, s->cols[i], sp);
 	}
 	if (!rc)
-		tfs_cache_plan_start(s->lake->cache, s->plan);
+		tfs_lake_view_plan_start(s->lake, s->lview, s->plan);
 	return rc;
 }
 
