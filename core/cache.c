@@ -330,49 +330,93 @@ static void free_list(struct tfs_cache *c, struct entry *e)
 	}
 }
 
-/* MIN: while over budget, evict the unused entry the plans need last (tfs_cache_plan_class),
- * the coldest first among equals. Each pick scans every shard (one lock at a time): the cache
- * holds chunks, a few hundred entries. Returns 0 when nothing could be picked. */
+/* An unused entry as MIN ranks it, for shrink_by_plans. */
+struct victim {
+	struct tfs_id id;
+	unsigned shard;
+	int cls;       /* tfs_cache_plan_class */
+	uint64_t dist; /* class 2: positions until its next use */
+	size_t seq;    /* scan order: coldest first within a shard */
+};
+
+/* Evicted first: the lower class; in class 2, the use furthest ahead; then the scan order. */
+static int victim_cmp(const void *a, const void *b)
+{
+	const struct victim *x = a, *y = b;
+
+	if (x->cls != y->cls)
+		return x->cls < y->cls ? -1 : 1;
+	if (x->cls == 2 && x->dist != y->dist)
+		return x->dist > y->dist ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* One pass evicts at least this fraction of the budget (and gets under it), so that the scan of
+ * every entry is paid once for many small chunks, not once per chunk; with chunks larger than
+ * that, one pass evicts what getting under budget takes, as a pass per chunk would. */
+#define PLAN_SLACK 64
+
+/* MIN: rank every unused entry by the plans (tfs_cache_plan_class), then evict in that order
+ * until the cache is under budget and a slack's worth is gone. Each pass scans every shard (one
+ * lock at a time). Returns 0 when there was nothing to rank (or no memory to rank it): LRU
+ * then. */
 static int shrink_by_plans(struct tfs_cache *c, struct entry **freed)
 {
-	while (__atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget) {
-		int best_cls = 4;
-		uint64_t best_dist = 0;
-		unsigned best_shard = 0;
-		struct tfs_id best_id;
+	const uint64_t slack = c->budget / PLAN_SLACK;
+	uint64_t before;
+	struct victim *v = NULL;
+	size_t n = 0, cap = 0;
+	int oom = 0;
+
+	for (unsigned i = 0; i < NSHARDS && !oom; i++) {
+		struct shard *s = &c->shards[i];
+
+		pthread_mutex_lock(&s->lock);
+		pthread_mutex_lock(&c->plans_lock);
+		for (struct entry *e = s->lru.lru_prev; e != &s->lru; e = e->lru_prev) {
+			if (e->refs)
+				continue;
+			if (n == cap) {
+				size_t ncap = cap ? 2 * cap : 256;
+				struct victim *g = realloc(v, ncap * sizeof(*g));
+
+				if (!g) {
+					oom = 1;
+					break;
+				}
+				v = g;
+				cap = ncap;
+			}
+			v[n].id = e->node.id;
+			v[n].shard = i;
+			v[n].dist = 0;
+			v[n].cls = tfs_cache_plan_class(c->plans, &e->node.id, &v[n].dist);
+			v[n].seq = n;
+			n++;
+		}
+		pthread_mutex_unlock(&c->plans_lock);
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (oom || !n) {
+		free(v);
+		return 0;
+	}
+	qsort(v, n, sizeof(*v), victim_cmp);
+	before = __atomic_load_n(&c->total, __ATOMIC_RELAXED);
+	for (size_t k = 0; k < n; k++) {
+		const uint64_t now = __atomic_load_n(&c->total, __ATOMIC_RELAXED);
+		struct shard *s = &c->shards[v[k].shard];
 		struct entry *e;
 
-		for (unsigned i = 0; i < NSHARDS; i++) {
-			struct shard *s = &c->shards[i];
-
-			pthread_mutex_lock(&s->lock);
-			pthread_mutex_lock(&c->plans_lock);
-			for (e = s->lru.lru_prev; e != &s->lru; e = e->lru_prev) {
-				uint64_t dist = 0;
-				int cls;
-
-				if (e->refs)
-					continue;
-				cls = tfs_cache_plan_class(c->plans, &e->node.id, &dist);
-				if (cls < best_cls ||
-				    (cls == 2 && best_cls == 2 && dist > best_dist)) {
-					best_cls = cls;
-					best_dist = dist;
-					best_shard = i;
-					best_id = e->node.id;
-				}
-			}
-			pthread_mutex_unlock(&c->plans_lock);
-			pthread_mutex_unlock(&s->lock);
-		}
-		if (best_cls == 4)
-			return 0;
-		pthread_mutex_lock(&c->shards[best_shard].lock);
-		e = lookup(&c->shards[best_shard], &best_id);
+		if (now <= c->budget && now + slack <= before)
+			break;
+		pthread_mutex_lock(&s->lock);
+		e = lookup(s, &v[k].id);
 		if (e && e->refs == 0 && e->state == READY)
-			evict_one(c, &c->shards[best_shard], e, freed);
-		pthread_mutex_unlock(&c->shards[best_shard].lock);
+			evict_one(c, s, e, freed);
+		pthread_mutex_unlock(&s->lock);
 	}
+	free(v);
 	return 1;
 }
 

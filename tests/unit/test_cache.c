@@ -381,6 +381,52 @@ static void test_evict_by_plan(void **state)
 	tfs_cache_destroy(c);
 }
 
+/* Small chunks: one pass of the plans' ranking evicts a slack's worth (1/64 of the budget), the
+ * ones needed furthest ahead, not one chunk a pass. */
+static void test_evict_by_plan_in_batches(void **state)
+{
+	enum { N = 256 };
+	struct tfs_cache *c;
+	struct tfs_cache_plan *p;
+	struct tfs_cache_entry *e;
+	struct loader l = { 0 };
+	struct tfs_id extra = key_of(N);
+	unsigned kept = 0;
+
+	(void)state;
+	assert_int_equal(tfs_cache_create(N * CHUNK, &c), 0);
+	tfs_cache_evict_by_plans(c, 1);
+	p = tfs_cache_plan_new(1);
+	assert_non_null(p);
+	for (unsigned i = 0; i < N; i++) {
+		struct tfs_id k = key_of(i);
+
+		assert_int_equal(tfs_cache_plan_use(p, &k, 10 + i), 0); /* key i needed at 10 + i */
+	}
+	tfs_cache_plan_start(c, p);
+	for (unsigned i = 0; i < N; i++) {
+		struct tfs_id k = key_of(i);
+
+		assert_int_equal(tfs_cache_get(c, &k, load, &l, &e), 0);
+		tfs_cache_put(c, e);
+	}
+	assert_int_equal(tfs_cache_get(c, &extra, load, &l, &e), 0);
+	tfs_cache_put(c, e);
+	/* The newcomer is unknown to the plan (LRU class): it was pinned while loading, so the four
+	 * needed furthest ahead went in one pass, and nothing else. */
+	for (unsigned i = 0; i < N; i++) {
+		struct tfs_id k = key_of(i);
+
+		kept += (unsigned)tfs_cache_contains(c, &k);
+		if (i >= N - 4)
+			assert_int_equal(tfs_cache_contains(c, &k), 0);
+	}
+	assert_int_equal(kept, N - 4);
+	assert_int_equal(tfs_cache_contains(c, &extra), 1);
+	tfs_cache_plan_end(c, p);
+	tfs_cache_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -392,6 +438,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_counters),
 		cmocka_unit_test(test_buffer_pool),
 		cmocka_unit_test(test_evict_by_plan),
+		cmocka_unit_test(test_evict_by_plan_in_batches),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
