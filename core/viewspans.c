@@ -259,15 +259,57 @@ int tfs_view_bad_rows(const struct tfs_view *view, struct tfs_version *v, struct
 /* --- the view's order as the cache's plan ------------------------------------------------------
  */
 
-static int plan_rows(struct tfs_cache_plan *plan, const struct tfs_view *view,
-		     const struct tfs_column *c)
+/* The first and last view rows needing each chunk of c, by chunk number (UINT64_MAX: none), in
+ * one pass without hashing; then a use each for the plan. */
+struct chunk_span {
+	uint64_t first, last;
+};
+
+static int chunk_spans_new(const struct tfs_column *c, struct chunk_span **out)
+{
+	struct chunk_span *s = malloc((c->nchunks ? c->nchunks : 1) * sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	for (size_t k = 0; k < c->nchunks; k++)
+		s[k].first = s[k].last = UINT64_MAX;
+	*out = s;
+	return 0;
+}
+
+static void chunk_span_use(struct chunk_span *s, uint64_t pos)
+{
+	if (s->first == UINT64_MAX)
+		s->first = pos;
+	s->last = pos; /* positions come in order */
+}
+
+static int chunk_spans_plan(struct tfs_cache_plan *plan, const struct tfs_column *c,
+			    struct chunk_span *s)
 {
 	int rc = 0;
 
-	for (uint64_t i = 0; !rc && i < view->n; i++)
-		rc = tfs_cache_plan_use(plan, &c->chunks[tfs_column_chunk_of(c, view->rows[i])].id,
-					i);
+	for (size_t k = 0; !rc && k < c->nchunks; k++)
+		if (s[k].first != UINT64_MAX) {
+			rc = tfs_cache_plan_use(plan, &c->chunks[k].id, s[k].first);
+			if (!rc && s[k].last != s[k].first)
+				rc = tfs_cache_plan_use(plan, &c->chunks[k].id, s[k].last);
+		}
+	free(s);
 	return rc;
+}
+
+static int plan_rows(struct tfs_cache_plan *plan, const struct tfs_view *view,
+		     const struct tfs_column *c)
+{
+	struct chunk_span *s;
+	int rc = chunk_spans_new(c, &s);
+
+	if (rc)
+		return rc;
+	for (uint64_t i = 0; i < view->n; i++)
+		chunk_span_use(&s[tfs_column_chunk_of(c, view->rows[i])], i);
+	return chunk_spans_plan(plan, c, s);
 }
 
 int tfs_view_plan_add(struct tfs_cache_plan *plan, const struct tfs_view *view,
@@ -290,9 +332,15 @@ int tfs_view_plan_add(struct tfs_cache_plan *plan, const struct tfs_view *view,
 data:
 	if (rc || !sp)
 		return rc;
-	for (uint64_t i = 0; !rc && i < view->n; i++)
-		if (sp->at[i + 1] > sp->at[i])
-			rc = tfs_cache_plan_use(
-				plan, &data->chunks[tfs_column_chunk_of(data, sp->src[i])].id, i);
-	return rc;
+	{
+		struct chunk_span *s;
+
+		rc = chunk_spans_new(data, &s);
+		if (rc)
+			return rc;
+		for (uint64_t i = 0; i < view->n; i++)
+			if (sp->at[i + 1] > sp->at[i])
+				chunk_span_use(&s[tfs_column_chunk_of(data, sp->src[i])], i);
+		return chunk_spans_plan(plan, data, s);
+	}
 }

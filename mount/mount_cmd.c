@@ -147,7 +147,8 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 
 			/* [http] max_inflight for this mount: the environment override the store
 			 * reads when it opens (core/config.h). */
-			if (*end || n < 1 || n > 4096 || setenv("TENSORFS_HTTP_MAX_INFLIGHT", val, 1)) {
+			if (*end || n < 1 || n > 4096 ||
+			    setenv("TENSORFS_HTTP_MAX_INFLIGHT", val, 1)) {
 				tfs_err("-o max_inflight=%s: expected 1..4096", val);
 				return -EINVAL;
 			}
@@ -288,6 +289,7 @@ int tfs_cmd_mount(int argc, char **argv)
 		.cache_mem = TFS_FS_DEFAULT_CACHE_MEM,
 		.cache_disk = TFS_FS_DEFAULT_CACHE_DISK,
 		.prefetch_threads = UINT_MAX, /* not given: chosen by the lake's scheme */
+		.evict_min = 1,		      /* -o evict=lru for the cache without plans */
 	};
 	struct kept kept = { 0 };
 	struct tfs_buf fuse_opts = { 0 };
