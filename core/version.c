@@ -106,6 +106,7 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	size_t pcap = 0;
 	int rc, bad = 0;
 
+	tfs_object_key(l->v->ds, id, key); /* named in the log and the bad-rows listing */
 	/* A manifest from a hostile store may claim any size: nothing over an object's 1 TiB cap
 	 * (tfs_object_decode_alloc's) is allocated, and rows x row_bytes must not wrap. */
 	if (c->chunks[l->k].stored_size > TFS_CHUNK_CLAIM_MAX ||
@@ -121,7 +122,6 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 		rc = -ENOMEM;
 		goto out;
 	}
-	tfs_object_key(l->v->ds, id, key);
 	rc = tfs_store_get_object(l->v->store, key, l->urgent ? c->chunks[l->k].stored_size : 0,
 				  &obj);
 	if (rc) {

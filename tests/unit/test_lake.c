@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "badchunks.h"
 #include "format.h"
 #include "import.h"
 #include "lake.h"
@@ -327,6 +328,18 @@ static void test_hostile_chunk_claim_is_eio(void **state)
 	assert_int_equal(tfs_cache_create(8 << 20, &cache), 0);
 	assert_int_equal(tfs_version_chunk_get(v, cache, 0, 0, &e), -EIO);
 	assert_null(e);
+	/* Recorded as damaged, with the chunk object named (its key: the dataset's objects/). */
+	{
+		struct tfs_buf text = { 0 };
+		char hex[TFS_ID_HEX];
+
+		tfs_id_hex(&m.cols[0].chunks[0].id, hex);
+		assert_int_equal(tfs_bad_chunks_text(&text), 0);
+		assert_non_null(memmem(text.data, text.len, "hostile/objects/", 16));
+		assert_non_null(memmem(text.data, text.len, hex + 2, 16));
+		assert_non_null(memmem(text.data, text.len, "claims_more_than_1_TiB", 22));
+		tfs_buf_free(&text);
+	}
 	tfs_cache_destroy(cache);
 	tfs_version_put(v);
 	tfs_manifest_free(&m);
