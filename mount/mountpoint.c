@@ -80,10 +80,8 @@ int tfs_mountpoint_prepare(const char *path, int force, int nonempty, char abs[P
 			return rc;
 		if (!force) {
 			tfs_err("mount point %s: a dead mount is there (its daemon is gone: "
-				"Transport "
-				"endpoint is not connected); run `fusermount3 -u %s` once, or "
-				"mount "
-				"with --force to clean it up",
+				"Transport endpoint is not connected); run `fusermount3 -u %s` "
+				"once, or mount with --force to clean it up",
 				path, abs);
 			return -ENOTCONN;
 		}
