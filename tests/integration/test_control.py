@@ -620,6 +620,8 @@ def test_global_limits(lake, mount):
     assert r.startswith("ok "), r
     assert b.req("next stream=2 batch=64").startswith("ok ")
     a.close()
+    # The kernel releases a closed file after close() returns: wait for the daemon to see it.
+    wait_for(lambda: staging_stats(m)["sessions"] == 1, "a's session closed")
     c = Session(m)  # a's room is back
     assert c.req("stats").startswith("ok ")
     b.close()
