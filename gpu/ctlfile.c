@@ -194,20 +194,23 @@ void tfs_ctlfile_session_close(struct tfs_ctlfile_session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	ctl->nsessions--;
-	ctl->nstreams -= s->nstreams;
-	for (unsigned i = 0; i < MAX_STREAMS; i++)
-		if (s->streams[i])
-			ctl->staging_bytes -= s->streams[i]->bytes;
 	pthread_mutex_unlock(&ctl->lock);
-	session_free(s);
+	session_free(s); /* its streams give their room back */
 }
 
 /* --- streams -------------------------------------------------------------------------------- */
 
+/* Also the one place a stream's count and slot bytes go back to the control file's limits. */
 static void stream_free(struct tfs_ctl_stream *s)
 {
 	if (!s)
 		return;
+	if (s->counted) {
+		pthread_mutex_lock(&s->ctl->lock);
+		s->ctl->nstreams--;
+		s->ctl->staging_bytes -= s->bytes;
+		pthread_mutex_unlock(&s->ctl->lock);
+	}
 	if (s->ring)
 		tfs_ctl_drop_ahead(s, 0);
 	tfs_staging_destroy(s->ring);
@@ -392,6 +395,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	if (!s)
 		return -ENOMEM;
 	s->id = slot_id;
+	s->ctl = ctl;
 	s->lake = ctl->lake;
 	s->device = TFS_STAGING_HOST;
 	if (a->device && tfs_staging_parse_device(a->device, &s->device)) {
@@ -490,6 +494,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 		ctl->nstreams++;
 		ctl->staging_bytes += slot_bytes * s->depth;
 		s->bytes = slot_bytes * s->depth;
+		s->counted = 1;
 	}
 	pthread_mutex_unlock(&ctl->lock);
 	if (rc)
@@ -526,12 +531,6 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 fail:
 	if (rc == -ENOMEM && !err[0])
 		SET_ERR("out of memory");
-	if (s->bytes) {
-		pthread_mutex_lock(&ctl->lock);
-		ctl->nstreams--;
-		ctl->staging_bytes -= s->bytes;
-		pthread_mutex_unlock(&ctl->lock);
-	}
 	stream_free(s);
 	return rc;
 }
@@ -552,10 +551,6 @@ int tfs_ctl_stream_close(struct tfs_ctlfile_session *se, uint64_t id, char *err)
 		return -ENOENT;
 	se->streams[s->id - 1] = NULL;
 	se->nstreams--;
-	pthread_mutex_lock(&se->ctl->lock);
-	se->ctl->nstreams--;
-	se->ctl->staging_bytes -= s->bytes;
-	pthread_mutex_unlock(&se->ctl->lock);
 	stream_free(s);
 	return 0;
 }

@@ -54,13 +54,17 @@ struct ahead {
 
 struct tfs_ctl_stream {
 	unsigned id;
+	struct tfs_ctlfile *ctl;
 	struct tfs_version *ver;
 	struct tfs_lake *lake;
 	struct tfs_lake_view *lview; /* the view, shared through the lake; NULL: none */
 	const struct tfs_view *view; /* lview's rows; NULL: the version's rows in order */
 	uint64_t n;		     /* rows of the stream */
 	struct tfs_staging *ring;
-	uint64_t bytes; /* its slots' bytes, counted in the control file's staging_bytes */
+	/* Counted in the control file's nstreams and staging_bytes (its slots' bytes) once counted
+	 * is set; stream_free gives both back. */
+	uint64_t bytes;
+	int counted;
 	int device;
 	size_t ncols;
 	size_t cols[TFS_CTL_MAX_COLS];
