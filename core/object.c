@@ -533,8 +533,7 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 	 * allocate whatever raw size it claims. */
 	if (h.type != expect || h.stored_size != len - TFS_OBJ_HEADER_SIZE)
 		return -EIO;
-	/* No object of ours is over a TiB (a frame without a stated size reads as 2^64 - 1). */
-	if (h.raw_size > ((uint64_t)1 << 40))
+	if (h.raw_size > TFS_OBJ_SIZE_MAX)
 		return -EIO;
 	/* Manifests and commits are text full of hex ids: they compress a few times, never by
 	 * 64x and more unless they are a decompression bomb from a hostile store. */

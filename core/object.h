@@ -81,6 +81,9 @@ int tfs_object_check(const void *obj, size_t len);
 int tfs_object_decode(const void *obj, size_t len, enum tfs_obj_type expect, void *dst,
 		      size_t dst_len);
 
+/* No object of ours is over a TiB, stored or decoded: a size claimed beyond it (a frame without
+ * a stated size reads as 2^64 - 1, a hostile manifest may say anything) is -EIO. */
+#define TFS_OBJ_SIZE_MAX ((uint64_t)1 << 40)
 /* Manifests and commits above TFS_META_FREE bytes decode only if they expand at most
  * TFS_META_RATIO times (their hex ids compress about 2x): a bomb is -EIO, not an allocation. */
 #define TFS_META_FREE (16u << 20)

@@ -90,8 +90,6 @@ static int report_bad(const struct load_ctx *l, const struct tfs_id *id, const c
 	return tfs_bad_chunk_note(&b);
 }
 
-#define TFS_CHUNK_CLAIM_MAX ((uint64_t)1 << 40)
-
 static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t *len, size_t *cap)
 {
 	const struct load_ctx *l = arg;
@@ -108,9 +106,9 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 
 	tfs_object_key(l->v->ds, id, key); /* named in the log and the bad-rows listing */
 	/* A manifest from a hostile store may claim any size: nothing over an object's 1 TiB cap
-	 * (tfs_object_decode_alloc's) is allocated, and rows x row_bytes must not wrap. */
-	if (c->chunks[l->k].stored_size > TFS_CHUNK_CLAIM_MAX ||
-	    (c->row_bytes && nr > TFS_CHUNK_CLAIM_MAX / c->row_bytes)) {
+	 * is allocated, and rows x row_bytes must not wrap. */
+	if (c->chunks[l->k].stored_size > TFS_OBJ_SIZE_MAX ||
+	    (c->row_bytes && nr > TFS_OBJ_SIZE_MAX / c->row_bytes)) {
 		why = "its manifest claims more than 1 TiB";
 		bad = 1;
 		rc = -EIO;
