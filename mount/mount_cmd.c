@@ -39,6 +39,19 @@ struct mount_flags {
 /* The control file's limits, from the mount options (0: the defaults). */
 static struct tfs_ctlfile_config ctl_limits;
 
+/* -o NAME=VAL, a whole number from lo to hi, into *n; else a message and -EINVAL. */
+static int opt_count(const char *name, const char *val, long lo, long hi, long *n)
+{
+	char *end;
+
+	*n = strtol(val, &end, 10);
+	if (*end || *n < lo || *n > hi) {
+		tfs_err("-o %s=%s: expected %ld..%ld", name, val, lo, hi);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_lake_config *lc,
 			    struct tfs_buf *fuse_opts, struct mount_flags *mf)
 {
@@ -68,13 +81,10 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 			lc->cache_dir = val;
 		} else if ((!strcmp(o, "staging_sessions") || !strcmp(o, "staging_streams")) &&
 			   val) {
-			char *end;
-			unsigned long n = strtoul(val, &end, 10);
+			long n;
 
-			if (*end || !n || n > 1000000) {
-				tfs_err("-o %s=%s: expected a count from 1 to 1000000", o, val);
+			if (opt_count(o, val, 1, 1000000, &n))
 				return -EINVAL;
-			}
 			if (!strcmp(o, "staging_sessions"))
 				ctl_limits.max_sessions = (unsigned)n;
 			else
@@ -124,32 +134,26 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 		} else if (!strcmp(o, "readahead_kb") && val) {
 			cfg->readahead_kb = (unsigned)strtoul(val, NULL, 10);
 		} else if (!strcmp(o, "prefetch_threads") && val) {
-			char *end;
-			long n = strtol(val, &end, 10);
+			long n;
 
-			if (*end || n < 0 || n > 256) {
-				tfs_err("-o prefetch_threads=%s: expected 0..256", val);
+			if (opt_count(o, val, 0, 256, &n))
 				return -EINVAL;
-			}
 			lc->prefetch_threads = (unsigned)n;
 		} else if (!strcmp(o, "gather_threads") && val) {
-			char *end;
-			long n = strtol(val, &end, 10);
+			long n;
 
-			if (*end || n < 1 || n > 256) {
-				tfs_err("-o gather_threads=%s: expected 1..256", val);
+			if (opt_count(o, val, 1, 256, &n))
 				return -EINVAL;
-			}
 			lc->gather_threads = (unsigned)n;
 		} else if (!strcmp(o, "max_inflight") && val) {
-			char *end;
-			long n = strtol(val, &end, 10);
+			long n;
 
 			/* [http] max_inflight for this mount: the environment override the store
 			 * reads when it opens (core/config.h). */
-			if (*end || n < 1 || n > 4096 ||
-			    setenv("TENSORFS_HTTP_MAX_INFLIGHT", val, 1)) {
-				tfs_err("-o max_inflight=%s: expected 1..4096", val);
+			if (opt_count(o, val, 1, 4096, &n))
+				return -EINVAL;
+			if (setenv("TENSORFS_HTTP_MAX_INFLIGHT", val, 1)) {
+				tfs_err("-o max_inflight=%s: %s", val, strerror(errno));
 				return -EINVAL;
 			}
 		} else if (!strcmp(o, "debug") && !val) {
