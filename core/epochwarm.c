@@ -53,6 +53,11 @@ uint64_t tfs_lake_warm_bytes(const struct tfs_lake *l)
 	return tfs_view_default_window(l->cache_mem);
 }
 
+uint64_t tfs_lake_warm_rows(const struct tfs_lake *l, uint64_t row_bytes)
+{
+	return tfs_lake_warm_bytes(l) / (row_bytes ? row_bytes : 1);
+}
+
 static void warm_free(struct warm *w)
 {
 	tfs_version_put(w->v);
@@ -82,15 +87,12 @@ static size_t data_header(const struct tfs_version *v, size_t col)
  * is done with but the next one needs go after those no epoch needs. The rows of the first window
  * (bytes: one warm-up window) are protected; the plan stands until a reader of the next epoch
  * publishes its own (tfs_lake_view_plan_start). */
-static void warm_plan(struct warm *w, struct tfs_lake_view *lv, const struct tfs_view_spans *sp,
-		      uint64_t budget)
+static void warm_plan(struct warm *w, struct tfs_lake_view *lv, const struct tfs_view_spans *sp)
 {
-	const struct tfs_column *c = &w->v->manifest.cols[w->col];
 	/* A data part's positions are view rows of its column: bytes per row on average. */
-	const uint64_t rb = sp ? (sp->n && sp->at[sp->n] / sp->n ? sp->at[sp->n] / sp->n : 1)
-			    : c->row_bytes ? c->row_bytes
-					   : 1;
-	struct tfs_cache_plan *p = tfs_cache_plan_new(budget / rb);
+	const uint64_t rb =
+		sp ? tfs_view_spans_row_bytes(sp) : w->v->manifest.cols[w->col].row_bytes;
+	struct tfs_cache_plan *p = tfs_cache_plan_new(tfs_lake_warm_rows(w->l, rb));
 	struct tfs_cache_plan **grown = NULL;
 
 	if (!p || tfs_view_plan_add(p, lv->view, w->v, w->col, sp)) {
@@ -138,7 +140,7 @@ static int warm_run(struct tfs_work *work)
 		ks = order;
 	}
 	if (!rc && w->l->evict_min)
-		warm_plan(w, lv, header != SIZE_MAX ? sp : NULL, budget);
+		warm_plan(w, lv, header != SIZE_MAX ? sp : NULL);
 	for (size_t i = 0; !rc && i < n && bytes < budget && w->l->prefetch; i++) {
 		bytes += tfs_column_chunk_rows(c, ks[i]) * c->row_bytes;
 		if (tfs_version_chunk_prefetch(w->v, w->l->cache, w->col, ks[i]) == 1)

@@ -125,6 +125,9 @@ void tfs_lake_view_warm_next(struct tfs_lake *l, struct tfs_lake_view *lv, size_
 /* The bytes of a view's last window that tfs_lake_view_warm_next is for: readers call it once
  * fewer than this many bytes of col are left to read. */
 uint64_t tfs_lake_warm_bytes(const struct tfs_lake *l);
+/* Rows of row_bytes each (0: taken as 1) in one such window: what a reader's plan (MIN eviction)
+ * protects ahead of its cursor. */
+uint64_t tfs_lake_warm_rows(const struct tfs_lake *l, uint64_t row_bytes);
 /* Publish a reader's plan p of view lv to the cache (MIN eviction). The warm-up's plans of lv end:
  * the reader's own plan says what it will read, and where it is. */
 void tfs_lake_view_plan_start(struct tfs_lake *l, struct tfs_lake_view *lv,

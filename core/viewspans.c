@@ -256,6 +256,13 @@ int tfs_view_bad_rows(const struct tfs_view *view, struct tfs_version *v, struct
 	return rc;
 }
 
+uint64_t tfs_view_spans_row_bytes(const struct tfs_view_spans *s)
+{
+	const uint64_t avg = s->n ? s->at[s->n] / s->n : 0;
+
+	return avg ? avg : 1;
+}
+
 /* --- the view's order as the cache's plan ------------------------------------------------------
  */
 

@@ -40,6 +40,9 @@ void tfs_view_spans_free(struct tfs_view_spans *s);
 int tfs_view_spans_lines(struct tfs_view_spans *s, const struct tfs_view *view,
 			 struct tfs_version *v, struct tfs_cache *cache);
 
+/* Bytes of a view row of the column on average (at least 1). */
+uint64_t tfs_view_spans_row_bytes(const struct tfs_view_spans *s);
+
 /* The view rows holding bytes [pos, end) of the view's data.bin: [*first, *last]. */
 void tfs_view_spans_rows(const struct tfs_view_spans *s, uint64_t pos, uint64_t end,
 			 uint64_t *first, uint64_t *last);

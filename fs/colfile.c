@@ -502,10 +502,9 @@ void tfs_fs_view_read_near_end(struct tfs_fs *fs, struct tfs_fs_handle *h, size_
  * the rows of one default window ahead of the reader are protected. */
 static int view_plan(struct tfs_fs *fs, struct tfs_fs_handle *h, const struct tfs_column *c)
 {
-	const uint64_t rb = c->row_bytes ? c->row_bytes : 1;
 	int rc;
 
-	h->plan = tfs_cache_plan_new(tfs_lake_warm_bytes(fs->lake) / rb);
+	h->plan = tfs_cache_plan_new(tfs_lake_warm_rows(fs->lake, c->row_bytes));
 	if (!h->plan)
 		return -ENOMEM;
 	rc = tfs_view_plan_add(h->plan, h->view->view, h->ver, h->col, NULL);

@@ -104,9 +104,8 @@ static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 	}
 	/* The cache's plan (MIN eviction), the rows of one warm-up window ahead protected. */
 	if (!rc && r->n) {
-		const uint64_t avg = h->size / r->n ? h->size / r->n : 1;
-
-		h->plan = tfs_cache_plan_new(tfs_lake_warm_bytes(fs->lake) / avg);
+		h->plan = tfs_cache_plan_new(
+			tfs_lake_warm_rows(fs->lake, tfs_view_spans_row_bytes(r)));
 		rc = !h->plan ? -ENOMEM
 			      : tfs_view_plan_add(h->plan, h->view->view, h->ver, r->data_col, r);
 		if (!rc)

@@ -228,7 +228,7 @@ static void stream_free(struct tfs_ctl_stream *s)
  * warm-up window ahead of the cursor (and the batches being made ahead) protected. */
 static int stream_plan(struct tfs_ctl_stream *s, uint64_t row_bytes)
 {
-	const uint64_t protect = tfs_lake_warm_bytes(s->lake) / (row_bytes ? row_bytes : 1);
+	const uint64_t protect = tfs_lake_warm_rows(s->lake, row_bytes);
 	int rc = 0;
 
 	s->plan = tfs_cache_plan_new(protect > s->max_batch * s->depth ? protect
