@@ -291,6 +291,22 @@ def _alive(pid):
     return False
 
 
+def leased_batch(mnt, target, pids):
+    """Open the control file of the mount at mnt, open a stream over `target` (DATASET/REF,
+    column x) and take a batch: the session (its fd) and the daemon's slot files (named after
+    one of pids) while the batch is leased."""
+    ctl = os.open(Path(mnt) / ".tensorfs" / "control", os.O_RDWR)
+    os.write(ctl, f"open {target} cols=x depth=2 batch=64\nnext stream=1 batch=64\n".encode())
+    buf = b""
+    while buf.count(b"\n") < 2:
+        buf += os.read(ctl, 65536)
+    assert buf.startswith(b"ok ") and b"\nok " in buf, buf
+    files = [f for f in os.listdir("/dev/shm")
+             if any(f.startswith(f"tensorfs-{p}-") for p in pids)]
+    assert files, "no slot file while a batch is leased"
+    return ctl, files
+
+
 def vm_rss(pid):
     """VmRSS of a process in bytes (None when it is gone)."""
     try:

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import (REPO_ROOT, SLOW, TENSORFS_BIN, is_mounted, kill_pids,
+from conftest import (REPO_ROOT, SLOW, TENSORFS_BIN, is_mounted, kill_pids, leased_batch,
                       pids_for_path, require_binary, run_proc, unmount)
 
 EXAMPLES = REPO_ROOT / "packaging" / "examples"
@@ -247,15 +247,7 @@ def test_killed_during_reads_and_staging_remounts_clean(lake, mp):
     and readers then get exact bytes."""
     assert start_daemon(lake, mp).returncode == 0
     dead = pids_for_path(mp)
-    ctl = os.open(mp / ".tensorfs" / "control", os.O_RDWR)
-    os.write(ctl, b"open ds/main cols=x depth=2 batch=64\nnext stream=1 batch=64\n")
-    replies = b""
-    while replies.count(b"\n") < 2:
-        replies += os.read(ctl, 65536)
-    assert replies.startswith(b"ok ") and b"\nok " in replies, replies
-    slots = [f for f in os.listdir("/dev/shm") if any(f.startswith(f"tensorfs-{p}-")
-                                                        for p in dead)]
-    assert slots, "no slot file while a batch is leased"
+    ctl, slots = leased_batch(mp, "ds/main", dead)
     reader = open(mp / "ds" / "main" / "x.npy", "rb", buffering=0)
     reader.read(4096)  # a read in flight's file, open across the kill
     for pid in dead:

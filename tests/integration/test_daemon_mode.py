@@ -4,13 +4,16 @@ goes away after the unmount."""
 
 import os
 import select
+import signal
 import subprocess
+import threading
 import time
 
 import numpy as np
+import pytest
 
 from conftest import (FUSERMOUNT, SLOW, TENSORFS_BIN, check_column_file, cmdline, is_mounted,
-                      kill_pids, pids_for_path, require_binary, unmount)
+                      kill_pids, leased_batch, pids_for_path, require_binary, unmount)
 
 
 def build(lake):
@@ -183,33 +186,15 @@ def test_daemon_without_syslog_logs_to_a_named_file(lake, tmp_path):
         cleanup(mnt)
 
 
-def _leased_batch(m):
-    """A control session with a stream and a leased batch: its slot file exists."""
-    ctl = os.open(m.path / ".tensorfs" / "control", os.O_RDWR)
-    os.write(ctl, b"open d/main cols=x depth=2 batch=64\nnext stream=1 batch=64\n")
-    buf = b""
-    while buf.count(b"\n") < 2:
-        buf += os.read(ctl, 65536)
-    assert buf.startswith(b"ok ") and b"\nok " in buf, buf
-    files = [f for f in os.listdir("/dev/shm") if f.startswith(f"tensorfs-{m.pid}-")]
-    assert files
-    return ctl, files
-
-
 def test_stop_while_reading_and_staging_ends_cleanly(lake, mount):
     """SIGTERM while a reader streams a file in another thread and a loader holds a staged
     batch: status 0, the slot files gone. fusermount3 -u meanwhile is refused (the files are
     open: the kernel says EBUSY) and the mount goes on serving; once they close, it unmounts and
     the daemon ends the same way."""
-    import signal
-    import threading
-
-    import pytest
-
     lake.build("d", {"x": np.arange(400_000, dtype=np.int64)}, "--chunk-size", "64k")
     for how in ("sigterm", "unmount"):
         m = mount(lake, opts=("cache_mem=4M",), name=f"mnt_{how}")
-        ctl, files = _leased_batch(m)
+        ctl, files = leased_batch(m.path, "d/main", [m.pid])
         stop = threading.Event()
 
         def read():
