@@ -57,7 +57,7 @@ endif
 endif
 ifneq ($(HAVE_CUDA),)
 CUDA_CFLAGS := -DTFS_HAVE_CUDA -isystem $(CUDA_HOME)/include
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 endif
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -MP \
 	     -Icore $(DEPCFLAGS)
@@ -73,7 +73,13 @@ CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ   := $(FS_SRC:%.c=$(BUILD)/%.o)
 GPU_OBJ  := $(GPU_SRC:%.c=$(BUILD)/%.o)
 MOUNT_OBJ := $(MOUNT_SRC:%.c=$(BUILD)/%.o)
+# The gather kernel (gpu/gather_kernel.cu), compiled by nvcc when the toolkit is there: machine code
+# for the Ampere and Hopper generations, and PTX that later ones compile at load.
+ifneq ($(HAVE_CUDA),)
+GPU_OBJ  += $(BUILD)/gpu/gather_kernel.o
+endif
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
 
 CORE_LIB := $(BUILD)/libtensorfs-core.a
 BIN      := $(BUILD)/tensorfs
@@ -122,6 +128,15 @@ $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	$(AR) rcs $@ $^
+
+ifneq ($(HAVE_CUDA),)
+NVCC     ?= $(CUDA_HOME)/bin/nvcc
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	     -gencode arch=compute_90,code=compute_90
+$(BUILD)/gpu/gather_kernel.o: gpu/gather_kernel.cu gpu/gather_kernel.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 $(NVCC_ARCH) -Igpu -Xcompiler -Wall,-Wextra,-Werror -c $< -o $@
+endif
 
 # `tensorfs top` draws with curses; only mount/ uses it.
 CURSES_CFLAGS := $(shell $(PKG_CONFIG) --cflags ncursesw 2>/dev/null)

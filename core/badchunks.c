@@ -2,6 +2,7 @@
 /* badchunks: the process's record of chunks damaged for good. */
 #include "badchunks.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tfs_bad_chunk *bad; /* protected by lock */
 static size_t nbad, cap;	  /* protected by lock */
 static uint64_t dropped;	  /* past TFS_BAD_CHUNKS_MAX; protected by lock */
+static unsigned generation;	  /* records made; written under lock, read atomically */
 
 static int find(const struct tfs_id *id)
 {
@@ -40,6 +42,7 @@ int tfs_bad_chunk_note(const struct tfs_bad_chunk *b)
 		else
 			dropped++;
 		first = 1;
+		__atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&lock);
 	return first;
@@ -53,6 +56,38 @@ int tfs_bad_chunk_known(const struct tfs_id *id)
 	known = nbad && find(id);
 	pthread_mutex_unlock(&lock);
 	return known;
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct tfs_id));
+}
+
+int tfs_bad_chunks_ids(struct tfs_id **ids, size_t *n)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	*n = nbad;
+	*ids = malloc((nbad ? nbad : 1) * sizeof(**ids));
+	if (!*ids)
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < nbad; i++)
+		(*ids)[i] = bad[i].id;
+	pthread_mutex_unlock(&lock);
+	if (!rc)
+		qsort(*ids, *n, sizeof(**ids), id_cmp);
+	return rc;
+}
+
+int tfs_bad_chunks_search(const struct tfs_id *ids, size_t n, const struct tfs_id *id)
+{
+	return n && bsearch(id, ids, n, sizeof(*ids), id_cmp) != NULL;
+}
+
+unsigned tfs_bad_chunks_generation(void)
+{
+	return __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 }
 
 int tfs_bad_chunks_text(struct tfs_buf *out)

@@ -26,6 +26,13 @@ struct tfs_bad_chunk {
 int tfs_bad_chunk_note(const struct tfs_bad_chunk *b);
 /* Whether the chunk with this id is recorded as damaged. */
 int tfs_bad_chunk_known(const struct tfs_id *id);
+/* How many chunks have been recorded so far (a lock-free read): 0 while none is, and a reader
+ * that keeps its own map of bad chunks rebuilds it when this moves. */
+unsigned tfs_bad_chunks_generation(void);
+/* The recorded ids, sorted, in a malloc'd array (n may be 0), for tfs_bad_chunks_search. */
+int tfs_bad_chunks_ids(struct tfs_id **ids, size_t *n);
+/* Whether id is among ids[0..n) from tfs_bad_chunks_ids: O(log n). */
+int tfs_bad_chunks_search(const struct tfs_id *ids, size_t n, const struct tfs_id *id);
 /* The record as text: a header line, then a line per chunk: "column chunk first_row last_row
  * object reason". */
 int tfs_bad_chunks_text(struct tfs_buf *out);

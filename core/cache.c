@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "arena.h"
 #include "cacheplan.h"
 #include "idmap.h"
 #include "slab.h"
@@ -61,6 +62,10 @@ struct tfs_cache {
 	uint64_t pool_max;
 	uint64_t pool_reuses;	 /* protected by pool_lock */
 	struct tfs_slabs *slabs; /* buffers of tfs_cache_alloc_small; locks itself */
+	/* Decoded chunks' buffers once started (tfs_cache_arena_start); set once, then read
+	 * without a lock (atomic); locks itself. */
+	struct tfs_arena *arena;
+	pthread_mutex_t arena_lock; /* serialises tfs_cache_arena_start */
 	uint64_t budget;
 	uint64_t total;	       /* bytes over all shards; atomic */
 	unsigned evict_cursor; /* next shard to evict from; atomic */
@@ -101,6 +106,7 @@ int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 	c->budget = budget;
 	pthread_mutex_init(&c->pool_lock, NULL);
 	pthread_mutex_init(&c->plans_lock, NULL);
+	pthread_mutex_init(&c->arena_lock, NULL);
 	c->pool_max = budget / 8 < (32u << 20) ? budget / 8 : (32u << 20);
 	*out = c;
 	return 0;
@@ -169,12 +175,50 @@ void *tfs_cache_alloc_small(struct tfs_cache *c, size_t len, size_t *cap)
 	return p;
 }
 
+void *tfs_cache_alloc_decoded(struct tfs_cache *c, size_t len, size_t *cap)
+{
+	struct tfs_arena *a = __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
+	void *p = a ? tfs_arena_alloc(a, len, cap) : NULL;
+
+	return p ? p : tfs_cache_alloc_small(c, len, cap);
+}
+
+int tfs_cache_arena_start(struct tfs_cache *c, uint64_t bytes, uint8_t **base, uint64_t *len)
+{
+	struct tfs_arena *a;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->arena_lock);
+	a = __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
+	if (!a) {
+		if (!bytes)
+			bytes = c->budget + c->budget / 4 + (64u << 20);
+		rc = tfs_arena_create(bytes, &a);
+		if (!rc)
+			__atomic_store_n(&c->arena, a, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&c->arena_lock);
+	if (!rc)
+		tfs_arena_span(a, base, len);
+	return rc;
+}
+
+int tfs_cache_in_arena(const struct tfs_cache *c, const void *p)
+{
+	return tfs_arena_owns(__atomic_load_n(&c->arena, __ATOMIC_ACQUIRE), p);
+}
+
 void tfs_cache_release(struct tfs_cache *c, void *p, size_t cap)
 {
+	struct tfs_arena *a = __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
 	struct pbuf *b = p;
 
 	if (!p)
 		return;
+	if (tfs_arena_owns(a, p)) {
+		tfs_arena_free(a, p);
+		return;
+	}
 	if (cap & CAP_SLAB) {
 		tfs_slab_free(c->slabs, p);
 		return;
@@ -232,6 +276,8 @@ void tfs_cache_destroy(struct tfs_cache *c)
 		free(b);
 	}
 	tfs_slabs_destroy(c->slabs); /* after the entries, whose buffers go back to it */
+	tfs_arena_destroy(c->arena);
+	pthread_mutex_destroy(&c->arena_lock);
 	pthread_mutex_destroy(&c->pool_lock);
 	pthread_mutex_destroy(&c->plans_lock);
 	free(c);
@@ -698,4 +744,12 @@ void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 	st->pool_bytes = c->pool_bytes;
 	st->pool_reuses = c->pool_reuses;
 	pthread_mutex_unlock(&c->pool_lock);
+	if (__atomic_load_n(&c->arena, __ATOMIC_ACQUIRE)) {
+		struct tfs_arena_stats as;
+
+		tfs_arena_stats(c->arena, &as);
+		st->arena_bytes = as.bytes;
+		st->arena_used = as.used;
+		st->arena_full = as.full;
+	}
 }

@@ -39,6 +39,9 @@ struct tfs_cache_stats {
 	uint64_t budget;
 	uint64_t pool_bytes, pool_reuses; /* buffer pool: bytes kept now, allocations it served */
 	uint64_t plans;			  /* readers' plans published now (cacheplan.h) */
+	/* The arena (tfs_cache_arena_start): its size, bytes in buffers now, and decoded chunks
+	 * that found it full and went elsewhere. 0 until started. */
+	uint64_t arena_bytes, arena_used, arena_full;
 };
 
 /* budget: bytes of decoded data kept once no reader holds them. Entries in use are never freed,
@@ -80,6 +83,16 @@ void *tfs_cache_alloc(struct tfs_cache *c, size_t len, size_t *cap);
 /* A buffer of at most TFS_SLAB_MAX bytes (slab.h: a chunk's frame) from huge-page slabs, larger
  * ones as tfs_cache_alloc; unlike those, not for realloc or free: tfs_cache_release only. */
 void *tfs_cache_alloc_small(struct tfs_cache *c, size_t len, size_t *cap);
+/* A buffer for decoded bytes that an entry will hold: from the arena once started (below), else
+ * (and when the arena is full) as tfs_cache_alloc_small. tfs_cache_release only. */
+void *tfs_cache_alloc_decoded(struct tfs_cache *c, size_t len, size_t *cap);
+/* From now on, decoded chunks are kept in one region of address space (arena.h) of bytes (0: the
+ * budget and a quarter, plus 64 MiB: what readers may hold over the budget), which a front end
+ * may register with a device once; its span in base and len. The first call makes it, later
+ * ones give the same. Buffers allocated before stay where they are. */
+int tfs_cache_arena_start(struct tfs_cache *c, uint64_t bytes, uint8_t **base, uint64_t *len);
+/* Whether p lies in the arena (0 before it is started). */
+int tfs_cache_in_arena(const struct tfs_cache *c, const void *p);
 /* Give a buffer of capacity cap back (NULL is fine). */
 void tfs_cache_release(struct tfs_cache *c, void *p, size_t cap);
 

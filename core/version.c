@@ -134,7 +134,7 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 		rc = rc == -ENOENT || rc == -EACCES || rc == -EBADMSG ? -EIO : rc;
 		goto out;
 	}
-	p = tfs_cache_alloc(l->cache, raw ? raw : 1, &pcap);
+	p = tfs_cache_alloc_decoded(l->cache, raw ? raw : 1, &pcap);
 	if (!p) {
 		rc = -ENOMEM;
 		goto out;
@@ -268,7 +268,7 @@ static int load_frame(void *arg, const struct tfs_id *key, uint8_t **data, size_
 	const struct tfs_frame *f = &p->t->f[p->i];
 	size_t scap = 0, dcap = 0;
 	uint8_t *src = tfs_cache_alloc_small(p->cache, f->len, &scap);
-	uint8_t *dst = tfs_cache_alloc_small(p->cache, f->raw, &dcap);
+	uint8_t *dst = tfs_cache_alloc_decoded(p->cache, f->raw, &dcap);
 	ssize_t got;
 	int rc;
 

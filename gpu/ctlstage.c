@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "badchunks.h"
 #include "cacheplan.h"
 #include "lake.h"
 
@@ -69,19 +68,15 @@ static void view_rows(const struct tfs_ctl_stream *s, uint64_t *rows, uint64_t f
 		rows[i] = s->view ? s->view->rows[first + i] : first + i;
 }
 
-/* Whether version row r is a bad row of a staged column: in a chunk damaged for good. */
+/* Whether version row r is a bad row of a staged column, as far as is known before reading it
+ * (its data is checked as it is read): the ring's reader answers. */
 static int row_bad(const struct tfs_ctl_stream *s, uint64_t r)
 {
-	const struct tfs_manifest *m = &s->ver->manifest;
+	struct tfs_reader *rd = tfs_staging_reader(s->ring);
 
-	for (size_t i = 0; i < s->ncols; i++) {
-		const struct tfs_column *c = &m->cols[s->cols[i]];
-
-		if (c->kind != TFS_COL_FIXED) /* its offsets; its data is checked as it is read */
-			c = &m->cols[c->offsets];
-		if (tfs_bad_chunk_known(&c->chunks[tfs_column_chunk_of(c, r)].id))
+	for (size_t i = 0; i < s->ncols; i++)
+		if (tfs_reader_row_bad(rd, s->cols[i], r))
 			return 1;
-	}
 	return 0;
 }
 

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "badchunks.h"
 #include "util.h"
 
 enum slot_state { S_FREE, S_FILLING, S_READY, S_LEASED };
@@ -27,6 +26,9 @@ struct slot {
 	size_t padded; /* bad rows gathered as zeros */
 	size_t over_col;
 	uint64_t over_need;
+	/* The batch's runs of bytes and the chunks they read: built by the filler while
+	 * S_FILLING, then the backend's until the batch is complete (begin waits for that). */
+	struct tfs_gather_list list;
 	struct tfs_staging *st;
 	struct tfs_work work; /* its fill, when made ahead on the pool */
 };
@@ -36,6 +38,7 @@ struct tfs_staging {
 	struct tfs_staging_config cfg; /* shm_dir and tag are not kept */
 	const struct tfs_staging_backend *be;
 	void *b;
+	struct tfs_reader *reader; /* the fills' rows; bad rows */
 	uint64_t slot_bytes;
 	/* Inside a slot, as in struct tfs_staging_loc. */
 	uint64_t col_off[TFS_STAGING_MAX_COLS], data_off[TFS_STAGING_MAX_COLS];
@@ -101,149 +104,6 @@ int tfs_staging_probe(int device, char *err, size_t err_cap)
 	return tfs_staging_cuda->probe(device, err, err_cap);
 }
 
-/* --- the gather ----------------------------------------------------------------------------- */
-
-/* Copy rows of one column into dst, row i at dst + i * row_bytes. Runs of consecutive rows in
- * one chunk are one memcpy; the chunk last used stays pinned across rows. */
-static int gather_column(struct tfs_staging *st, size_t col, const uint64_t *rows, size_t n,
-			 uint8_t *dst, size_t *padded)
-{
-	struct tfs_version *v = st->cfg.ver;
-	const struct tfs_column *c = &v->manifest.cols[col];
-	const uint64_t rb = c->row_bytes;
-	struct tfs_cache_entry *e = NULL;
-	size_t k_pinned = SIZE_MAX;
-	int rc = 0;
-
-	if (!rb || !n)
-		return 0;
-	for (size_t i = 0; i < n;) {
-		const uint64_t src = rows[i];
-		const size_t k = tfs_column_chunk_of(c, src);
-		const uint64_t in = src - tfs_column_chunk_first(c, k);
-		const uint64_t left = tfs_column_chunk_rows(c, k) - in; /* in this chunk from src */
-		size_t run = 1;
-
-		assert(src < c->rows);
-		while (i + run < n && rows[i + run] == src + run && run < left)
-			run++;
-		if (k != k_pinned) {
-			if (e)
-				tfs_cache_put(st->cfg.cache, e);
-			e = NULL;
-			k_pinned = SIZE_MAX;
-			rc = tfs_version_chunk_get_or_bad(v, st->cfg.cache, col, k,
-							  st->cfg.pad_bad_rows, &e);
-			if (rc == -EBADMSG) {
-				memset(dst + i * rb, 0, (size_t)(run * rb));
-				*padded += run;
-				i += run;
-				rc = 0;
-				continue;
-			}
-			if (rc)
-				break;
-			k_pinned = k;
-		}
-		if ((in + run) * rb > e->len) {
-			tfs_err("staging: chunk %zu of column %s holds %zu bytes, row %" PRIu64
-				" needs more",
-				k, c->name, e->len, src + run - 1);
-			rc = -EIO;
-			break;
-		}
-		memcpy(dst + i * rb, e->data + in * rb, (size_t)(run * rb));
-		i += run;
-	}
-	if (e)
-		tfs_cache_put(st->cfg.cache, e);
-	return rc;
-}
-
-/* Whether row r of column h (not fixed), unreadable with rc, is a bad row to pad: a chunk of
- * its offsets, or of its data [a, b) when known, is damaged for good. */
-static int span_bad(struct tfs_staging *st, const struct tfs_column *h, uint64_t r, int rc,
-		    uint64_t a, uint64_t b)
-{
-	const struct tfs_manifest *m = &st->cfg.ver->manifest;
-	const struct tfs_column *o = &m->cols[h->offsets], *d = &m->cols[h->data];
-
-	if (rc != -EIO || !st->cfg.pad_bad_rows)
-		return 0;
-	if (tfs_bad_chunk_known(&o->chunks[tfs_column_chunk_of(o, r)].id) ||
-	    tfs_bad_chunk_known(&o->chunks[tfs_column_chunk_of(o, r + 1)].id))
-		return 1;
-	if (b <= a)
-		return 0;
-	for (size_t k = tfs_column_chunk_of(d, a); k <= tfs_column_chunk_of(d, b - 1); k++)
-		if (tfs_bad_chunk_known(&d->chunks[k].id))
-			return 1;
-	return 0;
-}
-
-/* Copy the rows of a column of another kind than fixed (its header col) into the slot at mem:
- * their bytes one after another at data_off, the offsets rebuilt for them at col_off, their
- * shapes (ragged) at shapes_off. Rows that do not fit the room are counted in s->over_need. */
-static int gather_spans(struct tfs_staging *st, struct slot *s, size_t c, uint8_t *mem)
-{
-	struct tfs_version *v = st->cfg.ver;
-	const size_t col = st->cfg.cols[c];
-	const struct tfs_column *h = &v->manifest.cols[col];
-	uint64_t *offs = (uint64_t *)(void *)(mem + st->col_off[c]), at = 0;
-	const uint64_t room = st->cfg.room[c];
-	uint8_t *data = mem + st->data_off[c];
-	struct tfs_spans sp;
-	int rc = 0;
-
-	tfs_spans_init(&sp, v, st->cfg.cache, col);
-	offs[0] = 0;
-	for (size_t i = 0; i < s->nrows && (!rc || rc == -E2BIG); i++) {
-		uint64_t a, b;
-		ssize_t got;
-
-		assert(s->rows[i] < h->rows);
-		rc = tfs_spans_get(&sp, s->rows[i], &a, &b);
-		if (rc && span_bad(st, h, s->rows[i], rc, 0, 0)) {
-			offs[i + 1] = at; /* a bad row, padded: empty */
-			s->padded++;
-			rc = 0;
-			continue;
-		}
-		if (rc)
-			break;
-		if (at + (b - a) > room) {
-			rc = -E2BIG;
-		} else if (!rc && b > a) {
-			got = tfs_version_read(v, st->cfg.cache, h->data, a, data + at,
-					       (size_t)(b - a));
-			if (got != (ssize_t)(b - a) &&
-			    span_bad(st, h, s->rows[i], got < 0 ? (int)got : -EIO, a, b)) {
-				offs[i + 1] = at;
-				s->padded++;
-				continue;
-			}
-			if (got != (ssize_t)(b - a)) {
-				tfs_err("staging: column %s: row %" PRIu64 " is cut short", h->name,
-					s->rows[i]);
-				rc = got < 0 ? (int)got : -EIO;
-				break;
-			}
-		}
-		at += b - a;
-		offs[i + 1] = at;
-	}
-	tfs_spans_done(&sp);
-	s->used[c] = at;
-	if (rc == -E2BIG) {
-		s->over_col = c;
-		s->over_need = at;
-	}
-	if (!rc && h->kind == TFS_COL_RAGGED)
-		rc = gather_column(st, h->shapes, s->rows, s->nrows, mem + st->shapes_off[c],
-				   &s->padded);
-	return rc;
-}
-
 /* Bytes of a slot that the last fill used: up to the end of the last column's rows. */
 static uint64_t used_bytes(const struct tfs_staging *st, const struct slot *s)
 {
@@ -264,21 +124,28 @@ static void fill_slot(struct slot *s)
 	int rc = st->be->begin(st->b, i, &mem);
 
 	s->padded = 0;
+	assert(!s->list.npins && !s->list.nops);
 	for (size_t c = 0; !rc && c < st->cfg.ncols; c++) {
-		const struct tfs_column *col = &st->cfg.ver->manifest.cols[st->cfg.cols[c]];
+		const struct tfs_gather_place at = { st->col_off[c], st->data_off[c],
+						     st->shapes_off[c], st->cfg.room[c] };
+		struct tfs_gather_result res;
 
-		if (col->kind == TFS_COL_FIXED) {
-			rc = gather_column(st, st->cfg.cols[c], s->rows, s->nrows,
-					   mem + st->col_off[c], &s->padded);
-			s->used[c] = s->nrows * col->row_bytes;
-		} else {
-			rc = gather_spans(st, s, c, mem);
+		rc = tfs_reader_gather(st->reader, st->cfg.cols[c], s->rows, s->nrows, &at, mem,
+				       &s->list, &res);
+		s->used[c] = res.used;
+		s->padded += res.padded;
+		if (rc == -E2BIG) {
+			s->over_col = c;
+			s->over_need = res.need;
 		}
 		bytes += s->used[c];
 	}
-	/* Only the used part of the slot goes on to the device: up to the last column's end. */
+	/* Only the used part of the slot is written: up to the last column's end. The backend
+	 * releases the list once the batch is complete. */
 	if (!rc)
-		rc = st->be->finish(st->b, i, (size_t)used_bytes(st, s));
+		rc = st->be->submit(st->b, i, &s->list, (size_t)used_bytes(st, s));
+	else
+		tfs_gather_list_release(&s->list);
 	if (rc) {
 		count(&n_errors, 1);
 	} else {
@@ -341,14 +208,16 @@ int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_confi
 		       struct tfs_staging **out, char *err, size_t err_cap)
 {
 	const struct tfs_staging_backend *be =
-		cfg->device == TFS_STAGING_HOST ? &tfs_staging_host : tfs_staging_cuda;
+		cfg->backend			 ? cfg->backend
+		: cfg->device == TFS_STAGING_HOST ? &tfs_staging_host
+						 : tfs_staging_cuda;
 	struct tfs_staging *st = NULL;
 	uint64_t off = 0;
 	int rc;
 
 	assert(cfg->ncols >= 1 && cfg->ncols <= TFS_STAGING_MAX_COLS);
 	assert(cfg->depth >= 1 && cfg->depth <= TFS_STAGING_MAX_DEPTH && cfg->max_rows >= 1);
-	rc = tfs_staging_probe(cfg->device, err, err_cap);
+	rc = cfg->backend ? 0 : tfs_staging_probe(cfg->device, err, err_cap);
 	if (rc)
 		return rc;
 	st = calloc(1, sizeof(*st));
@@ -378,8 +247,12 @@ int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_confi
 		rc = -ENOMEM;
 		goto fail;
 	}
+	rc = tfs_reader_open(cfg->ver, cfg->cache, cfg->pad_bad_rows, &st->reader);
+	if (rc)
+		goto fail;
 	for (unsigned i = 0; i < cfg->depth; i++) {
 		st->slots[i].st = st;
+		tfs_gather_list_init(&st->slots[i].list, cfg->cache);
 		st->slots[i].work.run = fill_run;
 		st->slots[i].rows = malloc(cfg->max_rows * sizeof(uint64_t));
 		if (!st->slots[i].rows) {
@@ -401,6 +274,7 @@ fail:
 	for (unsigned i = 0; st->slots && i < cfg->depth; i++)
 		free(st->slots[i].rows);
 	free(st->slots);
+	tfs_reader_close(st->reader);
 	if (pool)
 		tfs_workgroup_destroy(&st->fills);
 	pthread_cond_destroy(&st->cond);
@@ -417,17 +291,27 @@ void tfs_staging_destroy(struct tfs_staging *st)
 		tfs_workgroup_wait(&st->fills);
 		tfs_workgroup_destroy(&st->fills);
 	}
+	/* The backend completes every batch under way before it is gone: their lists are
+	 * released by then. */
 	st->be->destroy(st->b);
 	count(&n_leased, -(int64_t)st->leased);
 	count(&n_rings, -1);
 	count(&n_slots, -(int64_t)st->cfg.depth);
-	for (unsigned i = 0; i < st->cfg.depth; i++)
+	for (unsigned i = 0; i < st->cfg.depth; i++) {
 		free(st->slots[i].rows);
+		tfs_gather_list_free(&st->slots[i].list);
+	}
 	free(st->slots);
+	tfs_reader_close(st->reader);
 	tfs_version_put(st->cfg.ver);
 	pthread_cond_destroy(&st->cond);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
+}
+
+struct tfs_reader *tfs_staging_reader(struct tfs_staging *st)
+{
+	return st->reader;
 }
 
 uint64_t tfs_staging_slot_bytes(const struct tfs_staging *st)

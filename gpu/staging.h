@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "cache.h"
+#include "reader.h"
 #include "version.h"
 #include "workpool.h"
 
@@ -25,6 +26,8 @@ int tfs_staging_parse_device(const char *s, int *device);
 /* Whether device can be staged to now: 0, or -ENODEV with the reason in err (no CUDA support
  * in this build, no driver, no such device). */
 int tfs_staging_probe(int device, char *err, size_t err_cap);
+
+struct tfs_staging_backend;
 
 struct tfs_staging_config {
 	struct tfs_version *ver; /* the ring takes a reference */
@@ -43,6 +46,8 @@ struct tfs_staging_config {
 	const char *tag;     /* host: makes the file name unique: tensorfs-<tag> */
 	uid_t uid;	     /* host: the loader, who must be able to read the file */
 	gid_t gid;
+	/* NULL: the backend of device. Tests put one of their own here. */
+	const struct tfs_staging_backend *backend;
 };
 
 /* Where a slot's batch is, for the loader. */
@@ -73,6 +78,8 @@ int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_confi
 void tfs_staging_destroy(struct tfs_staging *st);
 
 uint64_t tfs_staging_slot_bytes(const struct tfs_staging *st);
+/* The reader the ring's fills read through: bad rows are asked of it. */
+struct tfs_reader *tfs_staging_reader(struct tfs_staging *st);
 unsigned tfs_staging_depth(const struct tfs_staging *st);
 
 /* Slots go FREE -> FILLING (fill) -> READY -> LEASED (take) -> FREE (release); a slot filled
@@ -112,18 +119,25 @@ struct tfs_staging_stats {
 };
 void tfs_staging_stats(struct tfs_staging_stats *out);
 
-/* Backends. Each ring has one; memory for slot i is where the shared gather code writes. */
+/* Backends. Each ring has one. A fill builds the batch as a gather list (reader.h) and the
+ * backend executes it into the slot: the host backend with tfs_gather_list_run, the cuda backend
+ * with a kernel that reads the cached chunks in place. */
 struct tfs_staging_backend {
 	const char *name;
 	int (*probe)(int device, char *err, size_t err_cap);
 	/* depth slots of slot_bytes each; *b is the backend's state. */
 	int (*create)(const struct tfs_staging_config *cfg, uint64_t slot_bytes, void **b,
 		      char *err, size_t err_cap);
+	/* Completes every batch under way (releasing their lists), then frees. */
 	void (*destroy)(void *b);
-	/* Host memory to gather slot into (waits until a copy from it finished). */
+	/* Host memory laid out as slot, where the fill writes what it computes (a column's
+	 * offsets). Waits until the slot's previous batch is complete. */
 	int (*begin)(void *b, unsigned slot, uint8_t **mem);
-	/* The slot's first bytes are gathered: make them visible where the loader computes. */
-	int (*finish)(void *b, unsigned slot, size_t bytes);
+	/* Execute l into slot, whose first bytes bytes the batch makes, so that the loader sees
+	 * it once the slot's completion is signalled; release l (tfs_gather_list_release) once the
+	 * batch is complete, which may be after this returns: its chunks stay pinned until then.
+	 * On failure l is released before this returns. */
+	int (*submit)(void *b, unsigned slot, struct tfs_gather_list *l, size_t bytes);
 	void (*locate)(const void *b, unsigned slot, struct tfs_staging_loc *loc);
 };
 

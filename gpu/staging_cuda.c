@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* staging_cuda: the cuda backend: pinned host ring, device slots filled by the copy engine, IPC
- * handles for the allocation and an interprocess event per slot. Built with -DTFS_HAVE_CUDA. */
+/* staging_cuda: the cuda backend: device slots filled by a gather kernel that reads the rows
+ * where the chunk cache keeps them (its arena, registered with the driver once), IPC handles for
+ * the allocation and an interprocess event per slot. Where the arena cannot be registered, the
+ * CPU gathers into a pinned ring and the copy engine moves it. Built with -DTFS_HAVE_CUDA. */
 #include "staging.h"
 
 #ifdef TFS_HAVE_CUDA
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
 
+#include "gather_kernel.h"
 #include "util.h"
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == TFS_STAGING_IPC_BYTES, "IPC handle size");
@@ -27,6 +31,14 @@ struct cuda {
 	cudaEvent_t *ev; /* per slot: recorded after its host-to-device copy */
 	cudaIpcMemHandle_t mh;
 	cudaIpcEventHandle_t *eh;
+	/* The kernel path, when the cache's arena is registered: device address minus host
+	 * address of the arena and of the pinned ring, and per slot the list as the kernel reads
+	 * it (pinned; rewritten only after begin waited for the slot's last batch). */
+	struct tfs_cache *cache;
+	int kernel;
+	intptr_t arena_delta, pinned_delta;
+	struct tfs_gather_op **kops;
+	size_t *kops_cap;
 };
 
 /* CUDA errors become -errno here, at the module boundary, with the cause logged. */
@@ -77,6 +89,72 @@ static int cuda_probe(int device, char *err, size_t err_cap)
 	return 0;
 }
 
+/* --- the cache's arena, registered once a process ------------------------------------------- */
+
+#define MAX_ARENAS 8
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Arenas registered, and ones the driver refused (not tried again); protected by reg_lock. */
+static struct {
+	uint8_t *base;
+	int ok;
+} regs[MAX_ARENAS];
+static unsigned nregs;
+
+/* Register the arena of cache with the driver (once for the process: every ring shares it) and
+ * give the device's address of its base for device dev, current. 0, or -errno when the arena
+ * cannot be made or registered (logged once). */
+static int arena_register(struct tfs_cache *cache, int dev, intptr_t *delta)
+{
+	uint8_t *base;
+	uint64_t len;
+	void *dptr = NULL;
+	unsigned i;
+	int rc = tfs_cache_arena_start(cache, 0, &base, &len);
+	cudaError_t e = cudaSuccess;
+
+	if (rc) {
+		tfs_warn("staging: cuda:%d: no arena for the chunk cache (%s): rows are gathered by "
+			 "the CPU and copied",
+			 dev, strerror(-rc));
+		return rc;
+	}
+	pthread_mutex_lock(&reg_lock);
+	for (i = 0; i < nregs && regs[i].base != base; i++)
+		;
+	if (i == nregs && nregs < MAX_ARENAS) {
+		const uint64_t t0 = tfs_now_ns();
+
+		/* Read-only where the driver offers it: the device never writes the cache. */
+		e = cudaHostRegister(base, len,
+				     cudaHostRegisterPortable | cudaHostRegisterMapped |
+					     cudaHostRegisterReadOnly);
+		if (e != cudaSuccess) {
+			(void)cudaGetLastError();
+			e = cudaHostRegister(base, len,
+					     cudaHostRegisterPortable | cudaHostRegisterMapped);
+		}
+		regs[nregs].base = base;
+		regs[nregs++].ok = e == cudaSuccess;
+		if (e == cudaSuccess)
+			tfs_info("staging: the chunk cache's arena (%llu MiB) is registered with the "
+				 "CUDA driver in %.3f s: kernels gather rows from it in place",
+				 (unsigned long long)(len >> 20), (double)(tfs_now_ns() - t0) / 1e9);
+		else
+			tfs_warn("staging: cuda:%d: the driver refuses to register the chunk cache's "
+				 "arena (%s): rows are gathered by the CPU and copied",
+				 dev, cudaGetErrorString(e));
+		(void)cudaGetLastError();
+	}
+	rc = i < nregs && regs[i].ok ? 0 : -ENOTSUP;
+	pthread_mutex_unlock(&reg_lock);
+	if (!rc && (e = cudaHostGetDevicePointer(&dptr, base, 0)) != cudaSuccess)
+		rc = cuda_errno(e, "cudaHostGetDevicePointer(arena)");
+	if (!rc)
+		*delta = (intptr_t)dptr - (intptr_t)base;
+	return rc;
+}
+
 static void cuda_destroy(void *b)
 {
 	struct cuda *c = b;
@@ -96,7 +174,12 @@ static void cuda_destroy(void *b)
 		cudaFree(c->dmem);
 	if (c->pinned)
 		cudaFreeHost(c->pinned);
+	for (unsigned i = 0; c->kops && i < c->depth; i++)
+		if (c->kops[i])
+			cudaFreeHost(c->kops[i]);
 	(void)cudaGetLastError();
+	free(c->kops);
+	free(c->kops_cap);
 	free(c->ev);
 	free(c->eh);
 	free(c);
@@ -114,9 +197,12 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	c->depth = cfg->depth;
 	c->slot_bytes = slot_bytes;
 	c->size = slot_bytes * cfg->depth;
+	c->cache = cfg->cache;
 	c->ev = calloc(cfg->depth, sizeof(*c->ev));
 	c->eh = calloc(cfg->depth, sizeof(*c->eh));
-	if (!c->ev || !c->eh) {
+	c->kops = calloc(cfg->depth, sizeof(*c->kops));
+	c->kops_cap = calloc(cfg->depth, sizeof(*c->kops_cap));
+	if (!c->ev || !c->eh || !c->kops || !c->kops_cap) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -130,6 +216,13 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 					    cudaEventInterprocess | cudaEventDisableTiming));
 		CK(cudaIpcGetEventHandle(&c->eh[i], c->ev[i]));
 	}
+	{
+		void *dp = NULL;
+
+		CK(cudaHostGetDevicePointer(&dp, c->pinned, 0));
+		c->pinned_delta = (intptr_t)dp - (intptr_t)c->pinned;
+	}
+	c->kernel = arena_register(c->cache, c->dev, &c->arena_delta) == 0;
 out:
 	if (rc) {
 		snprintf(err, err_cap,
@@ -148,7 +241,8 @@ static int cuda_begin(void *b, unsigned slot, uint8_t **mem)
 	struct cuda *c = b;
 	int rc = 0;
 
-	/* The pinned slot may still be the source of the copy of its previous batch. */
+	/* The slot's last batch may still be running: its list, its kernel's ops and the pinned
+	 * slot are the batch's until its event completes. */
 	CK(cudaSetDevice(c->dev));
 	CK(cudaEventSynchronize(c->ev[slot]));
 	*mem = c->pinned + (uint64_t)slot * c->slot_bytes;
@@ -156,19 +250,106 @@ out:
 	return rc;
 }
 
-static int cuda_finish(void *b, unsigned slot, size_t bytes)
+/* A stream callback: the kernel that read the list's chunks is done, so they may go. Runs on a
+ * driver thread and makes no CUDA call. */
+static void CUDART_CB list_done(void *arg)
+{
+	tfs_gather_list_release(arg);
+}
+
+/* The list's ops for the kernel into c->kops[slot], split into pieces of at most
+ * TFS_GATHER_PIECE bytes, sources as device addresses. A run in host memory the device cannot
+ * read (a chunk cached before the arena existed, or when it was full) is copied by the CPU into
+ * the pinned slot, and read from there. Returns the ops' count, or -errno. */
+static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather_list *l)
+{
+	uint8_t *pin = c->pinned + (uint64_t)slot * c->slot_bytes;
+	size_t n = 0, want = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < l->nops; i++)
+		want += (size_t)((l->ops[i].bytes + TFS_GATHER_PIECE - 1) / TFS_GATHER_PIECE);
+	if (want > c->kops_cap[slot]) {
+		const size_t cap = want + want / 2 + 64;
+
+		if (c->kops[slot])
+			cudaFreeHost(c->kops[slot]);
+		c->kops[slot] = NULL;
+		c->kops_cap[slot] = 0;
+		CK(cudaHostAlloc((void **)&c->kops[slot], cap * sizeof(struct tfs_gather_op),
+				 cudaHostAllocPortable | cudaHostAllocMapped));
+		c->kops_cap[slot] = cap;
+	}
+	for (size_t i = 0; i < l->nops; i++) {
+		const struct tfs_gather_op *o = &l->ops[i];
+		const uint8_t *host = (const uint8_t *)(uintptr_t)o->src;
+		uint64_t src = o->src;
+
+		if (!host) {
+			src = 0;
+		} else if (tfs_cache_in_arena(c->cache, host)) {
+			src = (uint64_t)((intptr_t)src + c->arena_delta);
+		} else {
+			if (host != pin + o->dst)
+				memcpy(pin + o->dst, host, (size_t)o->bytes);
+			src = (uint64_t)((intptr_t)(uintptr_t)(pin + o->dst) + c->pinned_delta);
+		}
+		for (uint64_t at = 0; at < o->bytes; at += TFS_GATHER_PIECE) {
+			const uint64_t left = o->bytes - at;
+
+			c->kops[slot][n++] = (struct tfs_gather_op){
+				src ? src + at : 0, o->dst + at,
+				left < TFS_GATHER_PIECE ? left : TFS_GATHER_PIECE
+			};
+		}
+	}
+out:
+	return rc ? rc : (ssize_t)n;
+}
+
+static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t bytes)
 {
 	struct cuda *c = b;
 	const uint64_t base = (uint64_t)slot * c->slot_bytes;
-	int rc = 0;
+	int rc = 0, owned = 1; /* the list is still ours to release */
+	ssize_t n = 0;
 
 	CK(cudaSetDevice(c->dev));
-	if (bytes)
-		CK(cudaMemcpyAsync((uint8_t *)c->dmem + base, c->pinned + base, bytes,
-				   cudaMemcpyHostToDevice, c->stream));
-	/* The loader waits on this event (cudaStreamWaitEvent) before it reads the slot. */
+	if (c->kernel) {
+		n = kernel_ops(c, slot, l);
+		if (n < 0) {
+			rc = (int)n;
+			goto out;
+		}
+		if (n) {
+			const cudaError_t e = (cudaError_t)tfs_gather_kernel_launch(
+				(const void *)((intptr_t)(uintptr_t)c->kops[slot] + c->pinned_delta),
+				(size_t)n, (uint8_t *)c->dmem + base, c->stream);
+
+			if (e != cudaSuccess) {
+				rc = cuda_errno(e, "the gather kernel's launch");
+				goto out;
+			}
+			/* From here the list is released on the stream, after the kernel. */
+			CK(cudaLaunchHostFunc(c->stream, list_done, l));
+			owned = 0;
+		}
+	} else {
+		tfs_gather_list_run(l, c->pinned + base);
+		if (bytes)
+			CK(cudaMemcpyAsync((uint8_t *)c->dmem + base, c->pinned + base, bytes,
+					   cudaMemcpyHostToDevice, c->stream));
+	}
+	/* The loader waits on this event (cudaStreamWaitEvent) before it reads the slot; it
+	 * completes after the list is released. */
 	CK(cudaEventRecord(c->ev[slot], c->stream));
 out:
+	if (owned) {
+		/* A kernel that was launched may still read the chunks: wait for it first. */
+		if (rc && n > 0 && cudaStreamSynchronize(c->stream) != cudaSuccess)
+			(void)cudaGetLastError();
+		tfs_gather_list_release(l);
+	}
 	return rc;
 }
 
@@ -189,7 +370,7 @@ static const struct tfs_staging_backend cuda_backend = {
 	.create = cuda_create,
 	.destroy = cuda_destroy,
 	.begin = cuda_begin,
-	.finish = cuda_finish,
+	.submit = cuda_submit,
 	.locate = cuda_locate,
 };
 

@@ -142,12 +142,15 @@ static int host_begin(void *b, unsigned slot, uint8_t **mem)
 	return 0;
 }
 
-static int host_finish(void *b, unsigned slot, size_t bytes)
+static int host_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t bytes)
 {
-	(void)b;
-	(void)slot;
+	struct host *h = b;
+
 	(void)bytes;
-	/* The loader reads the bytes after our reply, which the reply's write orders. */
+	/* The CPU copies every run here; the loader reads the bytes after our reply, which the
+	 * reply's write orders. */
+	tfs_gather_list_run(l, h->map + (uint64_t)slot * h->slot_bytes);
+	tfs_gather_list_release(l);
 	return 0;
 }
 
@@ -167,6 +170,6 @@ const struct tfs_staging_backend tfs_staging_host = {
 	.create = host_create,
 	.destroy = host_destroy,
 	.begin = host_begin,
-	.finish = host_finish,
+	.submit = host_submit,
 	.locate = host_locate,
 };

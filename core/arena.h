@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* arena: one fixed region of address space that the chunk cache's buffers come from once it is
+ * started, so that a front end can hand the whole region to a device driver once (gpu/: CUDA
+ * registers it and its kernels read cached chunks in place) instead of a buffer at a time.
+ * Buffers are runs of TFS_ARENA_GRANULE bytes found first-fit in a bitmap; a full arena is the
+ * caller's cue to allocate elsewhere. Pages are reserved, not committed, until first written. */
+#ifndef TFS_ARENA_H
+#define TFS_ARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TFS_ARENA_GRANULE (64u << 10)
+
+struct tfs_arena;
+
+/* A region of at least bytes (rounded up to 2 MiB, marked for transparent huge pages). */
+int tfs_arena_create(uint64_t bytes, struct tfs_arena **out);
+/* Unmaps the region, whether or not its buffers were given back. NULL is fine. */
+void tfs_arena_destroy(struct tfs_arena *a);
+
+/* A buffer of at least len bytes (its capacity, granules, in *cap), or NULL when no run of free
+ * granules is long enough. */
+void *tfs_arena_alloc(struct tfs_arena *a, size_t len, size_t *cap);
+/* Give back a buffer tfs_arena_alloc returned. */
+void tfs_arena_free(struct tfs_arena *a, void *p);
+/* Whether p lies in the region. */
+int tfs_arena_owns(const struct tfs_arena *a, const void *p);
+/* The region. */
+void tfs_arena_span(const struct tfs_arena *a, uint8_t **base, uint64_t *bytes);
+
+struct tfs_arena_stats {
+	uint64_t bytes;	    /* the region */
+	uint64_t used;	    /* in buffers handed out, now */
+	uint64_t allocs;    /* buffers handed out */
+	uint64_t full;	    /* requests it could not serve */
+};
+void tfs_arena_stats(struct tfs_arena *a, struct tfs_arena_stats *out);
+
+#endif
