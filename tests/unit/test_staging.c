@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of gpu/staging with the host backend: gathers against a real lake, slot states. */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -106,6 +107,196 @@ static void test_slot_states(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 }
 
+/* --- a backend whose batches complete late ---------------------------------------------------
+ * As a device's kernel does: submit returns at once, and the list is executed and released
+ * on another thread only when the test lets it go. Until then, the chunks it reads must stay
+ * in the cache whatever else is loaded. */
+
+struct late {
+	uint8_t *mem;
+	uint64_t slot_bytes;
+	unsigned depth;
+	pthread_t *th;
+	int *busy;
+	struct tfs_gather_list **lists;
+};
+
+static pthread_mutex_t go_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t go_cond = PTHREAD_COND_INITIALIZER;
+static int go;
+static struct late *the_late;
+
+static int late_probe(int device, char *err, size_t err_cap)
+{
+	(void)device;
+	(void)err;
+	(void)err_cap;
+	return 0;
+}
+
+static int late_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes, void **b,
+		       char *err, size_t err_cap)
+{
+	struct late *l = calloc(1, sizeof(*l));
+
+	(void)err;
+	(void)err_cap;
+	l->mem = calloc(cfg->depth, slot_bytes);
+	l->th = calloc(cfg->depth, sizeof(*l->th));
+	l->busy = calloc(cfg->depth, sizeof(*l->busy));
+	l->lists = calloc(cfg->depth, sizeof(*l->lists));
+	l->slot_bytes = slot_bytes;
+	l->depth = cfg->depth;
+	the_late = l;
+	*b = l;
+	return 0;
+}
+
+static void late_wait(struct late *l, unsigned slot)
+{
+	if (l->busy[slot])
+		pthread_join(l->th[slot], NULL);
+	l->busy[slot] = 0;
+}
+
+static void late_destroy(void *b)
+{
+	struct late *l = b;
+
+	for (unsigned i = 0; i < l->depth; i++)
+		late_wait(l, i);
+	free(l->mem);
+	free(l->th);
+	free(l->busy);
+	free(l->lists);
+	free(l);
+	the_late = NULL;
+}
+
+static int late_begin(void *b, unsigned slot, uint8_t **mem)
+{
+	struct late *l = b;
+
+	late_wait(l, slot);
+	*mem = l->mem + slot * l->slot_bytes;
+	return 0;
+}
+
+static void *late_run(void *arg)
+{
+	struct late *l = the_late;
+	const unsigned slot = (unsigned)(uintptr_t)arg;
+
+	pthread_mutex_lock(&go_lock);
+	while (!go)
+		pthread_cond_wait(&go_cond, &go_lock);
+	pthread_mutex_unlock(&go_lock);
+	tfs_gather_list_run(l->lists[slot], l->mem + slot * l->slot_bytes);
+	tfs_gather_list_release(l->lists[slot]);
+	return NULL;
+}
+
+static int late_submit(void *b, unsigned slot, struct tfs_gather_list *gl, size_t bytes)
+{
+	struct late *l = b;
+
+	(void)bytes;
+	l->lists[slot] = gl;
+	l->busy[slot] = 1;
+	return pthread_create(&l->th[slot], NULL, late_run, (void *)(uintptr_t)slot) ? -EAGAIN : 0;
+}
+
+static void late_locate(const void *b, unsigned slot, struct tfs_staging_loc *loc)
+{
+	const struct late *l = b;
+
+	loc->device = TFS_STAGING_HOST;
+	loc->base = slot * l->slot_bytes;
+}
+
+static const struct tfs_staging_backend late_backend = {
+	.name = "late",
+	.probe = late_probe,
+	.create = late_create,
+	.destroy = late_destroy,
+	.begin = late_begin,
+	.submit = late_submit,
+	.locate = late_locate,
+};
+
+/* Load every chunk of both columns through a cache too small for them: all but pinned ones go. */
+static void churn(struct tfs_cache *c)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t col = 0; col < ver->manifest.ncols; col++)
+			for (size_t k = 0; k < ver->manifest.cols[col].nchunks; k++) {
+				struct tfs_cache_entry *e;
+
+				assert_int_equal(tfs_version_chunk_get(ver, c, col, k, &e), 0);
+				tfs_cache_put(c, e);
+			}
+}
+
+static void test_chunks_pinned_until_complete(void **state)
+{
+	uint64_t rows[64];
+	struct tfs_staging_config cfg = {
+		.ver = ver, .ncols = 2, .max_rows = 64, .depth = 2,
+		.device = TFS_STAGING_HOST, .backend = &late_backend,
+	};
+	const struct tfs_column *ca, *cb;
+	struct tfs_staging_loc loc;
+	struct tfs_cache_stats cs;
+	struct tfs_staging *st;
+	struct tfs_cache *small;
+	char err[256] = "";
+	int slot;
+
+	(void)state;
+	assert_int_equal(tfs_cache_create(2048, &small), 0);
+	cfg.cache = small;
+	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
+	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
+	ca = &ver->manifest.cols[cfg.cols[0]];
+	cb = &ver->manifest.cols[cfg.cols[1]];
+	assert_int_equal(tfs_staging_create(NULL, &cfg, &st, err, sizeof(err)), 0);
+	for (size_t i = 0; i < 64; i++)
+		rows[i] = 400 + (i * 7) % 64; /* within a chunk or two of each column */
+	go = 0;
+	slot = tfs_staging_fill(st, -1, rows, 64, 0);
+	assert_true(slot >= 0);
+	assert_int_equal(tfs_staging_take(st, (unsigned)slot), 0);
+	/* In flight: loading everything else evicts none of the batch's chunks. */
+	churn(small);
+	tfs_cache_stats(small, &cs);
+	assert_true(cs.evictions > 0);
+	for (size_t i = 0; i < 64; i++) {
+		assert_true(tfs_cache_contains(small, &ca->chunks[tfs_column_chunk_of(ca, rows[i])].id));
+		assert_true(tfs_cache_contains(small, &cb->chunks[tfs_column_chunk_of(cb, rows[i])].id));
+	}
+	pthread_mutex_lock(&go_lock);
+	go = 1;
+	pthread_cond_broadcast(&go_cond);
+	pthread_mutex_unlock(&go_lock);
+	late_wait(the_late, (unsigned)slot);
+	/* Complete: the rows are there, and the chunks may go now. */
+	tfs_staging_locate(st, (unsigned)slot, &loc);
+	for (size_t i = 0; i < 64; i++) {
+		const uint16_t *a = (const uint16_t *)(the_late->mem + loc.col_off[0]) + i * 3;
+		const int64_t *b = (const int64_t *)(the_late->mem + loc.col_off[1]) + i;
+
+		for (int j = 0; j < 3; j++)
+			assert_int_equal(a[j], rows[i] * 3 + (uint64_t)j);
+		assert_int_equal(*b, (int64_t)rows[i] * 7);
+	}
+	churn(small);
+	tfs_cache_stats(small, &cs);
+	assert_true(cs.bytes <= 2048 + 1024);
+	tfs_staging_release(st, (unsigned)slot);
+	tfs_staging_destroy(st);
+	tfs_cache_destroy(small);
+}
+
 static void test_limits_and_devices(void **state)
 {
 	struct tfs_staging *st;
@@ -136,6 +327,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gather_rows),
 		cmocka_unit_test(test_slot_states),
+		cmocka_unit_test(test_chunks_pinned_until_complete),
 		cmocka_unit_test(test_limits_and_devices),
 	};
 

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of core/arena and the cache's use of it: runs found first-fit and given back,
+ * a full arena said so, decoded buffers taken from it once started and elsewhere when full. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "arena.h"
+#include "cache.h"
+
+static void test_runs(void **state)
+{
+	struct tfs_arena *a;
+	struct tfs_arena_stats st;
+	uint8_t *p[32], *base;
+	uint64_t bytes;
+	size_t cap;
+
+	(void)state;
+	assert_int_equal(tfs_arena_create(2u << 20, &a), 0); /* 32 granules */
+	tfs_arena_span(a, &base, &bytes);
+	assert_int_equal(bytes, 2u << 20);
+	for (int i = 0; i < 32; i++) {
+		p[i] = tfs_arena_alloc(a, TFS_ARENA_GRANULE - 5, &cap);
+		assert_non_null(p[i]);
+		assert_int_equal(cap, TFS_ARENA_GRANULE);
+		assert_true(tfs_arena_owns(a, p[i]));
+		memset(p[i], i, cap); /* writable, and no two overlap (checked below) */
+	}
+	assert_null(tfs_arena_alloc(a, 1, &cap));
+	for (int i = 0; i < 32; i++)
+		assert_int_equal(p[i][TFS_ARENA_GRANULE - 1], i);
+	/* Free two apart and two together: a 2-granule run fits only where they were together. */
+	tfs_arena_free(a, p[3]);
+	tfs_arena_free(a, p[10]);
+	tfs_arena_free(a, p[11]);
+	assert_ptr_equal(tfs_arena_alloc(a, 2 * TFS_ARENA_GRANULE, &cap), p[10]);
+	assert_int_equal(cap, 2 * TFS_ARENA_GRANULE);
+	assert_null(tfs_arena_alloc(a, 2 * TFS_ARENA_GRANULE, &cap));
+	assert_ptr_equal(tfs_arena_alloc(a, 100, &cap), p[3]);
+	tfs_arena_stats(a, &st);
+	assert_int_equal(st.used, st.bytes);
+	assert_int_equal(st.full, 2);
+	assert_false(tfs_arena_owns(a, base + bytes));
+	assert_false(tfs_arena_owns(a, &cap));
+	for (int i = 0; i < 32; i++)
+		if (i != 11)
+			tfs_arena_free(a, p[i]);
+	tfs_arena_stats(a, &st);
+	assert_int_equal(st.used, 0);
+	assert_non_null(tfs_arena_alloc(a, 2u << 20, &cap)); /* the whole region again */
+	tfs_arena_destroy(a);
+}
+
+static void test_cache_arena(void **state)
+{
+	struct tfs_cache *c;
+	struct tfs_cache_stats st;
+	uint8_t *base, *base2, *p, *q, *r;
+	uint64_t len, len2;
+	size_t cp, cq, cr;
+
+	(void)state;
+	assert_int_equal(tfs_cache_create(1 << 20, &c), 0);
+	p = tfs_cache_alloc_decoded(c, 5000, &cp); /* before the arena: elsewhere */
+	assert_non_null(p);
+	assert_false(tfs_cache_in_arena(c, p));
+	assert_int_equal(tfs_cache_arena_start(c, 4u << 20, &base, &len), 0);
+	assert_int_equal(tfs_cache_arena_start(c, 0, &base2, &len2), 0); /* the same one */
+	assert_ptr_equal(base, base2);
+	assert_int_equal(len, len2);
+	q = tfs_cache_alloc_decoded(c, 3u << 20, &cq);
+	assert_true(tfs_cache_in_arena(c, q));
+	r = tfs_cache_alloc_decoded(c, 3u << 20, &cr); /* does not fit: elsewhere */
+	assert_non_null(r);
+	assert_false(tfs_cache_in_arena(c, r));
+	tfs_cache_stats(c, &st);
+	assert_int_equal(st.arena_bytes, 4u << 20);
+	assert_int_equal(st.arena_used, 3u << 20);
+	assert_int_equal(st.arena_full, 1);
+	tfs_cache_release(c, p, cp);
+	tfs_cache_release(c, q, cq);
+	tfs_cache_release(c, r, cr);
+	tfs_cache_stats(c, &st);
+	assert_int_equal(st.arena_used, 0);
+	tfs_cache_destroy(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_runs),
+		cmocka_unit_test(test_cache_arena),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of core/reader against a real lake: a gather list run by the plain C loop gives
+ * each column kind's rows (fixed, ragged, text, bytes) as reading them one by one does, from
+ * wherever the computed offsets were written; bad rows are padded from the reader's map. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "badchunks.h"
+#include "import.h"
+#include "reader.h"
+#include "store.h"
+#include "version.h"
+
+#include "tmpdir_fixture.h"
+
+#define NJ 400 /* JSON Lines rows */
+#define NW 120 /* WebDataset samples */
+
+static struct tfs_store *store;
+static struct tfs_version *vj, *vw; /* id/vec/name; key/cls/bin */
+static struct tfs_cache *cache;
+
+static int setup(void **state)
+{
+	const struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 1, .chunk_bytes = 512 };
+	struct tfs_import_result res;
+	char path[256], url[256], cmd[512];
+	const char *shard = path;
+	struct tfs_id id;
+	FILE *f;
+
+	(void)state;
+	if (tmpdir_make("reader"))
+		return -1;
+	/* id: int64, vec: ragged float64 of 0..6 values, name: text of varying length. */
+	snprintf(path, sizeof(path), "%s/rows.jsonl", tmpdir);
+	f = fopen(path, "w");
+	for (int i = 0; i < NJ; i++) {
+		fprintf(f, "{\"id\": %d, \"vec\": [", i * 11);
+		for (int j = 0; j < i % 7; j++)
+			fprintf(f, "%s%d.5", j ? ", " : "", i + j);
+		fprintf(f, "], \"name\": \"row %d%.*s\"}\n", i, i % 23, "xxxxxxxxxxxxxxxxxxxxxxxx");
+	}
+	fclose(f);
+	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
+	if (tfs_store_open(url, TFS_STORE_CREATE, &store) || tfs_dataset_create(store, "j") ||
+	    tfs_dataset_create(store, "w"))
+		return -1;
+	if (tfs_import_jsonl(store, "j", path, NULL, 0, 1, &o, &res, &id) ||
+	    tfs_version_open(store, "j", &id, &vj))
+		return -1;
+	/* A WebDataset shard: cls (fixed int64) and bin (bytes, 0..300 of them). */
+	snprintf(path, sizeof(path), "%s/wds", tmpdir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s", path);
+	if (system(cmd))
+		return -1;
+	for (int i = 0; i < NW; i++) {
+		char p[300];
+
+		snprintf(p, sizeof(p), "%s/s%04d.cls", path, i);
+		f = fopen(p, "w");
+		fprintf(f, "%d", i % 10);
+		fclose(f);
+		snprintf(p, sizeof(p), "%s/s%04d.bin", path, i);
+		f = fopen(p, "w");
+		for (int j = 0; j < (i * 37) % 301; j++)
+			fputc((i * 7 + j) & 0xff, f);
+		fclose(f);
+	}
+	snprintf(cmd, sizeof(cmd), "cd %s/wds && tar cf ../shard.tar $(ls | sort)", tmpdir);
+	if (system(cmd))
+		return -1;
+	snprintf(path, sizeof(path), "%s/shard.tar", tmpdir);
+	if (tfs_import_webdataset(store, "w", &shard, 1, 1, &o, &res, &id) ||
+	    tfs_version_open(store, "w", &id, &vw))
+		return -1;
+	return tfs_cache_create(64 << 20, &cache) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tfs_version_put(vj);
+	tfs_version_put(vw);
+	tfs_cache_destroy(cache);
+	tfs_store_close(store);
+	return tmpdir_remove();
+}
+
+/* Rows to gather: runs of consecutive rows, repeats and jumps. */
+static size_t pick(uint64_t *rows, size_t cap, uint64_t nrows, unsigned seed)
+{
+	size_t n = 0;
+
+	srand(seed);
+	while (n < cap) {
+		const uint64_t r = (uint64_t)rand() % nrows;
+		const size_t run = (size_t)(rand() % 9) + 1;
+
+		for (size_t j = 0; j < run && n < cap && r + j < nrows; j++)
+			rows[n++] = r + j;
+	}
+	return n;
+}
+
+/* Bytes of version row r of column col read by the version, one row at a time: the reference. */
+static uint8_t *row_bytes(struct tfs_version *v, size_t col, uint64_t r, uint64_t *len)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	uint8_t *buf;
+	uint64_t off[2];
+
+	if (c->kind == TFS_COL_FIXED) {
+		*len = c->row_bytes;
+		buf = malloc(*len);
+		assert_int_equal(tfs_version_read(v, cache, col, r * c->row_bytes, buf, *len),
+				 (ssize_t)*len);
+		return buf;
+	}
+	assert_int_equal(tfs_version_read(v, cache, c->offsets, r * 8, off, 16), 16);
+	*len = off[1] - off[0];
+	buf = malloc(*len ? *len : 1);
+	if (*len)
+		assert_int_equal(tfs_version_read(v, cache, c->data, off[0], buf, *len),
+				 (ssize_t)*len);
+	return buf;
+}
+
+/* The gathered rows of col in dst, laid out at `at`, against the reference; rows listed in
+ * padded_rows (a bad row) must be zeros or empty. */
+static void check(struct tfs_version *v, size_t col, const uint64_t *rows, size_t n,
+		  const struct tfs_gather_place *at, const uint8_t *dst, const uint8_t *bad)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	const uint64_t *offs = (const uint64_t *)(const void *)(dst + at->col_off);
+
+	if (c->kind != TFS_COL_FIXED)
+		assert_int_equal(offs[0], 0);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t len;
+		uint8_t *want = row_bytes(v, col, rows[i], &len);
+		const int is_bad = bad && bad[i];
+
+		if (c->kind == TFS_COL_FIXED) {
+			const uint8_t *got = dst + at->col_off + i * c->row_bytes;
+
+			if (is_bad)
+				for (uint64_t b = 0; b < len; b++)
+					assert_int_equal(got[b], 0);
+			else
+				assert_memory_equal(got, want, len);
+		} else {
+			const uint64_t glen = offs[i + 1] - offs[i];
+
+			assert_int_equal(glen, is_bad ? 0 : len);
+			if (glen)
+				assert_memory_equal(dst + at->data_off + offs[i], want, len);
+			if (c->kind == TFS_COL_RAGGED && !is_bad) {
+				int64_t shape;
+
+				assert_int_equal(tfs_version_read(v, cache, c->shapes, rows[i] * 8,
+								  &shape, 8),
+						 8);
+				assert_int_equal(((const int64_t *)(const void *)(dst +
+										  at->shapes_off))[i],
+						 shape);
+			}
+		}
+		free(want);
+	}
+}
+
+#define ROWS 300
+#define ROOM (256u << 10)
+
+static void layout(struct tfs_gather_place *at)
+{
+	at->col_off = 0;
+	at->shapes_off = (ROWS + 1) * 8;
+	at->data_off = at->shapes_off + ROWS * 8;
+	at->room = ROOM;
+}
+
+/* Gather col's rows with meta at the destination (the host slot) and with meta elsewhere (a
+ * pinned ring apart from device memory): the same bytes either way. */
+static void gather_both_ways(struct tfs_version *v, const char *name, unsigned seed)
+{
+	const int col = tfs_version_column(v, name);
+	const size_t bytes = (ROWS + 1) * 8 + ROWS * 8 + ROOM;
+	uint8_t *dst = calloc(1, bytes), *meta = calloc(1, bytes), *apart = calloc(1, bytes);
+	struct tfs_gather_list l;
+	struct tfs_gather_place at;
+	struct tfs_gather_result res;
+	struct tfs_reader *r;
+	uint64_t rows[ROWS];
+	const size_t n = pick(rows, ROWS, v->manifest.rows, seed);
+
+	assert_true(col >= 0);
+	layout(&at);
+	assert_int_equal(tfs_reader_open(v, cache, 0, &r), 0);
+	tfs_gather_list_init(&l, cache);
+	assert_int_equal(tfs_reader_gather(r, (size_t)col, rows, n, &at, dst, &l, &res), 0);
+	assert_true(l.nops > 0 && l.npins > 0);
+	assert_true(l.nops < n + 2 || v->manifest.cols[col].kind != TFS_COL_FIXED);
+	tfs_gather_list_run(&l, dst);
+	check(v, (size_t)col, rows, n, &at, dst, NULL);
+	tfs_gather_list_release(&l);
+	assert_int_equal(l.npins, 0);
+
+	/* Offsets computed into meta; the destination sees them only through the list. */
+	assert_int_equal(tfs_reader_gather(r, (size_t)col, rows, n, &at, meta, &l, &res), 0);
+	tfs_gather_list_run(&l, apart);
+	check(v, (size_t)col, rows, n, &at, apart, NULL);
+	tfs_gather_list_free(&l);
+	tfs_reader_close(r);
+	free(dst);
+	free(meta);
+	free(apart);
+}
+
+static void test_fixed(void **state)
+{
+	(void)state;
+	gather_both_ways(vj, "id", 1);
+	gather_both_ways(vw, "cls", 2);
+}
+
+static void test_ragged(void **state)
+{
+	(void)state;
+	gather_both_ways(vj, "vec", 3);
+}
+
+static void test_text(void **state)
+{
+	(void)state;
+	gather_both_ways(vj, "name", 4);
+	gather_both_ways(vw, "key", 5);
+}
+
+static void test_bytes(void **state)
+{
+	(void)state;
+	assert_int_equal(vw->manifest.cols[tfs_version_column(vw, "bin")].kind, TFS_COL_BYTES);
+	gather_both_ways(vw, "bin", 6);
+}
+
+/* Rows that do not fit a column's room: -E2BIG with the bytes they need. */
+static void test_room(void **state)
+{
+	const int col = tfs_version_column(vw, "bin");
+	uint64_t rows[NW], need = 0;
+	uint8_t *dst = calloc(1, 64 << 10);
+	struct tfs_gather_place at = { 0, 4096, 0, 1000 };
+	struct tfs_gather_result res;
+	struct tfs_gather_list l;
+	struct tfs_reader *r;
+
+	(void)state;
+	for (size_t i = 0; i < NW; i++) {
+		rows[i] = i;
+		need += (uint64_t)((i * 37) % 301);
+	}
+	assert_int_equal(tfs_reader_open(vw, cache, 0, &r), 0);
+	tfs_gather_list_init(&l, cache);
+	assert_int_equal(tfs_reader_gather(r, (size_t)col, rows, NW, &at, dst, &l, &res), -E2BIG);
+	assert_int_equal(res.need, need);
+	tfs_gather_list_free(&l);
+	tfs_reader_close(r);
+	free(dst);
+}
+
+/* A chunk recorded damaged: with pad its rows are zeros (fixed) or empty (text), counted, and
+ * named by tfs_reader_row_bad / tfs_reader_bytes_bad; without pad the reader reads on (the bytes
+ * here are intact: the record alone decides). Runs last: the record is the process's. */
+static void test_pad_bad_rows(void **state)
+{
+	const int id = tfs_version_column(vj, "id"), name = tfs_version_column(vj, "name");
+	const struct tfs_column *ci = &vj->manifest.cols[id], *cn = &vj->manifest.cols[name];
+	const struct tfs_column *dn = &vj->manifest.cols[cn->data];
+	const size_t bytes = (ROWS + 1) * 8 + ROWS * 8 + ROOM;
+	uint8_t *dst = calloc(1, bytes), bad[ROWS];
+	struct tfs_bad_chunk b = { 0 };
+	struct tfs_gather_place at;
+	struct tfs_gather_result res;
+	struct tfs_gather_list l;
+	struct tfs_reader *r, *r0;
+	uint64_t rows[ROWS];
+	size_t n, nbad = 0;
+
+	(void)state;
+	assert_true(ci->nchunks > 2 && dn->nchunks > 2);
+	assert_int_equal(tfs_reader_open(vj, cache, 1, &r), 0);
+	assert_int_equal(tfs_reader_open(vj, cache, 0, &r0), 0);
+	assert_int_equal(tfs_reader_row_bad(r, (size_t)id, 0), 0);
+	b.id = ci->chunks[1].id;
+	tfs_bad_chunk_note(&b);
+	b.id = dn->chunks[2].id;
+	tfs_bad_chunk_note(&b);
+	/* The reader's map follows the record. */
+	assert_true(tfs_reader_chunk_bad(r, (size_t)id, 1));
+	assert_false(tfs_reader_chunk_bad(r, (size_t)id, 0));
+	assert_true(tfs_reader_row_bad(r, (size_t)id, tfs_column_chunk_first(ci, 1)));
+	assert_false(tfs_reader_row_bad(r, (size_t)id, 0));
+
+	layout(&at);
+	n = pick(rows, ROWS, vj->manifest.rows, 7);
+	/* Fixed: rows of chunk 1 are zeros. */
+	tfs_gather_list_init(&l, cache);
+	assert_int_equal(tfs_reader_gather(r, (size_t)id, rows, n, &at, dst, &l, &res), 0);
+	tfs_gather_list_run(&l, dst);
+	for (size_t i = 0; i < n; i++) {
+		bad[i] = tfs_column_chunk_of(ci, rows[i]) == 1;
+		nbad += bad[i];
+	}
+	assert_true(nbad > 0);
+	assert_int_equal(res.padded, nbad);
+	check(vj, (size_t)id, rows, n, &at, dst, bad);
+	tfs_gather_list_release(&l);
+
+	/* Text: rows whose bytes touch data chunk 2 are empty. */
+	nbad = 0;
+	memset(dst, 0xee, bytes);
+	assert_int_equal(tfs_reader_gather(r, (size_t)name, rows, n, &at, dst, &l, &res), 0);
+	tfs_gather_list_run(&l, dst);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off[2];
+
+		assert_int_equal(tfs_version_read(vj, cache, cn->offsets, rows[i] * 8, off, 16), 16);
+		bad[i] = (uint8_t)tfs_reader_bytes_bad(r, cn->data, off[0], off[1]);
+		nbad += bad[i];
+	}
+	assert_true(nbad > 0);
+	assert_int_equal(res.padded, nbad);
+	check(vj, (size_t)name, rows, n, &at, dst, bad);
+	tfs_gather_list_release(&l);
+
+	/* Without pad: every row as stored. */
+	assert_int_equal(tfs_reader_gather(r0, (size_t)name, rows, n, &at, dst, &l, &res), 0);
+	assert_int_equal(res.padded, 0);
+	tfs_gather_list_run(&l, dst);
+	check(vj, (size_t)name, rows, n, &at, dst, NULL);
+	tfs_gather_list_free(&l);
+	tfs_reader_close(r);
+	tfs_reader_close(r0);
+	free(dst);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fixed), cmocka_unit_test(test_ragged),
+		cmocka_unit_test(test_text),  cmocka_unit_test(test_bytes),
+		cmocka_unit_test(test_room),  cmocka_unit_test(test_pad_bad_rows),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
