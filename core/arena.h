@@ -30,10 +30,10 @@ int tfs_arena_owns(const struct tfs_arena *a, const void *p);
 void tfs_arena_span(const struct tfs_arena *a, uint8_t **base, uint64_t *bytes);
 
 struct tfs_arena_stats {
-	uint64_t bytes;	    /* the region */
-	uint64_t used;	    /* in buffers handed out, now */
-	uint64_t allocs;    /* buffers handed out */
-	uint64_t full;	    /* requests it could not serve */
+	uint64_t bytes;	 /* the region */
+	uint64_t used;	 /* in buffers handed out, now */
+	uint64_t allocs; /* buffers handed out */
+	uint64_t full;	 /* requests it could not serve */
 };
 void tfs_arena_stats(struct tfs_arena *a, struct tfs_arena_stats *out);
 

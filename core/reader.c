@@ -10,12 +10,18 @@
 #include <string.h>
 
 #include "badchunks.h"
+#include "cacheplan.h"
+#include "prefetch.h"
 #include "util.h"
 
-/* A chunk a list's ops read, pinned; (part, k) finds it again for the next row. */
+#define WARM_COLS 16
+
+/* A chunk (or a frame of it: bytes [base, base + e->len) of the chunk) a list's ops read,
+ * pinned; (part, k, base) finds it again for the next row. */
 struct tfs_gather_pin {
 	struct tfs_cache_entry *e;
 	size_t part, k;
+	uint64_t base;
 };
 
 struct tfs_reader {
@@ -27,6 +33,18 @@ struct tfs_reader {
 	 * generation it was built at (0: never); protected by lock. */
 	uint8_t **bad;
 	unsigned *bad_gen;
+	/* Following the position (tfs_reader_open_lake); set up before the first read, then
+	 * read-only but for warmed (atomic). */
+	struct tfs_lake *lake;	   /* NULL: nothing to follow */
+	struct tfs_lake_view *lv;  /* NULL: version order */
+	struct tfs_stream *stream; /* prefetch of stream_part's chunks */
+	size_t stream_part;
+	uint32_t *chunk_pos;		 /* a view's fixed column: chunk -> position in the order */
+	const struct tfs_view_spans *sp; /* a view's data part: kpos */
+	struct tfs_cache_plan *plan;
+	size_t warm_cols[WARM_COLS], nwarm;
+	int warmed;
+	int frames; /* fixed columns' rows from single frames of chunks not cached (atomic) */
 };
 
 /* --- gather lists ---------------------------------------------------------------------------- */
@@ -54,6 +72,48 @@ void tfs_gather_list_free(struct tfs_gather_list *l)
 	l->ops = NULL;
 	l->pins = NULL;
 	l->ops_cap = l->pins_cap = 0;
+}
+
+size_t tfs_gather_list_iov(const struct tfs_gather_list *l, uint64_t from, uint64_t to,
+			   const uint8_t *zeros, struct iovec *iov, size_t max)
+{
+	size_t n = 0;
+	uint64_t at = from;
+
+	for (size_t i = 0; i < l->nops && at < to; i++) {
+		const struct tfs_gather_op *o = &l->ops[i];
+		const uint64_t lo = o->dst > from ? o->dst : from;
+		const uint64_t hi = o->dst + o->bytes < to ? o->dst + o->bytes : to;
+
+		if (hi <= lo)
+			continue;
+		assert(lo == at); /* in order, without gaps */
+		if (n == max)
+			return 0;
+		iov[n].iov_base = o->src ? (void *)(uintptr_t)(o->src + (lo - o->dst))
+					 : (void *)(uintptr_t)zeros;
+		iov[n++].iov_len = (size_t)(hi - lo);
+		at = hi;
+	}
+	assert(at == to);
+	return n;
+}
+
+void tfs_gather_list_copy(const struct tfs_gather_list *l, uint64_t from, uint64_t to, uint8_t *out)
+{
+	for (size_t i = 0; i < l->nops; i++) {
+		const struct tfs_gather_op *o = &l->ops[i];
+		const uint64_t lo = o->dst > from ? o->dst : from;
+		const uint64_t hi = o->dst + o->bytes < to ? o->dst + o->bytes : to;
+
+		if (hi <= lo)
+			continue;
+		if (o->src)
+			memcpy(out + (lo - from), (const void *)(uintptr_t)(o->src + (lo - o->dst)),
+			       (size_t)(hi - lo));
+		else
+			memset(out + (lo - from), 0, (size_t)(hi - lo));
+	}
 }
 
 void tfs_gather_list_run(const struct tfs_gather_list *l, uint8_t *dst)
@@ -106,7 +166,9 @@ static int pin_chunk(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 	int rc;
 
 	for (size_t i = l->npins; i > l->npins - look; i--)
-		if (l->pins[i - 1].part == part && l->pins[i - 1].k == k) {
+		if (l->pins[i - 1].part == part && l->pins[i - 1].k == k && !l->pins[i - 1].base &&
+		    l->pins[i - 1].e->len >= tfs_column_chunk_rows(&r->v->manifest.cols[part], k) *
+							 r->v->manifest.cols[part].row_bytes) {
 			*out = l->pins[i - 1].e;
 			return 0;
 		}
@@ -122,9 +184,87 @@ static int pin_chunk(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 	rc = tfs_version_chunk_get(r->v, r->cache, part, k, &e);
 	if (rc)
 		return rc;
-	l->pins[l->npins++] = (struct tfs_gather_pin){ e, part, k };
+	l->pins[l->npins++] = (struct tfs_gather_pin){ e, part, k, 0 };
 	*out = e;
 	return 0;
+}
+
+static int pins_grow(struct tfs_gather_list *l)
+{
+	const size_t cap = l->pins_cap ? 2 * l->pins_cap : 32;
+	struct tfs_gather_pin *g;
+
+	if (l->npins < l->pins_cap)
+		return 0;
+	g = realloc(l->pins, cap * sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	l->pins = g;
+	l->pins_cap = cap;
+	return 0;
+}
+
+/* The piece of chunk k of column part holding byte off of the chunk: the whole chunk when it
+ * is cached, else the frame that holds it (tfs_version_piece_get), pinned for as long as the
+ * list; *base: where the piece starts in the chunk. */
+static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
+		     uint64_t off, const struct tfs_cache_entry **out, uint64_t *base)
+{
+	const size_t look = l->npins < 32 ? l->npins : 32;
+	struct tfs_cache_entry *e;
+	int rc;
+
+	for (size_t i = l->npins; i > l->npins - look; i--) {
+		const struct tfs_gather_pin *p = &l->pins[i - 1];
+
+		if (p->part == part && p->k == k && off >= p->base && off < p->base + p->e->len) {
+			*out = p->e;
+			*base = p->base;
+			return 0;
+		}
+	}
+	rc = pins_grow(l);
+	if (!rc)
+		rc = tfs_version_piece_get(r->v, r->cache, part, k, off, &e, base);
+	if (rc)
+		return rc;
+	l->pins[l->npins++] = (struct tfs_gather_pin){ e, part, k, *base };
+	*out = e;
+	return 0;
+}
+
+void tfs_reader_frames(struct tfs_reader *r, int on)
+{
+	__atomic_store_n(&r->frames, on, __ATOMIC_RELAXED);
+}
+
+/* Bytes [off, off + len) of chunk k of fixed column col to dst, piece by piece. */
+static int gather_pieces(struct tfs_reader *r, size_t col, size_t k, uint64_t off, uint64_t len,
+			 uint64_t dst, struct tfs_gather_list *l)
+{
+	int rc = 0;
+
+	for (uint64_t done = 0; done < len && !rc;) {
+		const struct tfs_cache_entry *e;
+		uint64_t base, take;
+
+		rc = pin_piece(r, l, col, k, off + done, &e, &base);
+		if (rc)
+			break;
+		if (off + done < base || off + done >= base + e->len) {
+			tfs_err("reader: chunk %zu of column %s: byte %" PRIu64 " is not where its "
+				"manifest says",
+				k, r->v->manifest.cols[col].name, off + done);
+			rc = -EIO;
+			break;
+		}
+		take = base + e->len - (off + done);
+		if (take > len - done)
+			take = len - done;
+		rc = add_op(l, e->data + (off + done - base), dst + done, take);
+		done += take;
+	}
+	return rc;
 }
 
 /* --- bad rows -------------------------------------------------------------------------------- */
@@ -157,6 +297,10 @@ void tfs_reader_close(struct tfs_reader *r)
 {
 	if (!r)
 		return;
+	tfs_stream_destroy(r->stream);
+	if (r->plan)
+		tfs_cache_plan_end(r->cache, r->plan);
+	free(r->chunk_pos);
 	for (size_t c = 0; c < r->v->manifest.ncols; c++)
 		free(r->bad[c]);
 	free(r->bad);
@@ -164,6 +308,121 @@ void tfs_reader_close(struct tfs_reader *r)
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 }
+
+/* --- following the position ------------------------------------------------------------------ */
+
+int tfs_reader_open_lake(struct tfs_lake *l, struct tfs_version *v, struct tfs_lake_view *lv,
+			 int pad, struct tfs_reader **out)
+{
+	int rc = tfs_reader_open(v, l->cache, pad, out);
+
+	if (!rc) {
+		(*out)->lake = l;
+		(*out)->lv = lv;
+	}
+	return rc;
+}
+
+int tfs_reader_prefetch(struct tfs_reader *r, size_t part, const struct tfs_view_spans *sp)
+{
+	const struct tfs_column *c = &r->v->manifest.cols[part];
+	uint32_t *order = NULL;
+	size_t norder;
+	int rc = 0;
+
+	assert(r->lake && !r->stream);
+	if (!r->lake->prefetch)
+		return 0;
+	r->stream_part = part;
+	if (!r->lv)
+		return tfs_stream_create(r->lake->prefetch, r->v, part, NULL, c->nchunks,
+					 &r->stream);
+	if (sp) {
+		r->sp = sp;
+		rc = tfs_stream_create(r->lake->prefetch, r->v, part, sp->order, sp->norder,
+				       &r->stream);
+	} else {
+		rc = tfs_view_chunk_order(r->lv->view, c, &order, &norder, &r->chunk_pos);
+		if (!rc)
+			rc = tfs_stream_create(r->lake->prefetch, r->v, part, order, norder,
+					       &r->stream);
+		free(order);
+	}
+	/* A view is read front to back: whole chunks, not the frames a jumping reader gets. */
+	if (!rc)
+		tfs_stream_expect_sequential(r->stream);
+	return rc;
+}
+
+int tfs_reader_plan(struct tfs_reader *r, const size_t *cols,
+		    const struct tfs_view_spans *const *sp, size_t n, uint64_t row_bytes,
+		    uint64_t protect_min)
+{
+	uint64_t protect;
+	int rc = 0;
+
+	assert(r->lake && !r->plan);
+	if (!r->lv || !r->lake->evict_min || !r->lv->view->n)
+		return 0;
+	protect = tfs_lake_warm_rows(r->lake, row_bytes);
+	r->plan = tfs_cache_plan_new(protect > protect_min ? protect : protect_min);
+	if (!r->plan)
+		return -ENOMEM;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = tfs_view_plan_add(r->plan, r->lv->view, r->v, cols[i], sp ? sp[i] : NULL);
+	if (!rc)
+		tfs_lake_view_plan_start(r->lake, r->lv, r->plan);
+	return rc;
+}
+
+void tfs_reader_warm_columns(struct tfs_reader *r, const size_t *cols, size_t n)
+{
+	for (size_t i = 0; i < n && r->nwarm < WARM_COLS; i++)
+		r->warm_cols[r->nwarm++] = cols[i];
+}
+
+void tfs_reader_at(struct tfs_reader *r, uint64_t first, uint64_t last, uint64_t bytes_left)
+{
+	if (!r->lake)
+		return;
+	if (r->stream) {
+		const struct tfs_column *c = &r->v->manifest.cols[r->stream_part];
+		size_t lo = SIZE_MAX, hi = 0;
+
+		for (uint64_t i = first; i <= last; i++) {
+			size_t p;
+
+			if (!r->lv) { /* chunks in version order: the first and last rows suffice */
+				lo = tfs_column_chunk_of(c, first);
+				hi = tfs_column_chunk_of(c, last);
+				break;
+			}
+			p = r->sp ? r->sp->kpos[i]
+				  : r->chunk_pos[tfs_column_chunk_of(c, r->lv->view->rows[i])];
+			if (p == UINT32_MAX)
+				continue; /* an empty row */
+			lo = p < lo ? p : lo;
+			hi = p > hi ? p : hi;
+		}
+		if (lo != SIZE_MAX)
+			tfs_stream_access(r->stream, lo, hi);
+	}
+	if (r->plan)
+		tfs_cache_plan_at(r->plan, first);
+	if (!r->nwarm || !r->lv || !r->lake->epoch_warm ||
+	    bytes_left >= tfs_lake_warm_bytes(r->lake) ||
+	    __atomic_exchange_n(&r->warmed, 1, __ATOMIC_RELAXED))
+		return;
+	for (size_t i = 0; i < r->nwarm; i++)
+		tfs_lake_view_warm_next(r->lake, r->lv, r->warm_cols[i]);
+}
+
+int tfs_reader_sequential(struct tfs_reader *r)
+{
+	return r->stream ? tfs_stream_sequential(r->stream) : 1;
+}
+
+/* --- bad rows: the map ----------------------------------------------------------------------- */
 
 /* Rebuild part's map at generation gen; under r->lock. On failure to allocate, the chunk is
  * taken as good: the read itself then fails with EIO, never with wrong bytes. */
@@ -201,10 +460,19 @@ int tfs_reader_chunk_bad(struct tfs_reader *r, size_t part, size_t k)
 	return bad;
 }
 
+int tfs_reader_part_bad(struct tfs_reader *r, size_t part)
+{
+	const size_t n = r->v->manifest.cols[part].nchunks;
+
+	for (size_t k = 0; k < n && tfs_bad_chunks_generation(); k++)
+		if (tfs_reader_chunk_bad(r, part, k))
+			return 1;
+	return 0;
+}
+
 static int part_row_bad(struct tfs_reader *r, size_t part, uint64_t row)
 {
-	return tfs_reader_chunk_bad(r, part,
-				    tfs_column_chunk_of(&r->v->manifest.cols[part], row));
+	return tfs_reader_chunk_bad(r, part, tfs_column_chunk_of(&r->v->manifest.cols[part], row));
 }
 
 int tfs_reader_row_bad(struct tfs_reader *r, size_t col, uint64_t row)
@@ -241,6 +509,7 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 {
 	const struct tfs_column *c = &r->v->manifest.cols[col];
 	const uint64_t rb = c->row_bytes;
+	const int frames = __atomic_load_n(&r->frames, __ATOMIC_RELAXED);
 	int rc = 0;
 
 	if (!rb)
@@ -256,7 +525,16 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		assert(src < c->rows);
 		while (i + run < n && rows[i + run] == src + run && run < left)
 			run++;
-		rc = r->pad && tfs_reader_chunk_bad(r, col, k) ? -EIO : pin_chunk(r, l, col, k, &e);
+		if (frames && !(r->pad && tfs_reader_chunk_bad(r, col, k))) {
+			rc = gather_pieces(r, col, k, in * rb, run * rb, dst + i * rb, l);
+			if (rc != -EIO || !r->pad || !tfs_reader_chunk_bad(r, col, k)) {
+				i += run;
+				continue;
+			}
+		} else {
+			rc = r->pad && tfs_reader_chunk_bad(r, col, k) ? -EIO
+								: pin_chunk(r, l, col, k, &e);
+		}
 		if (rc == -EIO && r->pad && tfs_reader_chunk_bad(r, col, k)) {
 			rc = add_op(l, NULL, dst + i * rb, run * rb);
 			*padded += run;
@@ -298,10 +576,32 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
 	return rc;
 }
 
+int tfs_reader_gather_bytes(struct tfs_reader *r, size_t part, uint64_t row_a, uint64_t row_b,
+			    uint64_t a, uint64_t b, uint64_t dst, struct tfs_gather_list *l,
+			    int *padded)
+{
+	const size_t mark_ops = l->nops;
+	const uint64_t mark_bytes = l->bytes;
+	int rc;
+
+	*padded = 0;
+	/* A row of a chunk known bad is not fetched again. */
+	rc = r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)
+		     ? -EIO
+		     : gather_bytes(r, part, a, b, dst, l);
+	if (rc == -EIO && r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)) {
+		l->nops = mark_ops;
+		l->bytes = mark_bytes;
+		*padded = 1;
+		rc = add_op(l, NULL, dst, b - a);
+	}
+	return rc;
+}
+
 /* Rows of a column of another kind than fixed (its header col). */
 static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, size_t n,
-			const struct tfs_gather_place *at, uint8_t *meta,
-			struct tfs_gather_list *l, struct tfs_gather_result *res)
+			const struct tfs_gather_place *at, uint8_t *meta, struct tfs_gather_list *l,
+			struct tfs_gather_result *res)
 {
 	const struct tfs_column *h = &r->v->manifest.cols[col];
 	uint64_t *offs = (uint64_t *)(void *)(meta + at->col_off), used = 0;
@@ -371,7 +671,8 @@ int tfs_reader_gather(struct tfs_reader *r, size_t col, const uint64_t *rows, si
 	const struct tfs_column *c = &r->v->manifest.cols[col];
 
 	memset(res, 0, sizeof(*res));
-	assert(c->part == TFS_PART_NONE);
+	assert(c->part == TFS_PART_NONE ||
+	       c->kind == TFS_COL_FIXED); /* a column, or a fixed part */
 	if (c->kind == TFS_COL_FIXED) {
 		res->used = n * c->row_bytes;
 		return gather_fixed(r, col, rows, n, at->col_off, l, &res->padded);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "badchunks.h"
+#include "reader.h"
 #include "cacheplan.h"
 #include "rowcol.h"
 
@@ -185,74 +186,57 @@ out:
 
 /* --- bad rows -------------------------------------------------------------------------------- */
 
-/* Whether any chunk of column c holding bytes of version row r is marked in bad. */
-static int row_is_bad(struct tfs_version *v, struct tfs_cache *cache, size_t c, const uint8_t *bad,
-		      uint64_t r)
+/* Whether the bytes of version row r of column col (of another kind than fixed) touch a chunk of
+ * its data part recorded damaged; rows whose offsets cannot be read are bad too. */
+static int data_bad(struct tfs_reader *rd, struct tfs_spans *sp, const struct tfs_column *col,
+		    uint64_t r)
 {
-	const struct tfs_column *col = &v->manifest.cols[c];
-	struct tfs_spans sp;
 	uint64_t start, end;
-	size_t header = 0;
-	int rc;
 
-	switch (col->part) {
-	case TFS_PART_OFFSETS: /* rows r and r + 1 */
-		return bad[tfs_column_chunk_of(col, r)] || bad[tfs_column_chunk_of(col, r + 1)];
-	case TFS_PART_DATA:
-		while (header < c && (v->manifest.cols[header].kind == TFS_COL_FIXED ||
-				      v->manifest.cols[header].part != TFS_PART_NONE ||
-				      v->manifest.cols[header].data != c))
-			header++;
-		if (header == c)
-			return 1; /* a data part with no header: the manifest parser refuses that */
-		tfs_spans_init(&sp, v, cache, header);
-		rc = tfs_spans_get(&sp, r, &start, &end);
-		tfs_spans_done(&sp);
-		if (rc)
-			return 1; /* its offsets cannot be read: bad too */
-		for (uint64_t b = start; b < end;) {
-			const size_t k = tfs_column_chunk_of(col, b);
-
-			if (bad[k])
-				return 1;
-			b = tfs_column_chunk_first(col, k) + tfs_column_chunk_rows(col, k);
-		}
-		return 0;
-	default: /* fixed columns and shapes: row r */
-		return bad[tfs_column_chunk_of(col, r)];
-	}
+	if (tfs_spans_get(sp, r, &start, &end))
+		return 1;
+	return tfs_reader_bytes_bad(rd, col->data, start, end);
 }
 
 int tfs_view_bad_rows(const struct tfs_view *view, struct tfs_version *v, struct tfs_cache *cache,
 		      struct tfs_buf *out)
 {
 	const struct tfs_manifest *m = &v->manifest;
-	uint8_t **bad = calloc(m->ncols ? m->ncols : 1, sizeof(*bad));
-	int rc = 0, any = 0;
+	struct tfs_spans *sp = NULL;
+	struct tfs_reader *rd = NULL;
+	uint8_t *data = NULL; /* per column: its data part has a damaged chunk */
+	int rc = 0;
 
 	out->len = 0;
-	if (!bad)
-		return -ENOMEM;
-	for (size_t c = 0; c < m->ncols && !rc; c++)
-		for (size_t k = 0; k < m->cols[c].nchunks; k++) {
-			if (!tfs_bad_chunk_known(&m->cols[c].chunks[k].id))
-				continue;
-			if (!bad[c] && !(bad[c] = calloc(m->cols[c].nchunks, 1))) {
-				rc = -ENOMEM;
-				break;
-			}
-			bad[c][k] = 1;
-			any = 1;
+	if (!tfs_bad_chunks_generation())
+		return 0;
+	rc = tfs_reader_open(v, cache, 1, &rd);
+	if (!rc && (!(data = calloc(m->ncols ? m->ncols : 1, 1)) ||
+		    !(sp = calloc(m->ncols ? m->ncols : 1, sizeof(*sp)))))
+		rc = -ENOMEM;
+	for (size_t c = 0; !rc && c < m->ncols; c++)
+		if (m->cols[c].part == TFS_PART_NONE && m->cols[c].kind != TFS_COL_FIXED) {
+			data[c] = (uint8_t)tfs_reader_part_bad(rd, m->cols[c].data);
+			tfs_spans_init(&sp[c], v, cache, c);
 		}
-	for (uint64_t i = 0; any && !rc && i < view->n; i++)
-		for (size_t c = 0; c < m->ncols; c++)
-			if (bad[c] && row_is_bad(v, cache, c, bad[c], view->rows[i])) {
+	for (uint64_t i = 0; !rc && i < view->n; i++)
+		for (size_t c = 0; c < m->ncols; c++) {
+			const uint64_t r = view->rows[i];
+
+			if (m->cols[c].part != TFS_PART_NONE)
+				continue;
+			if (tfs_reader_row_bad(rd, c, r) ||
+			    (data[c] && data_bad(rd, &sp[c], &m->cols[c], r))) {
 				rc = tfs_buf_printf(out, "%" PRIu64 "\n", i);
 				break;
 			}
-	for (size_t c = 0; c < m->ncols; c++)
-		free(bad[c]);
-	free(bad);
+		}
+	for (size_t c = 0; sp && c < m->ncols; c++)
+		if (sp[c].v)
+			tfs_spans_done(&sp[c]);
+	free(sp);
+	free(data);
+	tfs_reader_close(rd);
 	return rc;
 }
 

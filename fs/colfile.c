@@ -13,8 +13,6 @@
 #include <sys/uio.h>
 
 #include "cache.h"
-#include "cacheplan.h"
-#include "prefetch.h"
 #include "view.h"
 #include "viewspans.h"
 
@@ -193,9 +191,10 @@ static int column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fu
 		h->hdr_len = TFS_NPY_ALIGN;
 		rc = tfs_npy_header_build(&c->dtype, c->rows, c->ndim, c->shape, h->header);
 	}
-	if (!rc && fs->lake->prefetch)
-		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, NULL, c->nchunks,
-				       &h->stream);
+	if (!rc)
+		rc = tfs_reader_open_lake(fs->lake, h->ver, NULL, 0, &h->reader);
+	if (!rc)
+		rc = tfs_reader_prefetch(h->reader, h->col, NULL);
 	/* One inode per commit: what the kernel cached for it stays true. */
 	fi->keep_cache = 1;
 	return rc;
@@ -266,12 +265,12 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 	}
 	/* The chunks the data part of the range touches. */
 	if (end > hdr && rb) {
-		k0 = tfs_column_chunk_of(c, (pos > hdr ? pos - hdr : 0) / rb);
-		k1 = tfs_column_chunk_of(c, (end - 1 - hdr) / rb);
-	}
-	if (h->stream && end > hdr && rb) {
-		tfs_stream_access(h->stream, k0, k1);
-		whole = tfs_stream_sequential(h->stream);
+		const uint64_t r0 = (pos > hdr ? pos - hdr : 0) / rb, r1 = (end - 1 - hdr) / rb;
+
+		k0 = tfs_column_chunk_of(c, r0);
+		k1 = tfs_column_chunk_of(c, r1);
+		tfs_reader_at(h->reader, r0, r1, h->size - end);
+		whole = tfs_reader_sequential(h->reader);
 	}
 	/* One buffer for the header part plus one per chunk touched; a reader that jumps is served
 	 * frames of chunks not cached whole (at least TFS_FRAME_MIN bytes each), when they fit. */
@@ -339,134 +338,77 @@ out:
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
 }
 
-/* Reads of a view column: rows gathered from wherever the view order puts them. */
+/* Reads of a view column: the reader gathers the rows from wherever the view order puts them,
+ * and the reply is written straight from the pinned chunks. */
 static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h,
 			     size_t size, off_t off)
 {
 	const struct tfs_column *c = &h->ver->manifest.cols[h->col];
 	const struct tfs_view *view = h->view->view;
 	const uint64_t rb = c->row_bytes;
-	uint64_t pos = (uint64_t)off, end = pos + size;
-	struct tfs_cache_entry **pinned = NULL;
-	size_t *pinned_k = NULL, npinned = 0, maxpieces, count = 0;
-	struct iovec *iov = NULL;
+	uint64_t pos = (uint64_t)off, end = pos + size, r0 = 0, r1 = 0;
+	struct iovec iov[MAX_VIEW_IOV + 1];
+	struct tfs_gather_list l;
 	char header[TFS_NPY_ALIGN], *buf = NULL;
-	uint8_t *zeros = NULL; /* a padded bad row */
+	uint8_t *zeros = NULL; /* padded bad rows */
+	size_t count = 0;
 	int rc = 0;
 
 	count_read(fs, h, size);
+	tfs_gather_list_init(&l, fs->lake->cache);
 	if (end > h->size)
 		end = h->size;
 	if (pos >= end) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	if (h->stream && end > TFS_NPY_ALIGN && rb) {
-		uint64_t r0 = (pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0) / rb;
-		uint64_t r1 = (end - 1 - TFS_NPY_ALIGN) / rb;
-		size_t lo = SIZE_MAX, hi = 0;
+	if (pos < TFS_NPY_ALIGN) {
+		const uint64_t n = (end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos;
 
-		for (uint64_t r = r0; r <= r1; r++) {
-			size_t p = h->chunk_pos[tfs_column_chunk_of(c, view->rows[r])];
-
-			lo = p < lo ? p : lo;
-			hi = p > hi ? p : hi;
-		}
-		tfs_stream_access(h->stream, lo, hi);
+		/* A copy, as in read_column: release may free the handle during writev. */
+		memcpy(header, h->header + pos, (size_t)n);
+		iov[count].iov_base = header;
+		iov[count++].iov_len = (size_t)n;
 	}
-	if (h->plan && end > TFS_NPY_ALIGN && rb)
-		tfs_cache_plan_at(h->plan, (pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0) / rb);
-	tfs_fs_view_read_near_end(fs, h, h->col, end);
-	/* One piece per row (rows that follow each other in one chunk merge) plus the header. */
-	maxpieces = 2 + (rb ? (size_t)((end - pos) / rb) + 1 : 0);
-	iov = calloc(maxpieces, sizeof(*iov));
-	pinned = calloc(maxpieces, sizeof(*pinned));
-	pinned_k = calloc(maxpieces, sizeof(*pinned_k));
-	if (!iov || !pinned || !pinned_k) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (uint64_t at = pos; at < end;) {
-		uint64_t d, row, in, src, n;
-		const uint8_t *from;
-		struct tfs_cache_entry *e = NULL;
-		size_t k;
+	if (end > TFS_NPY_ALIGN && rb) {
+		const uint64_t from = (pos > TFS_NPY_ALIGN ? pos : TFS_NPY_ALIGN) - TFS_NPY_ALIGN;
+		const uint64_t to = end - TFS_NPY_ALIGN;
+		const struct tfs_gather_place at = { 0, 0, 0, 0 };
+		struct tfs_gather_result res;
+		size_t n;
 
-		if (at < TFS_NPY_ALIGN) {
-			n = (end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - at;
-			/* A copy, as in read_column: release may free the handle during writev. */
-			memcpy(header, h->header + at, (size_t)n);
-			iov[count].iov_base = header;
-			iov[count++].iov_len = (size_t)n;
-			at += n;
-			continue;
-		}
-		d = at - TFS_NPY_ALIGN;
-		row = d / rb;
-		in = d % rb;
-		src = view->rows[row];
-		k = tfs_column_chunk_of(c, src);
-		n = rb - in < end - at ? rb - in : end - at;
-		/* A view's rows come from a window of a few chunks: pin each once per read. */
-		for (size_t i = npinned; i-- > 0;)
-			if (pinned_k[i] == k) {
-				e = pinned[i];
-				break;
-			}
-		if (!e) {
-			rc = tfs_version_chunk_get_or_bad(h->ver, fs->lake->cache, h->col, k,
-							  view->on_error != TFS_ON_ERROR_FAIL, &e);
-			if (rc == -EBADMSG) {
-				/* A bad row, padded: zeros of its size. */
-				if (!zeros && !(zeros = calloc(1, (size_t)rb))) {
-					rc = -ENOMEM;
-					goto out;
-				}
-				iov[count].iov_base = zeros;
-				iov[count++].iov_len = (size_t)n;
-				at += n;
-				rc = 0;
-				continue;
-			}
-			if (rc)
-				goto out;
-			pinned[npinned] = e;
-			pinned_k[npinned++] = k;
-		}
-		from = e->data + (src - tfs_column_chunk_first(c, k)) * rb + in;
-		if (count &&
-		    (const uint8_t *)iov[count - 1].iov_base + iov[count - 1].iov_len == from)
-			iov[count - 1].iov_len += (size_t)n;
-		else {
-			iov[count].iov_base = (void *)from;
-			iov[count++].iov_len = (size_t)n;
-		}
-		at += n;
-	}
-	if (count <= MAX_VIEW_IOV) {
-		/* Straight from the pinned chunks: the kernel copies each row once. */
-		fuse_reply_iov(req, iov, (int)count);
-	} else {
-		/* Many small rows: one buffer is cheaper than a huge iovec (and writev's limit). */
-		size_t len = (size_t)(end - pos), at = 0;
-
-		buf = malloc(len);
-		if (!buf) {
+		r0 = from / rb;
+		r1 = (to - 1) / rb;
+		tfs_reader_at(h->reader, r0, r1, h->size - end);
+		rc = tfs_reader_gather(h->reader, h->col, view->rows + r0, (size_t)(r1 - r0 + 1),
+				       &at, NULL, &l, &res);
+		if (!rc && res.padded && !(zeros = calloc(1, (size_t)(to - from))))
 			rc = -ENOMEM;
+		if (rc)
+			goto out;
+		/* Offsets in the list are from row r0's first byte. */
+		n = tfs_gather_list_iov(&l, from - r0 * rb, to - r0 * rb, zeros, iov + count,
+					MAX_VIEW_IOV);
+		if (!n) {
+			/* Many small rows: one buffer is cheaper than a huge iovec. */
+			buf = malloc((size_t)(end - pos));
+			if (!buf) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			if (count)
+				memcpy(buf, header, iov[0].iov_len);
+			tfs_gather_list_copy(&l, from - r0 * rb, to - r0 * rb,
+					     (uint8_t *)buf + (count ? iov[0].iov_len : 0));
+			fuse_reply_buf(req, buf, (size_t)(end - pos));
 			goto out;
 		}
-		for (size_t i = 0; i < count; i++) {
-			memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
-			at += iov[i].iov_len;
-		}
-		fuse_reply_buf(req, buf, len);
+		count += n;
 	}
+	/* The kernel copies each row once, from the chunks pinned until the reply returns. */
+	fuse_reply_iov(req, iov, (int)count);
 out:
-	for (size_t i = 0; i < npinned; i++)
-		tfs_cache_put(fs->lake->cache, pinned[i]);
-	free(pinned);
-	free(pinned_k);
-	free(iov);
+	tfs_gather_list_free(&l);
 	free(buf);
 	free(zeros);
 	if (rc)
@@ -490,36 +432,12 @@ static int view_column_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct 
 	return col >= 0 ? 0 : -ENOENT;
 }
 
-void tfs_fs_view_read_near_end(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t col, uint64_t end)
-{
-	if (!fs->lake->epoch_warm || !h->view || h->size - end >= tfs_lake_warm_bytes(fs->lake) ||
-	    __atomic_exchange_n(&h->warmed, 1, __ATOMIC_RELAXED))
-		return;
-	tfs_lake_view_warm_next(fs->lake, h->view, col);
-}
-
-/* The view's order as the cache's plan (MIN eviction): each chunk's first and last view rows;
- * the rows of one default window ahead of the reader are protected. */
-static int view_plan(struct tfs_fs *fs, struct tfs_fs_handle *h, const struct tfs_column *c)
-{
-	int rc;
-
-	h->plan = tfs_cache_plan_new(tfs_lake_warm_rows(fs->lake, c->row_bytes));
-	if (!h->plan)
-		return -ENOMEM;
-	rc = tfs_view_plan_add(h->plan, h->view->view, h->ver, h->col, NULL);
-	if (!rc)
-		tfs_lake_view_plan_start(fs->lake, h->view, h->plan);
-	return rc;
-}
-
-/* The prefetcher follows the order in which the view first needs each chunk. */
+/* The reader prefetches in the order the view first needs each chunk, publishes that order to
+ * the cache (MIN eviction) and warms the next epoch near the end. */
 static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
 			    struct tfs_fs_handle *h, struct fuse_file_info *fi)
 {
 	const struct tfs_column *c;
-	uint32_t *order = NULL;
-	size_t norder;
 	int rc;
 
 	(void)who;
@@ -538,16 +456,14 @@ static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const stru
 	h->hdr_len = TFS_NPY_ALIGN;
 	rc = tfs_npy_header_build(&c->dtype, h->view->view->n, c->ndim, c->shape, h->header);
 	if (!rc)
-		rc = tfs_view_chunk_order(h->view->view, c, &order, &norder, &h->chunk_pos);
-	if (!rc && fs->lake->prefetch) {
-		rc = tfs_stream_create(fs->lake->prefetch, h->ver, h->col, order, norder,
-				       &h->stream);
-		if (!rc)
-			tfs_stream_expect_sequential(h->stream);
-	}
-	free(order);
-	if (!rc && fs->lake->evict_min)
-		rc = view_plan(fs, h, c);
+		rc = tfs_reader_open_lake(fs->lake, h->ver, h->view,
+					  h->view->view->on_error != TFS_ON_ERROR_FAIL, &h->reader);
+	if (!rc)
+		rc = tfs_reader_prefetch(h->reader, h->col, NULL);
+	if (!rc)
+		rc = tfs_reader_plan(h->reader, &h->col, NULL, 1, c->row_bytes, 0);
+	if (!rc)
+		tfs_reader_warm_columns(h->reader, &h->col, 1);
 	/* One inode per commit: what the kernel cached for it stays true. */
 	fi->keep_cache = 1;
 	return rc;

@@ -32,6 +32,7 @@
 #include "fs.h"
 #include "format.h"
 #include "lake.h"
+#include "reader.h"
 #include "stats.h"
 #include "util.h"
 #include "version.h"
@@ -101,12 +102,12 @@ struct tfs_fs {
 struct tfs_fs_handle {
 	struct tfs_fs_link link; /* in fs->open_files while open */
 	const struct tfs_fs_kind *kind;
-	struct tfs_version *ver;     /* NULL for generated files (log, stats) */
-	struct tfs_lake_view *view;  /* view column files: the rows, in view order */
-	uint32_t *chunk_pos;	     /* view column files: chunk -> position in the order */
-	struct tfs_stream *stream;   /* column files: drives the prefetcher */
-	struct tfs_cache_plan *plan; /* view column files: their order, for MIN eviction */
-	void *ctl;		     /* the control file: this open's session */
+	struct tfs_version *ver;    /* NULL for generated files (log, stats) */
+	struct tfs_lake_view *view; /* view column files: the rows, in view order */
+	/* Column and view files: the read (core/reader.h): prefetch, the cache's plan, the next
+	 * epoch's warm-up, bad rows, gathers from pinned chunks. */
+	struct tfs_reader *reader;
+	void *ctl;			      /* the control file: this open's session */
 	const struct tfs_fs_control *ctl_ops; /* and what serves it */
 	struct tfs_fs_acct *acct;	      /* column files: the version's read counters */
 	struct tfs_buf text;		      /* generated files' content, taken at open */
@@ -115,14 +116,8 @@ struct tfs_fs_handle {
 	size_t col;
 	uint64_t size;
 	uint32_t hdr_len; /* column files: bytes of header before the rows (NPY: TFS_NPY_ALIGN) */
-	int warmed;	  /* view files: the next epoch's warm-up was asked for (atomic) */
 	char header[TFS_NPY_ALIGN];
 };
-
-/* A view file's read reached [.., end) of h->size: within the last window, ask the lake to warm
- * the next epoch of the view for column col (once per handle). */
-void tfs_fs_view_read_near_end(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t col,
-			       uint64_t end);
 
 /* An open directory: its listing, taken at opendir. */
 struct tfs_fs_dir {

@@ -3,14 +3,10 @@
  * and open files. */
 #include "fsnode.h"
 
-#include "cacheplan.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "prefetch.h"
 
 int tfs_fs_nodes_init(struct tfs_fs *fs)
 {
@@ -208,11 +204,9 @@ void tfs_fs_handle_free(struct tfs_fs *fs, struct tfs_fs_handle *h)
 {
 	if (h->ctl)
 		h->ctl_ops->close(h->ctl);
-	tfs_stream_destroy(h->stream);
-	tfs_cache_plan_end(fs->lake->cache, h->plan);
+	tfs_reader_close(h->reader); /* before the version and view it reads */
 	tfs_version_put(h->ver);
 	tfs_lake_view_put(fs->lake, h->view);
-	free(h->chunk_pos);
 	tfs_buf_free(&h->text);
 	if (h->priv_free)
 		h->priv_free(h->priv);

@@ -10,10 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "badchunks.h"
 #include "cache.h"
-#include "cacheplan.h"
-#include "prefetch.h"
+
+#define MAX_IOV 512 /* pieces per reply; a reply of more is copied into one buffer */
 
 /* The view and version a file under views/PARAMS/COLUMN/ shows, and its rows (kept with the
  * view: valid while *f is held). */
@@ -96,51 +95,33 @@ static int data_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 	if (rc)
 		return rc;
 	h->size = r->at[r->n];
-	if (fs->lake->prefetch) {
-		rc = tfs_stream_create(fs->lake->prefetch, h->ver, r->data_col, r->order, r->norder,
-				       &h->stream);
-		if (!rc)
-			tfs_stream_expect_sequential(h->stream);
-	}
-	/* The cache's plan (MIN eviction), the rows of one warm-up window ahead protected. */
-	if (!rc && r->n) {
-		h->plan = tfs_cache_plan_new(
-			tfs_lake_warm_rows(fs->lake, tfs_view_spans_row_bytes(r)));
-		rc = !h->plan ? -ENOMEM
-			      : tfs_view_plan_add(h->plan, h->view->view, h->ver, r->data_col, r);
-		if (!rc)
-			tfs_lake_view_plan_start(fs->lake, h->view, h->plan);
-	}
+	/* The reader prefetches the data chunks in the order data.bin needs them, publishes it to
+	 * the cache (MIN eviction) and warms the next epoch near the end. */
+	rc = tfs_reader_open_lake(fs->lake, h->ver, h->view,
+				  h->view->view->on_error != TFS_ON_ERROR_FAIL, &h->reader);
+	if (!rc)
+		rc = tfs_reader_prefetch(h->reader, r->data_col, r);
+	if (!rc)
+		rc = tfs_reader_plan(h->reader, &r->data_col, &r, 1, tfs_view_spans_row_bytes(r),
+				     0);
+	if (!rc)
+		tfs_reader_warm_columns(h->reader, &r->data_col, 1);
 	fi->keep_cache = 1;
 	return rc;
 }
 
-/* Whether view row i of the data reads as zeros: the view pads bad rows (on_error=pad or skip)
- * and a chunk of the row's data is damaged for good. */
-static int bad_row_padded(struct tfs_fs_handle *h, const struct tfs_view_spans *r, uint64_t i)
-{
-	const struct tfs_column *d = &h->ver->manifest.cols[r->data_col];
-	size_t k1;
-
-	if (h->view->view->on_error == TFS_ON_ERROR_FAIL)
-		return 0;
-	k1 = tfs_column_chunk_of(d, r->src[i] + (r->at[i + 1] - r->at[i]) - 1);
-	for (size_t k = tfs_column_chunk_of(d, r->src[i]); k <= k1; k++)
-		if (tfs_bad_chunk_known(&d->chunks[k].id))
-			return 1;
-	return 0;
-}
-
-/* Bytes [off, off + size) of the view's data: the rows they fall in, each read from where the
- * version keeps it. */
+/* Bytes [off, off + size) of the view's data: the rows they fall in, gathered by the reader
+ * from where the version keeps them, and replied straight from the pinned chunks. */
 static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
 		      off_t off)
 {
 	const struct tfs_view_spans *r = h->priv;
-	uint64_t pos = (uint64_t)off, end = pos + size, first, last;
-	size_t done = 0;
-	char *buf;
-	int rc = 0;
+	uint64_t pos = (uint64_t)off, end = pos + size, first, last, done = 0;
+	struct iovec iov[MAX_IOV];
+	struct tfs_gather_list l;
+	uint8_t *zeros = NULL, *buf = NULL; /* padded bad rows; a reply of many pieces */
+	size_t count;
+	int rc = 0, any_pad = 0;
 
 	if (end > h->size)
 		end = h->size;
@@ -148,53 +129,42 @@ static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	buf = malloc((size_t)(end - pos));
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
+	tfs_gather_list_init(&l, fs->lake->cache);
 	tfs_view_spans_rows(r, pos, end, &first, &last);
-	if (h->plan)
-		tfs_cache_plan_at(h->plan, first);
-	if (h->stream) {
-		uint32_t lo = UINT32_MAX, hi = 0;
-
-		for (uint64_t i = first; i <= last; i++)
-			if (r->kpos[i] != UINT32_MAX) {
-				lo = r->kpos[i] < lo ? r->kpos[i] : lo;
-				hi = r->kpos[i] > hi ? r->kpos[i] : hi;
-			}
-		if (lo != UINT32_MAX)
-			tfs_stream_access(h->stream, lo, hi);
-	}
-	tfs_fs_view_read_near_end(fs, h, r->data_col, end);
-	for (uint64_t i = first; !rc && i <= last && pos < end; i++) {
+	tfs_reader_at(h->reader, first, last, h->size - end);
+	for (uint64_t i = first; !rc && i <= last && pos + done < end; i++) {
+		const uint64_t a = r->src[i], len = r->at[i + 1] - r->at[i];
 		uint64_t in, take;
-		ssize_t got;
+		int padded;
 
-		if (r->at[i + 1] <= pos)
+		if (r->at[i + 1] <= pos + done)
 			continue;
-		in = pos - r->at[i];
-		take = r->at[i + 1] - pos < end - pos ? r->at[i + 1] - pos : end - pos;
-		/* A row of a chunk known bad is not fetched again. */
-		got = bad_row_padded(h, r, i)
-			      ? -EIO
-			      : tfs_version_read(h->ver, fs->lake->cache, r->data_col,
-						 r->src[i] + in, buf + done, (size_t)take);
-		if (got != (ssize_t)take)
-			rc = got < 0 ? (int)got : -EIO;
-		if (rc == -EIO && bad_row_padded(h, r, i)) {
-			memset(buf + done, 0, (size_t)take);
-			rc = 0;
-		}
-		done += (size_t)take;
-		pos += take;
+		in = pos + done - r->at[i];
+		take = len - in < end - pos - done ? len - in : end - pos - done;
+		rc = tfs_reader_gather_bytes(h->reader, r->data_col, a, a + len, a + in,
+					     a + in + take, done, &l, &padded);
+		any_pad |= padded;
+		done += take;
 	}
+	if (!rc && any_pad && !(zeros = calloc(1, (size_t)(end - pos))))
+		rc = -ENOMEM;
+	if (rc)
+		goto out;
+	count = tfs_gather_list_iov(&l, 0, end - pos, zeros, iov, MAX_IOV);
+	if (count) {
+		fuse_reply_iov(req, iov, (int)count);
+	} else if ((buf = malloc((size_t)(end - pos)))) {
+		tfs_gather_list_copy(&l, 0, end - pos, buf);
+		fuse_reply_buf(req, (const char *)buf, (size_t)(end - pos));
+	} else {
+		rc = -ENOMEM;
+	}
+out:
+	tfs_gather_list_free(&l);
+	free(zeros);
+	free(buf);
 	if (rc)
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-	else
-		fuse_reply_buf(req, buf, done);
-	free(buf);
 }
 
 static const struct tfs_fs_kind data_kind = {

@@ -17,7 +17,6 @@
 
 #include <tensorfs/control.h>
 
-#include "cacheplan.h"
 #include "format.h"
 #include "staging.h"
 #include "version.h"
@@ -214,8 +213,7 @@ static void stream_free(struct tfs_ctl_stream *s)
 	if (s->ring)
 		tfs_ctl_drop_ahead(s, 0);
 	tfs_staging_destroy(s->ring);
-	if (s->plan)
-		tfs_cache_plan_end(s->lake->cache, s->plan);
+	tfs_reader_close(s->reader); /* after the ring that reads through it */
 	tfs_lake_view_put(s->lake, s->lview);
 	tfs_version_put(s->ver);
 	free(s->rows);
@@ -225,27 +223,24 @@ static void stream_free(struct tfs_ctl_stream *s)
 
 /* A stream over a view publishes the view's order to the cache's eviction (MIN, when the mount
  * evicts by plans): the chunks of every column it stages, by view row, with the rows of one
- * warm-up window ahead of the cursor (and the batches being made ahead) protected. */
+ * warm-up window ahead of the cursor (and the batches being made ahead) protected. Near the
+ * end, the fixed columns' next epoch is warmed. */
 static int stream_plan(struct tfs_ctl_stream *s, uint64_t row_bytes)
 {
-	const uint64_t protect = tfs_lake_warm_rows(s->lake, row_bytes);
+	const struct tfs_view_spans *sp[TFS_CTL_MAX_COLS] = { 0 };
 	int rc = 0;
 
-	s->plan = tfs_cache_plan_new(protect > s->max_batch * s->depth ? protect
-								       : s->max_batch * s->depth);
-	if (!s->plan)
-		return -ENOMEM;
 	for (size_t i = 0; !rc && i < s->ncols; i++) {
 		const struct tfs_column *c = &s->ver->manifest.cols[s->cols[i]];
-		const struct tfs_view_spans *sp = NULL;
 
 		if (c->kind != TFS_COL_FIXED)
-			rc = tfs_lake_view_spans(s->lake, s->lview, s->cols[i], 0, &sp);
-		if (!rc)
-			rc = tfs_view_plan_add(s->plan, s->view, s->ver, s->cols[i], sp);
+			rc = tfs_lake_view_spans(s->lake, s->lview, s->cols[i], 0, &sp[i]);
+		else
+			tfs_reader_warm_columns(s->reader, &s->cols[i], 1);
 	}
 	if (!rc)
-		tfs_lake_view_plan_start(s->lake, s->lview, s->plan);
+		rc = tfs_reader_plan(s->reader, s->cols, sp, s->ncols, row_bytes,
+				     s->max_batch * s->depth);
 	return rc;
 }
 
@@ -513,6 +508,12 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.max_rows = s->max_batch;
 	cfg.pad_bad_rows = s->view && s->view->on_error != TFS_ON_ERROR_FAIL;
 	s->skip = s->view && s->view->on_error == TFS_ON_ERROR_SKIP;
+	for (size_t i = 0; i < s->ncols; i++)
+		s->row_bytes += s->ver->manifest.cols[s->cols[i]].row_bytes;
+	rc = tfs_reader_open_lake(ctl->lake, s->ver, s->lview, cfg.pad_bad_rows, &s->reader);
+	if (rc)
+		goto fail;
+	cfg.reader = s->reader;
 	cfg.depth = s->depth;
 	cfg.device = s->device;
 	cfg.shm_dir = ctl->shm_dir;

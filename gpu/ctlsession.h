@@ -73,11 +73,13 @@ struct tfs_ctl_stream {
 	uint64_t pos; /* the next cursor */
 	struct ahead ahead[MAX_AHEAD];
 	size_t nahead;
-	uint64_t *rows;		     /* scratch: max_batch version rows */
-	uint64_t *slot_pos;	     /* per slot: stream position of its first row */
-	int warmed;		     /* the next epoch's warm-up was asked for */
-	struct tfs_cache_plan *plan; /* over a view: its order, for MIN eviction; else NULL */
-	int skip;		     /* the view's on_error=skip: `next` passes bad rows over */
+	uint64_t *rows;	    /* scratch: max_batch version rows */
+	uint64_t *slot_pos; /* per slot: stream position of its first row */
+	/* The read: bad rows, gathers, the cache's plan over a view, the next epoch's warm-up. */
+	struct tfs_reader *reader;
+	uint64_t row_bytes; /* a row's bytes of the fixed columns: what is left, for the warm-up */
+	int staged;	    /* a batch was staged: the first one reads frames (tfs_reader_frames) */
+	int skip;	    /* the view's on_error=skip: `next` passes bad rows over */
 };
 
 struct tfs_ctlfile_session {

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cacheplan.h"
 #include "lake.h"
 
 void tfs_ctl_drop_ahead(struct tfs_ctl_stream *s, size_t keep)
@@ -40,11 +39,19 @@ static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos,
 {
 	int rc;
 
+	/* A stream's first batch, cold: its rows are a few of each chunk, which single frames
+	 * serve for less than whole chunks. Later batches read whole chunks. */
+	if (!s->staged)
+		tfs_reader_frames(s->reader, 1);
 	for (;;) {
 		rc = tfs_staging_fill(s->ring, slot, s->rows, n, 0);
 		if (rc != -EBUSY || !s->nahead)
 			break;
 		tfs_ctl_drop_ahead(s, s->nahead - 1);
+	}
+	if (!s->staged) {
+		tfs_reader_frames(s->reader, 0);
+		s->staged = 1;
 	}
 	if (rc == -EBUSY) {
 		if (slot >= 0)
@@ -141,21 +148,11 @@ static int stage_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, 
 	return stage_now(s, -1, n, s->pos, slot, err);
 }
 
-/* Within the view's last window: the lake warms the next epoch's first window (epoch_warm). */
-static void warm_near_end(struct tfs_ctl_stream *s)
+/* The reader is at [first, last] of the stream's rows: the plan's cursor, and within the view's
+ * last window the next epoch's warm-up. */
+static void stream_at(struct tfs_ctl_stream *s, uint64_t first, uint64_t last)
 {
-	uint64_t row_bytes = 0;
-
-	if (!s->lview || s->warmed || !s->lake->epoch_warm)
-		return;
-	for (size_t i = 0; i < s->ncols; i++)
-		row_bytes += s->ver->manifest.cols[s->cols[i]].row_bytes;
-	if ((s->n - s->pos) * row_bytes >= tfs_lake_warm_bytes(s->lake))
-		return;
-	s->warmed = 1;
-	for (size_t i = 0; i < s->ncols; i++)
-		if (s->ver->manifest.cols[s->cols[i]].kind == TFS_COL_FIXED)
-			tfs_lake_view_warm_next(s->lake, s->lview, s->cols[i]);
+	tfs_reader_at(s->reader, first, last, (s->n - (last + 1)) * s->row_bytes);
 }
 
 int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, char *err)
@@ -207,10 +204,8 @@ int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot
 			return rc;
 	}
 	s->pos += used;
-	if (s->plan)
-		tfs_cache_plan_at(s->plan, s->pos - used);
+	stream_at(s, s->pos - used, s->pos - 1);
 	schedule_ahead(s, batch);
-	warm_near_end(s);
 	return 0;
 }
 
@@ -277,7 +272,7 @@ int tfs_ctl_stream_seek(struct tfs_ctl_stream *s, uint64_t pos, char *err)
 	}
 	tfs_ctl_drop_ahead(s, 0);
 	s->pos = pos;
-	if (s->plan)
-		tfs_cache_plan_at(s->plan, pos);
+	if (pos < s->n)
+		stream_at(s, pos, pos);
 	return 0;
 }

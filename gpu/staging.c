@@ -39,6 +39,7 @@ struct tfs_staging {
 	const struct tfs_staging_backend *be;
 	void *b;
 	struct tfs_reader *reader; /* the fills' rows; bad rows */
+	int own_reader;		   /* opened by the ring (cfg.reader was NULL) */
 	uint64_t slot_bytes;
 	/* Inside a slot, as in struct tfs_staging_loc. */
 	uint64_t col_off[TFS_STAGING_MAX_COLS], data_off[TFS_STAGING_MAX_COLS];
@@ -207,10 +208,9 @@ static int place_column(struct tfs_staging *st, const struct tfs_staging_config 
 int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_config *cfg,
 		       struct tfs_staging **out, char *err, size_t err_cap)
 {
-	const struct tfs_staging_backend *be =
-		cfg->backend			 ? cfg->backend
-		: cfg->device == TFS_STAGING_HOST ? &tfs_staging_host
-						 : tfs_staging_cuda;
+	const struct tfs_staging_backend *be = cfg->backend			 ? cfg->backend
+					       : cfg->device == TFS_STAGING_HOST ? &tfs_staging_host
+										 : tfs_staging_cuda;
 	struct tfs_staging *st = NULL;
 	uint64_t off = 0;
 	int rc;
@@ -247,9 +247,13 @@ int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_confi
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = tfs_reader_open(cfg->ver, cfg->cache, cfg->pad_bad_rows, &st->reader);
-	if (rc)
-		goto fail;
+	st->reader = cfg->reader;
+	if (!st->reader) {
+		rc = tfs_reader_open(cfg->ver, cfg->cache, cfg->pad_bad_rows, &st->reader);
+		if (rc)
+			goto fail;
+		st->own_reader = 1;
+	}
 	for (unsigned i = 0; i < cfg->depth; i++) {
 		st->slots[i].st = st;
 		tfs_gather_list_init(&st->slots[i].list, cfg->cache);
@@ -274,7 +278,8 @@ fail:
 	for (unsigned i = 0; st->slots && i < cfg->depth; i++)
 		free(st->slots[i].rows);
 	free(st->slots);
-	tfs_reader_close(st->reader);
+	if (st->own_reader)
+		tfs_reader_close(st->reader);
 	if (pool)
 		tfs_workgroup_destroy(&st->fills);
 	pthread_cond_destroy(&st->cond);
@@ -302,7 +307,8 @@ void tfs_staging_destroy(struct tfs_staging *st)
 		tfs_gather_list_free(&st->slots[i].list);
 	}
 	free(st->slots);
-	tfs_reader_close(st->reader);
+	if (st->own_reader)
+		tfs_reader_close(st->reader);
 	tfs_version_put(st->cfg.ver);
 	pthread_cond_destroy(&st->cond);
 	pthread_mutex_destroy(&st->lock);

@@ -46,6 +46,9 @@ struct tfs_staging_config {
 	const char *tag;     /* host: makes the file name unique: tensorfs-<tag> */
 	uid_t uid;	     /* host: the loader, who must be able to read the file */
 	gid_t gid;
+	/* The reader the fills read through (borrowed: outlives the ring); NULL: the ring opens
+	 * its own, which pads bad rows as pad_bad_rows says. */
+	struct tfs_reader *reader;
 	/* NULL: the backend of device. Tests put one of their own here. */
 	const struct tfs_staging_backend *backend;
 };

@@ -35,7 +35,9 @@ struct cuda {
 	 * address of the arena and of the pinned ring, and per slot the list as the kernel reads
 	 * it (pinned; rewritten only after begin waited for the slot's last batch). */
 	struct tfs_cache *cache;
-	int kernel;
+	pthread_mutex_t lock; /* the switch to the kernel */
+	struct reg *reg;      /* the arena's registration; NULL: none (by lock) */
+	int kernel;	      /* atomic; arena_delta is set before it */
 	intptr_t arena_delta, pinned_delta;
 	struct tfs_gather_op **kops;
 	size_t *kops_cap;
@@ -89,70 +91,118 @@ static int cuda_probe(int device, char *err, size_t err_cap)
 	return 0;
 }
 
-/* --- the cache's arena, registered once a process ------------------------------------------- */
+/* --- the cache's arena, registered once a process -------------------------------------------
+ * Registering pins every page of the arena (cache_mem and a quarter): a second or more for tens
+ * of GiB. It runs on a thread of its own, started by the first CUDA ring; until it is done,
+ * rings gather on the CPU and copy (correct, slower), then switch to the kernel. */
 
 #define MAX_ARENAS 8
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Arenas registered, and ones the driver refused (not tried again); protected by reg_lock. */
-static struct {
-	uint8_t *base;
-	int ok;
-} regs[MAX_ARENAS];
-static unsigned nregs;
+enum reg_state { REG_BUSY = 1, REG_OK, REG_FAILED };
 
-/* Register the arena of cache with the driver (once for the process: every ring shares it) and
- * give the device's address of its base for device dev, current. 0, or -errno when the arena
- * cannot be made or registered (logged once). */
-static int arena_register(struct tfs_cache *cache, int dev, intptr_t *delta)
-{
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Arenas being registered, registered, or refused (not tried again); base and len are set
+ * under reg_lock before the thread starts, state is atomic. */
+static struct reg {
 	uint8_t *base;
 	uint64_t len;
-	void *dptr = NULL;
+	int dev;
+	int state;
+} regs[MAX_ARENAS];
+static unsigned nregs; /* protected by reg_lock */
+
+static void *register_arena(void *arg)
+{
+	struct reg *g = arg;
+	const uint64_t t0 = tfs_now_ns();
+	cudaError_t e = cudaSetDevice(g->dev);
+
+	/* Read-only where the driver offers it: the device never writes the cache. */
+	if (e == cudaSuccess)
+		e = cudaHostRegister(g->base, g->len,
+				     cudaHostRegisterPortable | cudaHostRegisterMapped |
+					     cudaHostRegisterReadOnly);
+	if (e != cudaSuccess && e != cudaErrorInvalidDevice) {
+		(void)cudaGetLastError();
+		e = cudaHostRegister(g->base, g->len,
+				     cudaHostRegisterPortable | cudaHostRegisterMapped);
+	}
+	if (e == cudaSuccess)
+		tfs_info("staging: the chunk cache's arena (%llu MiB) is registered with the CUDA "
+			 "driver in %.3f s: kernels gather rows from it in place",
+			 (unsigned long long)(g->len >> 20), (double)(tfs_now_ns() - t0) / 1e9);
+	else
+		tfs_warn("staging: cuda:%d: the driver refuses to register the chunk cache's arena "
+			 "(%s): rows are gathered by the CPU and copied",
+			 g->dev, cudaGetErrorString(e));
+	(void)cudaGetLastError();
+	__atomic_store_n(&g->state, e == cudaSuccess ? REG_OK : REG_FAILED, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The registration of cache's arena, started if it is not (by the first ring of the process):
+ * NULL when there is no arena or no thread to register it (logged). */
+static struct reg *arena_register(struct tfs_cache *cache, int dev)
+{
+	struct reg *g = NULL;
+	uint8_t *base;
+	uint64_t len;
+	pthread_t t;
 	unsigned i;
 	int rc = tfs_cache_arena_start(cache, 0, &base, &len);
-	cudaError_t e = cudaSuccess;
 
 	if (rc) {
 		tfs_warn("staging: cuda:%d: no arena for the chunk cache (%s): rows are gathered by "
 			 "the CPU and copied",
 			 dev, strerror(-rc));
-		return rc;
+		return NULL;
 	}
 	pthread_mutex_lock(&reg_lock);
 	for (i = 0; i < nregs && regs[i].base != base; i++)
 		;
-	if (i == nregs && nregs < MAX_ARENAS) {
-		const uint64_t t0 = tfs_now_ns();
-
-		/* Read-only where the driver offers it: the device never writes the cache. */
-		e = cudaHostRegister(base, len,
-				     cudaHostRegisterPortable | cudaHostRegisterMapped |
-					     cudaHostRegisterReadOnly);
-		if (e != cudaSuccess) {
-			(void)cudaGetLastError();
-			e = cudaHostRegister(base, len,
-					     cudaHostRegisterPortable | cudaHostRegisterMapped);
+	if (i < nregs) {
+		g = &regs[i];
+	} else if (nregs < MAX_ARENAS) {
+		g = &regs[nregs];
+		*g = (struct reg){ base, len, dev, REG_BUSY };
+		if (pthread_create(&t, NULL, register_arena, g)) {
+			tfs_warn("staging: cannot start a thread to register the chunk cache's "
+				 "arena: rows are gathered by the CPU and copied");
+			g = NULL;
+		} else {
+			pthread_detach(t);
+			nregs++;
 		}
-		regs[nregs].base = base;
-		regs[nregs++].ok = e == cudaSuccess;
-		if (e == cudaSuccess)
-			tfs_info("staging: the chunk cache's arena (%llu MiB) is registered with the "
-				 "CUDA driver in %.3f s: kernels gather rows from it in place",
-				 (unsigned long long)(len >> 20), (double)(tfs_now_ns() - t0) / 1e9);
-		else
-			tfs_warn("staging: cuda:%d: the driver refuses to register the chunk cache's "
-				 "arena (%s): rows are gathered by the CPU and copied",
-				 dev, cudaGetErrorString(e));
-		(void)cudaGetLastError();
 	}
-	rc = i < nregs && regs[i].ok ? 0 : -ENOTSUP;
 	pthread_mutex_unlock(&reg_lock);
-	if (!rc && (e = cudaHostGetDevicePointer(&dptr, base, 0)) != cudaSuccess)
-		rc = cuda_errno(e, "cudaHostGetDevicePointer(arena)");
-	if (!rc)
-		*delta = (intptr_t)dptr - (intptr_t)base;
-	return rc;
+	return g;
+}
+
+/* Whether c gathers with the kernel: once its arena is registered (then for good). */
+static int use_kernel(struct cuda *c)
+{
+	void *dptr = NULL;
+	int state, on;
+
+	if (__atomic_load_n(&c->kernel, __ATOMIC_ACQUIRE))
+		return 1;
+	if (!c->reg)
+		return 0;
+	state = __atomic_load_n(&c->reg->state, __ATOMIC_ACQUIRE);
+	if (state == REG_BUSY)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	if (state == REG_OK && !c->kernel && cudaHostGetDevicePointer(&dptr, c->reg->base, 0) ==
+						      cudaSuccess) {
+		c->arena_delta = (intptr_t)dptr - (intptr_t)c->reg->base;
+		__atomic_store_n(&c->kernel, 1, __ATOMIC_RELEASE);
+	} else if (!c->kernel) {
+		(void)cudaGetLastError();
+		c->reg = NULL; /* refused: the CPU gathers for good */
+	}
+	on = c->kernel;
+	pthread_mutex_unlock(&c->lock);
+	return on;
 }
 
 static void cuda_destroy(void *b)
@@ -182,6 +232,7 @@ static void cuda_destroy(void *b)
 	free(c->kops_cap);
 	free(c->ev);
 	free(c->eh);
+	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
@@ -198,6 +249,7 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	c->slot_bytes = slot_bytes;
 	c->size = slot_bytes * cfg->depth;
 	c->cache = cfg->cache;
+	pthread_mutex_init(&c->lock, NULL);
 	c->ev = calloc(cfg->depth, sizeof(*c->ev));
 	c->eh = calloc(cfg->depth, sizeof(*c->eh));
 	c->kops = calloc(cfg->depth, sizeof(*c->kops));
@@ -222,7 +274,7 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 		CK(cudaHostGetDevicePointer(&dp, c->pinned, 0));
 		c->pinned_delta = (intptr_t)dp - (intptr_t)c->pinned;
 	}
-	c->kernel = arena_register(c->cache, c->dev, &c->arena_delta) == 0;
+	c->reg = arena_register(c->cache, c->dev);
 out:
 	if (rc) {
 		snprintf(err, err_cap,
@@ -315,7 +367,7 @@ static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 	ssize_t n = 0;
 
 	CK(cudaSetDevice(c->dev));
-	if (c->kernel) {
+	if (use_kernel(c)) {
 		n = kernel_ops(c, slot, l);
 		if (n < 0) {
 			rc = (int)n;
@@ -323,7 +375,8 @@ static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 		}
 		if (n) {
 			const cudaError_t e = (cudaError_t)tfs_gather_kernel_launch(
-				(const void *)((intptr_t)(uintptr_t)c->kops[slot] + c->pinned_delta),
+				(const void *)((intptr_t)(uintptr_t)c->kops[slot] +
+					       c->pinned_delta),
 				(size_t)n, (uint8_t *)c->dmem + base, c->stream);
 
 			if (e != cudaSuccess) {

@@ -16,3 +16,4 @@ mount = _mod.mount
 tfs_bin = _mod.tfs_bin
 _no_daemon_survives = _mod._no_daemon_survives
 pytest_runtest_makereport = _mod.pytest_runtest_makereport
+parse_object_header = _mod.parse_object_header  # test_bad_rows, imported by test_gpu

@@ -15,6 +15,7 @@
 
 #include "badchunks.h"
 #include "import.h"
+#include "npy.h"
 #include "reader.h"
 #include "store.h"
 #include "version.h"
@@ -26,11 +27,16 @@
 
 static struct tfs_store *store;
 static struct tfs_version *vj, *vw; /* id/vec/name; key/cls/bin */
+static struct tfs_version *vf;	    /* img: 8000 rows of 600 bytes in framed 256 KiB chunks */
+#define NF 8000
+#define FB 600
 static struct tfs_cache *cache;
 
 static int setup(void **state)
 {
-	const struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD, .level = 1, .chunk_bytes = 512 };
+	const struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD,
+					   .level = 1,
+					   .chunk_bytes = 512 };
 	struct tfs_import_result res;
 	char path[256], url[256], cmd[512];
 	const char *shard = path;
@@ -82,6 +88,32 @@ static int setup(void **state)
 	if (tfs_import_webdataset(store, "w", &shard, 1, 1, &o, &res, &id) ||
 	    tfs_version_open(store, "w", &id, &vw))
 		return -1;
+	/* img: framed chunks (64 KiB frames), for the frames mode. */
+	{
+		static uint8_t img[NF][FB];
+		const uint64_t shape[] = { FB };
+		const struct tfs_import_opts of = { .codec = TFS_CODEC_ZSTD, .level = 1,
+						    .chunk_bytes = 256 << 10 };
+		struct tfs_import_src src = { "img", path, TFS_SRC_NPY };
+		char hdr[TFS_NPY_ALIGN], err[64];
+		struct tfs_dtype u1;
+		int big;
+
+		for (int i = 0; i < NF; i++)
+			for (int j = 0; j < FB; j++)
+				img[i][j] = (uint8_t)(i * 31 + j * 7 + (i * j) % 13);
+		snprintf(path, sizeof(path), "%s/img.npy", tmpdir);
+		if (tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)) ||
+		    tfs_npy_header_build(&u1, NF, 1, shape, hdr))
+			return -1;
+		f = fopen(path, "w");
+		fwrite(hdr, 1, sizeof(hdr), f);
+		fwrite(img, 1, sizeof(img), f);
+		fclose(f);
+		if (tfs_dataset_create(store, "f") || tfs_import(store, "f", &src, 1, &of, &id) ||
+		    tfs_version_open(store, "f", &id, &vf))
+			return -1;
+	}
 	return tfs_cache_create(64 << 20, &cache) ? -1 : 0;
 }
 
@@ -90,6 +122,7 @@ static int teardown(void **state)
 	(void)state;
 	tfs_version_put(vj);
 	tfs_version_put(vw);
+	tfs_version_put(vf);
 	tfs_cache_destroy(cache);
 	tfs_store_close(store);
 	return tmpdir_remove();
@@ -169,9 +202,9 @@ static void check(struct tfs_version *v, size_t col, const uint64_t *rows, size_
 				assert_int_equal(tfs_version_read(v, cache, c->shapes, rows[i] * 8,
 								  &shape, 8),
 						 8);
-				assert_int_equal(((const int64_t *)(const void *)(dst +
-										  at->shapes_off))[i],
-						 shape);
+				assert_int_equal(
+					((const int64_t *)(const void *)(dst + at->shapes_off))[i],
+					shape);
 			}
 		}
 		free(want);
@@ -251,6 +284,44 @@ static void test_bytes(void **state)
 	(void)state;
 	assert_int_equal(vw->manifest.cols[tfs_version_column(vw, "bin")].kind, TFS_COL_BYTES);
 	gather_both_ways(vw, "bin", 6);
+}
+
+/* Frames mode: a few rows of each chunk come from single frames (less decoded than the whole
+ * chunks), rows that straddle frames included, the same bytes as whole chunks give. */
+static void test_frames(void **state)
+{
+	const int col = tfs_version_column(vf, "img");
+	const struct tfs_column *c = &vf->manifest.cols[col];
+	const size_t bytes = (ROWS + 1) * 8 + ROWS * 8 + ROOM;
+	uint8_t *dst = calloc(1, bytes);
+	struct tfs_gather_place at;
+	struct tfs_gather_result res;
+	struct tfs_gather_list l;
+	struct tfs_cache_stats cs;
+	struct tfs_cache *fresh;
+	struct tfs_reader *r;
+	uint64_t rows[6], whole = 0;
+
+	(void)state;
+	assert_true(c->nchunks >= 4);
+	assert_int_equal(tfs_cache_create(64 << 20, &fresh), 0);
+	for (size_t i = 0; i < 6; i++) {
+		rows[i] = i * 1321 + 5; /* a row of each of six chunks */
+		whole += tfs_column_chunk_rows(c, tfs_column_chunk_of(c, rows[i])) * FB;
+	}
+	layout(&at);
+	assert_int_equal(tfs_reader_open(vf, fresh, 0, &r), 0);
+	tfs_reader_frames(r, 1);
+	tfs_gather_list_init(&l, fresh);
+	assert_int_equal(tfs_reader_gather(r, (size_t)col, rows, 6, &at, dst, &l, &res), 0);
+	tfs_gather_list_run(&l, dst);
+	tfs_cache_stats(fresh, &cs);
+	assert_true(cs.bytes_loaded < whole * 3 / 4); /* frames, not whole chunks */
+	check(vf, (size_t)col, rows, 6, &at, dst, NULL);
+	tfs_gather_list_free(&l);
+	tfs_reader_close(r);
+	tfs_cache_destroy(fresh);
+	free(dst);
 }
 
 /* Rows that do not fit a column's room: -E2BIG with the bytes they need. */
@@ -334,7 +405,8 @@ static void test_pad_bad_rows(void **state)
 	for (size_t i = 0; i < n; i++) {
 		uint64_t off[2];
 
-		assert_int_equal(tfs_version_read(vj, cache, cn->offsets, rows[i] * 8, off, 16), 16);
+		assert_int_equal(tfs_version_read(vj, cache, cn->offsets, rows[i] * 8, off, 16),
+				 16);
 		bad[i] = (uint8_t)tfs_reader_bytes_bad(r, cn->data, off[0], off[1]);
 		nbad += bad[i];
 	}
@@ -359,7 +431,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fixed), cmocka_unit_test(test_ragged),
 		cmocka_unit_test(test_text),  cmocka_unit_test(test_bytes),
-		cmocka_unit_test(test_room),  cmocka_unit_test(test_pad_bad_rows),
+		cmocka_unit_test(test_room),  cmocka_unit_test(test_frames),
+		cmocka_unit_test(test_pad_bad_rows),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

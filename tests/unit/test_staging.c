@@ -241,8 +241,12 @@ static void test_chunks_pinned_until_complete(void **state)
 {
 	uint64_t rows[64];
 	struct tfs_staging_config cfg = {
-		.ver = ver, .ncols = 2, .max_rows = 64, .depth = 2,
-		.device = TFS_STAGING_HOST, .backend = &late_backend,
+		.ver = ver,
+		.ncols = 2,
+		.max_rows = 64,
+		.depth = 2,
+		.device = TFS_STAGING_HOST,
+		.backend = &late_backend,
 	};
 	const struct tfs_column *ca, *cb;
 	struct tfs_staging_loc loc;
@@ -271,8 +275,10 @@ static void test_chunks_pinned_until_complete(void **state)
 	tfs_cache_stats(small, &cs);
 	assert_true(cs.evictions > 0);
 	for (size_t i = 0; i < 64; i++) {
-		assert_true(tfs_cache_contains(small, &ca->chunks[tfs_column_chunk_of(ca, rows[i])].id));
-		assert_true(tfs_cache_contains(small, &cb->chunks[tfs_column_chunk_of(cb, rows[i])].id));
+		assert_true(tfs_cache_contains(small,
+					       &ca->chunks[tfs_column_chunk_of(ca, rows[i])].id));
+		assert_true(tfs_cache_contains(small,
+					       &cb->chunks[tfs_column_chunk_of(cb, rows[i])].id));
 	}
 	pthread_mutex_lock(&go_lock);
 	go = 1;
