@@ -13,6 +13,7 @@
 struct tfs_arena {
 	uint8_t *base;
 	uint64_t bytes;
+	int owned; /* the region is ours to unmap */
 	size_t ngran;
 	pthread_mutex_t lock;
 	uint64_t *used_bits; /* a bit a granule, set while in a buffer; protected by lock */
@@ -21,13 +22,11 @@ struct tfs_arena {
 	uint64_t used, allocs, full; /* protected by lock */
 };
 
-int tfs_arena_create(uint64_t bytes, struct tfs_arena **out)
+static int arena_new(uint64_t bytes, struct tfs_arena **out)
 {
 	struct tfs_arena *a;
-	void *p;
 
-	bytes = (bytes + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
-	if (!bytes || bytes / TFS_ARENA_GRANULE > UINT32_MAX)
+	if (!bytes || bytes % TFS_ARENA_GRANULE || bytes / TFS_ARENA_GRANULE > UINT32_MAX)
 		return -EINVAL;
 	a = calloc(1, sizeof(*a));
 	if (!a)
@@ -36,28 +35,54 @@ int tfs_arena_create(uint64_t bytes, struct tfs_arena **out)
 	a->ngran = (size_t)(bytes / TFS_ARENA_GRANULE);
 	a->used_bits = calloc((a->ngran + 63) / 64, sizeof(uint64_t));
 	a->run = calloc(a->ngran, sizeof(uint32_t));
-	p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (!a->used_bits || !a->run || p == MAP_FAILED) {
-		if (p != MAP_FAILED)
-			munmap(p, (size_t)bytes);
+	if (!a->used_bits || !a->run) {
 		free(a->used_bits);
 		free(a->run);
 		free(a);
 		return -ENOMEM;
 	}
-	(void)madvise(p, (size_t)bytes, MADV_HUGEPAGE);
-	a->base = p;
 	pthread_mutex_init(&a->lock, NULL);
 	*out = a;
 	return 0;
+}
+
+int tfs_arena_create(uint64_t bytes, struct tfs_arena **out)
+{
+	void *p;
+	int rc;
+
+	bytes = (bytes + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
+	rc = arena_new(bytes, out);
+	if (rc)
+		return rc;
+	p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		(*out)->base = NULL;
+		tfs_arena_destroy(*out);
+		return -ENOMEM;
+	}
+	(void)madvise(p, (size_t)bytes, MADV_HUGEPAGE);
+	(*out)->base = p;
+	(*out)->owned = 1;
+	return 0;
+}
+
+int tfs_arena_create_over(uint8_t *base, uint64_t bytes, struct tfs_arena **out)
+{
+	int rc = arena_new(bytes, out);
+
+	if (!rc)
+		(*out)->base = base;
+	return rc;
 }
 
 void tfs_arena_destroy(struct tfs_arena *a)
 {
 	if (!a)
 		return;
-	munmap(a->base, (size_t)a->bytes);
+	if (a->owned)
+		munmap(a->base, (size_t)a->bytes);
 	pthread_mutex_destroy(&a->lock);
 	free(a->used_bits);
 	free(a->run);

@@ -16,7 +16,10 @@ struct tfs_arena;
 
 /* A region of at least bytes (rounded up to 2 MiB, marked for transparent huge pages). */
 int tfs_arena_create(uint64_t bytes, struct tfs_arena **out);
-/* Unmaps the region, whether or not its buffers were given back. NULL is fine. */
+/* Runs of a region the caller owns, [base, base + bytes) (bytes a multiple of the granule),
+ * which may be in another address space (device memory): never touched here. */
+int tfs_arena_create_over(uint8_t *base, uint64_t bytes, struct tfs_arena **out);
+/* Unmaps the region it made, whether or not its buffers were given back. NULL is fine. */
 void tfs_arena_destroy(struct tfs_arena *a);
 
 /* A buffer of at least len bytes (its capacity, granules, in *cap), or NULL when no run of free

@@ -16,14 +16,6 @@
 
 #define WARM_COLS 16
 
-/* A chunk (or a frame of it: bytes [base, base + e->len) of the chunk) a list's ops read,
- * pinned; (part, k, base) finds it again for the next row. */
-struct tfs_gather_pin {
-	struct tfs_cache_entry *e;
-	size_t part, k;
-	uint64_t base;
-};
-
 struct tfs_reader {
 	struct tfs_version *v;
 	struct tfs_cache *cache;
@@ -130,7 +122,8 @@ void tfs_gather_list_run(const struct tfs_gather_list *l, uint8_t *dst)
 }
 
 /* Append an op, merged into the last one when it continues it on both sides. */
-static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint64_t bytes)
+static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint64_t bytes,
+		  uint32_t pin)
 {
 	const uint64_t s = (uint64_t)(uintptr_t)src;
 	struct tfs_gather_op *last = l->nops ? &l->ops[l->nops - 1] : NULL;
@@ -138,7 +131,7 @@ static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint
 	if (!bytes)
 		return 0;
 	l->bytes += bytes;
-	if (last && last->dst + last->bytes == dst &&
+	if (last && last->dst + last->bytes == dst && last->pin == pin &&
 	    ((!s && !last->src) || (s && last->src && last->src + last->bytes == s))) {
 		last->bytes += bytes;
 		return 0;
@@ -152,40 +145,7 @@ static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint
 		l->ops = g;
 		l->ops_cap = cap;
 	}
-	l->ops[l->nops++] = (struct tfs_gather_op){ s, dst, bytes };
-	return 0;
-}
-
-/* Chunk k of column part, pinned for as long as the list: found among the last pins the list
- * took (rows of a batch come from a few chunks at a time), else got from the cache. */
-static int pin_chunk(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
-		     const struct tfs_cache_entry **out)
-{
-	const size_t look = l->npins < 32 ? l->npins : 32;
-	struct tfs_cache_entry *e;
-	int rc;
-
-	for (size_t i = l->npins; i > l->npins - look; i--)
-		if (l->pins[i - 1].part == part && l->pins[i - 1].k == k && !l->pins[i - 1].base &&
-		    l->pins[i - 1].e->len >= tfs_column_chunk_rows(&r->v->manifest.cols[part], k) *
-							 r->v->manifest.cols[part].row_bytes) {
-			*out = l->pins[i - 1].e;
-			return 0;
-		}
-	if (l->npins == l->pins_cap) {
-		const size_t cap = l->pins_cap ? 2 * l->pins_cap : 32;
-		struct tfs_gather_pin *g = realloc(l->pins, cap * sizeof(*g));
-
-		if (!g)
-			return -ENOMEM;
-		l->pins = g;
-		l->pins_cap = cap;
-	}
-	rc = tfs_version_chunk_get(r->v, r->cache, part, k, &e);
-	if (rc)
-		return rc;
-	l->pins[l->npins++] = (struct tfs_gather_pin){ e, part, k, 0 };
-	*out = e;
+	l->ops[l->nops++] = (struct tfs_gather_op){ s, dst, bytes, pin };
 	return 0;
 }
 
@@ -196,6 +156,8 @@ static int pins_grow(struct tfs_gather_list *l)
 
 	if (l->npins < l->pins_cap)
 		return 0;
+	if (cap >= TFS_GATHER_NO_PIN)
+		return -E2BIG;
 	g = realloc(l->pins, cap * sizeof(*g));
 	if (!g)
 		return -ENOMEM;
@@ -204,11 +166,51 @@ static int pins_grow(struct tfs_gather_list *l)
 	return 0;
 }
 
+/* Keep e, read by the list's ops, pinned until the list is released; *pin: its index. */
+static void pin_add(struct tfs_reader *r, struct tfs_gather_list *l, struct tfs_cache_entry *e,
+		    size_t part, size_t k, uint64_t base, uint32_t *pin)
+{
+	const struct tfs_column *c = &r->v->manifest.cols[part];
+
+	assert(l->npins < l->pins_cap);
+	*pin = (uint32_t)l->npins;
+	l->pins[l->npins++] = (struct tfs_gather_pin){
+		e, &c->chunks[k].id, part, k, base,
+		!base && e->len >= tfs_column_chunk_rows(c, k) * c->row_bytes
+	};
+}
+
+/* Chunk k of column part, pinned for as long as the list: found among the last pins the list
+ * took (rows of a batch come from a few chunks at a time), else got from the cache. */
+static int pin_chunk(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
+		     const struct tfs_cache_entry **out, uint32_t *pin)
+{
+	const size_t look = l->npins < 32 ? l->npins : 32;
+	struct tfs_cache_entry *e;
+	int rc;
+
+	for (size_t i = l->npins; i > l->npins - look; i--)
+		if (l->pins[i - 1].part == part && l->pins[i - 1].k == k && l->pins[i - 1].whole) {
+			*out = l->pins[i - 1].e;
+			*pin = (uint32_t)(i - 1);
+			return 0;
+		}
+	rc = pins_grow(l);
+	if (!rc)
+		rc = tfs_version_chunk_get(r->v, r->cache, part, k, &e);
+	if (rc)
+		return rc;
+	pin_add(r, l, e, part, k, 0, pin);
+	*out = e;
+	return 0;
+}
+
 /* The piece of chunk k of column part holding byte off of the chunk: the whole chunk when it
  * is cached, else the frame that holds it (tfs_version_piece_get), pinned for as long as the
  * list; *base: where the piece starts in the chunk. */
 static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
-		     uint64_t off, const struct tfs_cache_entry **out, uint64_t *base)
+		     uint64_t off, const struct tfs_cache_entry **out, uint64_t *base,
+		     uint32_t *pin)
 {
 	const size_t look = l->npins < 32 ? l->npins : 32;
 	struct tfs_cache_entry *e;
@@ -220,6 +222,7 @@ static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 		if (p->part == part && p->k == k && off >= p->base && off < p->base + p->e->len) {
 			*out = p->e;
 			*base = p->base;
+			*pin = (uint32_t)(i - 1);
 			return 0;
 		}
 	}
@@ -228,7 +231,7 @@ static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 		rc = tfs_version_piece_get(r->v, r->cache, part, k, off, &e, base);
 	if (rc)
 		return rc;
-	l->pins[l->npins++] = (struct tfs_gather_pin){ e, part, k, *base };
+	pin_add(r, l, e, part, k, *base, pin);
 	*out = e;
 	return 0;
 }
@@ -247,8 +250,9 @@ static int gather_pieces(struct tfs_reader *r, size_t col, size_t k, uint64_t of
 	for (uint64_t done = 0; done < len && !rc;) {
 		const struct tfs_cache_entry *e;
 		uint64_t base, take;
+		uint32_t pin;
 
-		rc = pin_piece(r, l, col, k, off + done, &e, &base);
+		rc = pin_piece(r, l, col, k, off + done, &e, &base, &pin);
 		if (rc)
 			break;
 		if (off + done < base || off + done >= base + e->len) {
@@ -261,7 +265,7 @@ static int gather_pieces(struct tfs_reader *r, size_t col, size_t k, uint64_t of
 		take = base + e->len - (off + done);
 		if (take > len - done)
 			take = len - done;
-		rc = add_op(l, e->data + (off + done - base), dst + done, take);
+		rc = add_op(l, e->data + (off + done - base), dst + done, take, pin);
 		done += take;
 	}
 	return rc;
@@ -520,6 +524,7 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		const uint64_t in = src - tfs_column_chunk_first(c, k);
 		const uint64_t left = tfs_column_chunk_rows(c, k) - in; /* in this chunk from src */
 		const struct tfs_cache_entry *e;
+		uint32_t pin = TFS_GATHER_NO_PIN;
 		size_t run = 1;
 
 		assert(src < c->rows);
@@ -533,10 +538,10 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 			}
 		} else {
 			rc = r->pad && tfs_reader_chunk_bad(r, col, k) ? -EIO
-								: pin_chunk(r, l, col, k, &e);
+								: pin_chunk(r, l, col, k, &e, &pin);
 		}
 		if (rc == -EIO && r->pad && tfs_reader_chunk_bad(r, col, k)) {
-			rc = add_op(l, NULL, dst + i * rb, run * rb);
+			rc = add_op(l, NULL, dst + i * rb, run * rb, TFS_GATHER_NO_PIN);
 			*padded += run;
 		} else if (!rc && (in + run) * rb > e->len) {
 			tfs_err("reader: chunk %zu of column %s holds %zu bytes, row %" PRIu64
@@ -544,7 +549,7 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 				k, c->name, e->len, src + run - 1);
 			rc = -EIO;
 		} else if (!rc) {
-			rc = add_op(l, e->data + in * rb, dst + i * rb, run * rb);
+			rc = add_op(l, e->data + in * rb, dst + i * rb, run * rb, pin);
 		}
 		i += run;
 	}
@@ -565,12 +570,13 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
 		const uint64_t end = first + tfs_column_chunk_rows(d, k);
 		const uint64_t take = (end < b ? end : b) - pos;
 		const struct tfs_cache_entry *e;
+		uint32_t pin;
 
-		rc = pin_chunk(r, l, part, k, &e);
+		rc = pin_chunk(r, l, part, k, &e, &pin);
 		if (!rc && pos - first + take > e->len)
 			rc = -EIO;
 		if (!rc)
-			rc = add_op(l, e->data + (pos - first), dst + (pos - a), take);
+			rc = add_op(l, e->data + (pos - first), dst + (pos - a), take, pin);
 		pos += take;
 	}
 	return rc;
@@ -593,7 +599,7 @@ int tfs_reader_gather_bytes(struct tfs_reader *r, size_t part, uint64_t row_a, u
 		l->nops = mark_ops;
 		l->bytes = mark_bytes;
 		*padded = 1;
-		rc = add_op(l, NULL, dst, b - a);
+		rc = add_op(l, NULL, dst, b - a, TFS_GATHER_NO_PIN);
 	}
 	return rc;
 }
@@ -658,7 +664,7 @@ static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 	if (rc == -E2BIG)
 		res->need = used;
 	if (!rc)
-		rc = add_op(l, offs, at->col_off, (n + 1) * sizeof(uint64_t));
+		rc = add_op(l, offs, at->col_off, (n + 1) * sizeof(uint64_t), TFS_GATHER_NO_PIN);
 	if (!rc && h->kind == TFS_COL_RAGGED)
 		rc = gather_fixed(r, h->shapes, rows, n, at->shapes_off, l, &res->padded);
 	return rc;

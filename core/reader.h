@@ -23,6 +23,17 @@ struct tfs_gather_op {
 	uint64_t src;
 	uint64_t dst;
 	uint64_t bytes;
+	uint32_t pin; /* the list's pin src lies in; TFS_GATHER_NO_PIN for zeros and offsets */
+};
+#define TFS_GATHER_NO_PIN UINT32_MAX
+
+/* A chunk, or a frame of it (bytes [base, base + e->len) of the chunk), that ops read. */
+struct tfs_gather_pin {
+	struct tfs_cache_entry *e;
+	const struct tfs_id *id; /* the chunk's (in the version's manifest) */
+	size_t part, k;
+	uint64_t base;
+	int whole; /* the whole chunk */
 };
 
 /* What a batch reads. The pins are chunks the ops read from, held until release. */

@@ -97,6 +97,7 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 	ctl->max_sessions = cfg->max_sessions ? cfg->max_sessions : TFS_CTL_DEFAULT_SESSIONS;
 	ctl->max_streams = cfg->max_streams ? cfg->max_streams : TFS_CTL_DEFAULT_STREAMS;
 	ctl->max_staging = cfg->max_staging;
+	ctl->cache_gpu = cfg->cache_gpu;
 	if (!ctl->max_staging) {
 		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 
@@ -516,6 +517,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.reader = s->reader;
 	cfg.depth = s->depth;
 	cfg.device = s->device;
+	cfg.cache_gpu = ctl->cache_gpu;
 	cfg.shm_dir = ctl->shm_dir;
 	cfg.tag = tag;
 	cfg.uid = se->uid;
@@ -603,9 +605,13 @@ int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 			      ", \"slots\": %" PRIu64 ", \"slots_leased\": %" PRIu64
 			      ", \"batches\": %" PRIu64 ", \"rows\": %" PRIu64
 			      ", \"bytes\": %" PRIu64 ", \"gather_s\": %.3f, \"requests\": %" PRIu64
-			      ", \"errors\": %" PRIu64 "},\n",
+			      ", \"errors\": %" PRIu64 ", \"gpu_cache\": {\"budget\": %" PRIu64
+			      ", \"bytes\": %" PRIu64 ", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64
+			      ", \"misses\": %" PRIu64 ", \"evictions\": %" PRIu64 "}},\n",
 			      st.sessions, st.streams, st.slots, st.slots_leased, st.batches,
-			      st.rows, st.bytes, (double)ss.fill_ns / 1e9, st.requests, st.errors);
+			      st.rows, st.bytes, (double)ss.fill_ns / 1e9, st.requests, st.errors,
+			      ss.gpu.budget, ss.gpu.bytes, ss.gpu.entries, ss.gpu.hits,
+			      ss.gpu.misses, ss.gpu.evictions);
 }
 
 int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)

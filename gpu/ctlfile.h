@@ -24,6 +24,9 @@ struct tfs_ctlfile_config {
 	unsigned max_sessions; /* open control files (default TFS_CTL_DEFAULT_SESSIONS) */
 	unsigned max_streams;  /* streams (default TFS_CTL_DEFAULT_STREAMS) */
 	uint64_t max_staging;  /* bytes of staging slots (default: half the machine's memory) */
+	/* Bytes of each GPU's memory that CUDA streams keep decoded chunks in (-o cache_gpu);
+	 * 0: none. */
+	uint64_t cache_gpu;
 };
 
 #define TFS_CTL_DEFAULT_SESSIONS 256

@@ -38,6 +38,7 @@ struct tfs_ctlfile {
 	pthread_mutex_t lock;
 	unsigned max_sessions, max_streams;   /* immutable: the limits */
 	uint64_t max_staging;		      /* immutable */
+	uint64_t cache_gpu;		      /* immutable: bytes of a GPU chunk cache, 0: none */
 	struct tfs_ctlfile_session *sessions; /* protected by lock */
 	unsigned next_session;		      /* protected by lock */
 	uint64_t nsessions, nstreams;	      /* now; protected by lock */

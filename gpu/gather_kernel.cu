@@ -5,16 +5,12 @@
 
 #include <cuda_runtime.h>
 
-struct op {
-	uint64_t src, dst, bytes;
-};
-
 #define THREADS 256
 #define UNROLL 4
 
-__global__ void __launch_bounds__(THREADS) gather(const struct op *ops, uint8_t *dst)
+__global__ void __launch_bounds__(THREADS) gather(const struct tfs_kernel_op *ops, uint8_t *dst)
 {
-	const struct op o = ops[blockIdx.x];
+	const struct tfs_kernel_op o = ops[blockIdx.x];
 	uint8_t *d = dst + o.dst;
 	const uint8_t *s = (const uint8_t *)(uintptr_t)o.src;
 	uint64_t n = o.bytes, head = (16 - ((uintptr_t)d & 15)) & 15;
@@ -73,7 +69,7 @@ extern "C" int tfs_gather_kernel_launch(const void *ops, size_t nops, uint8_t *d
 		const size_t n = nops - i < max_blocks ? nops - i : max_blocks;
 
 		gather<<<(unsigned)n, THREADS, 0, (cudaStream_t)stream>>>(
-			(const struct op *)ops + i, dst);
+			(const struct tfs_kernel_op *)ops + i, dst);
 	}
 	return (int)cudaGetLastError();
 }

@@ -12,13 +12,17 @@
 extern "C" {
 #endif
 
+/* A run for the kernel: bytes at device address src (0: zeros) to offset dst of the slot. */
+struct tfs_kernel_op {
+	uint64_t src, dst, bytes;
+};
+
 /* The bytes a block copies at most: longer runs are split into pieces of this size before a
  * launch, so that blocks share the work evenly. */
 #define TFS_GATHER_PIECE (256u << 10)
 
-/* Launch the kernel on stream (a cudaStream_t): ops[0..nops) (struct tfs_gather_op, sources as
- * device addresses, 0 for zeros, every run at most TFS_GATHER_PIECE bytes), in memory the device
- * reads, into dst (device memory). Returns the launch's cudaError_t (0: launched). */
+/* Launch the kernel on stream (a cudaStream_t): ops[0..nops) (struct tfs_kernel_op, every run
+ * at most TFS_GATHER_PIECE bytes), in memory the device reads, into dst (device memory). Returns the launch's cudaError_t (0: launched). */
 int tfs_gather_kernel_launch(const void *ops, size_t nops, uint8_t *dst, void *stream);
 
 #ifdef __cplusplus

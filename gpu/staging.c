@@ -68,6 +68,7 @@ void tfs_staging_stats(struct tfs_staging_stats *out)
 	out->bytes = __atomic_load_n(&n_bytes, __ATOMIC_RELAXED);
 	out->fill_ns = __atomic_load_n(&n_fill_ns, __ATOMIC_RELAXED);
 	out->errors = __atomic_load_n(&n_errors, __ATOMIC_RELAXED);
+	tfs_staging_cuda_cache_stats(&out->gpu);
 }
 
 int tfs_staging_parse_device(const char *s, int *device)

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "cache.h"
+#include "devcache.h"
 #include "reader.h"
 #include "version.h"
 #include "workpool.h"
@@ -42,6 +43,9 @@ struct tfs_staging_config {
 	int pad_bad_rows;
 	unsigned depth;	     /* slots */
 	int device;	     /* TFS_STAGING_HOST or a CUDA device */
+	/* cuda: bytes of the device's memory for a chunk cache that every ring of the device
+	 * shares (made by the first ring asking for one; later sizes are ignored); 0: none. */
+	uint64_t cache_gpu;
 	const char *shm_dir; /* host: directory of slot files; NULL: /dev/shm */
 	const char *tag;     /* host: makes the file name unique: tensorfs-<tag> */
 	uid_t uid;	     /* host: the loader, who must be able to read the file */
@@ -119,6 +123,7 @@ struct tfs_staging_stats {
 	uint64_t batches, rows, bytes; /* gathered */
 	uint64_t fill_ns;	       /* time spent gathering */
 	uint64_t errors;	       /* failed fills */
+	struct tfs_devcache_stats gpu; /* chunk caches in GPU memory, over every device */
 };
 void tfs_staging_stats(struct tfs_staging_stats *out);
 
@@ -145,6 +150,8 @@ struct tfs_staging_backend {
 };
 
 extern const struct tfs_staging_backend tfs_staging_host;
+/* The cuda backend's chunk caches in GPU memory, summed (zeros without). */
+void tfs_staging_cuda_cache_stats(struct tfs_devcache_stats *out);
 /* NULL in a build without the CUDA toolkit. */
 extern const struct tfs_staging_backend *const tfs_staging_cuda;
 

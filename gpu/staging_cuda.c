@@ -7,6 +7,7 @@
 
 #ifdef TFS_HAVE_CUDA
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cudacache.h"
 #include "gather_kernel.h"
 #include "util.h"
 
@@ -39,12 +41,26 @@ struct cuda {
 	struct reg *reg;      /* the arena's registration; NULL: none (by lock) */
 	int kernel;	      /* atomic; arena_delta is set before it */
 	intptr_t arena_delta, pinned_delta;
-	struct tfs_gather_op **kops;
+	struct tfs_kernel_op **kops;
 	size_t *kops_cap;
+	struct tfs_devcache *dc; /* the device's chunk cache (cache_gpu), or NULL */
+	struct inflight *fl;	 /* per slot: the batch the kernel gathers */
+};
+
+/* A slot's batch on the device: its list and the device cache's entries it reads, released by
+ * a stream callback once the kernel has run. dev: per pin, its chunk's device address (0: read
+ * from host memory). Arrays of cap pins. */
+struct inflight {
+	struct tfs_gather_list *l;
+	struct tfs_devcache *dc;
+	struct tfs_devcache_entry **held;
+	size_t nheld;
+	uint64_t *dev;
+	size_t cap;
 };
 
 /* CUDA errors become -errno here, at the module boundary, with the cause logged. */
-static int cuda_errno(cudaError_t e, const char *what)
+int tfs_cuda_errno(cudaError_t e, const char *what)
 {
 	tfs_err("staging: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 	(void)cudaGetLastError(); /* clear it for the next call on this thread */
@@ -64,7 +80,7 @@ static int cuda_errno(cudaError_t e, const char *what)
 	do {                                        \
 		cudaError_t e_ = (call);            \
 		if (e_ != cudaSuccess) {            \
-			rc = cuda_errno(e_, #call); \
+			rc = tfs_cuda_errno(e_, #call); \
 			goto out;                   \
 		}                                   \
 	} while (0)
@@ -230,6 +246,11 @@ static void cuda_destroy(void *b)
 	(void)cudaGetLastError();
 	free(c->kops);
 	free(c->kops_cap);
+	for (unsigned i = 0; c->fl && i < c->depth; i++) {
+		free(c->fl[i].held);
+		free(c->fl[i].dev);
+	}
+	free(c->fl);
 	free(c->ev);
 	free(c->eh);
 	pthread_mutex_destroy(&c->lock);
@@ -254,7 +275,8 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	c->eh = calloc(cfg->depth, sizeof(*c->eh));
 	c->kops = calloc(cfg->depth, sizeof(*c->kops));
 	c->kops_cap = calloc(cfg->depth, sizeof(*c->kops_cap));
-	if (!c->ev || !c->eh || !c->kops || !c->kops_cap) {
+	c->fl = calloc(cfg->depth, sizeof(*c->fl));
+	if (!c->ev || !c->eh || !c->kops || !c->kops_cap || !c->fl) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -275,6 +297,7 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 		c->pinned_delta = (intptr_t)dp - (intptr_t)c->pinned;
 	}
 	c->reg = arena_register(c->cache, c->dev);
+	c->dc = tfs_cudacache_get(c->dev, cfg->cache_gpu);
 out:
 	if (rc) {
 		snprintf(err, err_cap,
@@ -306,16 +329,23 @@ out:
  * driver thread and makes no CUDA call. */
 static void CUDART_CB list_done(void *arg)
 {
-	tfs_gather_list_release(arg);
+	struct inflight *f = arg;
+
+	tfs_gather_list_release(f->l);
+	for (size_t i = 0; i < f->nheld; i++)
+		tfs_devcache_put(f->dc, f->held[i]); /* never evicts: no CUDA call here */
+	f->nheld = 0;
 }
 
 /* The list's ops for the kernel into c->kops[slot], split into pieces of at most
  * TFS_GATHER_PIECE bytes, sources as device addresses. A run in host memory the device cannot
  * read (a chunk cached before the arena existed, or when it was full) is copied by the CPU into
  * the pinned slot, and read from there. Returns the ops' count, or -errno. */
-static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather_list *l)
+static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather_list *l,
+			  const uint64_t *dev)
 {
 	uint8_t *pin = c->pinned + (uint64_t)slot * c->slot_bytes;
+	const int registered = __atomic_load_n(&c->kernel, __ATOMIC_ACQUIRE);
 	size_t n = 0, want = 0;
 	int rc = 0;
 
@@ -328,7 +358,7 @@ static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather
 			cudaFreeHost(c->kops[slot]);
 		c->kops[slot] = NULL;
 		c->kops_cap[slot] = 0;
-		CK(cudaHostAlloc((void **)&c->kops[slot], cap * sizeof(struct tfs_gather_op),
+		CK(cudaHostAlloc((void **)&c->kops[slot], cap * sizeof(struct tfs_kernel_op),
 				 cudaHostAllocPortable | cudaHostAllocMapped));
 		c->kops_cap[slot] = cap;
 	}
@@ -339,7 +369,9 @@ static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather
 
 		if (!host) {
 			src = 0;
-		} else if (tfs_cache_in_arena(c->cache, host)) {
+		} else if (o->pin != TFS_GATHER_NO_PIN && dev && dev[o->pin]) {
+			src = dev[o->pin] + (o->src - (uint64_t)(uintptr_t)l->pins[o->pin].e->data);
+		} else if (registered && tfs_cache_in_arena(c->cache, host)) {
 			src = (uint64_t)((intptr_t)src + c->arena_delta);
 		} else {
 			if (host != pin + o->dst)
@@ -349,7 +381,7 @@ static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather
 		for (uint64_t at = 0; at < o->bytes; at += TFS_GATHER_PIECE) {
 			const uint64_t left = o->bytes - at;
 
-			c->kops[slot][n++] = (struct tfs_gather_op){
+			c->kops[slot][n++] = (struct tfs_kernel_op){
 				src ? src + at : 0, o->dst + at,
 				left < TFS_GATHER_PIECE ? left : TFS_GATHER_PIECE
 			};
@@ -359,16 +391,44 @@ out:
 	return rc ? rc : (ssize_t)n;
 }
 
+/* The device cache's part of slot's batch: f->dev per pin, the entries held. */
+static int map_device_cache(struct cuda *c, struct inflight *f, const struct tfs_gather_list *l)
+{
+	if (l->npins > f->cap) {
+		const size_t cap = l->npins + l->npins / 2 + 16;
+		struct tfs_devcache_entry **h = realloc(f->held, cap * sizeof(*h));
+		uint64_t *d;
+
+		if (!h)
+			return -ENOMEM;
+		f->held = h;
+		d = realloc(f->dev, cap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		f->dev = d;
+		f->cap = cap;
+	}
+	f->dc = c->dc;
+	return tfs_cudacache_map(c->dc, l, c->stream, f->dev, f->held, &f->nheld);
+}
+
 static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t bytes)
 {
 	struct cuda *c = b;
+	struct inflight *f = &c->fl[slot];
 	const uint64_t base = (uint64_t)slot * c->slot_bytes;
-	int rc = 0, owned = 1; /* the list is still ours to release */
+	int rc = 0, owned = 1; /* the list (and f) still ours to release */
 	ssize_t n = 0;
 
+	assert(!f->nheld);
+	f->l = l;
 	CK(cudaSetDevice(c->dev));
-	if (use_kernel(c)) {
-		n = kernel_ops(c, slot, l);
+	/* The kernel gathers once the arena is registered, or with a device cache (runs from
+	 * host memory it cannot read are first copied into the pinned slot). */
+	if (use_kernel(c) || c->dc) {
+		if (c->dc && (rc = map_device_cache(c, f, l)))
+			goto out;
+		n = kernel_ops(c, slot, l, c->dc ? f->dev : NULL);
 		if (n < 0) {
 			rc = (int)n;
 			goto out;
@@ -380,11 +440,11 @@ static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 				(size_t)n, (uint8_t *)c->dmem + base, c->stream);
 
 			if (e != cudaSuccess) {
-				rc = cuda_errno(e, "the gather kernel's launch");
+				rc = tfs_cuda_errno(e, "the gather kernel's launch");
 				goto out;
 			}
 			/* From here the list is released on the stream, after the kernel. */
-			CK(cudaLaunchHostFunc(c->stream, list_done, l));
+			CK(cudaLaunchHostFunc(c->stream, list_done, f));
 			owned = 0;
 		}
 	} else {
@@ -398,10 +458,10 @@ static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 	CK(cudaEventRecord(c->ev[slot], c->stream));
 out:
 	if (owned) {
-		/* A kernel that was launched may still read the chunks: wait for it first. */
-		if (rc && n > 0 && cudaStreamSynchronize(c->stream) != cudaSuccess)
+		/* Uploads or a kernel may still read the chunks: wait for them first. */
+		if (rc && cudaStreamSynchronize(c->stream) != cudaSuccess)
 			(void)cudaGetLastError();
-		tfs_gather_list_release(l);
+		list_done(f);
 	}
 	return rc;
 }

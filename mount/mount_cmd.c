@@ -95,6 +95,11 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 				tfs_err("-o staging_mem=%s: expected a size like 16G", val);
 				return -EINVAL;
 			}
+		} else if (!strcmp(o, "cache_gpu") && val) {
+			if (tfs_parse_size(val, &ctl_limits.cache_gpu)) {
+				tfs_err("-o cache_gpu=%s: expected a size like 40G", val);
+				return -EINVAL;
+			}
 		} else if (!strcmp(o, "cache_tier") && val) {
 			lc->cache_tier = val;
 		} else if (!strcmp(o, "cache_tier_queue") && val) {
