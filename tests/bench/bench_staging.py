@@ -3,7 +3,8 @@
 """Batched staging benchmark: host-staged batches/s vs. numpy fancy-indexing vs. a DataLoader.
 
     TENSORFS_BIN=build/rel/tensorfs /usr/bin/python3 tests/bench/bench_staging.py [--size-mb 256]
-        [--batch 256] [--batches 200] [--workdir DIR] [--json PATH]
+        [--batch 256] [--batches 200] [--row 32x32x3] [--device cuda:0] [--cache-gpu SIZE]
+        [--workdir DIR] [--json PATH]
 
 It builds an image-like uint8 column (32x32x3 per row) and an int64 label column, imports them,
 mounts the lake, and then, for the same random batches of row indices (a shuffled epoch), times:
@@ -15,6 +16,15 @@ mounts the lake, and then, for the same random batches of row indices (a shuffle
   dataloader torch.utils.data.DataLoader(num_workers=2, batch_size=B) over a map-style dataset
              whose __getitem__ reads one row of each column from the mounted mmaps, with a
              sampler that yields the same row order
+
+With --device cuda:0 (torch with CUDA needed), batches go to the GPU, against the true limit,
+the copy engine's bandwidth from pinned memory, measured in the same run:
+
+  pinned     torch: a pinned host tensor of one batch's bytes copied to the device
+  next-cuda  tensorfs.Stager(device="cuda:0") over the shuffled view: the daemon's gather kernel
+             fills the device slot (with --cache-gpu, the mount's -o cache_gpu)
+  fancy-cuda numpy fancy indexing of the mmaps, pin_memory(), .cuda()
+  loader-cuda the DataLoader above with pin_memory=True, each batch .cuda()
 
 Every figure is taken warm (after one untimed pass, with the chunk cache and page cache holding
 the data), so it measures the loading path, not the disk. Prints a table; --json writes one.
@@ -39,7 +49,7 @@ sys.path.insert(0, str(REPO / "packaging" / "python"))
 import tensorfs  # noqa: E402
 
 BIN = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
-ROW = (32, 32, 3)
+ROW = (32, 32, 3)  # --row
 
 
 def run(*args):
@@ -47,11 +57,11 @@ def run(*args):
 
 
 class Mount:
-    def __init__(self, lake, mnt):
+    def __init__(self, lake, mnt, opts="cache_mem=2G"):
         self.mnt = Path(mnt)
         self.mnt.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen([BIN, "mount", f"file://{lake}", str(self.mnt), "-f",
-                                      "-o", "cache_mem=2G"], stdin=subprocess.DEVNULL,
+                                      "-o", opts], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 20
         while not os.path.ismount(self.mnt):
@@ -86,9 +96,15 @@ def main():
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--batches", type=int, default=200)
+    ap.add_argument("--row", default="32x32x3", help="a row's shape, uint8")
+    ap.add_argument("--device", default="host", help="host, or cuda:N for the GPU cases")
+    ap.add_argument("--cache-gpu", help="the mount's -o cache_gpu (with --device cuda:N)")
     ap.add_argument("--workdir")
     ap.add_argument("--json")
     a = ap.parse_args()
+    global ROW
+    ROW = tuple(int(x) for x in a.row.split("x"))
+    cuda = a.device.startswith("cuda")
 
     work = Path(a.workdir or tempfile.mkdtemp(prefix="tfs-bench-staging-"))
     n = a.size_mb * (1 << 20) // int(np.prod(ROW))
@@ -106,7 +122,10 @@ def main():
     order = rng.permutation(n)
     batches = [order[i * a.batch:(i + 1) * a.batch] for i in range(min(a.batches,
                                                                       n // a.batch))]
-    m = Mount(lake, work / "mnt")
+    opts = f"cache_mem={max(2048, 2 * a.size_mb)}M"
+    if cuda and a.cache_gpu:
+        opts += f",cache_gpu={a.cache_gpu}"
+    m = Mount(lake, work / "mnt", opts)
     results = {}
     try:
         ver = m.mnt / "d" / "main"
@@ -178,6 +197,49 @@ def main():
             results["dataloader"] = timed(loader, batches)
         except ImportError:
             results["dataloader"] = None
+        if cuda:
+            import torch
+            nbytes = a.batch * (int(np.prod(ROW)) + 8)
+            host = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
+            dev = torch.empty(nbytes, dtype=torch.uint8, device=a.device)
+
+            def pinned(bs):
+                for _ in bs:
+                    dev.copy_(host, non_blocking=True)
+                torch.cuda.synchronize()
+            results["pinned"] = timed(pinned, batches)
+            gstager = tensorfs.Stager(m.mnt, view, ["image", "label"], device=a.device,
+                                      batch_size=a.batch, depth=6)
+
+            def nxt_cuda(bs):
+                gstager.seek(0)
+                it = gstager.batches(a.batch)
+                for _ in bs:
+                    x = next(it)
+                    x["image"]
+                it.close()
+                torch.cuda.synchronize()
+            results["next-cuda"] = timed(nxt_cuda, batches)
+            gstager.close()
+
+            def fancy_cuda(bs):
+                for b in bs:
+                    idx = np.sort(b)
+                    torch.from_numpy(cols["image"][idx]).pin_memory().to(a.device,
+                                                                          non_blocking=True)
+                    torch.from_numpy(cols["label"][idx]).pin_memory().to(a.device,
+                                                                          non_blocking=True)
+                torch.cuda.synchronize()
+            results["fancy-cuda"] = timed(fancy_cuda, batches)
+            if results.get("dataloader") is not None:
+                def loader_cuda(bs):
+                    idx = np.concatenate(bs)
+                    dl = DataLoader(Rows(str(ver)), batch_size=a.batch, sampler=Order(idx),
+                                    num_workers=min(8, os.cpu_count()), pin_memory=True)
+                    for x, y in dl:
+                        x.to(a.device, non_blocking=True)
+                    torch.cuda.synchronize()
+                results["loader-cuda"] = timed(loader_cuda, batches)
         stager.close()
         vstager.close()
         del cols
@@ -188,14 +250,16 @@ def main():
 
     mb = a.batch * (int(np.prod(ROW)) + 8) / 1e6
     print(f"{n} rows, batches of {a.batch} rows ({mb:.2f} MB), {len(batches)} batches, warm")
-    print(f"{'case':<12}{'batches/s':>12}{'MB/s':>10}{'x fancy':>10}{'x loader':>10}")
+    print(f"{'case':<12}{'batches/s':>12}{'MB/s':>10}{'x fancy':>10}{'x loader':>10}"
+          + (f"{'x pinned':>10}" if cuda else ""))
     for k, v in results.items():
         if v is None:
             print(f"{k:<12}{'n/a':>12}")
             continue
         rf = v / results["fancy"]
         rl = v / results["dataloader"] if results.get("dataloader") else float("nan")
-        print(f"{k:<12}{v:>12.1f}{v * mb:>10.0f}{rf:>10.2f}{rl:>10.2f}")
+        rp = f"{v / results['pinned']:>10.2f}" if cuda else ""
+        print(f"{k:<12}{v:>12.1f}{v * mb:>10.0f}{rf:>10.2f}{rl:>10.2f}{rp}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": n, "batch": a.batch, "batches": len(batches),
