@@ -2,7 +2,7 @@
 /* epochwarm: when a reader nears the end of epoch E of a shuffled view, the first window of epoch
  * E+1 (same parameters otherwise) is built and loaded ahead, so that the next epoch starts
  * without a cold stall. Runs as one task per view and column on the lake's pool. */
-#include "lake.h"
+#include "lakeimpl.h"
 
 #include "cacheplan.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* lake: the store, disk cache, chunk cache and prefetcher of one mounted lake. */
-#include "lake.h"
+#include "lakeimpl.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -583,4 +583,44 @@ int tfs_lake_view_spans(struct tfs_lake *l, struct tfs_lake_view *lv, size_t hea
 	pthread_mutex_unlock(&lv->spans_lock);
 	*out = s;
 	return rc;
+}
+
+struct tfs_cache *tfs_lake_cache(const struct tfs_lake *l)
+{
+	return l->cache;
+}
+
+struct tfs_store *tfs_lake_store(const struct tfs_lake *l)
+{
+	return l->store;
+}
+
+struct tfs_workpool *tfs_lake_pool(const struct tfs_lake *l)
+{
+	return l->pool;
+}
+
+struct tfs_prefetcher *tfs_lake_prefetcher(const struct tfs_lake *l)
+{
+	return l->prefetch;
+}
+
+int tfs_lake_epoch_warm(const struct tfs_lake *l)
+{
+	return l->epoch_warm;
+}
+
+int tfs_lake_evicts_by_plans(const struct tfs_lake *l)
+{
+	return l->evict_min;
+}
+
+void tfs_lake_stats(struct tfs_lake *l, struct tfs_lake_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	tfs_cache_stats(l->cache, &out->cache);
+	out->has_prefetch = l->prefetch != NULL;
+	if (l->prefetch)
+		tfs_prefetcher_stats(l->prefetch, &out->prefetch);
+	out->cache_dir = l->cache_dir;
 }

@@ -56,25 +56,27 @@ struct tfs_lake_view {
 		*prev; /* most recently used first; protected by the lake's lock */
 };
 
-struct tfs_lake {
-	struct tfs_store *store; /* with the disk cache in front when there is one */
-	struct tfs_cache *cache; /* decoded chunks */
-	/* The one pool of workers (prefetch_threads + gather_threads of them): chunk loads ahead,
-	 * staging gathers. NULL until started. */
-	struct tfs_workpool *pool;
-	struct tfs_prefetcher *prefetch; /* NULL until started, and without loaders */
-	uint64_t cache_mem;
-	char *cache_dir; /* NULL: none */
-	unsigned prefetch_threads, gather_threads;
-	int epoch_warm;
-	int evict_min;		   /* view readers publish plans; the cache evicts by them */
-	struct tfs_workgroup warm; /* next-epoch loads (epochwarm.c); .pool NULL until started */
-	uint64_t ttl_ns;	   /* ref_ttl */
-	pthread_mutex_t lock;
-	struct tfs_lake_ref *refs;   /* resolved refs; protected by lock */
-	struct tfs_lake_view *views; /* built views, most recently used first; protected by lock */
-	unsigned idle_views;	     /* of those, ones nobody holds; protected by lock */
+/* The lake's state is its own (lakeimpl.h, for the lake's files alone); front ends ask. */
+struct tfs_lake;
+
+struct tfs_cache *tfs_lake_cache(const struct tfs_lake *l);
+struct tfs_store *tfs_lake_store(const struct tfs_lake *l);
+/* The worker pool (NULL until started) and the prefetcher (NULL until started, or without
+ * loaders). */
+struct tfs_workpool *tfs_lake_pool(const struct tfs_lake *l);
+struct tfs_prefetcher *tfs_lake_prefetcher(const struct tfs_lake *l);
+/* Whether readers warm the next epoch (epoch_warm), and publish plans the cache evicts by. */
+int tfs_lake_epoch_warm(const struct tfs_lake *l);
+int tfs_lake_evicts_by_plans(const struct tfs_lake *l);
+
+/* What .tensorfs/stats shows of the lake. */
+struct tfs_lake_stats {
+	struct tfs_cache_stats cache;
+	int has_prefetch;
+	struct tfs_prefetch_stats prefetch;
+	const char *cache_dir; /* NULL: none; valid with the lake */
 };
+void tfs_lake_stats(struct tfs_lake *l, struct tfs_lake_stats *out);
 
 /* How a name under a dataset is meant: a branch (moves), a tag or a commit id (never move). */
 enum tfs_lake_ref_kind { TFS_LAKE_BRANCH, TFS_LAKE_TAG, TFS_LAKE_COMMIT };

@@ -175,8 +175,9 @@ static void pin_add(struct tfs_reader *r, struct tfs_gather_list *l, struct tfs_
 	assert(l->npins < l->pins_cap);
 	*pin = (uint32_t)l->npins;
 	l->pins[l->npins++] = (struct tfs_gather_pin){
-		e, &c->chunks[k].id, part, k, base,
-		!base && e->len >= tfs_column_chunk_rows(c, k) * c->row_bytes
+		e,    &c->chunks[k].id,
+		part, k,
+		base, !base && e->len >= tfs_column_chunk_rows(c, k) * c->row_bytes
 	};
 }
 
@@ -318,7 +319,7 @@ void tfs_reader_close(struct tfs_reader *r)
 int tfs_reader_open_lake(struct tfs_lake *l, struct tfs_version *v, struct tfs_lake_view *lv,
 			 int pad, struct tfs_reader **out)
 {
-	int rc = tfs_reader_open(v, l->cache, pad, out);
+	int rc = tfs_reader_open(v, tfs_lake_cache(l), pad, out);
 
 	if (!rc) {
 		(*out)->lake = l;
@@ -330,26 +331,25 @@ int tfs_reader_open_lake(struct tfs_lake *l, struct tfs_version *v, struct tfs_l
 int tfs_reader_prefetch(struct tfs_reader *r, size_t part, const struct tfs_view_spans *sp)
 {
 	const struct tfs_column *c = &r->v->manifest.cols[part];
+	struct tfs_prefetcher *pf;
 	uint32_t *order = NULL;
 	size_t norder;
 	int rc = 0;
 
 	assert(r->lake && !r->stream);
-	if (!r->lake->prefetch)
+	pf = tfs_lake_prefetcher(r->lake);
+	if (!pf)
 		return 0;
 	r->stream_part = part;
 	if (!r->lv)
-		return tfs_stream_create(r->lake->prefetch, r->v, part, NULL, c->nchunks,
-					 &r->stream);
+		return tfs_stream_create(pf, r->v, part, NULL, c->nchunks, &r->stream);
 	if (sp) {
 		r->sp = sp;
-		rc = tfs_stream_create(r->lake->prefetch, r->v, part, sp->order, sp->norder,
-				       &r->stream);
+		rc = tfs_stream_create(pf, r->v, part, sp->order, sp->norder, &r->stream);
 	} else {
 		rc = tfs_view_chunk_order(r->lv->view, c, &order, &norder, &r->chunk_pos);
 		if (!rc)
-			rc = tfs_stream_create(r->lake->prefetch, r->v, part, order, norder,
-					       &r->stream);
+			rc = tfs_stream_create(pf, r->v, part, order, norder, &r->stream);
 		free(order);
 	}
 	/* A view is read front to back: whole chunks, not the frames a jumping reader gets. */
@@ -366,7 +366,7 @@ int tfs_reader_plan(struct tfs_reader *r, const size_t *cols,
 	int rc = 0;
 
 	assert(r->lake && !r->plan);
-	if (!r->lv || !r->lake->evict_min || !r->lv->view->n)
+	if (!r->lv || !tfs_lake_evicts_by_plans(r->lake) || !r->lv->view->n)
 		return 0;
 	protect = tfs_lake_warm_rows(r->lake, row_bytes);
 	r->plan = tfs_cache_plan_new(protect > protect_min ? protect : protect_min);
@@ -413,7 +413,7 @@ void tfs_reader_at(struct tfs_reader *r, uint64_t first, uint64_t last, uint64_t
 	}
 	if (r->plan)
 		tfs_cache_plan_at(r->plan, first);
-	if (!r->nwarm || !r->lv || !r->lake->epoch_warm ||
+	if (!r->nwarm || !r->lv || !tfs_lake_epoch_warm(r->lake) ||
 	    bytes_left >= tfs_lake_warm_bytes(r->lake) ||
 	    __atomic_exchange_n(&r->warmed, 1, __ATOMIC_RELAXED))
 		return;
@@ -537,8 +537,9 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 				continue;
 			}
 		} else {
-			rc = r->pad && tfs_reader_chunk_bad(r, col, k) ? -EIO
-								: pin_chunk(r, l, col, k, &e, &pin);
+			rc = r->pad && tfs_reader_chunk_bad(r, col, k)
+				     ? -EIO
+				     : pin_chunk(r, l, col, k, &e, &pin);
 		}
 		if (rc == -EIO && r->pad && tfs_reader_chunk_bad(r, col, k)) {
 			rc = add_op(l, NULL, dst + i * rb, run * rb, TFS_GATHER_NO_PIN);

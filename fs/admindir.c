@@ -19,20 +19,24 @@
 static int snapshot(struct tfs_fs *fs, int json, struct tfs_fs_snapshot *s, struct tfs_buf *ctl)
 {
 	const struct tfs_fs_control *co = fs->cfg->control;
+	struct tfs_lake_stats ls;
 	int rc = 0;
 
 	memset(s, 0, sizeof(*s));
 	s->uptime_s = (double)(tfs_now_ns() - fs->started_ns) / 1e9;
-	tfs_cache_stats(fs->lake->cache, &s->cache);
-	if (fs->lake->prefetch)
-		tfs_prefetcher_stats(fs->lake->prefetch, &s->prefetch);
-	s->has_disk_cache = tfs_diskcache_stats(fs->lake->store, &s->disk) == 0;
-	s->cache_dir = fs->lake->cache_dir;
+	tfs_lake_stats(fs->lake, &ls);
+	s->cache = ls.cache;
+	if (ls.has_prefetch)
+		s->prefetch = ls.prefetch;
+	s->has_disk_cache = tfs_diskcache_stats(tfs_lake_store(fs->lake), &s->disk) == 0;
+	s->cache_dir = ls.cache_dir;
 	/* The backend's own counters: with a disk cache or a tier, what the origin served. */
-	tfs_store_counters(tfs_tier_origin(tfs_diskcache_inner(fs->lake->store)), &s->store);
-	s->has_tier = tfs_tier_stats(tfs_diskcache_inner(fs->lake->store), &s->tier) == 0;
+	tfs_store_counters(tfs_tier_origin(tfs_diskcache_inner(tfs_lake_store(fs->lake))),
+			   &s->store);
+	s->has_tier = tfs_tier_stats(tfs_diskcache_inner(tfs_lake_store(fs->lake)), &s->tier) == 0;
 	if (s->has_tier) {
-		struct tfs_store *tier = tfs_tier_store(tfs_diskcache_inner(fs->lake->store));
+		struct tfs_store *tier =
+			tfs_tier_store(tfs_diskcache_inner(tfs_lake_store(fs->lake)));
 		struct tfs_store_counters tc;
 
 		tfs_store_counters(tier, &tc);
@@ -40,7 +44,7 @@ static int snapshot(struct tfs_fs *fs, int json, struct tfs_fs_snapshot *s, stru
 		s->tier_gets = tc.gets;
 		s->tier_puts = tc.puts;
 	}
-	s->store_url = fs->lake->store->url;
+	s->store_url = tfs_lake_store(fs->lake)->url;
 	s->reads = __atomic_load_n(&fs->reads, __ATOMIC_RELAXED);
 	s->read_bytes = __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED);
 	if (fs->ctl && json) {

@@ -217,7 +217,7 @@ int tfs_fs_escape_line(const uint8_t *p, size_t n, struct tfs_buf *out)
 static int lines_range(struct tfs_fs *fs, struct tfs_fs_handle *h, struct lines *l, uint64_t off,
 		       size_t size, struct tfs_buf *out)
 {
-	struct tfs_cache *cache = fs->lake->cache;
+	struct tfs_cache *cache = tfs_lake_cache(fs->lake);
 	uint64_t offs[OFFSETS_BATCH + 1], first = UINT64_MAX, row, at;
 	size_t lo = 0, hi = l->nmarks;
 	int rc = 0;

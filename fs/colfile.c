@@ -235,8 +235,8 @@ static void read_column_copy(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 		hdr = (size_t)((end < h->hdr_len ? end : h->hdr_len) - pos);
 		memcpy(buf, h->header + pos, hdr);
 	}
-	r = tfs_version_read(h->ver, fs->lake->cache, h->col, pos + hdr - h->hdr_len, buf + hdr,
-			     len - hdr);
+	r = tfs_version_read(h->ver, tfs_lake_cache(fs->lake), h->col, pos + hdr - h->hdr_len,
+			     buf + hdr, len - hdr);
 	if (r < 0 || (size_t)r != len - hdr)
 		fuse_reply_err(req, r == -ENOMEM ? ENOMEM : EIO);
 	else
@@ -308,9 +308,9 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 		uint64_t base = 0;
 
 		assert(count < maxbufs);
-		rc = whole ? tfs_version_chunk_get(h->ver, fs->lake->cache, h->col, k, &e)
-			   : tfs_version_piece_get(h->ver, fs->lake->cache, h->col, k, in, &e,
-						   &base);
+		rc = whole ? tfs_version_chunk_get(h->ver, tfs_lake_cache(fs->lake), h->col, k, &e)
+			   : tfs_version_piece_get(h->ver, tfs_lake_cache(fs->lake), h->col, k, in,
+						   &e, &base);
 		if (rc)
 			goto out;
 		pinned[npinned++] = e;
@@ -331,7 +331,7 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 		fuse_reply_iov(req, iov, (int)count);
 out:
 	for (size_t i = 0; i < npinned; i++)
-		tfs_cache_put(fs->lake->cache, pinned[i]);
+		tfs_cache_put(tfs_lake_cache(fs->lake), pinned[i]);
 	free(pinned);
 	free(iov);
 	if (rc)
@@ -355,7 +355,7 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 	int rc = 0;
 
 	count_read(fs, h, size);
-	tfs_gather_list_init(&l, fs->lake->cache);
+	tfs_gather_list_init(&l, tfs_lake_cache(fs->lake));
 	if (end > h->size)
 		end = h->size;
 	if (pos >= end) {

@@ -252,7 +252,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	fuse_loop_cfg_set_clone_fd(loop, 1);
 	fuse_loop_cfg_set_max_threads(loop, cfg->max_threads ? cfg->max_threads : 16);
 	watch.se = se;
-	watch.store = fs.lake->store;
+	watch.store = tfs_lake_store(fs.lake);
 	watching = !pthread_create(&watcher, NULL, watch_exit, &watch);
 	daemon_ready(&ready_fd, 1);
 	loop_rc = fuse_session_loop_mt(se, loop);

@@ -41,7 +41,7 @@ int tfs_fs_file_version(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_ver
 		return 0;
 	/* Forgotten by the kernel and named again (by inode number, e.g. through NFS-style
 	 * handles): open its commit afresh. */
-	rc = tfs_version_open(fs->lake->store, n->dataset->name, &n->commit, &nv);
+	rc = tfs_version_open(tfs_lake_store(fs->lake), n->dataset->name, &n->commit, &nv);
 	if (rc)
 		return rc == -EIO ? -EIO : -ENOENT;
 	pthread_mutex_lock(&fs->lock);

@@ -22,7 +22,7 @@ static int root_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *n
 	if (strcmp(name, ADMIN_DIR)) {
 		if (!tfs_name_valid(name))
 			return -ENOENT;
-		rc = tfs_dataset_check(fs->lake->store, name);
+		rc = tfs_dataset_check(tfs_lake_store(fs->lake), name);
 		if (rc)
 			return rc;
 		kind = &tfs_fs_dataset_kind;
@@ -63,7 +63,7 @@ static int root_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_d
 	struct list_ctx l = { fs, dir, d, &tfs_fs_dataset_kind, TFS_FS_BRANCH };
 	int rc = tfs_fs_dir_add_child(fs, d, dir, ADMIN_DIR, ADMIN_DIR, &tfs_fs_admin_kind, NULL);
 
-	return rc ? rc : tfs_dataset_list(fs->lake->store, list_child, &l);
+	return rc ? rc : tfs_dataset_list(tfs_lake_store(fs->lake), list_child, &l);
 }
 
 const struct tfs_fs_kind tfs_fs_root_kind = {
@@ -91,7 +91,7 @@ static int dataset_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char
 	}
 	if (!tfs_name_valid(name))
 		return -ENOENT;
-	rc = tfs_ref_lookup(fs->lake->store, dir->name, name, &kind, &id);
+	rc = tfs_ref_lookup(tfs_lake_store(fs->lake), dir->name, name, &kind, &id);
 	if (rc)
 		return rc;
 	*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_version_kind, NULL);
@@ -114,10 +114,11 @@ static int dataset_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_f
 	if (!rc)
 		rc = tfs_fs_dir_add_child(fs, d, dir, "log", "log", &tfs_fs_log_kind, NULL);
 	if (!rc)
-		rc = tfs_ref_list(fs->lake->store, dir->name, TFS_REF_BRANCH, list_child, &l);
+		rc = tfs_ref_list(tfs_lake_store(fs->lake), dir->name, TFS_REF_BRANCH, list_child,
+				  &l);
 	l.vkind = TFS_FS_TAG;
 	if (!rc)
-		rc = tfs_ref_list(fs->lake->store, dir->name, TFS_REF_TAG, list_child, &l);
+		rc = tfs_ref_list(tfs_lake_store(fs->lake), dir->name, TFS_REF_TAG, list_child, &l);
 	return rc;
 }
 
@@ -156,7 +157,7 @@ static int commits_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_f
 {
 	struct list_ctx l = { fs, dir, d, &tfs_fs_version_kind, TFS_FS_COMMIT };
 	struct tfs_idset all = { 0 };
-	int rc = tfs_reachable_commits(fs->lake->store, dir->dataset->name, &all);
+	int rc = tfs_reachable_commits(tfs_lake_store(fs->lake), dir->dataset->name, &all);
 
 	for (size_t i = 0; !rc && i < all.n; i++) {
 		char hex[TFS_ID_HEX];
@@ -183,14 +184,14 @@ static int log_text(struct tfs_fs *fs, struct tfs_fs_node *ln, struct tfs_buf *c
 	const char *ds = ln->dataset->name;
 	struct tfs_buf text = { 0 };
 	struct tfs_id head;
-	int rc = tfs_ref_read(fs->lake->store, ds, TFS_REF_BRANCH, "main", &head);
+	int rc = tfs_ref_read(tfs_lake_store(fs->lake), ds, TFS_REF_BRANCH, "main", &head);
 
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&fs->lock);
 	if (!ln->log.data || !tfs_id_eq(&ln->log_head, &head)) {
 		pthread_mutex_unlock(&fs->lock);
-		rc = tfs_log_text(fs->lake->store, ds, &head, 0, &text);
+		rc = tfs_log_text(tfs_lake_store(fs->lake), ds, &head, 0, &text);
 		if (rc) {
 			tfs_buf_free(&text);
 			return rc;

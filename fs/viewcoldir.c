@@ -129,7 +129,7 @@ static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	tfs_gather_list_init(&l, fs->lake->cache);
+	tfs_gather_list_init(&l, tfs_lake_cache(fs->lake));
 	tfs_view_spans_rows(r, pos, end, &first, &last);
 	tfs_reader_at(h->reader, first, last, h->size - end);
 	for (uint64_t i = first; !rc && i <= last && pos + done < end; i++) {
@@ -278,7 +278,7 @@ static void lines_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *
 		rc = tfs_buf_reserve(&row, n ? n : 1);
 		if (rc)
 			break;
-		got = n ? tfs_version_read(h->ver, fs->lake->cache, r->data_col, r->src[i],
+		got = n ? tfs_version_read(h->ver, tfs_lake_cache(fs->lake), r->data_col, r->src[i],
 					   row.data, n)
 			: 0;
 		if (got != (ssize_t)n) {

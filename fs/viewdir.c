@@ -113,7 +113,7 @@ static int bad_rows_text(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_bu
 	int rc = tfs_fs_node_view(fs, n->parent, &v, &f);
 
 	if (!rc)
-		rc = tfs_view_bad_rows(f->view, v, fs->lake->cache, out);
+		rc = tfs_view_bad_rows(f->view, v, tfs_lake_cache(fs->lake), out);
 	tfs_lake_view_put(fs->lake, f);
 	tfs_version_put(v);
 	return rc;

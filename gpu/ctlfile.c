@@ -309,7 +309,7 @@ static int largest_batch(struct tfs_ctl_stream *s, size_t col, uint64_t *out)
 
 	if (!win)
 		return -ENOMEM;
-	tfs_spans_init(&sp, s->ver, s->lake->cache, col);
+	tfs_spans_init(&sp, s->ver, tfs_lake_cache(s->lake), col);
 	for (uint64_t i = 0; i < s->n; i++) {
 		const uint64_t r = s->view ? s->view->rows[i] : i;
 		uint64_t a, b;
@@ -503,7 +503,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	}
 	snprintf(tag, sizeof(tag), "%ld-%u-%u", (long)getpid(), se->id, s->id);
 	cfg.ver = s->ver;
-	cfg.cache = ctl->lake->cache;
+	cfg.cache = tfs_lake_cache(ctl->lake);
 	cfg.ncols = s->ncols;
 	memcpy(cfg.cols, s->cols, sizeof(cfg.cols));
 	cfg.max_rows = s->max_batch;
@@ -522,7 +522,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.tag = tag;
 	cfg.uid = se->uid;
 	cfg.gid = se->gid;
-	rc = tfs_staging_create(ctl->lake->pool, &cfg, &s->ring, err, ERR_MAX);
+	rc = tfs_staging_create(tfs_lake_pool(ctl->lake), &cfg, &s->ring, err, ERR_MAX);
 	if (!rc && s->view)
 		rc = stream_plan(s, slot_bytes / s->max_batch);
 	if (rc)
@@ -600,18 +600,18 @@ int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 
 	tfs_staging_stats(&ss);
 	tfs_ctl_stats_now(ctl, &st, NULL);
-	return tfs_buf_printf(out,
-			      "  \"staging\": {\"sessions\": %" PRIu64 ", \"streams\": %" PRIu64
-			      ", \"slots\": %" PRIu64 ", \"slots_leased\": %" PRIu64
-			      ", \"batches\": %" PRIu64 ", \"rows\": %" PRIu64
-			      ", \"bytes\": %" PRIu64 ", \"gather_s\": %.3f, \"requests\": %" PRIu64
-			      ", \"errors\": %" PRIu64 ", \"gpu_cache\": {\"budget\": %" PRIu64
-			      ", \"bytes\": %" PRIu64 ", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64
-			      ", \"misses\": %" PRIu64 ", \"evictions\": %" PRIu64 "}},\n",
-			      st.sessions, st.streams, st.slots, st.slots_leased, st.batches,
-			      st.rows, st.bytes, (double)ss.fill_ns / 1e9, st.requests, st.errors,
-			      ss.gpu.budget, ss.gpu.bytes, ss.gpu.entries, ss.gpu.hits,
-			      ss.gpu.misses, ss.gpu.evictions);
+	return tfs_buf_printf(
+		out,
+		"  \"staging\": {\"sessions\": %" PRIu64 ", \"streams\": %" PRIu64
+		", \"slots\": %" PRIu64 ", \"slots_leased\": %" PRIu64 ", \"batches\": %" PRIu64
+		", \"rows\": %" PRIu64 ", \"bytes\": %" PRIu64
+		", \"gather_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
+		", \"gpu_cache\": {\"budget\": %" PRIu64 ", \"bytes\": %" PRIu64
+		", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
+		", \"evictions\": %" PRIu64 "}},\n",
+		st.sessions, st.streams, st.slots, st.slots_leased, st.batches, st.rows, st.bytes,
+		(double)ss.fill_ns / 1e9, st.requests, st.errors, ss.gpu.budget, ss.gpu.bytes,
+		ss.gpu.entries, ss.gpu.hits, ss.gpu.misses, ss.gpu.evictions);
 }
 
 int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)

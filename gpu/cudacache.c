@@ -95,9 +95,8 @@ static struct tfs_devcache_entry *upload(struct tfs_devcache *dc, const struct t
 	return e;
 }
 
-int tfs_cudacache_map(struct tfs_devcache *dc, const struct tfs_gather_list *l,
-		      cudaStream_t stream, uint64_t *dev, struct tfs_devcache_entry **held,
-		      size_t *nheld)
+int tfs_cudacache_map(struct tfs_devcache *dc, const struct tfs_gather_list *l, cudaStream_t stream,
+		      uint64_t *dev, struct tfs_devcache_entry **held, size_t *nheld)
 {
 	int rc = 0;
 

@@ -26,8 +26,7 @@ struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes);
  * entry referenced in held (*nheld of them; the caller puts them with tfs_devcache_put once the
  * batch's kernel has run). Chunks not there are uploaded on stream while unused entries can make
  * room; the stream waits for uploads other streams made. Returns 0 or -errno. */
-int tfs_cudacache_map(struct tfs_devcache *dc, const struct tfs_gather_list *l,
-		      cudaStream_t stream, uint64_t *dev, struct tfs_devcache_entry **held,
-		      size_t *nheld);
+int tfs_cudacache_map(struct tfs_devcache *dc, const struct tfs_gather_list *l, cudaStream_t stream,
+		      uint64_t *dev, struct tfs_devcache_entry **held, size_t *nheld);
 
 #endif

@@ -22,7 +22,8 @@ struct tfs_kernel_op {
 #define TFS_GATHER_PIECE (256u << 10)
 
 /* Launch the kernel on stream (a cudaStream_t): ops[0..nops) (struct tfs_kernel_op, every run
- * at most TFS_GATHER_PIECE bytes), in memory the device reads, into dst (device memory). Returns the launch's cudaError_t (0: launched). */
+ * at most TFS_GATHER_PIECE bytes), in memory the device reads, into dst (device memory). Returns
+ * the launch's cudaError_t (0: launched). */
 int tfs_gather_kernel_launch(const void *ops, size_t nops, uint8_t *dst, void *stream);
 
 #ifdef __cplusplus

@@ -41,8 +41,8 @@ struct tfs_staging_config {
 	/* Rows of chunks damaged for good (badchunks.h) are gathered as zeros (ragged, text and
 	 * bytes: as empty rows) and counted (tfs_staging_padded), not an error. */
 	int pad_bad_rows;
-	unsigned depth;	     /* slots */
-	int device;	     /* TFS_STAGING_HOST or a CUDA device */
+	unsigned depth; /* slots */
+	int device;	/* TFS_STAGING_HOST or a CUDA device */
 	/* cuda: bytes of the device's memory for a chunk cache that every ring of the device
 	 * shares (made by the first ring asking for one; later sizes are ignored); 0: none. */
 	uint64_t cache_gpu;

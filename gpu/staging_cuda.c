@@ -76,13 +76,13 @@ int tfs_cuda_errno(cudaError_t e, const char *what)
 	}
 }
 
-#define CK(call)                                    \
-	do {                                        \
-		cudaError_t e_ = (call);            \
-		if (e_ != cudaSuccess) {            \
+#define CK(call)                                        \
+	do {                                            \
+		cudaError_t e_ = (call);                \
+		if (e_ != cudaSuccess) {                \
 			rc = tfs_cuda_errno(e_, #call); \
-			goto out;                   \
-		}                                   \
+			goto out;                       \
+		}                                       \
 	} while (0)
 
 static int cuda_probe(int device, char *err, size_t err_cap)
@@ -168,9 +168,10 @@ static struct reg *arena_register(struct tfs_cache *cache, int dev)
 	int rc = tfs_cache_arena_start(cache, 0, &base, &len);
 
 	if (rc) {
-		tfs_warn("staging: cuda:%d: no arena for the chunk cache (%s): rows are gathered by "
-			 "the CPU and copied",
-			 dev, strerror(-rc));
+		tfs_warn(
+			"staging: cuda:%d: no arena for the chunk cache (%s): rows are gathered by "
+			"the CPU and copied",
+			dev, strerror(-rc));
 		return NULL;
 	}
 	pthread_mutex_lock(&reg_lock);
@@ -208,8 +209,8 @@ static int use_kernel(struct cuda *c)
 	if (state == REG_BUSY)
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	if (state == REG_OK && !c->kernel && cudaHostGetDevicePointer(&dptr, c->reg->base, 0) ==
-						      cudaSuccess) {
+	if (state == REG_OK && !c->kernel &&
+	    cudaHostGetDevicePointer(&dptr, c->reg->base, 0) == cudaSuccess) {
 		c->arena_delta = (intptr_t)dptr - (intptr_t)c->reg->base;
 		__atomic_store_n(&c->kernel, 1, __ATOMIC_RELEASE);
 	} else if (!c->kernel) {

@@ -235,6 +235,23 @@ def pinned_copy_bw(nbytes, reps=50):
     return bw
 
 
+def staged_epoch(g, loader, batch, rb, check=None):
+    """next batches of a stream from its start to its end, each waited for on its event (and,
+    with check, read back and checked); returns the bytes staged."""
+    g.seek(0)
+    done = 0
+    while True:
+        try:
+            f, c = raw(g, f"next stream={g.stream} batch={batch}")
+        except tensorfs.StagingError:
+            return done
+        got = loader.read(f, c if check else c[:0])  # c[:0]: handles, the event, no copy
+        if check:
+            check(got)
+        done += int(f["rows"]) * rb
+        g.request(f"release stream={g.stream} slot={f['slot']}")
+
+
 # (row shape, rows, batch, target): 150 KB rows (224x224x3) and 3 KiB rows (32x32x3).
 SIZES = {"150KB": ((224, 224, 3), 4096, 256, 0.8), "3KiB": ((32, 32, 3), 65536, 2048, 0.7)}
 
@@ -252,20 +269,9 @@ def test_staging_throughput_vs_pinned_copy(lake, mount, size):
     loader = Loader()
     with tensorfs.Stager(m.path, "t/main/views/seed=1", ["image", "label"], device="cuda:0",
                          depth=6, batch_size=batch) as g:
-        def epoch():
-            g.seek(0)
-            done = 0
-            while True:
-                try:
-                    f, c = raw(g, f"next stream={g.stream} batch={batch}")
-                except tensorfs.StagingError:
-                    return done
-                loader.read(f, c[:0])  # opens handles, waits on the event; no copy back
-                done += int(f["rows"]) * rb
-                g.request(f"release stream={g.stream} slot={f['slot']}")
-        epoch()  # warm the cache
+        staged_epoch(g, loader, batch, rb)  # warm the cache
         t0 = time.perf_counter()
-        staged = epoch()
+        staged = staged_epoch(g, loader, batch, rb)
         stage_bw = staged / (time.perf_counter() - t0)
         loader.close()
     stats = (m.path / ".tensorfs" / "stats").read_text()
@@ -369,26 +375,16 @@ def test_gpu_cache(lake, mount):
     m = mount(lake, opts=("cache_mem=4G", "cache_gpu=4G"))
     copy_bw = pinned_copy_bw(batch * rb)
     loader = Loader()
+
+    def check(got):
+        assert np.array_equal(got["image"], img[got["label"]])
     with tensorfs.Stager(m.path, "g/main/views/seed=1", ["image", "label"], device="cuda:0",
                          depth=4, batch_size=batch) as g:
-        def epoch(check=False):
-            g.seek(0)
-            done = 0
-            while True:
-                try:
-                    f, c = raw(g, f"next stream={g.stream} batch={batch}")
-                except tensorfs.StagingError:
-                    return done
-                got = loader.read(f, c if check else c[:0])
-                if check:
-                    assert np.array_equal(got["image"], img[got["label"]])
-                done += int(f["rows"]) * rb
-                g.request(f"release stream={g.stream} slot={f['slot']}")
-        epoch(check=True)  # uploads the chunks
+        staged_epoch(g, loader, batch, rb, check)  # uploads the chunks
         t0 = time.perf_counter()
-        staged = epoch()
+        staged = staged_epoch(g, loader, batch, rb)
         stage_bw = staged / (time.perf_counter() - t0)
-        epoch(check=True)
+        staged_epoch(g, loader, batch, rb, check)
         loader.close()
     stats = (m.path / ".tensorfs" / "stats").read_text()
     ratio = stage_bw / copy_bw

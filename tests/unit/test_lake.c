@@ -17,7 +17,7 @@
 #include "badchunks.h"
 #include "format.h"
 #include "import.h"
-#include "lake.h"
+#include "lakeimpl.h" /* a white-box test of the lake module */
 #include "npy.h"
 #include "tmpdir_fixture.h"
 

@@ -92,7 +92,8 @@ static int setup(void **state)
 	{
 		static uint8_t img[NF][FB];
 		const uint64_t shape[] = { FB };
-		const struct tfs_import_opts of = { .codec = TFS_CODEC_ZSTD, .level = 1,
+		const struct tfs_import_opts of = { .codec = TFS_CODEC_ZSTD,
+						    .level = 1,
 						    .chunk_bytes = 256 << 10 };
 		struct tfs_import_src src = { "img", path, TFS_SRC_NPY };
 		char hdr[TFS_NPY_ALIGN], err[64];
@@ -429,9 +430,9 @@ static void test_pad_bad_rows(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fixed), cmocka_unit_test(test_ragged),
-		cmocka_unit_test(test_text),  cmocka_unit_test(test_bytes),
-		cmocka_unit_test(test_room),  cmocka_unit_test(test_frames),
+		cmocka_unit_test(test_fixed),	     cmocka_unit_test(test_ragged),
+		cmocka_unit_test(test_text),	     cmocka_unit_test(test_bytes),
+		cmocka_unit_test(test_room),	     cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_pad_bad_rows),
 	};
 
