@@ -43,6 +43,7 @@ struct cuda {
 	intptr_t arena_delta, pinned_delta;
 	struct tfs_kernel_op **kops;
 	size_t *kops_cap;
+	intptr_t *kops_delta; /* per slot: device address minus host address of kops[slot] */
 	struct tfs_devcache *dc; /* the device's chunk cache (cache_gpu), or NULL */
 	struct inflight *fl;	 /* per slot: the batch the kernel gathers */
 };
@@ -247,6 +248,7 @@ static void cuda_destroy(void *b)
 	(void)cudaGetLastError();
 	free(c->kops);
 	free(c->kops_cap);
+	free(c->kops_delta);
 	for (unsigned i = 0; c->fl && i < c->depth; i++) {
 		free(c->fl[i].held);
 		free(c->fl[i].dev);
@@ -276,13 +278,15 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	c->eh = calloc(cfg->depth, sizeof(*c->eh));
 	c->kops = calloc(cfg->depth, sizeof(*c->kops));
 	c->kops_cap = calloc(cfg->depth, sizeof(*c->kops_cap));
+	c->kops_delta = calloc(cfg->depth, sizeof(*c->kops_delta));
 	c->fl = calloc(cfg->depth, sizeof(*c->fl));
-	if (!c->ev || !c->eh || !c->kops || !c->kops_cap || !c->fl) {
+	if (!c->ev || !c->eh || !c->kops || !c->kops_cap || !c->kops_delta || !c->fl) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	CK(cudaSetDevice(c->dev));
-	CK(cudaHostAlloc((void **)&c->pinned, c->size, cudaHostAllocPortable));
+	CK(cudaHostAlloc((void **)&c->pinned, c->size,
+			 cudaHostAllocPortable | cudaHostAllocMapped));
 	CK(cudaMalloc(&c->dmem, c->size));
 	CK(cudaIpcGetMemHandle(&c->mh, c->dmem));
 	CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
@@ -348,6 +352,7 @@ static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather
 	uint8_t *pin = c->pinned + (uint64_t)slot * c->slot_bytes;
 	const int registered = __atomic_load_n(&c->kernel, __ATOMIC_ACQUIRE);
 	size_t n = 0, want = 0;
+	void *dp = NULL;
 	int rc = 0;
 
 	for (size_t i = 0; i < l->nops; i++)
@@ -361,6 +366,8 @@ static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather
 		c->kops_cap[slot] = 0;
 		CK(cudaHostAlloc((void **)&c->kops[slot], cap * sizeof(struct tfs_kernel_op),
 				 cudaHostAllocPortable | cudaHostAllocMapped));
+		CK(cudaHostGetDevicePointer(&dp, c->kops[slot], 0));
+		c->kops_delta[slot] = (intptr_t)dp - (intptr_t)(uintptr_t)c->kops[slot];
 		c->kops_cap[slot] = cap;
 	}
 	for (size_t i = 0; i < l->nops; i++) {
@@ -437,7 +444,7 @@ static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 		if (n) {
 			const cudaError_t e = (cudaError_t)tfs_gather_kernel_launch(
 				(const void *)((intptr_t)(uintptr_t)c->kops[slot] +
-					       c->pinned_delta),
+					       c->kops_delta[slot]),
 				(size_t)n, (uint8_t *)c->dmem + base, c->stream);
 
 			if (e != cudaSuccess) {
