@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <archive.h>
@@ -22,7 +23,12 @@
 
 #define MAX_COLS 64
 
-static struct archive *open_archive(const char *path)
+enum archive_kind { ZIP, TAR };
+
+/* A zip is read through its central directory (libarchive's seekable reader), so a file cut
+ * short, or whose directory does not match its members, is refused before anything is
+ * imported; a tar front to back, a header at a time (next_member tells its end from damage). */
+static struct archive *open_archive(const char *path, enum archive_kind kind)
 {
 	struct archive *a = archive_read_new();
 	char proc[64];
@@ -30,22 +36,43 @@ static struct archive *open_archive(const char *path)
 
 	if (!a)
 		return NULL;
-	archive_read_support_format_zip(a);
-	archive_read_support_format_tar(a);
-	archive_read_support_filter_all(a);
+	if (kind == ZIP) {
+		archive_read_support_format_zip_seekable(a);
+	} else {
+		archive_read_support_format_tar(a);
+		archive_read_support_filter_all(a);
+	}
 	/* A URL's object is fetched into memory; libarchive reopens that through /proc. */
 	fd = tfs_source_open_file(path);
 	if (fd >= 0)
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 	if (fd < 0 || archive_read_open_filename(a, proc, 1 << 16) != ARCHIVE_OK) {
 		if (fd >= 0)
-			tfs_err("%s: %s", path, archive_error_string(a));
+			tfs_err("%s: %s%s", path, archive_error_string(a),
+				kind == ZIP
+					? " (not a zip file, or cut short: no central directory)"
+					: "");
 		archive_read_free(a);
 		a = NULL;
 	}
 	if (fd >= 0)
 		close(fd);
 	return a;
+}
+
+/* The next member's header: 1, or 0 at the archive's proper end, or -EIO when the archive is
+ * damaged or cut short there (logged). */
+static int next_member(struct archive *a, const char *path, struct archive_entry **e)
+{
+	const int r = archive_read_next_header(a, e);
+
+	if (r == ARCHIVE_OK)
+		return 1;
+	if (r == ARCHIVE_EOF)
+		return 0;
+	tfs_err("%s: damaged or cut short: %s", path,
+		archive_error_string(a) ? archive_error_string(a) : "no reason given");
+	return -EIO;
 }
 
 /* The rest of the current member into out. */
@@ -111,10 +138,11 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 	rc = tfs_txn_begin(&t, s, ds, o);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, MAX_COLS, &m);
-	if (!rc && !(a = open_archive(path)))
+	if (!rc && !(a = open_archive(path, ZIP)))
 		rc = -EINVAL;
-	/* One pass: each member's rows go to its column as they are read. */
-	while (!rc && archive_read_next_header(a, &e) == ARCHIVE_OK) {
+	/* One pass: each member's rows go to its column as they are read. A damaged archive
+	 * fails the import whatever was read before: an array missing is no partial result. */
+	while (!rc && (rc = next_member(a, path, &e)) == 1) {
 		const char *name = archive_entry_pathname(e);
 		char col[160], what[512];
 		size_t n = strlen(name);
@@ -124,6 +152,7 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 		uint64_t row_bytes;
 		size_t at;
 
+		rc = 0;
 		if (n <= 4 || strcmp(name + n - 4, ".npy") || n - 4 >= sizeof(col))
 			continue;
 		snprintf(col, sizeof(col), "%.*s", (int)(n - 4), name);
@@ -327,18 +356,60 @@ static int add_sample(struct wfield *f, size_t nf, struct tfs_rowcol *keyw, cons
 	return rc;
 }
 
+/* Whether an uncompressed tar that libarchive read to its end has the end-of-archive blocks (two
+ * of zeros) that every writer puts there: a file cut right after a member has none, and would
+ * otherwise pass for whole. A compressed one is left to its filter's own checks. */
+static int tar_ends(struct archive *a, const char *path)
+{
+	uint8_t tail[1024];
+	struct stat st;
+	int fd, ok = 1;
+
+	if (archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE)
+		return 1;
+	fd = tfs_source_open_file(path);
+	if (fd < 0)
+		return 1; /* read once already: the error, if any, was that read's */
+	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(tail) ||
+	    pread(fd, tail, sizeof(tail), st.st_size - (off_t)sizeof(tail)) != sizeof(tail))
+		ok = 0;
+	for (size_t i = 0; ok && i < sizeof(tail); i++)
+		ok = !tail[i];
+	close(fd);
+	if (!ok)
+		tfs_err("%s: damaged or cut short: no end-of-archive blocks after its last member",
+			path);
+	return ok;
+}
+
+/* A shard damaged or cut short (logged): with strict the import fails; else what it held
+ * after `after` (its last sample kept, or "" for none) is lost, and named in res->skips. */
+static int damaged_tail(const char *shard, const char *after, int strict,
+			struct tfs_import_result *res)
+{
+	if (strict)
+		return -EIO;
+	if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
+		snprintf(res->skips[res->skipped], sizeof(res->skips[0]),
+			 "%s: damaged or cut short after %s%s; the rest of the shard is lost",
+			 shard, after[0] ? "sample " : "its start", after);
+	res->skipped++;
+	return 0;
+}
+
 /* The fields of the first sample of the first shard, and the kinds of their columns. */
 static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 {
-	struct archive *a = open_archive(shard);
+	struct archive *a = open_archive(shard, TAR);
 	struct archive_entry *e;
 	char key[1024], first[1024] = "";
 	const char *ext;
+	int r;
 
 	*nf = 0;
 	if (!a)
 		return -EINVAL;
-	while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+	while ((r = next_member(a, shard, &e)) == 1) {
 		if (archive_entry_filetype(e) != AE_IFREG ||
 		    !split_name(archive_entry_pathname(e), key, sizeof(key), &ext))
 			continue;
@@ -355,7 +426,8 @@ static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 		(*nf)++;
 	}
 	archive_read_free(a);
-	return *nf ? 0 : -EINVAL;
+	/* Damage after the first sample's members is the main pass's to name. */
+	return *nf ? 0 : r < 0 ? r : -EINVAL;
 }
 
 int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const *shards,
@@ -393,14 +465,14 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		struct tfs_dtype dt;
 
 		if (f[i].kind == W_NPY) {
-			struct archive *a = open_archive(shards[0]);
+			struct archive *a = open_archive(shards[0], TAR);
 			struct archive_entry *e;
 			struct tfs_buf b = { 0 };
 			struct tfs_npy_info info;
 			const char *ext;
 
 			rc = a ? -ENOENT : -EINVAL;
-			while (a && rc == -ENOENT && archive_read_next_header(a, &e) == ARCHIVE_OK)
+			while (a && rc == -ENOENT && next_member(a, shards[0], &e) == 1)
 				if (split_name(archive_entry_pathname(e), key, sizeof(key), &ext) &&
 				    !strcmp(ext, f[i].ext))
 					rc = read_member(a, shards[0], &b)  ? -EIO
@@ -432,15 +504,17 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		rc = tfs_rowcol_begin(s, ds, &m, keycol, &keyw);
 	/* Members of one sample follow each other: a new key ends the sample before it. */
 	for (size_t sh = 0; !rc && sh < nshards; sh++) {
-		struct archive *a = open_archive(shards[sh]);
+		struct archive *a = open_archive(shards[sh], TAR);
 		struct archive_entry *e;
+		char last[1024] = ""; /* the shard's sample before cur */
 		const char *ext;
+		int r, cut = 0; /* cut: a member's data is cut short, so cur's sample is lost */
 
 		if (!a) {
 			rc = -EINVAL;
 			break;
 		}
-		while (!rc && archive_read_next_header(a, &e) == ARCHIVE_OK) {
+		while (!rc && (r = next_member(a, shards[sh], &e)) == 1) {
 			size_t i = 0;
 
 			if (archive_entry_filetype(e) != AE_IFREG ||
@@ -449,6 +523,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 			if (strcmp(key, cur)) {
 				if (cur[0])
 					rc = add_sample(f, nf, keyw, cur, strict, res);
+				snprintf(last, sizeof(last), "%s", cur);
 				for (size_t k = 0; k < nf; k++)
 					f[k].have = 0;
 				snprintf(cur, sizeof(cur), "%s", key);
@@ -459,9 +534,23 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 				rc = read_member(a, shards[sh], &f[i].val);
 				f[i].have = 1;
 				tfs_progress_add(o->progress, f[i].val.len, 0);
+				if (rc == -EIO) {
+					r = rc;
+					rc = 0;
+					cut = 1;
+					break;
+				}
 			}
 		}
+		if (!rc && !r && !tar_ends(a, shards[sh]))
+			r = -EIO;
 		archive_read_free(a);
+		/* Cut between members, cur's sample is whole if it has every field (add_sample
+		 * checks); cut inside one, it is lost with the rest. */
+		if (!rc && r < 0 && cut)
+			cur[0] = 0;
+		if (!rc && r < 0)
+			rc = damaged_tail(shards[sh], cut ? last : cur, strict, res);
 	}
 	if (!rc && cur[0])
 		rc = add_sample(f, nf, keyw, cur, strict, res);
