@@ -91,6 +91,20 @@ int tfs_url_split(const char *url, char **lake_url, char **dataset)
 
 	while (n > 1 && url[n - 1] == '/')
 		n--;
+	/* One spelling of each lake: "." and ".." would reach outside it (file://LAKE/../NAME),
+	 * and an empty segment names the same place as none. The first segment is a file path's
+	 * root (empty), a bucket or a host. */
+	for (const char *seg = strchr(min, '/'); seg && seg < url + n;) {
+		const char *next = memchr(seg + 1, '/', (size_t)(url + n - seg - 1));
+		const size_t len = (size_t)((next ? next : url + n) - seg - 1);
+
+		if (!len || (len == 1 && seg[1] == '.') || (len == 2 && !strncmp(seg + 1, "..", 2))) {
+			tfs_err("%.*s: a lake URL has no '.', '..' or empty path segments", (int)n,
+				url);
+			return -EINVAL;
+		}
+		seg = next;
+	}
 	slash = NULL;
 	for (size_t i = n; i > (size_t)(min - url); i--)
 		if (url[i - 1] == '/') {

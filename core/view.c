@@ -92,12 +92,14 @@ const char tfs_view_readme[] =
 
 /* --- parameters ----------------------------------------------------------------------------- */
 
-static char *percent_decode(const char *s, size_t n)
+/* The value, %XX escapes decoded; *nul set when one decodes to a NUL byte (which would cut the
+ * value short unseen: where=label<3%00garbage is not where=label<3). */
+static char *percent_decode(const char *s, size_t n, int *nul)
 {
 	char *out = malloc(n + 1);
 
 	if (out)
-		tfs_percent_decode(s, n, out);
+		*nul = tfs_percent_decode(s, n, out) != strlen(out);
 	return out;
 }
 
@@ -134,7 +136,7 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 	}
 	while (*s && !rc) {
 		const char *end = s, *eq;
-		int depth = 0;
+		int depth = 0, nul;
 		char key[16], *val;
 		size_t klen;
 
@@ -164,9 +166,15 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 		}
 		if (rc)
 			break;
-		val = percent_decode(eq + 1, (size_t)(end - eq - 1));
+		val = percent_decode(eq + 1, (size_t)(end - eq - 1), &nul);
 		if (!val) {
 			rc = -ENOMEM;
+			break;
+		}
+		if (nul) {
+			SET_ERR("%s: %%00 (a NUL byte) has no place in a view name", key);
+			free(val);
+			rc = -EINVAL;
 			break;
 		}
 		if (!strcmp(key, "on_error")) {

@@ -457,9 +457,14 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 			goto fail;
 		}
 	}
+	/* Slots hold what a batch can: no more rows than the stream has (batch=2^27 over 1,000
+	 * rows reserves slots of 1,000 rows). `next` takes any batch up to the one asked for. */
+	s->asked_batch = s->max_batch;
+	if (s->n && s->max_batch > s->n)
+		s->max_batch = s->n;
 	if (row_bytes && s->max_batch > TFS_STAGING_MAX_SLOT_BYTES / row_bytes) {
-		SET_ERR("batch=%" PRIu64 ": %" PRIu64 " bytes per slot, more than %llu MiB",
-			s->max_batch, s->max_batch * row_bytes, TFS_STAGING_MAX_SLOT_BYTES >> 20);
+		SET_ERR("batch=%" PRIu64 " rows of %" PRIu64 " bytes: more than a slot's %llu MiB",
+			s->max_batch, row_bytes, TFS_STAGING_MAX_SLOT_BYTES >> 20);
 		rc = -E2BIG;
 		goto fail;
 	}

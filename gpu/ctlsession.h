@@ -69,7 +69,8 @@ struct tfs_ctl_stream {
 	int device;
 	size_t ncols;
 	size_t cols[TFS_CTL_MAX_COLS];
-	uint64_t max_batch;
+	uint64_t max_batch;   /* rows a slot holds: the batch asked for, at most the stream's rows */
+	uint64_t asked_batch; /* the batch asked for at open (or the default) */
 	unsigned depth, ahead_max;
 	uint64_t pos; /* the next cursor */
 	struct ahead ahead[MAX_AHEAD];

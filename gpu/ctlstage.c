@@ -164,12 +164,14 @@ int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot
 		SET_ERR("batch must be at least 1");
 		return -EINVAL;
 	}
-	if (batch > s->max_batch) {
+	if (batch > s->asked_batch) {
 		SET_ERR("batch=%" PRIu64 " is larger than the stream's slots (batch=%" PRIu64
 			" at open)",
-			batch, s->max_batch);
+			batch, s->asked_batch);
 		return -E2BIG;
 	}
+	if (batch > s->max_batch)
+		batch = s->max_batch; /* the whole stream fits one slot */
 	if (s->pos >= s->n) {
 		tfs_ctl_drop_ahead(s, 0);
 		SET_ERR("end of stream %u: all %" PRIu64 " rows were staged (seek stream=%u pos=0 "

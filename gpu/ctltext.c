@@ -345,8 +345,12 @@ static int text_release(struct tfs_ctlfile_session *se, const struct kv *kv, siz
 	}
 	if (strcmp(slot_s, "all") && (rc = need_u64(kv, nkv, "slot", &slot, err)))
 		return rc;
-	rc = tfs_ctl_stream_release(
-		s, strcmp(slot_s, "all") ? (slot > INT32_MAX ? INT32_MAX : (int)slot) : -1, err);
+	if (strcmp(slot_s, "all") && slot >= s->depth) {
+		/* As sent: the number may not fit what the stream's call takes. */
+		SET_ERR("slot %s: stream %u has slots 0..%u", slot_s, s->id, s->depth - 1);
+		return -EINVAL;
+	}
+	rc = tfs_ctl_stream_release(s, strcmp(slot_s, "all") ? (int)slot : -1, err);
 	return rc ? rc : tfs_buf_printf(r, "ok\n");
 }
 

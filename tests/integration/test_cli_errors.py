@@ -32,6 +32,15 @@ def test_create_and_import_errors(lake):
     assert rc != 0 and err.strip()
     assert lake.snapshot("ds") == before
 
+    # a dataset URL that would reach outside the lake, or spell it twice: refused, nothing made
+    outside = lake.root.parent / "outside"
+    for url in (f"{lake.url}/../outside/x", f"{lake.url}/./y", f"{lake.url}//z",
+                f"{lake.url}/sub/../w"):
+        rc, out, err = tfs("create", url)
+        assert rc != 0 and "'..' or empty path segments" in err, (url, err)
+    assert not outside.exists()
+    assert sorted(p.name for p in lake.root.iterdir()) == ["ds"]
+
     # import into a dataset that does not exist
     rc, out, err = tfs("import", lake.ds_url("missing"), f"x={lake.write_npy(base)}")
     assert rc != 0 and err.strip()

@@ -134,6 +134,8 @@ def test_filter(lake, mount):
     ("seed", "not key=value"),
     ("seed=1,seed=2", "'seed' is given twice"),
     ("seed=1,epoch=2,where=label<3,epoch=2", "'epoch' is given twice"),
+    ("where=label<3%00garbage", "%00 (a NUL byte) has no place"),
+    ("seed=1%00", "%00 (a NUL byte) has no place"),
 ])
 def test_bad_views_are_enoent_with_a_reason(lake, mount, name, reason):
     build(lake)
