@@ -619,9 +619,9 @@ static int dc_del(struct tfs_store *s, const char *key)
 	return tfs_store_del(dc_of(s)->inner, key);
 }
 
-static int dc_sweep(struct tfs_store *s, const char *prefix, int64_t older_than)
+static int dc_sweep(struct tfs_store *s, const char *prefix, int64_t older_than, int dry_run)
 {
-	return tfs_store_sweep(dc_of(s)->inner, prefix, older_than);
+	return tfs_store_sweep(dc_of(s)->inner, prefix, older_than, dry_run);
 }
 
 static int dc_open(const char *url, unsigned flags, struct tfs_store **out)

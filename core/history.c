@@ -563,8 +563,8 @@ int tfs_gc(struct tfs_store *s, const char *ds, int64_t grace_s, int dry_run,
 		rc = 0;
 	if (!rc)
 		rc = g.err;
-	if (!rc && !dry_run) {
-		int n = tfs_store_sweep(s, ds, g.cutoff);
+	if (!rc) {
+		int n = tfs_store_sweep(s, ds, g.cutoff, dry_run);
 
 		if (n > 0)
 			r->temp_removed = (uint64_t)n;

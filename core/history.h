@@ -39,7 +39,8 @@ struct tfs_verify_report {
 int tfs_verify(struct tfs_store *s, const char *ds, struct tfs_verify_report *r);
 
 struct tfs_gc_report {
-	uint64_t kept, deleted, deleted_bytes, young, temp_removed;
+	uint64_t kept, deleted, deleted_bytes, young;
+	uint64_t temp_removed; /* writers' leftovers removed (a dry run: found) */
 	uint64_t sessions_removed; /* write sessions older than the grace period, forgotten */
 	struct tfs_progress progress; /* while it runs: objects looked at (zeroed by the caller) */
 };

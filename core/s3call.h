@@ -77,6 +77,6 @@ int tfs_s3_del_key(struct tfs_s3_store *s, const char *key);
 /* s3xml.c */
 int tfs_s3_multipart_put(struct tfs_s3_store *s, const char *key, const void *data, size_t len);
 int tfs_s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, void *arg);
-int tfs_s3_sweep(struct tfs_store *st, const char *prefix, int64_t older_than);
+int tfs_s3_sweep(struct tfs_store *st, const char *prefix, int64_t older_than, int dry_run);
 
 #endif

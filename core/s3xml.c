@@ -289,6 +289,7 @@ int tfs_s3_list(struct tfs_store *st, const char *prefix, tfs_store_list_fn fn, 
 struct upload_sweep {
 	struct pager pg;
 	int64_t older_than;
+	int dry_run; /* count, abort none */
 	int aborted;
 	struct tfs_buf scratch[3], kmark, umark; /* scratch: a key, an upload id, a time */
 };
@@ -309,7 +310,7 @@ static int upload_one(void *arg, const char *key, const struct tfs_buf *id, int6
 
 	if (started < 0 || started > us->older_than || strncmp(key, us->pg.fk, us->pg.plen))
 		return 0;
-	rc = abort_upload(us->pg.s, key, id);
+	rc = us->dry_run ? 0 : abort_upload(us->pg.s, key, id);
 	if (!rc)
 		us->aborted++;
 	return rc;
@@ -331,7 +332,8 @@ static int uploads_page(struct pager *pg, const char *body, const char *end, int
 /* Multipart uploads under prefix begun before older_than: a writer killed mid-upload leaves its
  * parts stored (and billed) until the upload is aborted. Returns how many were aborted, or
  * -errno. A server that cannot list uploads (501) has none to show: 0, with a log line. */
-static int sweep_uploads(struct tfs_s3_store *s, const char *prefix, int64_t older_than)
+static int sweep_uploads(struct tfs_s3_store *s, const char *prefix, int64_t older_than,
+			 int dry_run)
 {
 	char fk[1024], w[1200];
 	struct upload_sweep us = { .pg = { .s = s,
@@ -340,7 +342,8 @@ static int sweep_uploads(struct tfs_s3_store *s, const char *prefix, int64_t old
 					   .what = w,
 					   .markers = uploads_markers,
 					   .page = uploads_page },
-				   .older_than = older_than };
+				   .older_than = older_than,
+				   .dry_run = dry_run };
 	int rc = dir_key(s, prefix, fk, sizeof(fk), &us.pg.plen);
 
 	if (rc)
@@ -360,7 +363,8 @@ static int sweep_uploads(struct tfs_s3_store *s, const char *prefix, int64_t old
 
 /* Ref lock objects left by writers that died while moving a ref (see lock_take): removed once
  * they are older than the cutoff and abandoned by the lock protocol's own rule. */
-static int sweep_locks(struct tfs_s3_store *s, const char *prefix, int64_t older_than)
+static int sweep_locks(struct tfs_s3_store *s, const char *prefix, int64_t older_than,
+		       int dry_run)
 {
 	static const char *const kinds[] = { "heads", "tags" };
 	const int64_t stale = (int64_t)time(NULL) - LOCK_STALE_S;
@@ -382,7 +386,7 @@ static int sweep_locks(struct tfs_s3_store *s, const char *prefix, int64_t older
 			return rc;
 		if (mtime > older_than || mtime > stale)
 			continue;
-		rc = tfs_s3_del_key(s, key);
+		rc = dry_run ? 0 : tfs_s3_del_key(s, key);
 		if (rc && rc != -ENOENT)
 			return rc;
 		n++;
@@ -390,15 +394,15 @@ static int sweep_locks(struct tfs_s3_store *s, const char *prefix, int64_t older
 	return n;
 }
 
-int tfs_s3_sweep(struct tfs_store *st, const char *prefix, int64_t older_than)
+int tfs_s3_sweep(struct tfs_store *st, const char *prefix, int64_t older_than, int dry_run)
 {
 	struct tfs_s3_store *s = tfs_s3_of(st);
 	int up, locks;
 
 	if (!tfs_s3_key_ok(prefix))
 		return -EINVAL;
-	up = sweep_uploads(s, prefix, older_than);
-	locks = sweep_locks(s, prefix, older_than);
+	up = sweep_uploads(s, prefix, older_than, dry_run);
+	locks = sweep_locks(s, prefix, older_than, dry_run);
 	if (up < 0)
 		return up;
 	if (locks < 0)

@@ -51,10 +51,10 @@ struct tfs_store_ops {
 		   const void *data, size_t len);
 	int (*list)(struct tfs_store *s, const char *prefix, tfs_store_list_fn fn, void *arg);
 	int (*del)(struct tfs_store *s, const char *key);
-	/* Remove writers' leftovers (temporary files) under prefix last modified at or before the
-	 * given time (seconds since the epoch);
-	 * NULL for backends that leave none. Returns the count removed or -errno. */
-	int (*sweep)(struct tfs_store *s, const char *prefix, int64_t older_than);
+	/* Remove writers' leftovers (temporary files, unfinished uploads, abandoned locks) under
+	 * prefix last modified at or before the given time (seconds since the epoch); with dry_run
+	 * only count them. NULL for backends that leave none. Returns the count or -errno. */
+	int (*sweep)(struct tfs_store *s, const char *prefix, int64_t older_than, int dry_run);
 	/* Make requests in flight and every later one fail at once with -ECANCELED (the daemon is
 	 * stopping and must not wait out retries against an endpoint that went away); NULL for
 	 * backends whose requests never wait on a network. */
@@ -144,9 +144,10 @@ static inline int tfs_store_stat(struct tfs_store *s, const char *key, uint64_t 
 	return s->ops->stat(s, key, size, mtime);
 }
 
-static inline int tfs_store_sweep(struct tfs_store *s, const char *prefix, int64_t older_than)
+static inline int tfs_store_sweep(struct tfs_store *s, const char *prefix, int64_t older_than,
+				  int dry_run)
 {
-	return s->ops->sweep ? s->ops->sweep(s, prefix, older_than) : 0;
+	return s->ops->sweep ? s->ops->sweep(s, prefix, older_than, dry_run) : 0;
 }
 
 static inline void tfs_store_cancel(struct tfs_store *s)

@@ -379,7 +379,8 @@ struct sweep_ctx {
 	int root;
 	char dir[PATH_MAX];
 	int64_t older_than;
-	int removed;
+	int dry_run;
+	int removed; /* or, dry_run, found */
 };
 
 static int sweep_dir(struct sweep_ctx *c, int depth)
@@ -410,7 +411,7 @@ static int sweep_dir(struct sweep_ctx *c, int depth)
 			c->dir[n] = 0;
 		} else if (S_ISREG(sb.st_mode) && !strncmp(de->d_name, ".tmp-", 5) &&
 			   (int64_t)sb.st_mtime <= c->older_than) {
-			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			if (c->dry_run || unlinkat(dirfd(d), de->d_name, 0) == 0)
 				c->removed++;
 		}
 	}
@@ -418,9 +419,10 @@ static int sweep_dir(struct sweep_ctx *c, int depth)
 	return 0;
 }
 
-static int file_sweep(struct tfs_store *st, const char *prefix, int64_t older_than)
+static int file_sweep(struct tfs_store *st, const char *prefix, int64_t older_than, int dry_run)
 {
-	struct sweep_ctx c = { .root = fs_of(st)->root_fd, .older_than = older_than };
+	struct sweep_ctx c = { .root = fs_of(st)->root_fd, .older_than = older_than,
+			       .dry_run = dry_run };
 	int rc;
 
 	if (!key_ok(prefix) || strlen(prefix) >= sizeof(c.dir))

@@ -258,9 +258,9 @@ static int tier_del(struct tfs_store *s, const char *key)
 	return tfs_store_del(tier_of(s)->origin, key);
 }
 
-static int tier_sweep(struct tfs_store *s, const char *prefix, int64_t older_than)
+static int tier_sweep(struct tfs_store *s, const char *prefix, int64_t older_than, int dry_run)
 {
-	return tfs_store_sweep(tier_of(s)->origin, prefix, older_than);
+	return tfs_store_sweep(tier_of(s)->origin, prefix, older_than, dry_run);
 }
 
 static int tier_open(const char *url, unsigned flags, struct tfs_store **out)

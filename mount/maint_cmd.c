@@ -106,8 +106,10 @@ int tfs_cmd_gc(int argc, char **argv)
 	else if (!rc && dry)
 		printf("%s: would delete %" PRIu64 " unreachable objects (%" PRIu64
 		       " bytes), kept %" PRIu64 " reachable and %" PRIu64
-		       " younger than %llds; nothing was removed (--dry-run)\n",
-		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace);
+		       " younger than %llds; would remove %" PRIu64 " temporary files and %" PRIu64
+		       " abandoned write sessions; nothing was removed (--dry-run)\n",
+		       argv[optind], r.deleted, r.deleted_bytes, r.kept, r.young, grace,
+		       r.temp_removed, r.sessions_removed);
 	else if (!rc)
 		printf("%s: deleted %" PRIu64 " unreachable objects (%" PRIu64
 		       " bytes), kept %" PRIu64 " reachable and %" PRIu64

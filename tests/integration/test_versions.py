@@ -641,6 +641,7 @@ def test_gc_exact(lake):
     r = gc(lake, ds, "--dry-run")
     assert (r["deleted"], r["bytes"], r["kept"], r["young"]) == (0, 0, len(keep), len(garbage))
     assert "would delete" in r["out"]
+    assert r["temp"] == 2 and "would remove 2 temporary files" in r["out"]  # the old ones
     r = gc(lake, ds, "--grace", "0", "--dry-run")
     assert (r["deleted"], r["bytes"], r["kept"], r["young"]) == \
         (len(garbage), sum(gsize.values()), len(keep), 0)
