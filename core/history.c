@@ -305,9 +305,73 @@ static int walk_commits(struct tfs_store *s, const char *ds, struct tfs_idset *s
 	return rc;
 }
 
-int tfs_reachable_commits(struct tfs_store *s, const char *ds, struct tfs_idset *commits)
+struct parents_ctx {
+	struct tfs_store *s;
+	const char *ds;
+};
+
+/* A commit's parents as a cache entry: its parent ids, one after another. */
+static int load_parents(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len,
+			size_t *cap)
 {
-	return walk_commits(s, ds, commits, NULL, NULL);
+	const struct parents_ctx *p = arg;
+	struct tfs_commit c;
+	int rc = tfs_commit_load(p->s, p->ds, key, &c);
+
+	if (rc)
+		return rc;
+	*len = c.nparents * sizeof(struct tfs_id);
+	*data = malloc(*len ? *len : 1);
+	if (*data && *len)
+		memcpy(*data, c.parents, *len);
+	*cap = 0;
+	tfs_commit_free(&c);
+	return *data ? 0 : -ENOMEM;
+}
+
+int tfs_reachable_commits(struct tfs_store *s, struct tfs_cache *cache, const char *ds,
+			  struct tfs_idset *commits)
+{
+	struct parents_ctx p = { s, ds };
+	struct tfs_id *stack = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	if (!cache)
+		return walk_commits(s, ds, commits, NULL, NULL);
+	rc = ref_heads(s, ds, &stack, &n);
+	cap = n;
+	/* As walk_commits, with each commit's parents kept in the cache: a commit never changes,
+	 * so a history listed again reads only the refs and the commits new since. */
+	while (!rc && n) {
+		struct tfs_id id = stack[--n];
+		struct tfs_cache_entry *e;
+		size_t np;
+
+		rc = tfs_idset_add(commits, &id);
+		if (rc <= 0)
+			continue;
+		rc = tfs_cache_get(cache, &id, load_parents, &p, &e);
+		if (rc)
+			break;
+		np = e->len / sizeof(struct tfs_id);
+		if (n + np > cap) {
+			struct tfs_id *ns = realloc(stack, (n + np) * 2 * sizeof(*ns));
+
+			if (ns) {
+				stack = ns;
+				cap = (n + np) * 2;
+			} else {
+				rc = -ENOMEM;
+			}
+		}
+		if (!rc && np)
+			memcpy(stack + n, e->data, np * sizeof(struct tfs_id));
+		n += rc ? 0 : np;
+		tfs_cache_put(cache, e);
+	}
+	free(stack);
+	return rc;
 }
 
 /* --- verify --------------------------------------------------------------------------------- */

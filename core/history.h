@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "cache.h"
 #include "format.h"
 #include "idmap.h"
 
@@ -23,8 +24,11 @@ int tfs_log_text(struct tfs_store *s, const char *ds, const struct tfs_id *head,
 int tfs_diff_text(struct tfs_store *s, const char *ds, const struct tfs_manifest *a,
 		  const struct tfs_manifest *b, struct tfs_buf *out);
 
-/* Every commit reachable from any branch or tag, through all parents. */
-int tfs_reachable_commits(struct tfs_store *s, const char *ds, struct tfs_idset *commits);
+/* Every commit reachable from any branch or tag, through all parents. With cache (may be NULL),
+ * each commit's parents are kept there (keyed by the commit's id), so a walk again loads only
+ * the commits it has not met. */
+int tfs_reachable_commits(struct tfs_store *s, struct tfs_cache *cache, const char *ds,
+			  struct tfs_idset *commits);
 
 struct tfs_verify_report {
 	uint64_t commits, manifests, chunks, bytes;
@@ -40,8 +44,8 @@ int tfs_verify(struct tfs_store *s, const char *ds, struct tfs_verify_report *r)
 
 struct tfs_gc_report {
 	uint64_t kept, deleted, deleted_bytes, young;
-	uint64_t temp_removed; /* writers' leftovers removed (a dry run: found) */
-	uint64_t sessions_removed; /* write sessions older than the grace period, forgotten */
+	uint64_t temp_removed;	      /* writers' leftovers removed (a dry run: found) */
+	uint64_t sessions_removed;    /* write sessions older than the grace period, forgotten */
 	struct tfs_progress progress; /* while it runs: objects looked at (zeroed by the caller) */
 };
 

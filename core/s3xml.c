@@ -363,8 +363,7 @@ static int sweep_uploads(struct tfs_s3_store *s, const char *prefix, int64_t old
 
 /* Ref lock objects left by writers that died while moving a ref (see lock_take): removed once
  * they are older than the cutoff and abandoned by the lock protocol's own rule. */
-static int sweep_locks(struct tfs_s3_store *s, const char *prefix, int64_t older_than,
-		       int dry_run)
+static int sweep_locks(struct tfs_s3_store *s, const char *prefix, int64_t older_than, int dry_run)
 {
 	static const char *const kinds[] = { "heads", "tags" };
 	const int64_t stale = (int64_t)time(NULL) - LOCK_STALE_S;

@@ -98,7 +98,8 @@ int tfs_url_split(const char *url, char **lake_url, char **dataset)
 		const char *next = memchr(seg + 1, '/', (size_t)(url + n - seg - 1));
 		const size_t len = (size_t)((next ? next : url + n) - seg - 1);
 
-		if (!len || (len == 1 && seg[1] == '.') || (len == 2 && !strncmp(seg + 1, "..", 2))) {
+		if (!len || (len == 1 && seg[1] == '.') ||
+		    (len == 2 && !strncmp(seg + 1, "..", 2))) {
 			tfs_err("%.*s: a lake URL has no '.', '..' or empty path segments", (int)n,
 				url);
 			return -EINVAL;

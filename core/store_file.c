@@ -421,7 +421,8 @@ static int sweep_dir(struct sweep_ctx *c, int depth)
 
 static int file_sweep(struct tfs_store *st, const char *prefix, int64_t older_than, int dry_run)
 {
-	struct sweep_ctx c = { .root = fs_of(st)->root_fd, .older_than = older_than,
+	struct sweep_ctx c = { .root = fs_of(st)->root_fd,
+			       .older_than = older_than,
 			       .dry_run = dry_run };
 	int rc;
 

@@ -157,7 +157,8 @@ static int commits_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_f
 {
 	struct list_ctx l = { fs, dir, d, &tfs_fs_version_kind, TFS_FS_COMMIT };
 	struct tfs_idset all = { 0 };
-	int rc = tfs_reachable_commits(tfs_lake_store(fs->lake), dir->dataset->name, &all);
+	int rc = tfs_reachable_commits(tfs_lake_store(fs->lake), tfs_lake_cache(fs->lake),
+				       dir->dataset->name, &all);
 
 	for (size_t i = 0; !rc && i < all.n; i++) {
 		char hex[TFS_ID_HEX];
