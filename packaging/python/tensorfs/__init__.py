@@ -16,7 +16,7 @@ from builtins import open as builtins_open
 
 import numpy as np
 
-__all__ = ["open", "view_path", "Columns", "Ragged", "Text", "Bytes", "Stager", "StagingError"]
+__all__ = ["open", "pin", "view_path", "Columns", "Ragged", "Text", "Bytes", "Stager", "StagingError"]
 
 
 def _read_version():
@@ -142,12 +142,37 @@ class Columns(dict):
         return f"<tensorfs.Columns {self.path!r}: {self.rows} rows; {cols}>"
 
 
+def pin(path):
+    """The directory of the same version or view at the commit its branch or tag names now
+    (``<dataset>/commits/<id>[/views/<params>]``), from the version directory's
+    ``user.tensorfs.commit`` attribute; path itself when it is pinned already or is no
+    tensorfs directory.
+
+    Every open of a branch path resolves the branch again (as two ``git checkout``s would), so
+    files opened one after another, or a file numpy opens twice, can come from two commits
+    when the branch moves between them. Everything opened below the pinned path is one commit."""
+    p = os.path.abspath(os.fspath(path))
+    vdir, tail = p, ""
+    if os.path.basename(os.path.dirname(p)) == "views":
+        vdir, tail = os.path.dirname(os.path.dirname(p)), os.path.join("views", os.path.basename(p))
+    if os.path.basename(os.path.dirname(vdir)) == "commits":
+        return os.fspath(path)
+    try:
+        cid = os.getxattr(vdir, "user.tensorfs.commit").decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return os.fspath(path)
+    pinned = os.path.join(os.path.dirname(vdir), "commits", cid, tail)
+    return pinned if os.path.isdir(pinned) else os.fspath(path)
+
+
 def open(path, columns=None):  # noqa: A001 - the package's entry point, as tensorfs.open
     """Map the columns of a version or view directory: name -> numpy memmap (mode 'r') for a
     fixed column, or a :class:`Ragged`, :class:`Text` or :class:`Bytes` sequence.
 
-    columns: names to map (default: every column). A missing column is a KeyError."""
-    path = os.fspath(path)
+    A branch or tag is resolved once (:func:`pin`): every column comes from the commit it
+    names at this call, however the branch moves meanwhile; ``Columns.path`` is that commit's
+    directory. columns: names to map (default: every column). A missing column is a KeyError."""
+    path = pin(path)
     entries = os.listdir(path)
     names = {n[:-4] for n in entries if n.endswith(".npy")}
     dirs = {n for n in entries if n not in ("views",) and

@@ -30,7 +30,9 @@ class Dataset(torch.utils.data.Dataset):
     checked against the view's ``.bad_rows``, so healthy rows cost nothing extra."""
 
     def __init__(self, path, columns=None, transform=None):
-        self.path = os.fspath(path)
+        # One commit for the dataset's life: workers reopen the files of the commit whose row
+        # count len() gave, however the branch moves meanwhile.
+        self.path = tensorfs.pin(path)
         cols = tensorfs.open(self.path, columns)
         self.columns = list(cols.keys())
         self.rows = cols.rows
