@@ -67,6 +67,7 @@ int tfs_lake_open(const struct tfs_lake_config *cfg, struct tfs_lake **out)
 	l->cache_mem = cfg->cache_mem;
 	l->prefetch_threads = cfg->prefetch_threads;
 	l->epoch_warm = cfg->epoch_warm;
+	l->view_mem = cfg->view_mem ? cfg->view_mem : TFS_LAKE_VIEW_MEM_DEFAULT;
 	l->gather_threads = cfg->gather_threads;
 	if (!l->gather_threads) {
 		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -423,14 +424,15 @@ static void view_push(struct tfs_lake *l, struct tfs_lake_view *lv)
 	l->views = lv;
 }
 
-/* Unlink the least recently used idle views beyond the bound; returns them as a list. */
+/* Unlink the least recently used idle views while their bytes exceed the bound; returns them
+ * as a list. Lock held. */
 static struct tfs_lake_view *trim_idle(struct tfs_lake *l)
 {
 	struct tfs_lake_view *lv = l->views, *last = NULL, *freed = NULL;
 
 	for (; lv; lv = lv->next)
 		last = lv;
-	for (lv = last; lv && l->idle_views > TFS_LAKE_IDLE_VIEWS;) {
+	for (lv = last; lv && l->idle_bytes > l->view_mem;) {
 		struct tfs_lake_view *prev = lv->prev;
 
 		if (!lv->refs) {
@@ -438,10 +440,28 @@ static struct tfs_lake_view *trim_idle(struct tfs_lake *l)
 			lv->next = freed;
 			freed = lv;
 			l->idle_views--;
+			l->idle_bytes -= lv->charged;
+			l->nviews--;
+			l->views_dropped++;
 		}
 		lv = prev;
 	}
 	return freed;
+}
+
+/* What a built view holds: its rows and the spans of its columns read so far. */
+static uint64_t view_bytes(struct tfs_lake_view *lv)
+{
+	uint64_t b = sizeof(*lv) + strlen(lv->name) + 1 + sizeof(*lv->view) +
+		     lv->view->n * sizeof(uint64_t);
+
+	pthread_mutex_lock(&lv->spans_lock);
+	for (const struct tfs_view_spans *s = lv->spans; s; s = s->next)
+		b += sizeof(*s) + s->n * (2 * sizeof(uint64_t) + sizeof(uint32_t)) +
+		     sizeof(uint64_t) + s->norder * sizeof(uint32_t) +
+		     (s->lat ? (s->n + 1) * sizeof(uint64_t) : 0);
+	pthread_mutex_unlock(&lv->spans_lock);
+	return b;
 }
 
 static void free_list(struct tfs_lake *l, struct tfs_lake_view *lv)
@@ -467,8 +487,10 @@ static struct tfs_lake_view *view_find(struct tfs_lake *l, const struct tfs_vers
 /* Take a reference on lv, found in the list. Lock held. */
 static void view_take(struct tfs_lake *l, struct tfs_lake_view *lv)
 {
-	if (lv->refs++ == 0)
+	if (lv->refs++ == 0) {
 		l->idle_views--;
+		l->idle_bytes -= lv->charged;
+	}
 	view_unlink(l, lv);
 	view_push(l, lv);
 }
@@ -518,6 +540,10 @@ int tfs_lake_view_get(struct tfs_lake *l, struct tfs_version *v, const char *nam
 		view_take(l, lv);
 	else
 		view_push(l, nv);
+	if (!lv) {
+		l->nviews++;
+		l->views_built++;
+	}
 	pthread_mutex_unlock(&l->lock);
 	if (lv) {
 		view_free(l->cache, nv);
@@ -538,13 +564,17 @@ void tfs_lake_view_ref(struct tfs_lake *l, struct tfs_lake_view *lv)
 void tfs_lake_view_put(struct tfs_lake *l, struct tfs_lake_view *lv)
 {
 	struct tfs_lake_view *freed = NULL;
+	uint64_t bytes;
 
 	if (!lv)
 		return;
+	bytes = view_bytes(lv); /* while this reference keeps it */
 	pthread_mutex_lock(&l->lock);
 	assert(lv->refs > 0);
 	if (--lv->refs == 0) {
 		l->idle_views++;
+		lv->charged = bytes;
+		l->idle_bytes += bytes;
 		freed = trim_idle(l);
 	}
 	pthread_mutex_unlock(&l->lock);
@@ -623,4 +653,12 @@ void tfs_lake_stats(struct tfs_lake *l, struct tfs_lake_stats *out)
 	if (l->prefetch)
 		tfs_prefetcher_stats(l->prefetch, &out->prefetch);
 	out->cache_dir = l->cache_dir;
+	pthread_mutex_lock(&l->lock);
+	out->views = l->nviews;
+	out->views_idle = l->idle_views;
+	out->views_idle_bytes = l->idle_bytes;
+	out->view_mem = l->view_mem;
+	out->views_built = l->views_built;
+	out->views_dropped = l->views_dropped;
+	pthread_mutex_unlock(&l->lock);
 }

@@ -27,9 +27,12 @@ struct tfs_lake_config {
 	unsigned prefetch_threads; /* chunk loaders working ahead of readers; 0: none */
 	unsigned gather_threads;   /* staging gathers of the control file; 0: from the CPU count */
 	double ref_ttl;		   /* seconds a branch head is trusted before it is read again */
-	int epoch_warm; /* load the next epoch's first window ahead (tfs_lake_view_warm_next) */
-	int evict_min;	/* the chunk cache evicts by the view readers' plans (cacheplan.h) */
+	int epoch_warm;	   /* load the next epoch's first window ahead (tfs_lake_view_warm_next) */
+	int evict_min;	   /* the chunk cache evicts by the view readers' plans (cacheplan.h) */
+	uint64_t view_mem; /* bytes of built views nobody holds kept for reuse; 0: the default */
 };
+
+#define TFS_LAKE_VIEW_MEM_DEFAULT (256ull << 20)
 
 struct tfs_lake_ref; /* a resolved ref, cached (lake.c) */
 
@@ -52,6 +55,7 @@ struct tfs_lake_view {
 	struct tfs_cache_plan **warm_plans;
 	size_t nwarm_plans;
 	int read;
+	uint64_t charged; /* its bytes, counted in the lake's idle bytes while idle; lake lock */
 	struct tfs_lake_view *next,
 		*prev; /* most recently used first; protected by the lake's lock */
 };
@@ -75,6 +79,9 @@ struct tfs_lake_stats {
 	int has_prefetch;
 	struct tfs_prefetch_stats prefetch;
 	const char *cache_dir; /* NULL: none; valid with the lake */
+	/* Built views: held by readers, idle (and their bytes), the budget, and views built and
+	 * let go since the start. */
+	uint64_t views, views_idle, views_idle_bytes, view_mem, views_built, views_dropped;
 };
 void tfs_lake_stats(struct tfs_lake *l, struct tfs_lake_stats *out);
 
@@ -109,10 +116,10 @@ int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **
 		     char **view_params, char *err, size_t err_cap);
 
 /* The view `name` (a views/ directory name) of version v, referenced: built on first use,
- * then shared. A few views nobody holds stay built (TFS_LAKE_IDLE_VIEWS, the most recently
- * used), so that an epoch's files opened one after another build their view once. -EINVAL
+ * then shared. Views nobody holds stay built, the most recently used first, while their bytes
+ * (rows and spans) fit view_mem, so that an epoch's files opened one after another build their
+ * view once; past it the least recently used go, and are built again when asked for. -EINVAL
  * with a message in err for a name that is not a view. */
-#define TFS_LAKE_IDLE_VIEWS 8
 int tfs_lake_view_get(struct tfs_lake *l, struct tfs_version *v, const char *name,
 		      struct tfs_lake_view **out, char *err, size_t err_cap);
 /* Another reference to a view one already holds. */

@@ -23,7 +23,11 @@ struct tfs_lake {
 	pthread_mutex_t lock;
 	struct tfs_lake_ref *refs;   /* resolved refs; protected by lock */
 	struct tfs_lake_view *views; /* built views, most recently used first; protected by lock */
+	unsigned nviews;	     /* built now; protected by lock */
 	unsigned idle_views;	     /* of those, ones nobody holds; protected by lock */
+	uint64_t idle_bytes;	     /* their bytes; protected by lock */
+	uint64_t view_mem;	     /* the bound on idle_bytes */
+	uint64_t views_built, views_dropped; /* protected by lock */
 };
 
 #endif

@@ -26,6 +26,7 @@ static int snapshot(struct tfs_fs *fs, int json, struct tfs_fs_snapshot *s, stru
 	s->uptime_s = (double)(tfs_now_ns() - fs->started_ns) / 1e9;
 	tfs_lake_stats(fs->lake, &ls);
 	s->cache = ls.cache;
+	s->lake = ls;
 	if (ls.has_prefetch)
 		s->prefetch = ls.prefetch;
 	s->has_disk_cache = tfs_diskcache_stats(tfs_lake_store(fs->lake), &s->disk) == 0;

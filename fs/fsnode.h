@@ -58,7 +58,6 @@ struct tfs_fs_node {
 	struct tfs_fs_node *hnext;  /* (parent, name) hash chain; protected by fs->lock */
 	enum tfs_fs_vkind vkind;    /* version directories; protected by fs->lock */
 	struct tfs_version *ver;    /* files: their version (below); protected by fs->lock */
-	struct tfs_lake_view *view; /* views: the view last built for it; by fs->lock */
 	struct tfs_buf log;	    /* log: the log text of log_head; by fs->lock */
 	struct tfs_id log_head;	    /* protected by fs->lock */
 	/* Files are one inode per commit: a branch file whose branch moved is a new inode, so the

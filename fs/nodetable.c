@@ -31,7 +31,6 @@ void tfs_fs_nodes_free(struct tfs_fs *fs)
 {
 	for (size_t i = 0; i < fs->nnodes; i++) {
 		tfs_version_put(fs->nodes[i]->ver);
-		tfs_lake_view_put(fs->lake, fs->nodes[i]->view);
 		tfs_buf_free(&fs->nodes[i]->log);
 		free(fs->nodes[i]->name);
 		free(fs->nodes[i]);

@@ -152,6 +152,9 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		", \"evictions\": %" PRIu64 ", \"bytes_decompressed\": %" PRIu64
 		", \"reader_wait_s\": %.6f, \"plans\": %" PRIu64 ", \"arena_bytes\": %" PRIu64
 		", \"arena_used\": %" PRIu64 ", \"arena_full\": %" PRIu64 "},\n"
+		"  \"views\": {\"built\": %" PRIu64 ", \"idle\": %" PRIu64
+		", \"idle_bytes\": %" PRIu64 ", \"view_mem\": %" PRIu64
+		", \"built_total\": %" PRIu64 ", \"dropped_total\": %" PRIu64 "},\n"
 		"  \"prefetch\": {\"threads\": %u, \"scheduled\": %" PRIu64 ", \"loaded\": %" PRIu64
 		", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 ", \"pending_bytes\": %" PRIu64
 		", \"inflight_bytes\": %" PRIu64 ", \"already_cached\": %" PRIu64
@@ -163,12 +166,13 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		", \"bytes_fetched\": %" PRIu64 ", \"retries\": %" PRIu64 "},\n",
 		s->uptime_s, c->budget, c->bytes, c->entries, c->hits, c->misses, c->waits,
 		c->load_errors, c->evictions, c->bytes_loaded, (double)c->wait_ns / 1e9, c->plans,
-		c->arena_bytes, c->arena_used, c->arena_full, p->threads, p->scheduled,
-		c->prefetch_loads, c->prefetch_hits, c->prefetch_wasted, c->prefetch_pending,
-		p->inflight_bytes, p->skipped_cached, p->throttled, p->errors,
-		p->sequential_streams, p->random_resets, s->reads, s->read_bytes, s->store_url,
-		sc->gets, sc->urgent_gets, sc->ranged_gets, sc->heads, sc->lists, sc->bytes_read,
-		sc->retries);
+		c->arena_bytes, c->arena_used, c->arena_full, s->lake.views, s->lake.views_idle,
+		s->lake.views_idle_bytes, s->lake.view_mem, s->lake.views_built,
+		s->lake.views_dropped, p->threads, p->scheduled, c->prefetch_loads,
+		c->prefetch_hits, c->prefetch_wasted, c->prefetch_pending, p->inflight_bytes,
+		p->skipped_cached, p->throttled, p->errors, p->sequential_streams, p->random_resets,
+		s->reads, s->read_bytes, s->store_url, sc->gets, sc->urgent_gets, sc->ranged_gets,
+		sc->heads, sc->lists, sc->bytes_read, sc->retries);
 	if (!rc && s->control_json)
 		rc = tfs_buf_printf(out, "%s", s->control_json);
 	if (!rc)

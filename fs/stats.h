@@ -8,6 +8,7 @@
 
 #include "cache.h"
 #include "diskcache.h"
+#include "lake.h"
 #include "tier.h"
 #include "prefetch.h"
 #include "store.h"
@@ -50,6 +51,7 @@ int tfs_fs_errors_text(struct tfs_fs_stats *st, struct tfs_buf *out);
 struct tfs_fs_snapshot {
 	double uptime_s;
 	struct tfs_cache_stats cache;
+	struct tfs_lake_stats lake; /* its views */
 	struct tfs_prefetch_stats prefetch;
 	struct tfs_store_counters store; /* the backend's own: what went over the wire */
 	const char *store_url;

@@ -13,7 +13,7 @@
 int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
 		     struct tfs_lake_view **fout)
 {
-	struct tfs_lake_view *f = NULL, *old;
+	struct tfs_lake_view *f = NULL;
 	struct tfs_version *v;
 	char err[256];
 	int rc = tfs_fs_ref_version(fs, vn->vdir, &v);
@@ -22,15 +22,8 @@ int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_versi
 	*fout = NULL;
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&fs->lock);
-	if (vn->view && tfs_id_eq(&vn->view->ver->commit.id, &v->commit.id)) {
-		f = vn->view;
-		tfs_lake_view_ref(fs->lake, f);
-	}
-	pthread_mutex_unlock(&fs->lock);
-	if (f)
-		goto done;
-	/* Built once per commit and name in the lake, and shared with the control file. */
+	/* Built once per commit and name in the lake, and shared with the control file; the node
+	 * keeps none, so the views a mount has met take no more than view_mem once let go. */
 	rc = tfs_lake_view_get(fs->lake, v, vn->name, &f, err, sizeof(err));
 	if (rc) {
 		tfs_version_put(v);
@@ -46,13 +39,6 @@ int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_versi
 		}
 		return rc;
 	}
-	tfs_lake_view_ref(fs->lake, f); /* the node's, besides the caller's */
-	pthread_mutex_lock(&fs->lock);
-	old = vn->view;
-	vn->view = f;
-	pthread_mutex_unlock(&fs->lock);
-	tfs_lake_view_put(fs->lake, old);
-done:
 	*vout = v;
 	*fout = f;
 	return 0;

@@ -67,6 +67,11 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 				tfs_err("-o cache_mem=%s: expected a size like 512M", val);
 				return -EINVAL;
 			}
+		} else if (!strcmp(o, "view_mem") && val) {
+			if (tfs_parse_size(val, &lc->view_mem) || !lc->view_mem) {
+				tfs_err("-o view_mem=%s: expected a size like 256M", val);
+				return -EINVAL;
+			}
 		} else if (!strcmp(o, "ref_ttl") && val) {
 			char *end;
 

@@ -66,3 +66,40 @@ def test_memory_bounded(big_lake, mount):
     if isinstance(lake, UrlLake):
         st = json.loads((m.path / ".tensorfs" / "stats").read_text())
         assert st["prefetch"]["threads"] >= 24 and st["store"]["bytes_fetched"] > src.nbytes / 3
+
+
+@pytest.mark.skipif(SANITIZE, reason="TENSORFS_SANITIZE=1: AddressSanitizer inflates RSS, "
+                    "so a memory bound cannot be checked on a sanitizer build")
+def test_many_view_names_stay_within_view_mem(lake, mount):
+    """A training job opens a new view name every epoch on every rank. Thousands of distinct
+    names over a dataset of 200k rows (1.6 MB of rows a view), with commits on the mounted
+    branch meanwhile: the built views the daemon keeps stay within view_mem (16M here), and
+    its RSS within cache_mem + view_mem + a fixed allowance."""
+    rows = 200_000
+    lake.build("v", {"x": np.arange(rows, dtype=np.int64)}, "--chunk-size", "256k")
+    m = mount(lake, opts=["cache_mem=16M", "view_mem=16M", "ref_ttl=0.2"])
+    views = m.path / "v" / "main" / "views"
+    baseline = vm_rss(m.pid)
+    peak = baseline
+    names = 0
+    for epoch in range(300):
+        if epoch % 100 == 50:
+            lake.import_("v", {"x": np.arange(10, dtype=np.int64)})  # the branch moves
+        for rank in range(4):
+            d = views / f"seed=1,epoch={epoch},rank={rank},world=4"
+            x = np.load(d / "x.npy", mmap_mode="r")
+            assert rows // 4 <= x.shape[0] <= rows // 4 + 10 and x[:8].min() >= 0
+            del x
+            names += 1
+        if epoch % 25 == 0:
+            peak = max(peak, vm_rss(m.pid))
+    st = json.loads((m.path / ".tensorfs" / "stats").read_text())["views"]
+    assert st["idle_bytes"] <= st["view_mem"] == 16 * MiB, st
+    assert st["dropped_total"] > names / 2, st  # the views nobody reads any more went
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")
+    peak = max(peak, vm_rss(m.pid))
+    allowance = 64 * MiB
+    assert peak - baseline < CACHE + 16 * MiB + allowance, (
+        f"daemon RSS grew by {(peak - baseline) / MiB:.1f} MiB over {names} view names "
+        f"(cache_mem 16M, view_mem 16M): {st}")

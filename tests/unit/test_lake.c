@@ -200,7 +200,9 @@ static void test_resolve_grammar(void **state)
 static void test_views_are_shared_and_bounded(void **state)
 {
 	struct tfs_lake *l = open_lake(0);
-	struct tfs_lake_view *a, *b, *c, *held[TFS_LAKE_IDLE_VIEWS + 4];
+	struct tfs_lake_view *a, *b, *c, *held[12];
+	struct tfs_lake_stats st;
+	uint64_t built;
 	struct tfs_version *v, *v2;
 	char err[256], name[32];
 
@@ -219,17 +221,35 @@ static void test_views_are_shared_and_bounded(void **state)
 	assert_non_null(strstr(err, "given twice"));
 	tfs_lake_view_put(l, a);
 	tfs_lake_view_put(l, b);
-	/* Idle views stay built, the most recently used first, up to the bound. */
+	/* Idle views stay built, the most recently used first, while their bytes fit view_mem
+	 * (here about four views of 100 rows). */
 	assert_int_equal(tfs_lake_view_get(l, v, "seed=3", &b, err, sizeof(err)), 0);
 	assert_ptr_equal(a, b);
 	tfs_lake_view_put(l, b);
-	for (int i = 0; i < TFS_LAKE_IDLE_VIEWS + 4; i++) {
+	l->view_mem = 4 * (100 * sizeof(uint64_t) + sizeof(*a) + 64);
+	for (int i = 0; i < 12; i++) {
 		snprintf(name, sizeof(name), "seed=%d", 100 + i);
 		assert_int_equal(tfs_lake_view_get(l, v, name, &held[i], err, sizeof(err)), 0);
 	}
-	for (int i = 0; i < TFS_LAKE_IDLE_VIEWS + 4; i++)
+	tfs_lake_stats(l, &st);
+	assert_true(st.views >= 12); /* held: none goes */
+	for (int i = 0; i < 12; i++)
 		tfs_lake_view_put(l, held[i]);
-	assert_int_equal(l->idle_views, TFS_LAKE_IDLE_VIEWS);
+	tfs_lake_stats(l, &st);
+	assert_true(st.views_idle >= 3 && st.views_idle <= 4);
+	assert_true(st.views_idle_bytes <= st.view_mem);
+	assert_true(st.views_dropped >= 8);
+	assert_int_equal(st.views, st.views_idle);
+	/* The most recently let go stayed; the first ones went and are built again. */
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=111", &b, err, sizeof(err)), 0);
+	assert_ptr_equal(b, held[11]);
+	tfs_lake_view_put(l, b);
+	tfs_lake_stats(l, &st);
+	built = st.views_built;
+	assert_int_equal(tfs_lake_view_get(l, v, "seed=100", &b, err, sizeof(err)), 0);
+	tfs_lake_view_put(l, b);
+	tfs_lake_stats(l, &st);
+	assert_int_equal(st.views_built, built + 1);
 	/* A new commit makes a new view of the same name. */
 	import_rows(l->store, "vw", NULL, 20);
 	assert_int_equal(tfs_lake_version(l, "vw", TFS_LAKE_BRANCH, "main", &v2), 0);
