@@ -152,6 +152,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) \
 		$(shell $(PKG_CONFIG) --cflags --libs cmocka) -lm
 
+# The file system's unit tests link the fs/ objects (FUSE, no mount).
+FS_TESTS := $(filter $(BUILD)/tests/test_fs_%,$(UNIT_BIN))
+$(FS_TESTS): $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB) $(FS_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ifs $(FUSE_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(FS_OBJ) $(CORE_LIB) \
+		$(DEPLIBS) $(shell $(PKG_CONFIG) --cflags --libs cmocka) -lm
+
 # Staging unit tests link the gpu/ objects (and the CUDA runtime when built with it).
 STAGING_TESTS := $(filter $(BUILD)/tests/test_staging%,$(UNIT_BIN))
 $(STAGING_TESTS): $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB) $(GPU_OBJ)

@@ -27,6 +27,7 @@ static int snapshot(struct tfs_fs *fs, int json, struct tfs_fs_snapshot *s, stru
 	tfs_lake_stats(fs->lake, &ls);
 	s->cache = ls.cache;
 	s->lake = ls;
+	tfs_fs_node_counts(fs, &s->nodes, &s->nodes_made, &s->nodes_freed);
 	if (ls.has_prefetch)
 		s->prefetch = ls.prefetch;
 	s->has_disk_cache = tfs_diskcache_stats(tfs_lake_store(fs->lake), &s->disk) == 0;

@@ -45,9 +45,11 @@ struct tfs_fs_kind;
 /* What a version directory names: a branch moves, a tag or a commit never does. */
 enum tfs_fs_vkind { TFS_FS_BRANCH, TFS_FS_TAG, TFS_FS_COMMIT };
 
-/* Nodes live as long as the mount: the kernel may name an inode number long after it forgot
- * the path, and the set of names grows only with what users look at. Fields set when the node
- * is made never change. */
+/* A node lives while the kernel knows its inode (nlookup: the lookups answered, less those it
+ * forgot), while a child node of it lives, and while a caller holds it (refs). Then it is freed
+ * (libfuse's passthrough_ll forget path): however many names a long mount meets, it keeps the
+ * ones the kernel keeps. Inode numbers are never reused. Fields set when the node is made never
+ * change. */
 struct tfs_fs_node {
 	fuse_ino_t ino;
 	const struct tfs_fs_kind *kind;
@@ -55,15 +57,17 @@ struct tfs_fs_node {
 	struct tfs_fs_node *dataset; /* the dataset directory this is, or is under; or NULL */
 	struct tfs_fs_node *vdir;    /* the version directory this is, or is under; or NULL */
 	char *name;
-	struct tfs_fs_node *hnext;  /* (parent, name) hash chain; protected by fs->lock */
-	enum tfs_fs_vkind vkind;    /* version directories; protected by fs->lock */
-	struct tfs_version *ver;    /* files: their version (below); protected by fs->lock */
-	struct tfs_buf log;	    /* log: the log text of log_head; by fs->lock */
-	struct tfs_id log_head;	    /* protected by fs->lock */
+	struct tfs_fs_node *hnext; /* (parent, name) hash chain; protected by fs->lock */
+	struct tfs_fs_node *inext; /* inode number hash chain; protected by fs->lock */
+	unsigned refs;		   /* children and callers' references; protected by fs->lock */
+	enum tfs_fs_vkind vkind;   /* version directories; protected by fs->lock */
+	struct tfs_version *ver;   /* files: their version (below); protected by fs->lock */
+	struct tfs_buf log;	   /* log: the log text of log_head; by fs->lock */
+	struct tfs_id log_head;	   /* protected by fs->lock */
 	/* Files are one inode per commit: a branch file whose branch moved is a new inode, so the
 	 * kernel never mixes two commits' pages, and an open file or mapping keeps its own. */
 	struct tfs_id commit; /* files: the commit this inode shows (part of its key) */
-	uint64_t nlookup;     /* files: kernel references; protected by fs->lock */
+	uint64_t nlookup;     /* kernel references; protected by fs->lock */
 	/* A view's COLUMN/ (one commit, one view: never changes): its rows and data bytes, once
 	 * counted. Protected by fs->lock. */
 	int view_sized;
@@ -85,10 +89,13 @@ struct tfs_fs {
 	void *ctl;		       /* .tensorfs/control (cfg->control's object); or NULL */
 	int allow_other;	       /* -o allow_other: anyone may use the control file */
 	pthread_mutex_t lock;
-	struct tfs_fs_node **nodes; /* by ino - 1; protected by lock */
-	size_t nnodes, cap;	    /* protected by lock */
-	struct tfs_fs_node **htab;  /* protected by lock */
-	size_t hsize;		    /* protected by lock */
+	struct tfs_fs_node *root;
+	struct tfs_fs_node **itab;	  /* by inode number; protected by lock */
+	struct tfs_fs_node **htab;	  /* by (parent, name); protected by lock */
+	size_t hsize;			  /* buckets of both; protected by lock */
+	size_t nnodes;			  /* alive; protected by lock */
+	uint64_t next_ino;		  /* protected by lock */
+	uint64_t nodes_made, nodes_freed; /* protected by lock */
 	uid_t uid;
 	gid_t gid;
 	time_t started;
@@ -196,15 +203,25 @@ extern const struct fuse_lowlevel_ops tfs_fs_fuse_ops;
 
 int tfs_fs_nodes_init(struct tfs_fs *fs);
 void tfs_fs_nodes_free(struct tfs_fs *fs);
-/* The node of an inode number, or NULL. */
+/* The node of an inode number the kernel knows (a request's), or NULL. The kernel sends no
+ * forget for an inode while a request on it is under way, so the node outlives the request. */
 struct tfs_fs_node *tfs_fs_node_get(struct tfs_fs *fs, fuse_ino_t ino);
-/* Find or make parent's child `name` of that kind. File nodes (v != NULL) also match on v's
- * commit, and hold a reference on v while the kernel knows them. NULL: out of memory. */
+/* Find or make parent's child `name` of that kind, referenced: the caller hands it to the
+ * kernel (tfs_fs_node_looked_up) or drops it (tfs_fs_node_put). File nodes (v != NULL) also
+ * match on v's commit, and hold a reference on v while the kernel knows them. NULL: out of
+ * memory. */
 struct tfs_fs_node *tfs_fs_node_child(struct tfs_fs *fs, struct tfs_fs_node *parent,
 				      const char *name, const struct tfs_fs_kind *kind,
 				      struct tfs_version *v);
+/* Drop a reference; a node nobody holds and the kernel does not know is freed (and its parent
+ * after it, likewise). NULL is fine. */
+void tfs_fs_node_put(struct tfs_fs *fs, struct tfs_fs_node *n);
+/* n's entry went to the kernel: one lookup more, the caller's reference dropped. */
+void tfs_fs_node_looked_up(struct tfs_fs *fs, struct tfs_fs_node *n);
 /* The kernel dropped nlookup references to ino. */
 void tfs_fs_node_forget(struct tfs_fs *fs, fuse_ino_t ino, uint64_t nlookup);
+/* Nodes alive now, and made and freed since the mount. */
+void tfs_fs_node_counts(struct tfs_fs *fs, uint64_t *alive, uint64_t *made, uint64_t *freed);
 /* How long the kernel may trust what it learns about n. */
 double tfs_fs_node_ttl(struct tfs_fs *fs, const struct tfs_fs_node *n);
 /* A version directory's path under its dataset: main, v1.0, commits/<id>. */

@@ -83,13 +83,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fill_attr(fs, n, &a, &e.attr);
 	e.attr_timeout = tfs_fs_node_ttl(fs, n);
 	e.entry_timeout = e.attr_timeout;
-	if (n->kind->pins_version) {
-		pthread_mutex_lock(&fs->lock);
-		n->nlookup++;
-		pthread_mutex_unlock(&fs->lock);
-	}
+	/* Counted before the reply: the kernel may forget the entry as soon as it has it. */
+	tfs_fs_node_looked_up(fs, n);
+	n = NULL;
 	fuse_reply_entry(req, &e);
 out:
+	tfs_fs_node_put(fs, n); /* a child made for a lookup that failed */
 	tfs_version_put(a.v);
 }
 

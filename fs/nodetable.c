@@ -3,41 +3,13 @@
  * and open files. */
 #include "fsnode.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int tfs_fs_nodes_init(struct tfs_fs *fs)
-{
-	struct tfs_fs_node *root;
-
-	fs->cap = 1024;
-	fs->hsize = 4096;
-	fs->nodes = calloc(fs->cap, sizeof(*fs->nodes));
-	fs->htab = calloc(fs->hsize, sizeof(*fs->htab));
-	root = calloc(1, sizeof(*root));
-	if (!fs->nodes || !fs->htab || !root || !(root->name = strdup(""))) {
-		free(root);
-		return -ENOMEM;
-	}
-	root->kind = &tfs_fs_root_kind;
-	root->ino = FUSE_ROOT_ID;
-	fs->nodes[fs->nnodes++] = root;
-	return 0;
-}
-
-void tfs_fs_nodes_free(struct tfs_fs *fs)
-{
-	for (size_t i = 0; i < fs->nnodes; i++) {
-		tfs_version_put(fs->nodes[i]->ver);
-		tfs_buf_free(&fs->nodes[i]->log);
-		free(fs->nodes[i]->name);
-		free(fs->nodes[i]);
-	}
-	free(fs->nodes);
-	free(fs->htab);
-}
+#define NODE_BUCKETS 4096 /* initial; doubled as nodes grow */
 
 static size_t hash_of(fuse_ino_t parent, const char *name)
 {
@@ -48,13 +20,103 @@ static size_t hash_of(fuse_ino_t parent, const char *name)
 	return (size_t)h;
 }
 
+static size_t ino_bucket(const struct tfs_fs *fs, fuse_ino_t ino)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (fs->hsize - 1);
+}
+
+int tfs_fs_nodes_init(struct tfs_fs *fs)
+{
+	struct tfs_fs_node *root;
+
+	fs->hsize = NODE_BUCKETS;
+	fs->itab = calloc(fs->hsize, sizeof(*fs->itab));
+	fs->htab = calloc(fs->hsize, sizeof(*fs->htab));
+	root = calloc(1, sizeof(*root));
+	if (!fs->itab || !fs->htab || !root || !(root->name = strdup(""))) {
+		free(root);
+		return -ENOMEM;
+	}
+	root->kind = &tfs_fs_root_kind;
+	root->ino = FUSE_ROOT_ID;
+	root->refs = 1; /* the mount's, for good */
+	fs->root = root;
+	fs->itab[ino_bucket(fs, FUSE_ROOT_ID)] = root;
+	fs->nnodes = 1;
+	fs->next_ino = FUSE_ROOT_ID + 1;
+	return 0;
+}
+
+static void node_free(struct tfs_fs_node *n)
+{
+	tfs_version_put(n->ver);
+	tfs_buf_free(&n->log);
+	free(n->name);
+	free(n);
+}
+
+void tfs_fs_nodes_free(struct tfs_fs *fs)
+{
+	for (size_t b = 0; fs->itab && b < fs->hsize; b++)
+		while (fs->itab[b]) {
+			struct tfs_fs_node *n = fs->itab[b];
+
+			fs->itab[b] = n->inext;
+			node_free(n);
+		}
+	free(fs->itab);
+	free(fs->htab);
+}
+
+/* Double both tables once there are as many nodes as buckets; lock held. Without memory for
+ * it, the chains grow longer instead. */
+static void grow(struct tfs_fs *fs)
+{
+	const size_t size = fs->hsize * 2;
+	struct tfs_fs_node **it, **ht;
+
+	if (fs->nnodes < fs->hsize)
+		return;
+	it = calloc(size, sizeof(*it));
+	ht = calloc(size, sizeof(*ht));
+	if (!it || !ht) {
+		free(it);
+		free(ht);
+		return;
+	}
+	for (size_t b = 0; b < fs->hsize; b++) {
+		while (fs->itab[b]) {
+			struct tfs_fs_node *n = fs->itab[b];
+			const size_t k =
+				(size_t)((n->ino * 0x9E3779B97F4A7C15ull) >> 20) & (size - 1);
+
+			fs->itab[b] = n->inext;
+			n->inext = it[k];
+			it[k] = n;
+		}
+		while (fs->htab[b]) {
+			struct tfs_fs_node *n = fs->htab[b];
+			const size_t k = hash_of(n->parent->ino, n->name) & (size - 1);
+
+			fs->htab[b] = n->hnext;
+			n->hnext = ht[k];
+			ht[k] = n;
+		}
+	}
+	free(fs->itab);
+	free(fs->htab);
+	fs->itab = it;
+	fs->htab = ht;
+	fs->hsize = size;
+}
+
 struct tfs_fs_node *tfs_fs_node_get(struct tfs_fs *fs, fuse_ino_t ino)
 {
-	struct tfs_fs_node *n = NULL;
+	struct tfs_fs_node *n;
 
 	pthread_mutex_lock(&fs->lock);
-	if (ino >= 1 && ino <= fs->nnodes)
-		n = fs->nodes[ino - 1];
+	for (n = fs->itab[ino_bucket(fs, ino)]; n && n->ino != ino; n = n->inext)
+		;
 	pthread_mutex_unlock(&fs->lock);
 	return n;
 }
@@ -70,17 +132,10 @@ struct tfs_fs_node *tfs_fs_node_child(struct tfs_fs *fs, struct tfs_fs_node *par
 	b = hash_of(parent->ino, name) & (fs->hsize - 1);
 	for (n = fs->htab[b]; n; n = n->hnext)
 		if (n->parent == parent && !strcmp(n->name, name) && n->kind == kind &&
-		    (!v || tfs_id_eq(&n->commit, &v->commit.id)))
+		    (!v || tfs_id_eq(&n->commit, &v->commit.id))) {
+			n->refs++;
 			goto out;
-	if (fs->nnodes == fs->cap) {
-		size_t cap = fs->cap * 2;
-		struct tfs_fs_node **nn = realloc(fs->nodes, cap * sizeof(*nn));
-
-		if (!nn)
-			goto out;
-		fs->nodes = nn;
-		fs->cap = cap;
-	}
+		}
 	n = calloc(1, sizeof(*n));
 	if (!n || !(n->name = strdup(name))) {
 		free(n);
@@ -93,10 +148,17 @@ struct tfs_fs_node *tfs_fs_node_child(struct tfs_fs *fs, struct tfs_fs_node *par
 	n->vdir = kind->is_version ? n : parent->vdir;
 	if (v)
 		n->commit = v->commit.id;
-	fs->nodes[fs->nnodes++] = n;
-	n->ino = fs->nnodes;
+	n->refs = 1;
+	parent->refs++; /* a child keeps its parent */
+	n->ino = fs->next_ino++;
 	n->hnext = fs->htab[b];
 	fs->htab[b] = n;
+	b = ino_bucket(fs, n->ino);
+	n->inext = fs->itab[b];
+	fs->itab[b] = n;
+	fs->nnodes++;
+	fs->nodes_made++;
+	grow(fs);
 out:
 	if (n && v && !n->ver) {
 		n->ver = v;
@@ -106,24 +168,102 @@ out:
 	return n;
 }
 
-/* A file inode nobody knows any more lets go of its commit (the node itself stays: inode
- * numbers are never reused). */
+/* Unlink n from the table it is in; lock held. */
+static void unlink_node(struct tfs_fs *fs, struct tfs_fs_node *n)
+{
+	struct tfs_fs_node **p = &fs->htab[hash_of(n->parent->ino, n->name) & (fs->hsize - 1)];
+
+	while (*p != n)
+		p = &(*p)->hnext;
+	*p = n->hnext;
+	p = &fs->itab[ino_bucket(fs, n->ino)];
+	while (*p != n)
+		p = &(*p)->inext;
+	*p = n->inext;
+	fs->nnodes--;
+	fs->nodes_freed++;
+}
+
+/* Free n if nobody holds it and the kernel does not know it, and its parents likewise; lock
+ * held. The freed nodes are chained through inext for freeing once unlocked. */
+static void release(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_node **freed)
+{
+	while (n && !n->refs && !n->nlookup) {
+		struct tfs_fs_node *parent = n->parent;
+
+		assert(n != fs->root && parent);
+		unlink_node(fs, n);
+		n->inext = *freed;
+		*freed = n;
+		assert(parent->refs);
+		parent->refs--;
+		n = parent;
+	}
+}
+
+static void free_chain(struct tfs_fs_node *n)
+{
+	while (n) {
+		struct tfs_fs_node *next = n->inext;
+
+		node_free(n);
+		n = next;
+	}
+}
+
+void tfs_fs_node_put(struct tfs_fs *fs, struct tfs_fs_node *n)
+{
+	struct tfs_fs_node *freed = NULL;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	assert(n->refs);
+	n->refs--;
+	release(fs, n, &freed);
+	pthread_mutex_unlock(&fs->lock);
+	free_chain(freed);
+}
+
+void tfs_fs_node_looked_up(struct tfs_fs *fs, struct tfs_fs_node *n)
+{
+	pthread_mutex_lock(&fs->lock);
+	assert(n->refs);
+	n->nlookup++;
+	n->refs--;
+	pthread_mutex_unlock(&fs->lock);
+}
+
 void tfs_fs_node_forget(struct tfs_fs *fs, fuse_ino_t ino, uint64_t nlookup)
 {
+	struct tfs_fs_node *n, *freed = NULL;
 	struct tfs_version *drop = NULL;
-	struct tfs_fs_node *n;
 
 	pthread_mutex_lock(&fs->lock);
-	n = ino >= 1 && ino <= fs->nnodes ? fs->nodes[ino - 1] : NULL;
-	if (n && n->kind->pins_version) {
+	for (n = fs->itab[ino_bucket(fs, ino)]; n && n->ino != ino; n = n->inext)
+		;
+	if (n && n != fs->root) {
 		n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
-		if (n->nlookup == 0) {
+		/* A file inode nobody knows any more lets go of its commit at once, even while a
+		 * caller still holds the node. */
+		if (!n->nlookup && n->kind->pins_version) {
 			drop = n->ver;
 			n->ver = NULL;
 		}
+		release(fs, n, &freed);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	tfs_version_put(drop);
+	free_chain(freed);
+}
+
+void tfs_fs_node_counts(struct tfs_fs *fs, uint64_t *alive, uint64_t *made, uint64_t *freed)
+{
+	pthread_mutex_lock(&fs->lock);
+	*alive = fs->nnodes;
+	*made = fs->nodes_made;
+	*freed = fs->nodes_freed;
+	pthread_mutex_unlock(&fs->lock);
 }
 
 double tfs_fs_node_ttl(struct tfs_fs *fs, const struct tfs_fs_node *n)
@@ -167,8 +307,12 @@ int tfs_fs_dir_add_child(struct tfs_fs *fs, struct tfs_fs_dir *d, struct tfs_fs_
 			 struct tfs_version *v)
 {
 	struct tfs_fs_node *c = tfs_fs_node_child(fs, parent, name, kind, v);
+	int rc = c ? tfs_fs_dir_add(d, shown, c->ino, kind->mode & S_IFMT) : -ENOMEM;
 
-	return c ? tfs_fs_dir_add(d, shown, c->ino, kind->mode & S_IFMT) : -ENOMEM;
+	/* A listing's inode numbers are for show (readdir, not readdirplus): the kernel looks a
+	 * name up before it uses it, so the node need not outlive the listing. */
+	tfs_fs_node_put(fs, c);
+	return rc;
 }
 
 void tfs_fs_dir_free(struct tfs_fs_dir *d)

@@ -43,6 +43,7 @@ static int list_child(void *arg, const char *name, int is_dir)
 {
 	struct list_ctx *l = arg;
 	struct tfs_fs_node *n;
+	int rc;
 
 	(void)is_dir;
 	if (!tfs_name_valid(name))
@@ -55,7 +56,9 @@ static int list_child(void *arg, const char *name, int is_dir)
 		n->vkind = l->vkind;
 		pthread_mutex_unlock(&l->fs->lock);
 	}
-	return tfs_fs_dir_add(l->d, name, n->ino, S_IFDIR);
+	rc = tfs_fs_dir_add(l->d, name, n->ino, S_IFDIR);
+	tfs_fs_node_put(l->fs, n);
+	return rc;
 }
 
 static int root_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)

@@ -155,6 +155,8 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		"  \"views\": {\"built\": %" PRIu64 ", \"idle\": %" PRIu64
 		", \"idle_bytes\": %" PRIu64 ", \"view_mem\": %" PRIu64
 		", \"built_total\": %" PRIu64 ", \"dropped_total\": %" PRIu64 "},\n"
+		"  \"nodes\": {\"alive\": %" PRIu64 ", \"made_total\": %" PRIu64
+		", \"freed_total\": %" PRIu64 "},\n"
 		"  \"prefetch\": {\"threads\": %u, \"scheduled\": %" PRIu64 ", \"loaded\": %" PRIu64
 		", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 ", \"pending_bytes\": %" PRIu64
 		", \"inflight_bytes\": %" PRIu64 ", \"already_cached\": %" PRIu64
@@ -168,11 +170,12 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		c->load_errors, c->evictions, c->bytes_loaded, (double)c->wait_ns / 1e9, c->plans,
 		c->arena_bytes, c->arena_used, c->arena_full, s->lake.views, s->lake.views_idle,
 		s->lake.views_idle_bytes, s->lake.view_mem, s->lake.views_built,
-		s->lake.views_dropped, p->threads, p->scheduled, c->prefetch_loads,
-		c->prefetch_hits, c->prefetch_wasted, c->prefetch_pending, p->inflight_bytes,
-		p->skipped_cached, p->throttled, p->errors, p->sequential_streams, p->random_resets,
-		s->reads, s->read_bytes, s->store_url, sc->gets, sc->urgent_gets, sc->ranged_gets,
-		sc->heads, sc->lists, sc->bytes_read, sc->retries);
+		s->lake.views_dropped, s->nodes, s->nodes_made, s->nodes_freed, p->threads,
+		p->scheduled, c->prefetch_loads, c->prefetch_hits, c->prefetch_wasted,
+		c->prefetch_pending, p->inflight_bytes, p->skipped_cached, p->throttled, p->errors,
+		p->sequential_streams, p->random_resets, s->reads, s->read_bytes, s->store_url,
+		sc->gets, sc->urgent_gets, sc->ranged_gets, sc->heads, sc->lists, sc->bytes_read,
+		sc->retries);
 	if (!rc && s->control_json)
 		rc = tfs_buf_printf(out, "%s", s->control_json);
 	if (!rc)
@@ -285,6 +288,13 @@ int tfs_fs_metrics_text(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s
 		tfs_buf_printf(o, "tensorfs_reader_wait_seconds_total %.6f\n",
 			       (double)c->wait_ns / 1e9) ?:
 		metric(o, "cache_budget_bytes", "gauge", "Memory cache budget.", c->budget) ?:
+		metric(o, "views", "gauge", "Views built now (held and idle).", s->lake.views) ?:
+		metric(o, "views_idle_bytes", "gauge", "Bytes of built views nobody holds.",
+		       s->lake.views_idle_bytes) ?:
+		metric(o, "view_mem_bytes", "gauge", "The bound on idle views' bytes (view_mem).",
+		       s->lake.view_mem) ?:
+		metric(o, "views_built_total", "counter", "Views built.", s->lake.views_built) ?:
+		metric(o, "nodes", "gauge", "File system nodes the daemon keeps.", s->nodes) ?:
 		metric(o, "cache_bytes", "gauge", "Decoded chunk bytes in the memory cache.",
 		       c->bytes) ?:
 		metric(o, "cache_entries", "gauge", "Chunks in the memory cache.", c->entries) ?:

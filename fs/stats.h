@@ -51,7 +51,8 @@ int tfs_fs_errors_text(struct tfs_fs_stats *st, struct tfs_buf *out);
 struct tfs_fs_snapshot {
 	double uptime_s;
 	struct tfs_cache_stats cache;
-	struct tfs_lake_stats lake; /* its views */
+	struct tfs_lake_stats lake;		 /* its views */
+	uint64_t nodes, nodes_made, nodes_freed; /* the node table: alive, made, freed */
 	struct tfs_prefetch_stats prefetch;
 	struct tfs_store_counters store; /* the backend's own: what went over the wire */
 	const char *store_url;
