@@ -90,6 +90,7 @@ void tfs_buf_free(struct tfs_buf *b)
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_file; /* protected by log_lock; NULL means stderr */
 static int log_syslog; /* protected by log_lock */
+static int log_tee;    /* errors also to stderr while logging elsewhere; protected by log_lock */
 static enum tfs_log_level log_level = TFS_LOG_INFO;
 
 int tfs_log_open(const char *path)
@@ -114,6 +115,13 @@ void tfs_log_use_syslog(int on)
 	log_syslog = on;
 	if (on)
 		openlog("tensorfs", LOG_PID, LOG_DAEMON);
+	pthread_mutex_unlock(&log_lock);
+}
+
+void tfs_log_errors_to_stderr(int on)
+{
+	pthread_mutex_lock(&log_lock);
+	log_tee = on;
 	pthread_mutex_unlock(&log_lock);
 }
 
@@ -151,6 +159,8 @@ void tfs_log(enum tfs_log_level lvl, const char *fmt, ...)
 			ts.tv_nsec / 1000000, names[lvl], msg);
 		fflush(f);
 	}
+	if (log_tee && (log_file || log_syslog) && lvl == TFS_LOG_ERROR)
+		fprintf(stderr, "tensorfs: %s\n", msg);
 	pthread_mutex_unlock(&log_lock);
 }
 

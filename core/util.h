@@ -31,6 +31,9 @@ enum tfs_log_level { TFS_LOG_ERROR = 0, TFS_LOG_WARN = 1, TFS_LOG_INFO = 2, TFS_
  * daemon logs to syslog. Safe to call from any thread. */
 int tfs_log_open(const char *path);
 void tfs_log_use_syslog(int on);
+/* With on, errors logged to a file or syslog also go to stderr: a command that has not become a
+ * daemon yet tells the user why it fails, not only where the log is. */
+void tfs_log_errors_to_stderr(int on);
 void tfs_log_set_level(enum tfs_log_level lvl);
 void tfs_log(enum tfs_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define tfs_err(...) tfs_log(TFS_LOG_ERROR, __VA_ARGS__)

@@ -193,9 +193,12 @@ void tfs_ctlfile_session_close(struct tfs_ctlfile_session *s)
 		ctl->sessions = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
+	pthread_mutex_unlock(&ctl->lock);
+	session_free(s); /* its streams give their room back, their slot files go */
+	/* Counted closed once its files are gone: whoever sees the count drop sees them gone. */
+	pthread_mutex_lock(&ctl->lock);
 	ctl->nsessions--;
 	pthread_mutex_unlock(&ctl->lock);
-	session_free(s); /* its streams give their room back */
 }
 
 /* --- streams -------------------------------------------------------------------------------- */

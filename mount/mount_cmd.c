@@ -384,6 +384,8 @@ int tfs_cmd_mount(int argc, char **argv)
 				 strerror(-fb));
 		}
 	}
+	/* Until the daemon detaches (its stderr is /dev/null then), the terminal sees errors. */
+	tfs_log_errors_to_stderr(1);
 	cfg.lake_url = lc.url = pos[0];
 	lc.ref_ttl = cfg.ref_ttl;
 	cfg.mountpoint = mnt;

@@ -227,6 +227,13 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 		    get(cur, "tensorfs_cache_tier_errors_total") +
 			    get(cur, "tensorfs_cache_tier_write_errors_total"));
 	}
+	add(s,
+	    "Views    built %.0f  idle %s of view_mem %s (%.0f%%)  built in all %.0f  nodes %.0f",
+	    get(cur, "tensorfs_views"),
+	    tfs_size_str(get(cur, "tensorfs_views_idle_bytes"), a, sizeof(a)),
+	    tfs_size_str(get(cur, "tensorfs_view_mem_bytes"), b, sizeof(b)),
+	    pct(get(cur, "tensorfs_views_idle_bytes"), get(cur, "tensorfs_view_mem_bytes")),
+	    get(cur, "tensorfs_views_built_total"), get(cur, "tensorfs_nodes"));
 	add(s, "Prefetch loaders %.0f  in flight %s  ahead of readers %s  used %.0f  wasted %.0f",
 	    get(cur, "tensorfs_prefetch_threads"),
 	    tfs_size_str(get(cur, "tensorfs_prefetch_inflight_bytes"), a, sizeof(a)),
@@ -286,7 +293,8 @@ static void line_mode(const char *mnt, const struct snap *cur, const struct snap
 	localtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
 	printf("%s %s read %.1f MB/s %.0f reads/s stall %.0f ms/s cache %.0f%% hit %.1f%% "
-	       "inflight %.1f MB store %.0f req/s retries %.0f errors %.0f slots %.0f/%.0f\n",
+	       "inflight %.1f MB store %.0f req/s retries %.0f errors %.0f slots %.0f/%.0f "
+	       "views %.0f (idle %.1f MB) nodes %.0f\n",
 	       when, mnt, rate(cur, prev, "tensorfs_read_bytes_total") / 1e6,
 	       rate(cur, prev, "tensorfs_read_requests_total"),
 	       1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"),
@@ -295,7 +303,9 @@ static void line_mode(const char *mnt, const struct snap *cur, const struct snap
 	       rate(cur, prev, "tensorfs_store_requests_total"),
 	       get(cur, "tensorfs_store_retries_total"),
 	       get(cur, "tensorfs_chunk_load_errors_total"),
-	       get(cur, "tensorfs_staging_slots_leased"), get(cur, "tensorfs_staging_slots"));
+	       get(cur, "tensorfs_staging_slots_leased"), get(cur, "tensorfs_staging_slots"),
+	       get(cur, "tensorfs_views"), get(cur, "tensorfs_views_idle_bytes") / 1e6,
+	       get(cur, "tensorfs_nodes"));
 	fflush(stdout);
 }
 

@@ -155,3 +155,14 @@ def test_mount_errors(lake, tmp_path, foreground):
     assert rc != 0, "mounting onto a missing directory must fail"
     assert err.strip(), "mounting onto a missing directory must say why on stderr"
     assert not pids_for_path(nomnt)
+
+    # a configuration others can read that holds a secret: refused, and the terminal says why
+    # (not only where the daemon's log is)
+    cfg = tmp_path / "open.ini"
+    cfg.write_text('[remote "r"]\nendpoint = http://127.0.0.1:9\naccess_key = AKID\n'
+                   'secret_key = planted-secret-1234\n')
+    os.chmod(cfg, 0o644)
+    rc, out, err = run_mount_expect_failure(["s3://r@bucket/lake", mnt, "-o", f"config={cfg}",
+                                             *fg], mnt, tmp_path, "opencfg")
+    assert rc != 0 and not is_mounted(mnt)
+    assert "chmod 600" in err and "planted-secret" not in err, err

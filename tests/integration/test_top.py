@@ -59,7 +59,8 @@ def test_metrics_follow_reads(lake, mount):
     for name in ("tensorfs_read_bytes_total", "tensorfs_cache_hits_total",
                  "tensorfs_reader_wait_seconds_total", "tensorfs_cache_budget_bytes",
                  "tensorfs_prefetch_inflight_bytes", 'tensorfs_store_requests_total{op="get"}',
-                 "tensorfs_staging_slots", "tensorfs_lookup_errors_total"):
+                 "tensorfs_staging_slots", "tensorfs_lookup_errors_total", "tensorfs_views",
+                 "tensorfs_views_idle_bytes", "tensorfs_view_mem_bytes", "tensorfs_nodes"):
         assert name in before, name
     got = np.load(m.path / "ds" / "main" / "x.npy")
     assert np.array_equal(got, x)
@@ -88,6 +89,7 @@ def test_stats_command(lake, mount):
     p = run_proc(["stats", str(m.path)], check=True)
     assert re.search(r"^ds\s+main\s+\d+", p.stdout, re.M), p.stdout
     assert "Cache" in p.stdout and "Prefetch" in p.stdout
+    assert re.search(r"^Views\s+built \d+ .* nodes \d+", p.stdout, re.M), p.stdout
     bad = run_proc(["stats", "/"])
     assert bad.returncode == 1 and "tensorfs mount" in bad.stderr
 

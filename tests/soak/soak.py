@@ -10,13 +10,15 @@ idx; the proxy fails a share of requests with 503, 429, resets, truncated and co
 (never the same request twice in a row); the mount has cache_mem=4M, far less than the data.
 Readers, each in its own thread, loop until the time is up: sequential scans of x.npy, random
 preads of rows of x, mmap row reads, views with several seeds and DDP ranks (rows checked
-against idx), ragged rows through offsets.npy and data.bin, and staging sessions over host
-slots (batches checked). Halfway through, the mount is unmounted and mounted again while the
-readers wait.
+against idx), ragged rows through offsets.npy and data.bin, staging sessions over host
+slots (batches checked), and new view names, each once (a job's seed,epoch,rank,world every
+epoch), over a second dataset that a committer appends to all the while. Halfway through, the
+mount is unmounted and mounted again while the readers wait.
 
 Prints reads, bytes verified, store retries, read errors and mismatches, and exits non-zero on
 any mismatch, a daemon that crashed or printed a sanitizer report, a staging file left in
-/dev/shm, or a daemon RSS over its budget (cache_mem plus a fixed allowance).
+/dev/shm, or a daemon RSS over its budget (cache_mem plus view_mem plus a fixed allowance),
+however many view names were opened.
 Needs s3rver (tests/s3, npm ci) and node."""
 
 import argparse
@@ -42,6 +44,8 @@ TFS = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
 ROWS = 20_000
 ROW = 1024
 CACHE_MB = 4
+VIEW_MB = 16  # the mount's view_mem
+NAMES_ROWS = 50_000  # the dataset new view names are opened over, before the committer's rows
 RSS_ALLOWANCE_MB = 256  # threads' stacks, the HTTP pool, libraries (--rss-allowance-mb)
 
 
@@ -53,7 +57,9 @@ class Soak:
         self.paused = threading.Event()  # set: readers wait (a remount is under way)
         self.idle = threading.Semaphore(0)
         self.lock = threading.Lock()
-        self.counts = {"reads": 0, "bytes": 0, "errors": 0, "mismatches": 0}
+        self.counts = {"reads": 0, "bytes": 0, "errors": 0, "mismatches": 0, "names": 0,
+                       "commits": 0}
+        self.name_seq = 0
         self.problems = []
         rng = np.random.default_rng(5)
         self.x = rng.integers(0, 256, size=(ROWS, ROW), dtype=np.uint8)
@@ -72,7 +78,8 @@ class Soak:
         self.log = open(self.work / f"daemon-{int(time.time() * 1000)}.log", "wb")
         self.daemon = subprocess.Popen(
             [TFS, "mount", "s3://lake", str(self.mnt), "-f", "-o",
-             f"cache_mem={CACHE_MB}M"], env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+             f"cache_mem={CACHE_MB}M,view_mem={VIEW_MB}M,ref_ttl=0.5"], env=self.env,
+            stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         while not os.path.ismount(self.mnt):
             if self.daemon.poll() is not None or time.time() > deadline:
@@ -151,6 +158,40 @@ class Soak:
         self.check(np.array_equal(x, self.x[idx[a:a + 500]]), f"view {v.name} rows {a}..")
         return x.nbytes + idx.nbytes
 
+    def view_name(self, rng):
+        """A view name never opened before, over the dataset the committer moves: its rows are
+        a permutation of the branch's rows at some commit (v holds its row number)."""
+        with self.lock:
+            self.name_seq += 1
+            k = self.name_seq
+        rank = int(rng.integers(0, 4))
+        d = self.mnt / "names" / "main" / "views" / f"seed={k % 7},epoch={k},rank={rank},world=4"
+        v = np.load(d / "v.npy", mmap_mode="r")
+        head = np.array(v[:256])
+        n = len(v)
+        self.check(n >= NAMES_ROWS // 4 and len(np.unique(head)) == len(head) and
+                   int(head.max()) < 4 * n + 4, f"view {d.name}: {n} rows")
+        self.count("names")
+        return head.nbytes
+
+    def committer(self):
+        """Appends rows to the names dataset while the readers run: its branch moves."""
+        rows = NAMES_ROWS
+        while not self.stop.is_set():
+            if self.paused.is_set():
+                time.sleep(0.05)
+                continue
+            path = self.work / f"more-{rows}.npy"
+            np.save(path, np.arange(rows, rows + 64, dtype=np.int64))
+            try:
+                self.tfs("import", "s3://lake/names", f"v={path}", "--quiet")
+                rows += 64
+                self.count("commits")
+            except (RuntimeError, subprocess.TimeoutExpired):
+                pass  # a fault the retries did not absorb: the next try commits
+            path.unlink()
+            time.sleep(0.3)
+
     def ragged_rows(self, rng):
         d = self.mnt / "soak" / "main" / "r"
         off = np.load(d / "offsets.npy", mmap_mode="r")
@@ -194,7 +235,8 @@ class Soak:
 
     def reader(self, k):
         rng = np.random.default_rng(100 + k)
-        kinds = [self.seq, self.pread, self.mmap_rows, self.view, self.ragged_rows, self.staging]
+        kinds = [self.seq, self.pread, self.mmap_rows, self.view, self.ragged_rows, self.staging,
+                 self.view_name]
         while not self.stop.is_set():
             if self.paused.is_set():
                 self.idle.release()
@@ -231,6 +273,10 @@ class Soak:
         self.tfs("import", "s3://lake/soak", f"x={self.work / 'x.npy'}",
                  f"idx={self.work / 'idx.npy'}", f"r={self.work / 'r'}", "--chunk-size",
                  "256k", "--quiet")
+        np.save(self.work / "v.npy", np.arange(NAMES_ROWS, dtype=np.int64))
+        self.tfs("create", "s3://lake/names")
+        self.tfs("import", "s3://lake/names", f"v={self.work / 'v.npy'}", "--chunk-size",
+                 "64k", "--quiet")
         self.mnt = self.work / "mnt"
         self.mnt.mkdir()
         self.mount()
@@ -238,6 +284,8 @@ class Soak:
         threads = [threading.Thread(target=self.reader, args=(k,)) for k in range(a.readers)]
         for t in threads:
             t.start()
+        committer = threading.Thread(target=self.committer)
+        committer.start()
         end = time.time() + a.seconds
         remounted = False
         max_rss = 0
@@ -261,7 +309,7 @@ class Soak:
                 self.paused.clear()
                 remounted = True
         self.stop.set()
-        for t in threads:
+        for t in threads + [committer]:
             t.join()
         retries += json.loads((self.mnt / ".tensorfs" / "stats").read_text())["store"]["retries"]
         self.unmount()
@@ -271,14 +319,15 @@ class Soak:
                 if f.startswith(f"tensorfs-{pid}-") or f.startswith(f"tensorfs-{self.daemon.pid}-")]
         if left:
             self.problems.append(f"staging files left in /dev/shm: {left}")
-        if max_rss > CACHE_MB + a.rss_allowance_mb:
-            self.problems.append(f"daemon RSS {max_rss} MiB over {CACHE_MB} + "
+        if max_rss > CACHE_MB + VIEW_MB + a.rss_allowance_mb:
+            self.problems.append(f"daemon RSS {max_rss} MiB over {CACHE_MB} + {VIEW_MB} + "
                                  f"{a.rss_allowance_mb} MiB")
         c = self.counts
         print(f"soak: {a.seconds:.0f} s, {a.readers} readers: {c['reads']} reads, "
               f"{c['bytes'] / 1e6:.1f} MB verified, {retries} store retries, "
               f"{self.proxy.injected()} faults injected, {c['errors']} read errors, "
-              f"{c['mismatches']} mismatches, daemon RSS at most {max_rss} MiB, remounted once")
+              f"{c['mismatches']} mismatches, {c['names']} view names opened over "
+              f"{c['commits']} commits, daemon RSS at most {max_rss} MiB, remounted once")
         for p in self.problems:
             print(f"soak: FAIL: {p}")
         return 1 if self.problems or not c["reads"] else 0
