@@ -72,7 +72,7 @@ def test_memory_bounded(big_lake, mount):
 @pytest.mark.skipif(SANITIZE, reason="TENSORFS_SANITIZE=1: AddressSanitizer inflates RSS, "
                     "so a memory bound cannot be checked on a sanitizer build")
 def test_many_view_names_stay_within_view_mem(lake, mount):
-    """A training job opens a new view name every epoch on every rank. Thousands of distinct
+    """A training job opens a new view name every epoch on every rank. 2,000 distinct
     names over a dataset of 200k rows (1.6 MB of rows a view), with commits on the mounted
     branch meanwhile: the built views the daemon keeps stay within view_mem (16M here), and
     its RSS within cache_mem + view_mem + a fixed allowance."""
@@ -83,13 +83,13 @@ def test_many_view_names_stay_within_view_mem(lake, mount):
     baseline = vm_rss(m.pid)
     peak = baseline
     names = 0
-    for epoch in range(300):
+    for epoch in range(500):
         if epoch % 100 == 50:
             lake.import_("v", {"x": np.arange(10, dtype=np.int64)})  # the branch moves
         for rank in range(4):
             d = views / f"seed=1,epoch={epoch},rank={rank},world=4"
             x = np.load(d / "x.npy", mmap_mode="r")
-            assert rows // 4 <= x.shape[0] <= rows // 4 + 10 and x[:8].min() >= 0
+            assert rows // 4 <= x.shape[0] <= rows // 4 + 20 and x[:8].min() >= 0
             del x
             names += 1
         if epoch % 25 == 0:
