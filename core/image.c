@@ -375,41 +375,84 @@ static int precompute(uint32_t in_size, uint32_t out_size, struct coeffs *c)
 	return 0;
 }
 
-static uint8_t clip8(int64_t ss)
+static uint8_t clip8(int32_t ss)
 {
 	ss >>= PRECISION_BITS;
 	return ss < 0 ? 0 : ss > 255 ? 255 : (uint8_t)ss;
+}
+
+/* The passes compute exactly what PIL's do (its sums are 32-bit too: the weights of a pixel add
+ * up to 1 << PRECISION_BITS, so no sum of 8-bit samples can overflow), in an order a compiler
+ * vectorises: the three channels of a pixel together along x; whole rows at a time along y,
+ * where a row of sums is accumulated tap by tap over contiguous memory. Integer sums do not
+ * depend on their order, so the bytes are PIL's. */
+static void pass_x(const struct tfs_image *in, const struct coeffs *c, struct tfs_image *out)
+{
+	for (uint32_t y = 0; y < out->h; y++) {
+		const uint8_t *row = in->px + (size_t)y * in->w * 3;
+		uint8_t *o = out->px + (size_t)y * out->w * 3;
+
+		for (uint32_t x = 0; x < out->w; x++) {
+			const int xmin = c->bounds[x * 2], n = c->bounds[x * 2 + 1];
+			const int32_t *k = &c->k[(size_t)x * c->ksize];
+			const uint8_t *p = row + (size_t)xmin * 3;
+			int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+
+			for (int t = 0; t < n; t++) {
+				s0 += p[t * 3] * k[t];
+				s1 += p[t * 3 + 1] * k[t];
+				s2 += p[t * 3 + 2] * k[t];
+			}
+			o[x * 3] = clip8(s0);
+			o[x * 3 + 1] = clip8(s1);
+			o[x * 3 + 2] = clip8(s2);
+		}
+	}
+}
+
+/* acc += row x k over n samples; restrict: the sums and the samples never overlap, so the
+ * loop vectorises without runtime checks. */
+static void row_madd(int32_t *restrict acc, const uint8_t *restrict row, int32_t k, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		acc[i] += row[i] * k;
+}
+
+static void pass_y(const struct tfs_image *in, const struct coeffs *c, int32_t *acc,
+		   struct tfs_image *out)
+{
+	const size_t rowlen = (size_t)in->w * 3;
+
+	for (uint32_t y = 0; y < out->h; y++) {
+		const int ymin = c->bounds[y * 2], n = c->bounds[y * 2 + 1];
+		const int32_t *k = &c->k[(size_t)y * c->ksize];
+		uint8_t *o = out->px + (size_t)y * rowlen;
+
+		for (size_t i = 0; i < rowlen; i++)
+			acc[i] = 1 << (PRECISION_BITS - 1);
+		for (int t = 0; t < n; t++)
+			row_madd(acc, in->px + (size_t)(ymin + t) * rowlen, k[t], rowlen);
+		for (size_t i = 0; i < rowlen; i++)
+			o[i] = clip8(acc[i]);
+	}
 }
 
 /* One pass along x (horizontal) or y: in w x h -> out (out_w x h, or w x out_h). */
 static int pass(const struct tfs_image *in, uint32_t out_n, int horizontal, struct tfs_image *out)
 {
 	struct coeffs c = { 0 };
+	int32_t *acc = NULL;
 	int rc = precompute(horizontal ? in->w : in->h, out_n, &c);
 
 	if (!rc)
 		rc = horizontal ? image_alloc(out, out_n, in->h) : image_alloc(out, in->w, out_n);
-	for (uint32_t y = 0; !rc && y < out->h; y++)
-		for (uint32_t x = 0; x < out->w; x++) {
-			const uint32_t i = horizontal ? x : y;
-			const int xmin = c.bounds[i * 2], xmax = c.bounds[i * 2 + 1];
-			const int32_t *k = &c.k[(size_t)i * c.ksize];
-
-			for (int ch = 0; ch < 3; ch++) {
-				int64_t ss = 1 << (PRECISION_BITS - 1);
-
-				for (int t = 0; t < xmax; t++) {
-					size_t at =
-						horizontal
-							? ((size_t)y * in->w + (size_t)(xmin + t)) *
-								  3
-							: ((size_t)(xmin + t) * in->w + x) * 3;
-
-					ss += (int64_t)in->px[at + ch] * k[t];
-				}
-				out->px[((size_t)y * out->w + x) * 3 + ch] = clip8(ss);
-			}
-		}
+	if (!rc && !horizontal && !(acc = malloc((size_t)in->w * 3 * sizeof(*acc))))
+		rc = -ENOMEM;
+	if (!rc && horizontal)
+		pass_x(in, &c, out);
+	else if (!rc)
+		pass_y(in, &c, acc, out);
+	free(acc);
 	free(c.bounds);
 	free(c.k);
 	return rc;
