@@ -159,8 +159,10 @@ static void jerr_emit(j_common_ptr cinfo, int level)
 	}
 }
 
-static int decode_jpeg(const uint8_t *data, size_t len, struct tfs_image *out, char *err,
-		       size_t err_cap)
+/* draft_w, draft_h: 0, or the size PIL's Image.draft("RGB", (w, h)) asks for: the largest of
+ * 1/8, 1/4 and 1/2 that leaves the image at least that size is applied in the DCT domain. */
+static int decode_jpeg(const uint8_t *data, size_t len, uint32_t draft_w, uint32_t draft_h,
+		       struct tfs_image *out, char *err, size_t err_cap)
 {
 	struct jpeg_decompress_struct cinfo;
 	struct jerr e = { 0 };
@@ -191,6 +193,14 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct tfs_image *out, c
 	cinfo.out_color_space = JCS_RGB;
 	/* PIL's defaults (libjpeg's): islow DCT, fancy upsampling. */
 	cinfo.dct_method = JDCT_ISLOW;
+	if (draft_w && draft_h) {
+		/* As PIL's JpegImagePlugin.draft, on the stored size (before any orientation). */
+		const uint32_t sx = cinfo.image_width / draft_w, sy = cinfo.image_height / draft_h;
+		const uint32_t scale = sx < sy ? sx : sy;
+
+		cinfo.scale_num = 1;
+		cinfo.scale_denom = scale >= 8 ? 8 : scale >= 4 ? 4 : scale >= 2 ? 2 : 1;
+	}
 	jpeg_start_decompress(&cinfo);
 	rc = decoded_alloc(out, cinfo.output_width, cinfo.output_height, err, err_cap);
 	if (rc)
@@ -304,11 +314,17 @@ out:
 int tfs_image_decode(const uint8_t *data, size_t len, struct tfs_image *out, char *err,
 		     size_t err_cap)
 {
+	return tfs_image_decode_draft(data, len, 0, 0, out, err, err_cap);
+}
+
+int tfs_image_decode_draft(const uint8_t *data, size_t len, uint32_t w, uint32_t h,
+			   struct tfs_image *out, char *err, size_t err_cap)
+{
 	static const uint8_t png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
 
 	err[0] = 0;
 	if (len >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
-		return decode_jpeg(data, len, out, err, err_cap);
+		return decode_jpeg(data, len, w, h, out, err, err_cap);
 	if (len >= 8 && !memcmp(data, png_sig, 8))
 		return decode_png(data, len, out, err, err_cap);
 	snprintf(err, err_cap, "not a JPEG or PNG image");

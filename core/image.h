@@ -28,6 +28,13 @@ struct tfs_image {
  * one of more than TFS_IMAGE_MAX_PIXELS pixels. */
 int tfs_image_decode(const uint8_t *data, size_t len, struct tfs_image *out, char *err,
 		     size_t err_cap);
+/* tfs_image_decode, but a JPEG at least twice w x h is decoded smaller in the DCT domain, as
+ * PIL's Image.draft("RGB", (w, h)) decodes it: at the largest of 1/8, 1/4 and 1/2 of its stored
+ * size that stays at least w x h (rounded up). Several times faster for large photographs; the
+ * pixels are not those of the full decode (a later resize to w x h differs by a few levels).
+ * w or h 0: as tfs_image_decode. PNG: always as tfs_image_decode. */
+int tfs_image_decode_draft(const uint8_t *data, size_t len, uint32_t w, uint32_t h,
+			   struct tfs_image *out, char *err, size_t err_cap);
 void tfs_image_free(struct tfs_image *img);
 
 /* Resize to w x h, bilinear with the filter widened by the scale when shrinking (PIL's

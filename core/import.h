@@ -66,6 +66,9 @@ struct tfs_images_opts {
 	enum tfs_image_fit fit; /* how */
 	int labels;		/* an ImageFolder tree: a label column from the class directories */
 	int strict;		/* a bad image fails the import instead of being skipped */
+	/* With w and a fit other than pad: a large JPEG is decoded smaller in the DCT domain, as
+	 * PIL's draft("RGB", (w, h)) (tfs_image_decode_draft). Faster; not the exact pixels. */
+	int draft;
 };
 
 #define TFS_IMPORT_SKIPS_KEPT 8

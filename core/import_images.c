@@ -196,7 +196,10 @@ static int decode_run(struct tfs_work *w)
 	if (j->rc)
 		snprintf(j->err, sizeof(j->err), "%s", strerror(-j->rc));
 	else
-		j->rc = tfs_image_decode(file.data, file.len, &raw, j->err, sizeof(j->err));
+		j->rc = tfs_image_decode_draft(file.data, file.len,
+					       j->io->draft && j->io->fit != TFS_FIT_PAD ? j->io->w
+											 : 0,
+					       j->io->h, &raw, j->err, sizeof(j->err));
 	tfs_buf_free(&file);
 	if (!j->rc && j->io->w) {
 		j->rc = tfs_image_fit(&raw, j->io->w, j->io->h, j->io->fit, &j->img);

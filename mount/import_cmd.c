@@ -114,6 +114,7 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "resize", no_argument, NULL, 'R' },
 		{ "crop", no_argument, NULL, 'X' },
 		{ "pad", no_argument, NULL, 'D' },
+		{ "draft", no_argument, NULL, 'd' },
 		{ "labels-from-dirs", no_argument, NULL, 'L' },
 		{ "strict", no_argument, NULL, 's' },
 		{ "jsonl", required_argument, NULL, 'J' },
@@ -234,6 +235,9 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'D':
 			io.fit = TFS_FIT_PAD;
 			break;
+		case 'd':
+			io.draft = 1;
+			break;
 		case 'L':
 			io.labels = 1;
 			break;
@@ -265,6 +269,12 @@ int tfs_cmd_import(int argc, char **argv)
 	if (!o.session != !have_part || (o.session && (o.branch || o.message))) {
 		tfs_err("--session ID and --part I go together, without --branch or -m (they are "
 			"the commit's: tensorfs commit URL --session ID)");
+		return 2;
+	}
+	if (io.draft && (!images || !io.w || io.fit == TFS_FIT_PAD)) {
+		tfs_err("--draft decodes images smaller for a --size they are resized or cropped "
+			"to: "
+			"give --images DIR --size HxW (with --resize or --crop)");
 		return 2;
 	}
 	if (images || jsonl || npz || webdataset) {

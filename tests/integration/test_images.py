@@ -169,3 +169,44 @@ def test_images_appended_and_other_columns_refused(lake, tmp_path):
     p = lake.import_("e", {}, "--images", root, check=False)
     assert p.returncode != 0 and "column x would have 3 rows" in p.stderr, p.stderr
     assert lake.snapshot("e") == before
+
+
+def test_images_draft_equals_pil_draft(lake, mount, tmp_path):
+    """--draft decodes a large JPEG in the DCT domain as PIL's Image.draft("RGB", (w, h)):
+    the rows equal PIL's draft + resize (+ crop) to the byte; against the exact path they differ
+    by a few levels (the figures in the README come from here)."""
+    rng = np.random.default_rng(21)
+    root = tmp_path / "big"
+    (root / "a").mkdir(parents=True)
+    photo = np.asarray(Image.open(SAMPLE).convert("RGB")) if SAMPLE.exists() else \
+        synthetic(rng, 600, 512)
+    sizes = ((1000, 760), (641, 1300), (500, 450), (230, 260), (3000, 1800))
+    for i, (w, h) in enumerate(sizes):
+        Image.fromarray(photo).resize((w, h), Image.BICUBIC).save(root / "a" / f"{i}.jpg",
+                                                                 quality=92)
+    for name, opts in (("exact", ()), ("draft", ("--draft",))):
+        lake.create(name)
+        lake.import_(name, {}, "--images", root, "--size", "224x224", "--crop", *opts)
+    m = mount(lake)
+    exact = np.load(m / "exact" / "main" / "image.npy")
+    draft = np.load(m / "draft" / "main" / "image.npy")
+    paths = list(tensorfs.open(m / "draft" / "main")["path"])
+    diffs = []
+    for i, rel in enumerate(paths):
+        im = Image.open(root / rel)
+        im.draft("RGB", (224, 224))
+        im = im.convert("RGB")
+        w, h = im.size
+        ow, oh = (224, int(224 * h / w)) if h >= w else (int(224 * w / h), 224)
+        want = np.asarray(torchvision.transforms.functional.center_crop(
+            im.resize((ow, oh), Image.BILINEAR), (224, 224)))
+        assert np.array_equal(draft[i], want), rel
+        d = np.abs(draft[i].astype(int) - exact[i].astype(int))
+        diffs.append((rel, int(d.max()), float(d.mean())))
+    print("\n--draft against the exact decode (max, mean abs difference):", diffs)
+    # An image under twice 224 on a side is decoded whole: no difference.
+    assert [mx for rel, mx, _ in diffs if rel == "a/3.jpg"] == [0], diffs
+    assert any(mx > 0 for _, mx, _ in diffs), diffs
+    # a --draft that cannot apply is refused
+    p = lake.import_("exact", {}, "--images", root, "--draft", check=False)
+    assert p.returncode == 2 and "--draft" in p.stderr
