@@ -210,3 +210,22 @@ def test_images_draft_equals_pil_draft(lake, mount, tmp_path):
     # a --draft that cannot apply is refused
     p = lake.import_("exact", {}, "--images", root, "--draft", check=False)
     assert p.returncode == 2 and "--draft" in p.stderr
+
+
+def test_images_same_whatever_the_threads(lake, tmp_path):
+    """The import's output does not depend on --threads: the same chunk objects, byte for
+    byte, from 1, 2 and 5 workers."""
+    from conftest import parse_object_header
+
+    root = tmp_path / "tree"
+    make_tree(root)
+    chunks = {}
+    for th in (1, 2, 5):
+        name = f"t{th}"
+        lake.create(name)
+        lake.import_(name, {}, "--images", root, "--size", "24x32", "--crop",
+                     "--labels-from-dirs", "--chunk-size", "4k", "--threads", str(th))
+        chunks[th] = sorted(oid for oid, path in lake.object_files(name)
+                            if parse_object_header(path.read_bytes())["type"] == 1)
+    assert len(chunks[1]) > 3
+    assert chunks[1] == chunks[2] == chunks[5]
