@@ -81,10 +81,18 @@ struct tfs_store {
 	struct tfs_store_counters count; /* atomic */
 };
 
+extern const struct tfs_store_ops tfs_store_file_ops;
+
+/* Whether s is a local directory (the file backend): a request costs a read, not a round trip,
+ * so reading two small pieces beats one large one. */
+static inline int tfs_store_is_local(const struct tfs_store *s)
+{
+	return s->ops == &tfs_store_file_ops;
+}
+
 /* A consistent-enough snapshot of a store's counters. */
 void tfs_store_counters(const struct tfs_store *s, struct tfs_store_counters *out);
 
-extern const struct tfs_store_ops tfs_store_file_ops;
 extern const struct tfs_store_ops tfs_store_http_ops; /* read-only, see store_http.c */
 extern const struct tfs_store_ops tfs_store_https_ops;
 extern const struct tfs_store_ops tfs_store_s3_ops;

@@ -37,11 +37,14 @@ static void take_error(struct tfs_ctl_stream *s, unsigned slot, int rc, char *er
 static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos, unsigned *out,
 		     char *err)
 {
+	/* A stream's first batch, cold: its rows are a few of each chunk, which single frames
+	 * serve for less than whole chunks, from a local lake (a remote one pays a round trip a
+	 * piece, and a frame takes two: its chunk's index, then itself). Later batches read whole
+	 * chunks. */
+	const int frames = !s->staged && tfs_store_is_local(tfs_lake_store(s->lake));
 	int rc;
 
-	/* A stream's first batch, cold: its rows are a few of each chunk, which single frames
-	 * serve for less than whole chunks. Later batches read whole chunks. */
-	if (!s->staged)
+	if (frames)
 		tfs_reader_frames(s->reader, 1);
 	for (;;) {
 		rc = tfs_staging_fill(s->ring, slot, s->rows, n, 0);
@@ -49,10 +52,9 @@ static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos,
 			break;
 		tfs_ctl_drop_ahead(s, s->nahead - 1);
 	}
-	if (!s->staged) {
+	if (frames)
 		tfs_reader_frames(s->reader, 0);
-		s->staged = 1;
-	}
+	s->staged = 1;
 	if (rc == -EBUSY) {
 		if (slot >= 0)
 			SET_ERR("slot %d of stream %u is leased: release it first", slot, s->id);

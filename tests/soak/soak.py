@@ -40,6 +40,9 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 from faultproxy import FaultProxy  # noqa: E402
 from s3help import ACCESS_KEY, SECRET_KEY, S3Server  # noqa: E402
 
+sys.path.insert(0, str(REPO / "packaging" / "python"))
+import tensorfs  # noqa: E402
+
 TFS = os.environ.get("TENSORFS_BIN") or str(REPO / "tensorfs")
 ROWS = 20_000
 ROW = 1024
@@ -166,7 +169,9 @@ class Soak:
             k = self.name_seq
         rank = int(rng.integers(0, 4))
         d = self.mnt / "names" / "main" / "views" / f"seed={k % 7},epoch={k},rank={rank},world=4"
-        v = np.load(d / "v.npy", mmap_mode="r")
+        # Pinned to the commit the branch names now: numpy opens the file twice (header, then
+        # data), and the committer moves the branch between them.
+        v = np.load(Path(tensorfs.pin(d)) / "v.npy", mmap_mode="r")
         head = np.array(v[:256])
         n = len(v)
         self.check(n >= NAMES_ROWS // 4 and len(np.unique(head)) == len(head) and
