@@ -427,6 +427,8 @@ def test_concurrent_sessions(lake, mount):
     for t in threads:
         t.join(timeout=120 * SLOW)
     assert not failures, failures
+    # The kernel releases a closed file after close() returns: wait for the daemon to see it.
+    wait_for(lambda: staging_stats(m)["sessions"] == 0, "every session closed")
     st = staging_stats(m)
     assert st["sessions"] == 0 and st["slots_leased"] == 0 and st["streams"] == 0
 
