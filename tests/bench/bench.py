@@ -81,6 +81,9 @@ DEFINITIONS = {
     "decompression limit": ("`zstd -d -c` of the column's chunk payloads (the exact zstd frames "
                             "tensorfs stores) to /dev/null, one process per core, input .zst files "
                             "in the page cache; decompressed bytes per wall second."),
+    "true limit": ("what a cold scan can reach: the smaller of `zstd -d` on every core reading "
+                   "cold .zst input and the disk's cold read rate times the compression ratio; "
+                   "case 1's target (0.7x) is judged against it."),
     "MB/s": "10^6 bytes per second",
     "MiB": "2^20 bytes",
     "ratio": "oriented so that > 1 means tensorfs does better than the baseline",
@@ -989,10 +992,29 @@ def case1(ctx, res):
                 f"(runs {', '.join(f'{x:.3f}s' for x in ts)})"
                 + (f"; last run {cpu[-1].brief()}" if cpu else ""))
 
+    # The true limit of a cold scan is the smaller of what the cores decompress from cold input
+    # and what the disk delivers times the compression ratio (a cold local read moves the
+    # disk's bytes; the lake's chunks are that many times smaller than what they decode to).
+    stored = sum(f.stat().st_size for f in zst) if zst else 0
+    zratio = raw_zstd / stored if stored else None
+    disk_bound = runs[("read", "local")] * zratio if zratio else None
+    bounds = [x for x in (limcold, disk_bound) if x]
+    true_lim = min(bounds) if bounds else None
+    res["true_limit"] = {"cold_input_zstd_MBps": limcold, "compression_ratio": zratio,
+                         "disk_times_ratio_MBps": disk_bound, "limit_MBps": true_lim}
+    if true_lim:
+        log(f"  true limit: {true_lim:,.0f} MB/s (cold-input zstd -d x{jobs}: {limcold:,.0f}; "
+            f"disk {runs[('read', 'local')]:,.0f} MB/s x ratio {zratio:.2f} = {disk_bound:,.0f})")
     for method, label in (("read", f"cold scan read() {a.read_size // 1024}K"),
                           ("mmap", "cold scan np.load mmap")):
         v = runs[(method, "mount")]
-        ctx.add(1, label, v, "MB/s", f"zstd -d x{jobs} (limit)", lim, target=("ratio", 0.7))
+        cpu = res[f"cold_{method}_mount"]["cpu"][-1]
+        if cpu["daemon_cpu_s"] is not None:
+            log(f"  cold {method} through the mount: daemon {cpu['daemon_cpu_s'] / cpu['wall_s']:.2f} "
+                f"CPU s per wall s")
+        ctx.add(1, label, v, "MB/s", "true limit: min(cold-input zstd -d, disk x ratio)", true_lim,
+                target=("ratio", 0.7))
+        ctx.add(1, label, v, "MB/s", f"zstd -d x{jobs}, warm input", lim)
         ctx.add(1, label, v, "MB/s", "zstd -d x1", lim1)
         ctx.add(1, label, v, "MB/s", f"zstd -d x{jobs}, cold .zst", limcold)
         ctx.add(1, label, v, "MB/s", f"local .npy cold {method}", runs[(method, "local")])
