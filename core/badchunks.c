@@ -48,16 +48,6 @@ int tfs_bad_chunk_note(const struct tfs_bad_chunk *b)
 	return first;
 }
 
-int tfs_bad_chunk_known(const struct tfs_id *id)
-{
-	int known;
-
-	pthread_mutex_lock(&lock);
-	known = nbad && find(id);
-	pthread_mutex_unlock(&lock);
-	return known;
-}
-
 static int id_cmp(const void *a, const void *b)
 {
 	return memcmp(a, b, sizeof(struct tfs_id));

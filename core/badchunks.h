@@ -24,8 +24,6 @@ struct tfs_bad_chunk {
 
 /* Record b; returns 1 the first time its id is recorded (the caller logs it), else 0. */
 int tfs_bad_chunk_note(const struct tfs_bad_chunk *b);
-/* Whether the chunk with this id is recorded as damaged. */
-int tfs_bad_chunk_known(const struct tfs_id *id);
 /* How many chunks have been recorded so far (a lock-free read): 0 while none is, and a reader
  * that keeps its own map of bad chunks rebuilds it when this moves. */
 unsigned tfs_bad_chunks_generation(void);

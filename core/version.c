@@ -178,18 +178,6 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 	return tfs_cache_get(cache, &c->chunks[k].id, load_chunk, &l, e);
 }
 
-int tfs_version_chunk_get_or_bad(struct tfs_version *v, struct tfs_cache *cache, size_t col,
-				 size_t k, int pad, struct tfs_cache_entry **e)
-{
-	const struct tfs_id *id = &v->manifest.cols[col].chunks[k].id;
-	int rc;
-
-	if (pad && tfs_bad_chunk_known(id))
-		return -EBADMSG;
-	rc = tfs_version_chunk_get(v, cache, col, k, e);
-	return rc == -EIO && pad && tfs_bad_chunk_known(id) ? -EBADMSG : rc;
-}
-
 /* --- frames of a chunk, for readers that jump --------------------------------------------- */
 
 #define INDEX_PIECE UINT32_MAX /* the frame index's key; frames are 0..n-1 */

@@ -34,12 +34,6 @@ int tfs_version_column(const struct tfs_version *v, const char *name);
 int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
 			  struct tfs_cache_entry **e);
 
-/* tfs_version_chunk_get for a reader that pads bad rows: with pad, a chunk damaged for good
- * (badchunks.h) is -EBADMSG, not fetched again when it is recorded already; other errors, and
- * every error without pad, as tfs_version_chunk_get. */
-int tfs_version_chunk_get_or_bad(struct tfs_version *v, struct tfs_cache *cache, size_t col,
-				 size_t k, int pad, struct tfs_cache_entry **e);
-
 /* Pin the cache entry holding byte `in` of chunk k of column col, for a reader that jumps (a few
  * rows here and there): the whole chunk when it is cached or loading; otherwise, for a framed
  * chunk, only the frame holding `in`, found through the chunk's frame index (itself cached) and
