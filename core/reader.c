@@ -66,6 +66,15 @@ void tfs_gather_list_free(struct tfs_gather_list *l)
 	l->ops_cap = l->pins_cap = 0;
 }
 
+/* The part of op o that falls in [from, to) of the destination: [*lo, *hi), empty when
+ * *hi <= *lo. */
+static void clip(const struct tfs_gather_op *o, uint64_t from, uint64_t to, uint64_t *lo,
+		 uint64_t *hi)
+{
+	*lo = o->dst > from ? o->dst : from;
+	*hi = o->dst + o->bytes < to ? o->dst + o->bytes : to;
+}
+
 size_t tfs_gather_list_iov(const struct tfs_gather_list *l, uint64_t from, uint64_t to,
 			   const uint8_t *zeros, struct iovec *iov, size_t max)
 {
@@ -74,9 +83,9 @@ size_t tfs_gather_list_iov(const struct tfs_gather_list *l, uint64_t from, uint6
 
 	for (size_t i = 0; i < l->nops && at < to; i++) {
 		const struct tfs_gather_op *o = &l->ops[i];
-		const uint64_t lo = o->dst > from ? o->dst : from;
-		const uint64_t hi = o->dst + o->bytes < to ? o->dst + o->bytes : to;
+		uint64_t lo, hi;
 
+		clip(o, from, to, &lo, &hi);
 		if (hi <= lo)
 			continue;
 		assert(lo == at); /* in order, without gaps */
@@ -95,9 +104,9 @@ void tfs_gather_list_copy(const struct tfs_gather_list *l, uint64_t from, uint64
 {
 	for (size_t i = 0; i < l->nops; i++) {
 		const struct tfs_gather_op *o = &l->ops[i];
-		const uint64_t lo = o->dst > from ? o->dst : from;
-		const uint64_t hi = o->dst + o->bytes < to ? o->dst + o->bytes : to;
+		uint64_t lo, hi;
 
+		clip(o, from, to, &lo, &hi);
 		if (hi <= lo)
 			continue;
 		if (o->src)
@@ -149,6 +158,14 @@ static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint
 	return 0;
 }
 
+/* Drop the ops added since the list had nops ops of bytes bytes (their pins stay: released
+ * with the list). */
+static void list_truncate(struct tfs_gather_list *l, size_t nops, uint64_t bytes)
+{
+	l->nops = nops;
+	l->bytes = bytes;
+}
+
 static int pins_grow(struct tfs_gather_list *l)
 {
 	const size_t cap = l->pins_cap ? 2 * l->pins_cap : 32;
@@ -181,55 +198,45 @@ static void pin_add(struct tfs_reader *r, struct tfs_gather_list *l, struct tfs_
 	};
 }
 
-/* Chunk k of column part, pinned for as long as the list: found among the last pins the list
- * took (rows of a batch come from a few chunks at a time), else got from the cache. */
-static int pin_chunk(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
-		     const struct tfs_cache_entry **out, uint32_t *pin)
+/* Among the last pins the list took (rows of a batch come from a few chunks at a time), the one
+ * of chunk k of column part that holds byte off of the chunk (whole: a whole chunk), or -1. */
+static long recent_pin(const struct tfs_gather_list *l, size_t part, size_t k, uint64_t off,
+		       int whole)
 {
 	const size_t look = l->npins < 32 ? l->npins : 32;
-	struct tfs_cache_entry *e;
-	int rc;
-
-	for (size_t i = l->npins; i > l->npins - look; i--)
-		if (l->pins[i - 1].part == part && l->pins[i - 1].k == k && l->pins[i - 1].whole) {
-			*out = l->pins[i - 1].e;
-			*pin = (uint32_t)(i - 1);
-			return 0;
-		}
-	rc = pins_grow(l);
-	if (!rc)
-		rc = tfs_version_chunk_get(r->v, r->cache, part, k, &e);
-	if (rc)
-		return rc;
-	pin_add(r, l, e, part, k, 0, pin);
-	*out = e;
-	return 0;
-}
-
-/* The piece of chunk k of column part holding byte off of the chunk: the whole chunk when it
- * is cached, else the frame that holds it (tfs_version_piece_get), pinned for as long as the
- * list; *base: where the piece starts in the chunk. */
-static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
-		     uint64_t off, const struct tfs_cache_entry **out, uint64_t *base,
-		     uint32_t *pin)
-{
-	const size_t look = l->npins < 32 ? l->npins : 32;
-	struct tfs_cache_entry *e;
-	int rc;
 
 	for (size_t i = l->npins; i > l->npins - look; i--) {
 		const struct tfs_gather_pin *p = &l->pins[i - 1];
 
-		if (p->part == part && p->k == k && off >= p->base && off < p->base + p->e->len) {
-			*out = p->e;
-			*base = p->base;
-			*pin = (uint32_t)(i - 1);
-			return 0;
-		}
+		if (p->part == part && p->k == k && (!whole || p->whole) && off >= p->base &&
+		    off < p->base + p->e->len)
+			return (long)(i - 1);
 	}
+	return -1;
+}
+
+/* The piece of chunk k of column part holding byte off of the chunk, pinned for as long as the
+ * list: with frames, the whole chunk when it is cached, else the frame that holds it
+ * (tfs_version_piece_get); without, the whole chunk. *base: where the piece starts. */
+static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
+		     uint64_t off, int frames, const struct tfs_cache_entry **out, uint64_t *base,
+		     uint32_t *pin)
+{
+	const long found = recent_pin(l, part, k, off, !frames);
+	struct tfs_cache_entry *e;
+	int rc;
+
+	if (found >= 0) {
+		*out = l->pins[found].e;
+		*base = l->pins[found].base;
+		*pin = (uint32_t)found;
+		return 0;
+	}
+	*base = 0;
 	rc = pins_grow(l);
 	if (!rc)
-		rc = tfs_version_piece_get(r->v, r->cache, part, k, off, &e, base);
+		rc = frames ? tfs_version_piece_get(r->v, r->cache, part, k, off, &e, base)
+			    : tfs_version_chunk_get(r->v, r->cache, part, k, &e);
 	if (rc)
 		return rc;
 	pin_add(r, l, e, part, k, *base, pin);
@@ -242,9 +249,10 @@ void tfs_reader_frames(struct tfs_reader *r, int on)
 	__atomic_store_n(&r->frames, on, __ATOMIC_RELAXED);
 }
 
-/* Bytes [off, off + len) of chunk k of fixed column col to dst, piece by piece. */
-static int gather_pieces(struct tfs_reader *r, size_t col, size_t k, uint64_t off, uint64_t len,
-			 uint64_t dst, struct tfs_gather_list *l)
+/* Bytes [off, off + len) of chunk k of column or part col to dst, piece by piece (frames: from
+ * single frames of a chunk not cached whole). */
+static int gather_chunk_bytes(struct tfs_reader *r, size_t col, size_t k, uint64_t off,
+			      uint64_t len, uint64_t dst, int frames, struct tfs_gather_list *l)
 {
 	int rc = 0;
 
@@ -253,7 +261,7 @@ static int gather_pieces(struct tfs_reader *r, size_t col, size_t k, uint64_t of
 		uint64_t base, take;
 		uint32_t pin;
 
-		rc = pin_piece(r, l, col, k, off + done, &e, &base, &pin);
+		rc = pin_piece(r, l, col, k, off + done, frames, &e, &base, &pin);
 		if (rc)
 			break;
 		if (off + done < base || off + done >= base + e->len) {
@@ -523,34 +531,22 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		const size_t k = tfs_column_chunk_of(c, src);
 		const uint64_t in = src - tfs_column_chunk_first(c, k);
 		const uint64_t left = tfs_column_chunk_rows(c, k) - in; /* in this chunk from src */
-		const struct tfs_cache_entry *e;
-		uint32_t pin = TFS_GATHER_NO_PIN;
+		const size_t mark_ops = l->nops;
+		const uint64_t mark_bytes = l->bytes;
 		size_t run = 1;
 
 		assert(src < c->rows);
 		while (i + run < n && rows[i + run] == src + run && run < left)
 			run++;
-		if (frames && !(r->pad && tfs_reader_chunk_bad(r, col, k))) {
-			rc = gather_pieces(r, col, k, in * rb, run * rb, dst + i * rb, l);
-			if (rc != -EIO || !r->pad || !tfs_reader_chunk_bad(r, col, k)) {
-				i += run;
-				continue;
-			}
-		} else {
-			rc = r->pad && tfs_reader_chunk_bad(r, col, k)
-				     ? -EIO
-				     : pin_chunk(r, l, col, k, &e, &pin);
-		}
+		/* A chunk known bad is not fetched again. */
+		rc = r->pad && tfs_reader_chunk_bad(r, col, k)
+			     ? -EIO
+			     : gather_chunk_bytes(r, col, k, in * rb, run * rb, dst + i * rb,
+						  frames, l);
 		if (rc == -EIO && r->pad && tfs_reader_chunk_bad(r, col, k)) {
+			list_truncate(l, mark_ops, mark_bytes); /* pieces read before the damage */
 			rc = add_op(l, NULL, dst + i * rb, run * rb, TFS_GATHER_NO_PIN);
 			*padded += run;
-		} else if (!rc && (in + run) * rb > e->len) {
-			tfs_err("reader: chunk %zu of column %s holds %zu bytes, row %" PRIu64
-				" needs more",
-				k, c->name, e->len, src + run - 1);
-			rc = -EIO;
-		} else if (!rc) {
-			rc = add_op(l, e->data + in * rb, dst + i * rb, run * rb, pin);
 		}
 		i += run;
 	}
@@ -570,15 +566,28 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
 		const uint64_t first = tfs_column_chunk_first(d, k);
 		const uint64_t end = first + tfs_column_chunk_rows(d, k);
 		const uint64_t take = (end < b ? end : b) - pos;
-		const struct tfs_cache_entry *e;
-		uint32_t pin;
 
-		rc = pin_chunk(r, l, part, k, &e, &pin);
-		if (!rc && pos - first + take > e->len)
-			rc = -EIO;
-		if (!rc)
-			rc = add_op(l, e->data + (pos - first), dst + (pos - a), take, pin);
+		rc = gather_chunk_bytes(r, part, k, pos - first, take, dst + (pos - a), 0, l);
 		pos += take;
+	}
+	return rc;
+}
+
+/* Bytes [a, b) of data part `part`, within a row's [row_a, row_b), to dst: 0; 1 when the row
+ * lies in a chunk damaged for good and the reader pads (then nothing was added); or -errno. A
+ * row of a chunk known bad is not fetched again. */
+static int row_bytes(struct tfs_reader *r, size_t part, uint64_t row_a, uint64_t row_b, uint64_t a,
+		     uint64_t b, uint64_t dst, struct tfs_gather_list *l)
+{
+	const size_t mark_ops = l->nops;
+	const uint64_t mark_bytes = l->bytes;
+	int rc = r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)
+			 ? -EIO
+			 : gather_bytes(r, part, a, b, dst, l);
+
+	if (rc == -EIO && r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)) {
+		list_truncate(l, mark_ops, mark_bytes); /* its pieces read so far go */
+		return 1;
 	}
 	return rc;
 }
@@ -587,22 +596,10 @@ int tfs_reader_gather_bytes(struct tfs_reader *r, size_t part, uint64_t row_a, u
 			    uint64_t a, uint64_t b, uint64_t dst, struct tfs_gather_list *l,
 			    int *padded)
 {
-	const size_t mark_ops = l->nops;
-	const uint64_t mark_bytes = l->bytes;
-	int rc;
+	int rc = row_bytes(r, part, row_a, row_b, a, b, dst, l);
 
-	*padded = 0;
-	/* A row of a chunk known bad is not fetched again. */
-	rc = r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)
-		     ? -EIO
-		     : gather_bytes(r, part, a, b, dst, l);
-	if (rc == -EIO && r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)) {
-		l->nops = mark_ops;
-		l->bytes = mark_bytes;
-		*padded = 1;
-		rc = add_op(l, NULL, dst, b - a, TFS_GATHER_NO_PIN);
-	}
-	return rc;
+	*padded = rc == 1;
+	return rc == 1 ? add_op(l, NULL, dst, b - a, TFS_GATHER_NO_PIN) : rc;
 }
 
 /* Rows of a column of another kind than fixed (its header col). */
@@ -618,8 +615,6 @@ static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 	tfs_spans_init(&sp, r->v, r->cache, col);
 	offs[0] = 0;
 	for (size_t i = 0; i < n && (!rc || rc == -E2BIG); i++) {
-		const size_t mark_ops = l->nops;
-		const uint64_t mark_bytes = l->bytes;
 		uint64_t a, b;
 		int got;
 
@@ -639,13 +634,9 @@ static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		if (used + (b - a) > at->room)
 			rc = -E2BIG;
 		if (!rc) {
-			got = r->pad && tfs_reader_bytes_bad(r, h->data, a, b)
-				      ? -EIO
-				      : gather_bytes(r, h->data, a, b, at->data_off + used, l);
-			if (got == -EIO && r->pad && tfs_reader_bytes_bad(r, h->data, a, b)) {
-				l->nops = mark_ops; /* its pieces read so far go */
-				l->bytes = mark_bytes;
-				offs[i + 1] = used;
+			got = row_bytes(r, h->data, a, b, a, b, at->data_off + used, l);
+			if (got == 1) {
+				offs[i + 1] = used; /* a bad row, padded: empty */
 				res->padded++;
 				continue;
 			}
