@@ -16,8 +16,7 @@
 #include "view.h"
 #include "viewspans.h"
 
-#define MAX_IOV 320	 /* pieces per reply (a MiB of 4 KiB frames and change); under UIO_MAXIOV */
-#define MAX_VIEW_IOV 512 /* view rows per reply sent as separate pieces */
+#define MAX_IOV 320 /* pieces per reply (a MiB of 4 KiB frames and change); under UIO_MAXIOV */
 
 static uint64_t column_size(const struct tfs_column *c)
 {
@@ -346,73 +345,42 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 	const struct tfs_column *c = &h->ver->manifest.cols[h->col];
 	const struct tfs_view *view = h->view->view;
 	const uint64_t rb = c->row_bytes;
-	uint64_t pos = (uint64_t)off, end = pos + size, r0 = 0, r1 = 0;
-	struct iovec iov[MAX_VIEW_IOV + 1];
+	uint64_t pos = (uint64_t)off, end = pos + size, from = 0, to = 0, r0 = 0;
+	struct tfs_gather_result res = { 0 };
+	size_t hlen; /* bytes of the header the read takes */
 	struct tfs_gather_list l;
-	char header[TFS_NPY_ALIGN], *buf = NULL;
-	uint8_t *zeros = NULL; /* padded bad rows */
-	size_t count = 0;
 	int rc = 0;
 
 	count_read(fs, h, size);
-	tfs_gather_list_init(&l, tfs_lake_cache(fs->lake));
 	if (end > h->size)
 		end = h->size;
 	if (pos >= end) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	if (pos < TFS_NPY_ALIGN) {
-		const uint64_t n = (end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos;
-
-		/* A copy, as in read_column: release may free the handle during writev. */
-		memcpy(header, h->header + pos, (size_t)n);
-		iov[count].iov_base = header;
-		iov[count++].iov_len = (size_t)n;
-	}
+	hlen = pos < TFS_NPY_ALIGN ? (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos)
+				   : 0;
+	tfs_gather_list_init(&l, tfs_lake_cache(fs->lake));
 	if (end > TFS_NPY_ALIGN && rb) {
-		const uint64_t from = (pos > TFS_NPY_ALIGN ? pos : TFS_NPY_ALIGN) - TFS_NPY_ALIGN;
-		const uint64_t to = end - TFS_NPY_ALIGN;
 		const struct tfs_gather_place at = { 0, 0, 0, 0 };
-		struct tfs_gather_result res;
-		size_t n;
+		uint64_t r1;
 
+		from = (pos > TFS_NPY_ALIGN ? pos : TFS_NPY_ALIGN) - TFS_NPY_ALIGN;
+		to = end - TFS_NPY_ALIGN;
 		r0 = from / rb;
 		r1 = (to - 1) / rb;
 		tfs_reader_at(h->reader, r0, r1, h->size - end);
 		rc = tfs_reader_gather(h->reader, h->col, view->rows + r0, (size_t)(r1 - r0 + 1),
 				       &at, NULL, &l, &res);
-		if (!rc && res.padded && !(zeros = calloc(1, (size_t)(to - from))))
-			rc = -ENOMEM;
-		if (rc)
-			goto out;
-		/* Offsets in the list are from row r0's first byte. */
-		n = tfs_gather_list_iov(&l, from - r0 * rb, to - r0 * rb, zeros, iov + count,
-					MAX_VIEW_IOV);
-		if (!n) {
-			/* Many small rows: one buffer is cheaper than a huge iovec. */
-			buf = malloc((size_t)(end - pos));
-			if (!buf) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			if (count)
-				memcpy(buf, header, iov[0].iov_len);
-			tfs_gather_list_copy(&l, from - r0 * rb, to - r0 * rb,
-					     (uint8_t *)buf + (count ? iov[0].iov_len : 0));
-			fuse_reply_buf(req, buf, (size_t)(end - pos));
-			goto out;
-		}
-		count += n;
 	}
-	/* The kernel copies each row once, from the chunks pinned until the reply returns. */
-	fuse_reply_iov(req, iov, (int)count);
-out:
-	tfs_gather_list_free(&l);
-	free(buf);
-	free(zeros);
+	/* Offsets in the list are from row r0's first byte. The kernel copies each row once,
+	 * from the chunks pinned until the reply returns. */
 	if (rc)
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+	else
+		tfs_fs_reply_gather(req, h->header + (hlen ? pos : 0), hlen, &l, from - r0 * rb,
+				    to - r0 * rb, res.padded > 0);
+	tfs_gather_list_free(&l);
 }
 
 /* --- a view's COLUMN.npy -------------------------------------------------------------------- */

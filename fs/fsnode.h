@@ -240,6 +240,13 @@ void tfs_fs_handle_free(struct tfs_fs *fs, struct tfs_fs_handle *h);
 
 /* Reply with bytes [off, off + size) of data (a small file held whole), from a copy. */
 void tfs_fs_reply_bytes(fuse_req_t req, const void *data, uint64_t len, size_t size, off_t off);
+/* Reply with head (head_len bytes, copied: the handle it may come from can go during the reply)
+ * then bytes [from, to) of what the gather list l puts in its destination, straight from its
+ * pinned chunks (one writev; zero runs: padded bad rows) or, past TFS_FS_REPLY_IOV pieces, from
+ * one buffer. Replies an error itself when it cannot. */
+#define TFS_FS_REPLY_IOV 512
+void tfs_fs_reply_gather(fuse_req_t req, const char *head, size_t head_len,
+			 const struct tfs_gather_list *l, uint64_t from, uint64_t to, int padded);
 /* read for files whose bytes are h->text, taken at open. */
 void tfs_fs_read_text(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
 		      off_t off);

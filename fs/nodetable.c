@@ -356,6 +356,48 @@ void tfs_fs_handle_free(struct tfs_fs *fs, struct tfs_fs_handle *h)
 	free(h);
 }
 
+void tfs_fs_reply_gather(fuse_req_t req, const char *head, size_t head_len,
+			 const struct tfs_gather_list *l, uint64_t from, uint64_t to, int padded)
+{
+	struct iovec iov[TFS_FS_REPLY_IOV + 1];
+	char hcopy[TFS_NPY_ALIGN];
+	uint8_t *zeros = NULL, *buf = NULL;
+	size_t n = 0;
+
+	assert(head_len <= sizeof(hcopy));
+	if (head_len) {
+		memcpy(hcopy, head, head_len);
+		iov[n].iov_base = hcopy;
+		iov[n++].iov_len = head_len;
+	}
+	if (padded && from < to && !(zeros = calloc(1, (size_t)(to - from)))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (from < to) {
+		const size_t m = tfs_gather_list_iov(l, from, to, zeros, iov + n, TFS_FS_REPLY_IOV);
+
+		if (!m) {
+			/* Many small pieces: one buffer is cheaper than a huge iovec. */
+			buf = malloc(head_len + (size_t)(to - from));
+			if (buf) {
+				memcpy(buf, hcopy, head_len);
+				tfs_gather_list_copy(l, from, to, buf + head_len);
+				fuse_reply_buf(req, (const char *)buf,
+					       head_len + (size_t)(to - from));
+			} else {
+				fuse_reply_err(req, ENOMEM);
+			}
+			goto out;
+		}
+		n += m;
+	}
+	fuse_reply_iov(req, iov, (int)n);
+out:
+	free(zeros);
+	free(buf);
+}
+
 void tfs_fs_reply_bytes(fuse_req_t req, const void *data, uint64_t len, size_t size, off_t off)
 {
 	char *copy;

@@ -12,8 +12,6 @@
 
 #include "cache.h"
 
-#define MAX_IOV 512 /* pieces per reply; a reply of more is copied into one buffer */
-
 /* The view and version a file under views/PARAMS/COLUMN/ shows, and its rows (kept with the
  * view: valid while *f is held). */
 static int file_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_version **v,
@@ -117,10 +115,7 @@ static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h
 {
 	const struct tfs_view_spans *r = h->priv;
 	uint64_t pos = (uint64_t)off, end = pos + size, first, last, done = 0;
-	struct iovec iov[MAX_IOV];
 	struct tfs_gather_list l;
-	uint8_t *zeros = NULL, *buf = NULL; /* padded bad rows; a reply of many pieces */
-	size_t count;
 	int rc = 0, any_pad = 0;
 
 	if (end > h->size)
@@ -146,25 +141,11 @@ static void data_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h
 		any_pad |= padded;
 		done += take;
 	}
-	if (!rc && any_pad && !(zeros = calloc(1, (size_t)(end - pos))))
-		rc = -ENOMEM;
-	if (rc)
-		goto out;
-	count = tfs_gather_list_iov(&l, 0, end - pos, zeros, iov, MAX_IOV);
-	if (count) {
-		fuse_reply_iov(req, iov, (int)count);
-	} else if ((buf = malloc((size_t)(end - pos)))) {
-		tfs_gather_list_copy(&l, 0, end - pos, buf);
-		fuse_reply_buf(req, (const char *)buf, (size_t)(end - pos));
-	} else {
-		rc = -ENOMEM;
-	}
-out:
-	tfs_gather_list_free(&l);
-	free(zeros);
-	free(buf);
 	if (rc)
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+	else
+		tfs_fs_reply_gather(req, NULL, 0, &l, 0, end - pos, any_pad);
+	tfs_gather_list_free(&l);
 }
 
 static const struct tfs_fs_kind data_kind = {
