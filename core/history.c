@@ -263,48 +263,6 @@ static int ref_heads(struct tfs_store *s, const char *ds, struct tfs_id **heads,
 	return 0;
 }
 
-/* Depth-first over commits from every ref; calls fn on each commit once. */
-typedef int (*commit_fn)(void *arg, const struct tfs_commit *c);
-
-static int walk_commits(struct tfs_store *s, const char *ds, struct tfs_idset *seen, commit_fn fn,
-			void *arg)
-{
-	struct tfs_id *stack = NULL;
-	size_t n = 0, cap = 0;
-	int rc = ref_heads(s, ds, &stack, &n);
-
-	if (rc)
-		return rc;
-	cap = n;
-	while (!rc && n) {
-		struct tfs_id id = stack[--n];
-		struct tfs_commit c;
-
-		rc = tfs_idset_add(seen, &id);
-		if (rc <= 0)
-			continue; /* seen already (0) or out of memory (rc < 0 ends the loop) */
-		rc = tfs_commit_load(s, ds, &id, &c);
-		if (rc)
-			break;
-		rc = fn ? fn(arg, &c) : 0;
-		if (!rc && n + c.nparents > cap) {
-			struct tfs_id *ns;
-
-			cap = (n + c.nparents) * 2;
-			ns = realloc(stack, cap * sizeof(*ns));
-			if (!ns)
-				rc = -ENOMEM;
-			else
-				stack = ns;
-		}
-		for (size_t i = 0; !rc && i < c.nparents; i++)
-			stack[n++] = c.parents[i];
-		tfs_commit_free(&c);
-	}
-	free(stack);
-	return rc;
-}
-
 struct parents_ctx {
 	struct tfs_store *s;
 	const char *ds;
@@ -329,49 +287,68 @@ static int load_parents(void *arg, const struct tfs_id *key, uint8_t **data, siz
 	return *data ? 0 : -ENOMEM;
 }
 
-int tfs_reachable_commits(struct tfs_store *s, struct tfs_cache *cache, const char *ds,
-			  struct tfs_idset *commits)
+/* Depth-first over commits from every ref; calls fn on each commit once. Without fn, and with
+ * cache, each commit's parents are kept in the cache (a commit never changes): a walk again
+ * loads only the commits it has not met. */
+typedef int (*commit_fn)(void *arg, const struct tfs_commit *c);
+
+static int walk_commits(struct tfs_store *s, struct tfs_cache *cache, const char *ds,
+			struct tfs_idset *seen, commit_fn fn, void *arg)
 {
-	struct parents_ctx p = { s, ds };
+	struct parents_ctx pc = { s, ds };
 	struct tfs_id *stack = NULL;
 	size_t n = 0, cap = 0;
-	int rc;
+	int rc = ref_heads(s, ds, &stack, &n);
 
-	if (!cache)
-		return walk_commits(s, ds, commits, NULL, NULL);
-	rc = ref_heads(s, ds, &stack, &n);
+	if (rc)
+		return rc;
 	cap = n;
-	/* As walk_commits, with each commit's parents kept in the cache: a commit never changes,
-	 * so a history listed again reads only the refs and the commits new since. */
 	while (!rc && n) {
 		struct tfs_id id = stack[--n];
-		struct tfs_cache_entry *e;
+		struct tfs_cache_entry *e = NULL;
+		struct tfs_commit c = { 0 };
+		const struct tfs_id *parents;
 		size_t np;
 
-		rc = tfs_idset_add(commits, &id);
+		rc = tfs_idset_add(seen, &id);
 		if (rc <= 0)
-			continue;
-		rc = tfs_cache_get(cache, &id, load_parents, &p, &e);
-		if (rc)
-			break;
-		np = e->len / sizeof(struct tfs_id);
-		if (n + np > cap) {
-			struct tfs_id *ns = realloc(stack, (n + np) * 2 * sizeof(*ns));
-
-			if (ns) {
-				stack = ns;
-				cap = (n + np) * 2;
-			} else {
-				rc = -ENOMEM;
-			}
+			continue; /* seen already (0) or out of memory (rc < 0 ends the loop) */
+		if (cache && !fn) {
+			rc = tfs_cache_get(cache, &id, load_parents, &pc, &e);
+			parents = rc ? NULL : (const struct tfs_id *)(const void *)e->data;
+			np = rc ? 0 : e->len / sizeof(struct tfs_id);
+		} else {
+			rc = tfs_commit_load(s, ds, &id, &c);
+			if (!rc && fn)
+				rc = fn(arg, &c);
+			parents = c.parents;
+			np = c.nparents;
 		}
-		if (!rc && np)
-			memcpy(stack + n, e->data, np * sizeof(struct tfs_id));
-		n += rc ? 0 : np;
-		tfs_cache_put(cache, e);
+		if (!rc && n + np > cap) {
+			struct tfs_id *ns;
+
+			cap = (n + np) * 2;
+			ns = realloc(stack, cap * sizeof(*ns));
+			if (!ns)
+				rc = -ENOMEM;
+			else
+				stack = ns;
+		}
+		for (size_t i = 0; !rc && i < np; i++)
+			stack[n++] = parents[i];
+		if (e)
+			tfs_cache_put(cache, e);
+		else
+			tfs_commit_free(&c);
 	}
 	free(stack);
 	return rc;
+}
+
+int tfs_reachable_commits(struct tfs_store *s, struct tfs_cache *cache, const char *ds,
+			  struct tfs_idset *commits)
+{
+	return walk_commits(s, cache, ds, commits, NULL, NULL);
 }
 
 /* --- verify --------------------------------------------------------------------------------- */
@@ -487,7 +464,7 @@ int tfs_verify(struct tfs_store *s, const char *ds, struct tfs_verify_report *r)
 	rc = tfs_dataset_check(s, ds);
 	if (rc)
 		return rc;
-	rc = walk_commits(s, ds, &seen, verify_commit, &v);
+	rc = walk_commits(s, NULL, ds, &seen, verify_commit, &v);
 	if (rc == -EIO || rc == -ENOENT) {
 		/* A commit that cannot be read ends its branch of the walk: a problem, not a
 		 * failure of verify itself. tfs_commit_load logged which. */
@@ -609,7 +586,7 @@ int tfs_gc(struct tfs_store *s, const char *ds, int64_t grace_s, int dry_run,
 	if (rc)
 		return rc;
 	/* Mark: everything reachable. Any read failure stops gc before it deletes anything. */
-	rc = walk_commits(s, ds, &seen, mark_commit, &g);
+	rc = walk_commits(s, NULL, ds, &seen, mark_commit, &g);
 	/* Sessions still being written keep their parts' chunks; older ones are forgotten. */
 	if (!rc)
 		rc = tfs_session_sweep(s, ds, g.cutoff, dry_run, mark_manifest, &g,
