@@ -27,8 +27,10 @@ enum archive_kind { ZIP, TAR };
 
 /* A zip is read through its central directory (libarchive's seekable reader), so a file cut
  * short, or whose directory does not match its members, is refused before anything is
- * imported; a tar front to back, a header at a time (next_member tells its end from damage). */
-static struct archive *open_archive(const char *path, enum archive_kind kind)
+ * imported; a tar front to back, a header at a time (next_member tells its end from damage).
+ * keep_fd: NULL, or where the descriptor of the file (a URL's object: its copy in memory) is
+ * left open for the caller to close. */
+static struct archive *open_archive(const char *path, enum archive_kind kind, int *keep_fd)
 {
 	struct archive *a = archive_read_new();
 	char proc[64];
@@ -55,7 +57,9 @@ static struct archive *open_archive(const char *path, enum archive_kind kind)
 		archive_read_free(a);
 		a = NULL;
 	}
-	if (fd >= 0)
+	if (a && fd >= 0 && keep_fd)
+		*keep_fd = fd;
+	else if (fd >= 0)
 		close(fd);
 	return a;
 }
@@ -138,7 +142,7 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 	rc = tfs_txn_begin(&t, s, ds, o);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, MAX_COLS, &m);
-	if (!rc && !(a = open_archive(path, ZIP)))
+	if (!rc && !(a = open_archive(path, ZIP, NULL)))
 		rc = -EINVAL;
 	/* One pass: each member's rows go to its column as they are read. A damaged archive
 	 * fails the import whatever was read before: an array missing is no partial result. */
@@ -356,26 +360,23 @@ static int add_sample(struct wfield *f, size_t nf, struct tfs_rowcol *keyw, cons
 	return rc;
 }
 
-/* Whether an uncompressed tar that libarchive read to its end has the end-of-archive blocks (two
- * of zeros) that every writer puts there: a file cut right after a member has none, and would
- * otherwise pass for whole. A compressed one is left to its filter's own checks. */
-static int tar_ends(struct archive *a, const char *path)
+/* Whether an uncompressed tar that libarchive read to its end (from fd, the file it opened) has
+ * the end-of-archive blocks (two of zeros) that every writer puts there: a file cut right after
+ * a member has none, and would otherwise pass for whole. A compressed one is left to its
+ * filter's own checks. */
+static int tar_ends(struct archive *a, int fd, const char *path)
 {
 	uint8_t tail[1024];
 	struct stat st;
-	int fd, ok = 1;
+	int ok = 1;
 
 	if (archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE)
 		return 1;
-	fd = tfs_source_open_file(path);
-	if (fd < 0)
-		return 1; /* read once already: the error, if any, was that read's */
 	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(tail) ||
 	    pread(fd, tail, sizeof(tail), st.st_size - (off_t)sizeof(tail)) != sizeof(tail))
 		ok = 0;
 	for (size_t i = 0; ok && i < sizeof(tail); i++)
 		ok = !tail[i];
-	close(fd);
 	if (!ok)
 		tfs_err("%s: damaged or cut short: no end-of-archive blocks after its last member",
 			path);
@@ -400,7 +401,7 @@ static int damaged_tail(const char *shard, const char *after, int strict,
 /* The fields of the first sample of the first shard, and the kinds of their columns. */
 static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 {
-	struct archive *a = open_archive(shard, TAR);
+	struct archive *a = open_archive(shard, TAR, NULL);
 	struct archive_entry *e;
 	char key[1024], first[1024] = "";
 	const char *ext;
@@ -465,7 +466,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		struct tfs_dtype dt;
 
 		if (f[i].kind == W_NPY) {
-			struct archive *a = open_archive(shards[0], TAR);
+			struct archive *a = open_archive(shards[0], TAR, NULL);
 			struct archive_entry *e;
 			struct tfs_buf b = { 0 };
 			struct tfs_npy_info info;
@@ -504,7 +505,8 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		rc = tfs_rowcol_begin(s, ds, &m, keycol, &keyw);
 	/* Members of one sample follow each other: a new key ends the sample before it. */
 	for (size_t sh = 0; !rc && sh < nshards; sh++) {
-		struct archive *a = open_archive(shards[sh], TAR);
+		int fd = -1;
+		struct archive *a = open_archive(shards[sh], TAR, &fd);
 		struct archive_entry *e;
 		char last[1024] = ""; /* the shard's sample before cur */
 		const char *ext;
@@ -542,9 +544,10 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 				}
 			}
 		}
-		if (!rc && !r && !tar_ends(a, shards[sh]))
+		if (!rc && !r && !tar_ends(a, fd, shards[sh]))
 			r = -EIO;
 		archive_read_free(a);
+		close(fd);
 		/* Cut between members, cur's sample is whole if it has every field (add_sample
 		 * checks); cut inside one, it is lost with the rest. */
 		if (!rc && r < 0 && cut)
