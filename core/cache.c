@@ -471,25 +471,30 @@ void tfs_cache_evict_by_plans(struct tfs_cache *c, int on)
 	__atomic_store_n(&c->by_plans, on, __ATOMIC_RELAXED);
 }
 
-void tfs_cache_plans_link(struct tfs_cache *c, struct tfs_cache_plan *p, int add)
+void tfs_cache_plan_start(struct tfs_cache *c, struct tfs_cache_plan *p)
 {
 	pthread_mutex_lock(&c->plans_lock);
-	if (add) {
-		tfs_cache_plan_set_next(p, c->plans);
-		c->plans = p;
-	} else {
-		struct tfs_cache_plan *prev = NULL, *q = c->plans;
-
-		while (q && q != p) {
-			prev = q;
-			q = tfs_cache_plan_next(q);
-		}
-		if (q && prev)
-			tfs_cache_plan_set_next(prev, tfs_cache_plan_next(q));
-		else if (q)
-			c->plans = tfs_cache_plan_next(q);
-	}
+	tfs_cache_plan_set_next(p, c->plans);
+	c->plans = p;
 	pthread_mutex_unlock(&c->plans_lock);
+}
+
+void tfs_cache_plan_end(struct tfs_cache *c, struct tfs_cache_plan *p)
+{
+	struct tfs_cache_plan *prev = NULL, *q;
+
+	if (!p)
+		return;
+	/* Withdrawn if it was published (started), then freed. */
+	pthread_mutex_lock(&c->plans_lock);
+	for (q = c->plans; q && q != p; q = tfs_cache_plan_next(q))
+		prev = q;
+	if (q && prev)
+		tfs_cache_plan_set_next(prev, tfs_cache_plan_next(q));
+	else if (q)
+		c->plans = tfs_cache_plan_next(q);
+	pthread_mutex_unlock(&c->plans_lock);
+	tfs_cache_plan_free(p);
 }
 
 /* Bring the cache back under budget: the shard just used first, then the others in turn. Takes

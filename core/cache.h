@@ -68,9 +68,11 @@ void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st);
 
 /* Evict by the readers' plans (cacheplan.h: MIN) while any is published, instead of LRU. */
 void tfs_cache_evict_by_plans(struct tfs_cache *c, int on);
-/* For cacheplan.c: publish (add) or withdraw a plan. */
+/* Readers' plans (cacheplan.h, built there): publish p to the eviction (it does nothing unless
+ * the cache evicts by MIN); withdraw it if published, and free it (NULL is fine). */
 struct tfs_cache_plan;
-void tfs_cache_plans_link(struct tfs_cache *c, struct tfs_cache_plan *p, int add);
+void tfs_cache_plan_start(struct tfs_cache *c, struct tfs_cache_plan *p);
+void tfs_cache_plan_end(struct tfs_cache *c, struct tfs_cache_plan *p);
 /* Bytes loaded ahead and not used yet (tfs_cache_stats's prefetch_pending) without the shard
  * locks tfs_cache_stats takes to count entries: cheap enough for every prefetch decision. */
 uint64_t tfs_cache_prefetch_pending(struct tfs_cache *c);

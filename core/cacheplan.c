@@ -5,8 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "cache.h"
-
 struct use {
 	struct tfs_idmap_node node;
 	uint64_t first, last;
@@ -18,7 +16,6 @@ struct tfs_cache_plan {
 	size_t nuses, cap;
 	uint64_t cursor;  /* atomic */
 	uint64_t protect; /* positions after the cursor whose chunks are never evicted first */
-	int started;
 	struct tfs_cache_plan *next; /* the cache's published plans; under its plan lock */
 };
 
@@ -99,28 +96,13 @@ int tfs_cache_plan_class(struct tfs_cache_plan *plans, const struct tfs_id *id, 
 	return later ? 2 : known ? 0 : 1;
 }
 
-static void plan_free(struct tfs_cache_plan *p)
+void tfs_cache_plan_free(struct tfs_cache_plan *p)
 {
 	for (size_t i = 0; i < p->nuses; i++)
 		free(p->uses[i]);
 	free(p->uses);
 	tfs_idmap_free(&p->map);
 	free(p);
-}
-
-void tfs_cache_plan_start(struct tfs_cache *c, struct tfs_cache_plan *p)
-{
-	p->started = 1;
-	tfs_cache_plans_link(c, p, 1);
-}
-
-void tfs_cache_plan_end(struct tfs_cache *c, struct tfs_cache_plan *p)
-{
-	if (!p)
-		return;
-	if (p->started)
-		tfs_cache_plans_link(c, p, 0);
-	plan_free(p);
 }
 
 void tfs_cache_plan_set_next(struct tfs_cache_plan *p, struct tfs_cache_plan *next)

@@ -11,19 +11,18 @@
 
 #include "idmap.h"
 
-struct tfs_cache;
 struct tfs_cache_plan;
 
-/* A plan of a reader; add its chunks with tfs_cache_plan_use, then tfs_cache_plan_start. */
+/* A plan of a reader; add its chunks with tfs_cache_plan_use, then publish it to a cache with
+ * tfs_cache_plan_start and withdraw it with tfs_cache_plan_end (cache.h: the cache keeps the
+ * published list; this module knows no cache). */
 struct tfs_cache_plan *tfs_cache_plan_new(uint64_t protect);
 /* The reader needs chunk id at position pos (call in any order; first and last are kept). */
 int tfs_cache_plan_use(struct tfs_cache_plan *p, const struct tfs_id *id, uint64_t pos);
-/* Publish p to the cache's eviction (it does nothing unless the cache evicts by MIN). */
-void tfs_cache_plan_start(struct tfs_cache *c, struct tfs_cache_plan *p);
 /* The reader is at position pos. */
 void tfs_cache_plan_at(struct tfs_cache_plan *p, uint64_t pos);
-/* Withdraw (if started) and free p. NULL is fine. */
-void tfs_cache_plan_end(struct tfs_cache *c, struct tfs_cache_plan *p);
+/* Free a plan that no cache holds (tfs_cache_plan_end withdraws, then calls this). */
+void tfs_cache_plan_free(struct tfs_cache_plan *p);
 
 /* For cache.c: how much an unused entry is worth keeping, under the cache's plan lock. Classes,
  * evicted in this order: 0 no plan will use it again, 1 no plan knows it (LRU among them), 2 a
