@@ -71,9 +71,9 @@ static void job_drop(struct tfs_work *w)
 	free(j);
 }
 
-static int pool_start(struct pool *p, unsigned nthreads)
+static int pool_start(struct pool *p, const struct tfs_import_opts *o)
 {
-	int rc = tfs_workpool_create(nthreads, &p->wp);
+	int rc = tfs_import_pool(o, &p->wp);
 
 	if (rc)
 		return rc;
@@ -342,11 +342,14 @@ static int same_row_shape(const struct tfs_column *c, const struct tfs_npy_info 
 	return 1;
 }
 
-static unsigned default_threads(const struct tfs_import_opts *o)
+int tfs_import_pool(const struct tfs_import_opts *o, struct tfs_workpool **out)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
-	return o->threads ? o->threads : (unsigned)(ncpu > 0 ? ncpu : 1);
+	return tfs_workpool_create_with_caller(o->threads ? o->threads
+					       : ncpu > 0 ? (unsigned)ncpu
+							  : 1,
+					       out);
 }
 
 /* A source that comes a row at a time: scan it, and find its column in m (which must hold rows
@@ -530,7 +533,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		__atomic_store_n(&o->progress->total_items, add, __ATOMIC_RELAXED);
 	}
 	pool.progress = o->progress;
-	rc = pool_start(&pool, default_threads(o));
+	rc = pool_start(&pool, o);
 	pool_up = 1;
 	if (rc)
 		goto out;
@@ -614,7 +617,7 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 		rc = -EINVAL;
 		goto out;
 	}
-	rc = pool_start(&pool, default_threads(o));
+	rc = pool_start(&pool, o);
 	pool_up = 1;
 	if (rc)
 		goto out;

@@ -27,7 +27,7 @@ struct tfs_import_opts {
 	uint64_t chunk_bytes;	 /* chunk target for columns this import creates; 0: default */
 	enum tfs_codec_id codec; /* for columns this import creates */
 	int level;		 /* zstd level */
-	unsigned threads;	 /* encoding threads; 0: one per CPU */
+	unsigned threads;	 /* threads of work, the caller's included; 0: one per CPU */
 	struct tfs_progress *progress; /* bytes and rows read from the sources, or NULL */
 	/* A part of a write session (session.h): the import starts from no columns and records
 	 * its manifest as part `part` of `session` instead of committing; NULL: a commit. */
@@ -75,6 +75,7 @@ struct tfs_images_opts {
 struct tfs_import_result {
 	uint64_t rows, skipped;
 	size_t classes;
+	unsigned busy_peak; /* the most threads that worked at once */
 	char skips[TFS_IMPORT_SKIPS_KEPT][200]; /* the first skipped files: "cat/7.jpg: why" */
 };
 
@@ -151,6 +152,10 @@ int tfs_import_same_rows(const struct tfs_manifest *m, uint64_t rows, const char
 /* A source file mapped read-only whole (*data NULL for an empty one; munmap when done); a file
  * that cannot be is an error logged with its path. */
 int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len);
+/* The pool an import works on: o->threads threads (0: one per CPU), the caller one of them
+ * (tfs_workpool_create_with_caller). */
+struct tfs_workpool;
+int tfs_import_pool(const struct tfs_import_opts *o, struct tfs_workpool **out);
 /* A copy of the head's manifest to modify; room for `extra` more columns. */
 int tfs_manifest_copy_extra(const struct tfs_manifest *old, size_t extra, struct tfs_manifest *m);
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "pipeline.h"
 #include "rowcol.h"
 #include "source.h"
 #include "workpool.h"
@@ -175,9 +176,8 @@ static int list_classes(struct walk *w, char ***out, size_t *n)
 	return rc;
 }
 
-/* A decode job of the current batch. */
+/* A decode job: an item of the pipeline. */
 struct job {
-	struct tfs_work work;
 	struct tfs_store *tree;
 	const struct tfs_images_opts *io;
 	const struct sample *s;
@@ -186,12 +186,14 @@ struct job {
 	int rc;
 };
 
-static int decode_run(struct tfs_work *w)
+static int decode_run(void *item)
 {
-	struct job *j = (struct job *)w;
+	struct job *j = item;
 	struct tfs_buf file = { 0 };
 	struct tfs_image raw = { 0 };
 
+	tfs_image_free(&j->img);
+	j->err[0] = 0;
 	j->rc = tfs_store_get(j->tree, j->s->rel, &file);
 	if (j->rc)
 		snprintf(j->err, sizeof(j->err), "%s", strerror(-j->rc));
@@ -212,21 +214,9 @@ static int decode_run(struct tfs_work *w)
 	return 0;
 }
 
-/* Queue the decodes of samples [at, at + batch) (those there are); returns how many. */
-static size_t submit_batch(struct tfs_workgroup *g, struct job *jobs, const struct sample *s,
-			   size_t total, size_t at, size_t batch, struct tfs_store *tree,
-			   const struct tfs_images_opts *io)
+static void job_clear(void *item)
 {
-	const size_t n = at >= total ? 0 : total - at < batch ? total - at : batch;
-
-	for (size_t i = 0; i < n; i++) {
-		tfs_image_free(&jobs[i].img);
-		jobs[i] = (struct job){
-			.work = { .run = decode_run }, .tree = tree, .io = io, .s = &s[at + i]
-		};
-		tfs_workgroup_submit(g, &jobs[i].work, TFS_WORK_NORMAL);
-	}
-	return n;
+	tfs_image_free(&((struct job *)item)->img);
 }
 
 /* Column name of m for rows like these (found and checked, or added). */
@@ -242,45 +232,50 @@ static int column_for(struct tfs_manifest *m, const char *name, enum tfs_col_kin
 	return tfs_import_column(m, name, kind, &dt, ndim, shape, o, dir, at);
 }
 
-/* The images of one batch, decoded on the pool, added in order; bad ones skipped (or, strict,
- * the end of the import). */
-static int add_batch(struct job *jobs, size_t n, struct tfs_rowcol **w, int labels,
-		     const struct tfs_images_opts *io, struct tfs_import_result *res,
-		     struct tfs_progress *progress)
+/* Where decoded images go, in order. */
+struct adder {
+	struct tfs_rowcol **w;
+	int labels;
+	const struct tfs_images_opts *io;
+	struct tfs_import_result *res;
+	struct tfs_progress *progress;
+};
+
+/* Add one decoded image's rows; a bad one is skipped (or, strict, the end of the import). */
+static int add_image(void *arg, void *item)
 {
-	int rc = 0;
+	struct adder *a = arg;
+	struct job *j = item;
+	struct tfs_import_result *res = a->res;
+	uint64_t shape[3] = { j->img.h, j->img.w, 3 };
+	int rc;
 
-	for (size_t i = 0; !rc && i < n; i++) {
-		struct job *j = &jobs[i];
-		uint64_t shape[3] = { j->img.h, j->img.w, 3 };
-
-		if (j->rc) {
-			tfs_warn("%s: %s%s", j->s->rel, j->err, io->strict ? "" : "; skipped");
-			if (io->strict) {
-				tfs_err("--strict: an image failed; nothing was committed");
-				rc = -EINVAL;
-				break;
-			}
-			if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
-				snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "%s: %s",
-					 j->s->rel, j->err);
-			res->skipped++;
-			continue;
+	if (j->rc) {
+		tfs_warn("%s: %s%s", j->s->rel, j->err, a->io->strict ? "" : "; skipped");
+		if (a->io->strict) {
+			tfs_err("--strict: an image failed; nothing was committed");
+			return -EINVAL;
 		}
-		rc = tfs_rowcol_add(w[0], j->img.px, (size_t)j->img.w * j->img.h * 3, shape);
-		if (!rc)
-			rc = tfs_rowcol_add(w[1], j->s->rel, strlen(j->s->rel), NULL);
-		if (!rc && labels)
-			rc = tfs_rowcol_add(w[2], &j->s->label, sizeof(j->s->label), NULL);
-		if (rc == -EINVAL)
-			tfs_err("%s: path is not valid UTF-8", j->s->rel);
-		res->rows++;
-		tfs_progress_add(progress, (uint64_t)j->img.w * j->img.h * 3, 1);
+		if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
+			snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "%s: %s",
+				 j->s->rel, j->err);
+		res->skipped++;
+		return 0;
 	}
-	for (size_t i = 0; i < n; i++)
-		tfs_image_free(&jobs[i].img);
+	rc = tfs_rowcol_add(a->w[0], j->img.px, (size_t)j->img.w * j->img.h * 3, shape);
+	if (!rc)
+		rc = tfs_rowcol_add(a->w[1], j->s->rel, strlen(j->s->rel), NULL);
+	if (!rc && a->labels)
+		rc = tfs_rowcol_add(a->w[2], &j->s->label, sizeof(j->s->label), NULL);
+	if (rc == -EINVAL)
+		tfs_err("%s: path is not valid UTF-8", j->s->rel);
+	res->rows++;
+	tfs_progress_add(a->progress, (uint64_t)j->img.w * j->img.h * 3, 1);
+	tfs_image_free(&j->img);
 	return rc;
 }
+
+static const struct tfs_pipeline_ops decode_ops = { decode_run, add_image, job_clear };
 
 int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		      const struct tfs_images_opts *io, const struct tfs_import_opts *o,
@@ -290,9 +285,9 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	struct tfs_manifest m = { 0 };
 	struct tfs_workpool *pool = NULL;
 	struct tfs_rowcol *w[3] = { NULL, NULL, NULL };
-	struct job *jobs = NULL;
+	struct tfs_pipeline *pipe = NULL;
 	char **classes = NULL;
-	size_t nclasses = 0, col[3], batch;
+	size_t nclasses = 0, col[3];
 	struct tfs_txn t;
 	int rc;
 
@@ -342,43 +337,35 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	if (o->progress)
 		__atomic_store_n(&o->progress->total_items, wk.n, __ATOMIC_RELAXED);
 
-	/* Decode a batch at a time on every core, in order. */
-	rc = tfs_workpool_create(o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
-				 &pool);
+	/* Decoded on every thread, added in order. */
+	rc = tfs_import_pool(o, &pool);
 	if (rc)
 		goto out;
 	/* Chunks are encoded and written on the pool too. */
 	for (size_t i = 0; i < (io->labels ? 3u : 2u); i++)
 		tfs_rowcol_use_pool(w[i], pool);
-	batch = 8 * (size_t)tfs_workpool_threads(pool);
-	jobs = calloc(2 * batch, sizeof(*jobs));
-	if (!jobs) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	/* Two batches: the next one decodes while the rows of this one are added. */
 	{
-		struct tfs_workgroup g[2];
-		size_t n[2] = { 0, 0 };
+		struct adder a = { w, io->labels, io, res, o->progress };
 
-		tfs_workgroup_init(&g[0], pool);
-		tfs_workgroup_init(&g[1], pool);
-		n[0] = submit_batch(&g[0], jobs, wk.s, wk.n, 0, batch, wk.tree, io);
-		for (size_t at = 0, cur = 0; at < wk.n; at += batch, cur ^= 1) {
-			tfs_workgroup_wait(&g[cur]);
-			n[cur ^ 1] = submit_batch(&g[cur ^ 1], jobs + (cur ^ 1) * batch, wk.s, wk.n,
-						  at + batch, batch, wk.tree, io);
-			if (!rc)
-				rc = add_batch(jobs + cur * batch, n[cur], w, io->labels, io, res,
-					       o->progress);
+		rc = tfs_pipeline_create(pool, sizeof(struct job),
+					 4 * tfs_workpool_threads(pool) + 4, &decode_ops, &a,
+					 &pipe);
+		for (size_t i = 0; !rc && i < wk.n; i++) {
+			struct job *j = tfs_pipeline_next(pipe, &rc);
+
+			if (!j)
+				break;
+			j->tree = wk.tree;
+			j->io = io;
+			j->s = &wk.s[i];
+			tfs_pipeline_submit(pipe);
 		}
-		tfs_workgroup_wait(&g[0]);
-		tfs_workgroup_wait(&g[1]);
-		for (size_t i = 0; i < 2 * batch; i++)
-			tfs_image_free(&jobs[i].img);
-		tfs_workgroup_destroy(&g[0]);
-		tfs_workgroup_destroy(&g[1]);
+		if (!rc)
+			rc = tfs_pipeline_drain(pipe);
+		tfs_pipeline_free(pipe);
+		pipe = NULL;
 	}
+	res->busy_peak = tfs_workpool_busy_peak(pool);
 	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)
 		rc = tfs_rowcol_finish(w[i]);
 	if (rc)
@@ -397,7 +384,6 @@ out:
 	for (size_t i = 0; i < 3; i++)
 		tfs_rowcol_free(w[i]);
 	tfs_workpool_destroy(pool);
-	free(jobs);
 	for (size_t i = 0; i < wk.n; i++) {
 		free(wk.s[i].rel);
 		free(wk.s[i].root);

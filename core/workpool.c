@@ -16,7 +16,9 @@ struct tfs_workpool {
 	struct queue q[TFS_WORK_NPRIO]; /* protected by lock */
 	size_t nqueued;			/* protected by lock */
 	int stop;			/* protected by lock */
-	unsigned nthreads;		/* constant once created */
+	unsigned busy, busy_peak; /* tasks running now, and at most so far: protected by lock */
+	int caller_works;	  /* constant: a waiting owner runs any queued task */
+	unsigned nthreads;	  /* constant once created */
 	pthread_t *threads;
 };
 
@@ -49,9 +51,12 @@ static void run_one(struct tfs_workpool *p, struct tfs_work *w)
 	struct tfs_workgroup *g = w->group;
 	int rc;
 
+	if (++p->busy > p->busy_peak)
+		p->busy_peak = p->busy;
 	pthread_mutex_unlock(&p->lock);
 	rc = w->run(w); /* w may be freed by now: only g is used below */
 	pthread_mutex_lock(&p->lock);
+	p->busy--;
 	if (rc && !g->err)
 		g->err = rc;
 	assert(g->pending > 0);
@@ -79,15 +84,16 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-int tfs_workpool_create(unsigned nthreads, struct tfs_workpool **out)
+/* nthreads workers (0: none, the waiting owners run every task). */
+static int create(unsigned nthreads, int caller_works, struct tfs_workpool **out)
 {
 	struct tfs_workpool *p = calloc(1, sizeof(*p));
 	int rc = 0;
 
 	if (!p)
 		return -ENOMEM;
-	nthreads = nthreads ? nthreads : 1;
-	p->threads = calloc(nthreads, sizeof(*p->threads));
+	p->caller_works = caller_works;
+	p->threads = calloc(nthreads ? nthreads : 1, sizeof(*p->threads));
 	if (!p->threads) {
 		free(p);
 		return -ENOMEM;
@@ -99,12 +105,22 @@ int tfs_workpool_create(unsigned nthreads, struct tfs_workpool **out)
 		if (rc)
 			break;
 	}
-	if (!p->nthreads) {
+	if (!p->nthreads && nthreads) {
 		tfs_workpool_destroy(p);
 		return rc;
 	}
 	*out = p;
 	return 0;
+}
+
+int tfs_workpool_create(unsigned nthreads, struct tfs_workpool **out)
+{
+	return create(nthreads ? nthreads : 1, 0, out);
+}
+
+int tfs_workpool_create_with_caller(unsigned nthreads, struct tfs_workpool **out)
+{
+	return create(nthreads > 1 ? nthreads - 1 : 0, 1, out);
 }
 
 void tfs_workpool_destroy(struct tfs_workpool *p)
@@ -126,7 +142,17 @@ void tfs_workpool_destroy(struct tfs_workpool *p)
 
 unsigned tfs_workpool_threads(const struct tfs_workpool *p)
 {
-	return p->nthreads;
+	return p->nthreads + (unsigned)p->caller_works;
+}
+
+unsigned tfs_workpool_busy_peak(struct tfs_workpool *p)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->busy_peak;
+	pthread_mutex_unlock(&p->lock);
+	return n;
 }
 
 size_t tfs_workpool_queued(struct tfs_workpool *p)
@@ -182,6 +208,8 @@ int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left)
 	while (g->pending > left) {
 		struct tfs_work *w = take(p, g);
 
+		if (!w && p->caller_works)
+			w = take(p, NULL);
 		if (w)
 			run_one(p, w);
 		else

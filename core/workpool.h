@@ -46,9 +46,17 @@ struct tfs_workgroup {
 
 /* nthreads workers (at least 1). */
 int tfs_workpool_create(unsigned nthreads, struct tfs_workpool **out);
+/* A pool whose owner is one of its nthreads threads (an import's --threads N): nthreads - 1
+ * workers, and a thread waiting for one of its groups runs any queued task meanwhile, not only
+ * the group's, so that N threads are busy while the owner waits. With nthreads 1 there are no
+ * workers: every task runs in its owner's waits. Tasks must not wait for anything but groups. */
+int tfs_workpool_create_with_caller(unsigned nthreads, struct tfs_workpool **out);
 /* Stop and join the workers. Every group must be finished or cancelled first. */
 void tfs_workpool_destroy(struct tfs_workpool *p);
+/* Threads that run tasks: the workers, and the owner of a pool made with_caller. */
 unsigned tfs_workpool_threads(const struct tfs_workpool *p);
+/* The most tasks that ran at once so far (the owner's included). */
+unsigned tfs_workpool_busy_peak(struct tfs_workpool *p);
 /* Tasks queued (not running) now, of every priority. */
 size_t tfs_workpool_queued(struct tfs_workpool *p);
 
