@@ -374,13 +374,16 @@ static int check_rows_source(struct source *src, struct tfs_manifest *m,
 
 /* Write a row source's rows onto its column. */
 static int append_rows_source(struct tfs_store *s, const char *ds, struct source *src,
-			      struct tfs_manifest *m, struct tfs_progress *progress)
+			      struct tfs_manifest *m, struct pool *pool,
+			      struct tfs_progress *progress)
 {
 	struct tfs_rowcol *w;
 	int rc = tfs_rowcol_begin(s, ds, m, (size_t)(src->col - m->cols), &w);
 
 	if (rc)
 		return rc;
+	/* Rows are read on this thread; chunks are encoded and written on the pool. */
+	tfs_rowcol_use_pool(w, pool->wp);
 	rc = tfs_rows_write(src->src, &src->scan, w, progress);
 	if (rc == -EINVAL)
 		tfs_err("%s: a row does not fit column %s", src->src->path, src->col->name);
@@ -540,7 +543,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 	for (size_t i = 0; i < n; i++) {
 		rc = srcs[i].form == TFS_SRC_NPY
 			     ? append_source(s, ds, &src[i], &pool)
-			     : append_rows_source(s, ds, &src[i], &m, o->progress);
+			     : append_rows_source(s, ds, &src[i], &m, &pool, o->progress);
 		if (rc)
 			goto out;
 	}

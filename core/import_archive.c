@@ -18,8 +18,10 @@
 #include <archive_entry.h>
 
 #include "image.h"
+#include "pipeline.h"
 #include "rowcol.h"
 #include "source.h"
+#include "workpool.h"
 
 #define MAX_COLS 64
 
@@ -130,6 +132,7 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 		   struct tfs_id *commit_id)
 {
 	struct tfs_manifest m = { 0 };
+	struct tfs_workpool *pool = NULL;
 	struct tfs_buf b = { 0 };
 	struct archive *a = NULL;
 	struct archive_entry *e;
@@ -142,6 +145,9 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 	rc = tfs_txn_begin(&t, s, ds, o);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, MAX_COLS, &m);
+	/* Members are read and split into rows on this thread, chunks encoded on the pool. */
+	if (!rc)
+		rc = tfs_import_pool(o, &pool);
 	if (!rc && !(a = open_archive(path, ZIP, NULL)))
 		rc = -EINVAL;
 	/* One pass: each member's rows go to its column as they are read. A damaged archive
@@ -188,6 +194,8 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 		c = rc ? NULL : &m.cols[at];
 		if (!rc)
 			rc = tfs_rowcol_begin(s, ds, &m, (size_t)(c - m.cols), &w);
+		if (!rc)
+			tfs_rowcol_use_pool(w, pool);
 		/* The source's rows (a ragged column takes them with their shape). */
 		row_bytes = info.dtype.itemsize;
 		for (unsigned d = 1; d < info.ndim; d++)
@@ -217,6 +225,9 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 		res->rows = rows;
 		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 	}
+	if (pool)
+		res->busy_peak = tfs_workpool_busy_peak(pool);
+	tfs_workpool_destroy(pool);
 	if (a)
 		archive_read_free(a);
 	tfs_buf_free(&b);
@@ -229,19 +240,33 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 
 enum wkind { W_IMAGE, W_CLS, W_TEXT, W_NPY, W_BYTES };
 
+/* A column of the shards: a field of the first sample. */
 struct wfield {
 	char ext[64]; /* the column's name */
 	enum wkind kind;
 	struct tfs_rowcol *w;
 	size_t col;
-	struct tfs_buf val; /* this sample's value */
+	struct tfs_dtype dt; /* W_NPY: the column's dtype and rank */
+	unsigned ndim;
+};
+
+/* A field's value in one sample, made ready (decoded, parsed) before any of it is added. */
+struct wvalue {
+	struct tfs_buf val;
 	int have;
-	/* The value made ready before any field of the sample is added: */
 	struct tfs_image img;	  /* W_IMAGE */
 	struct tfs_npy_info info; /* W_NPY */
 	int64_t cls;		  /* W_CLS */
-	struct tfs_dtype dt;	  /* W_NPY: the column's dtype and rank */
-	unsigned ndim;
+};
+
+/* A sample: an item of the pipeline, read from the shard on the importer's thread, made ready
+ * on the pool, added (or skipped) in order. */
+struct wsample {
+	const struct wfield *f;
+	size_t nf;
+	char key[1024];
+	char why[200]; /* "": whole and good */
+	struct wvalue v[MAX_COLS];
 };
 
 static enum wkind wkind_of(const char *ext)
@@ -271,33 +296,34 @@ static int split_name(const char *name, char *key, size_t kcap, const char **ext
 	return 1;
 }
 
-/* Make field i's value ready to add; a reason in why when it cannot be. */
-static void prepare(struct wfield *f, const char *key, char *why, size_t cap)
+/* Make field f's value v ready to add; a reason in why when it cannot be. */
+static void prepare(const struct wfield *f, struct wvalue *v, const char *key, char *why,
+		    size_t cap)
 {
 	char err[TFS_IMAGE_ERR], *end;
 
 	switch (f->kind) {
 	case W_IMAGE:
-		if (tfs_image_decode(f->val.data, f->val.len, &f->img, err, sizeof(err)))
-			snprintf(why, cap, ".%s: %s", f->ext, err);
+		if (tfs_image_decode(v->val.data, v->val.len, &v->img, err, sizeof(err)))
+			snprintf(why, cap, ".%s: %.*s", f->ext, 120, err);
 		break;
 	case W_CLS:
-		if (tfs_buf_append(&f->val, "", 1)) {
+		if (tfs_buf_append(&v->val, "", 1)) {
 			snprintf(why, cap, "out of memory");
 			break;
 		}
-		f->val.len--;
-		f->cls = strtoll((char *)f->val.data, &end, 10);
-		if (end == (char *)f->val.data || (*end && *end != '\n'))
+		v->val.len--;
+		v->cls = strtoll((char *)v->val.data, &end, 10);
+		if (end == (char *)v->val.data || (*end && *end != '\n'))
 			snprintf(why, cap, ".%s: not an integer", f->ext);
 		break;
 	case W_TEXT:
-		if (!tfs_utf8_valid(f->val.data, f->val.len))
+		if (!tfs_utf8_valid(v->val.data, v->val.len))
 			snprintf(why, cap, ".%s: not UTF-8", f->ext);
 		break;
 	case W_NPY:
-		if (npy_in(&f->val, key, &f->info) || strcmp(f->info.dtype.descr, f->dt.descr) ||
-		    f->info.ndim != f->ndim)
+		if (npy_in(&v->val, key, &v->info) || strcmp(v->info.dtype.descr, f->dt.descr) ||
+		    v->info.ndim != f->ndim)
 			snprintf(why, cap, ".%s: not an NPY array of dtype %s and rank %u", f->ext,
 				 f->dt.descr, f->ndim);
 		break;
@@ -306,58 +332,105 @@ static void prepare(struct wfield *f, const char *key, char *why, size_t cap)
 	}
 }
 
-static int add_value(struct wfield *f)
+static int add_value(const struct wfield *f, const struct wvalue *v)
 {
 	uint64_t shape[3], bytes;
 
 	switch (f->kind) {
 	case W_IMAGE:
-		shape[0] = f->img.h, shape[1] = f->img.w, shape[2] = 3;
-		return tfs_rowcol_add(f->w, f->img.px, (size_t)f->img.w * f->img.h * 3, shape);
+		shape[0] = v->img.h, shape[1] = v->img.w, shape[2] = 3;
+		return tfs_rowcol_add(f->w, v->img.px, (size_t)v->img.w * v->img.h * 3, shape);
 	case W_CLS:
-		return tfs_rowcol_add(f->w, &f->cls, sizeof(f->cls), NULL);
+		return tfs_rowcol_add(f->w, &v->cls, sizeof(v->cls), NULL);
 	case W_NPY:
-		bytes = f->info.dtype.itemsize;
-		for (unsigned d = 0; d < f->info.ndim; d++)
-			bytes *= f->info.shape[d];
-		return tfs_rowcol_add(f->w, f->val.data + f->info.data_offset, (size_t)bytes,
-				      f->info.shape);
+		bytes = v->info.dtype.itemsize;
+		for (unsigned d = 0; d < v->info.ndim; d++)
+			bytes *= v->info.shape[d];
+		return tfs_rowcol_add(f->w, v->val.data + v->info.data_offset, (size_t)bytes,
+				      v->info.shape);
 	default:
-		return tfs_rowcol_add(f->w, f->val.data, f->val.len, NULL);
+		return tfs_rowcol_add(f->w, v->val.data, v->val.len, NULL);
 	}
 }
 
-/* Add one sample (every field present and good, else skipped); the key is its own column. */
-static int add_sample(struct wfield *f, size_t nf, struct tfs_rowcol *keyw, const char *key,
-		      int strict, struct tfs_import_result *res)
+/* On the pool: every field present, and each one decoded and checked. */
+static int sample_ready(void *item)
 {
-	char why[200] = "";
+	struct wsample *sm = item;
+
+	sm->why[0] = 0;
+	for (size_t i = 0; i < sm->nf && !sm->why[0]; i++)
+		if (!sm->v[i].have)
+			snprintf(sm->why, sizeof(sm->why), "no .%s", sm->f[i].ext);
+	for (size_t i = 0; i < sm->nf && !sm->why[0]; i++)
+		prepare(&sm->f[i], &sm->v[i], sm->key, sm->why, sizeof(sm->why));
+	return 0;
+}
+
+/* Where samples go, in order. */
+struct wadder {
+	struct tfs_rowcol *keyw;
+	int strict;
+	struct tfs_import_result *res;
+};
+
+/* Add one sample (every field present and good, else skipped); the key is its own column. */
+static int add_sample(void *arg, void *item)
+{
+	struct wadder *a = arg;
+	struct wsample *sm = item;
+	struct tfs_import_result *res = a->res;
 	int rc = 0;
 
-	for (size_t i = 0; i < nf && !why[0]; i++)
-		if (!f[i].have)
-			snprintf(why, sizeof(why), "no .%s", f[i].ext);
-	/* Everything checked (and decoded) before anything of the sample is added. */
-	for (size_t i = 0; i < nf && !why[0]; i++)
-		prepare(&f[i], key, why, sizeof(why));
-	if (why[0]) {
-		tfs_warn("%s: %s%s", key, why, strict ? "" : "; skipped");
-		if (strict)
+	if (sm->why[0]) {
+		tfs_warn("%s: %s%s", sm->key, sm->why, a->strict ? "" : "; skipped");
+		if (a->strict)
 			rc = -EINVAL;
 		else if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
-			snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "%s: %s", key,
-				 why);
-		res->skipped += !strict;
+			snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "%.*s: %.*s", 80,
+				 sm->key, 110, sm->why);
+		res->skipped += !a->strict;
 	} else {
-		for (size_t i = 0; !rc && i < nf; i++)
-			rc = add_value(&f[i]);
+		for (size_t i = 0; !rc && i < sm->nf; i++)
+			rc = add_value(&sm->f[i], &sm->v[i]);
 		if (!rc)
-			rc = tfs_rowcol_add(keyw, key, strlen(key), NULL);
+			rc = tfs_rowcol_add(a->keyw, sm->key, strlen(sm->key), NULL);
 		res->rows += !rc;
 	}
-	for (size_t i = 0; i < nf; i++)
-		tfs_image_free(&f[i].img);
+	for (size_t i = 0; i < sm->nf; i++)
+		tfs_image_free(&sm->v[i].img);
 	return rc;
+}
+
+static void sample_clear(void *item)
+{
+	struct wsample *sm = item;
+
+	for (size_t i = 0; i < MAX_COLS; i++) {
+		tfs_buf_free(&sm->v[i].val);
+		tfs_image_free(&sm->v[i].img);
+	}
+}
+
+static const struct tfs_pipeline_ops sample_ops = { sample_ready, add_sample, sample_clear };
+
+/* The item the shard's next sample is read into, keyed `key`. NULL (rc) when the pipeline
+ * ended in an error. */
+static struct wsample *sample_start(struct tfs_pipeline *pipe, const struct wfield *f, size_t nf,
+				    const char *key, int *rc)
+{
+	struct wsample *sm = tfs_pipeline_next(pipe, rc);
+
+	if (!sm)
+		return NULL;
+	sm->f = f;
+	sm->nf = nf;
+	snprintf(sm->key, sizeof(sm->key), "%s", key);
+	for (size_t i = 0; i < nf; i++) {
+		sm->v[i].have = 0;
+		sm->v[i].val.len = 0;
+	}
+	return sm;
 }
 
 /* Whether an uncompressed tar that libarchive read to its end (from fd, the file it opened) has
@@ -392,8 +465,8 @@ static int damaged_tail(const char *shard, const char *after, int strict,
 		return -EIO;
 	if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
 		snprintf(res->skips[res->skipped], sizeof(res->skips[0]),
-			 "%s: damaged or cut short after %s%s; the rest of the shard is lost",
-			 shard, after[0] ? "sample " : "its start", after);
+			 "%.*s: damaged or cut short after %s%.*s; the rest of the shard is lost",
+			 60, shard, after[0] ? "sample " : "its start", 60, after);
 	res->skipped++;
 	return 0;
 }
@@ -445,7 +518,11 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	struct tfs_rowcol *keyw = NULL;
 	struct tfs_dtype u1;
 	size_t nf = 0, keycol = 0;
-	char err[128], key[1024] = "", cur[1024] = "";
+	struct tfs_workpool *pool = NULL;
+	struct tfs_pipeline *pipe = NULL;
+	struct wsample *cur = NULL; /* the sample being read */
+	struct wadder adder = { NULL, strict, res };
+	char err[128], key[1024] = "";
 	struct tfs_txn t;
 	int big, rc;
 
@@ -503,14 +580,26 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		rc = tfs_rowcol_begin(s, ds, &m, f[i].col, &f[i].w);
 	if (!rc)
 		rc = tfs_rowcol_begin(s, ds, &m, keycol, &keyw);
-	/* Members of one sample follow each other: a new key ends the sample before it. */
+	adder.keyw = keyw;
+	if (!rc)
+		rc = tfs_import_pool(o, &pool);
+	for (size_t i = 0; !rc && i < nf; i++)
+		tfs_rowcol_use_pool(f[i].w, pool);
+	if (!rc) {
+		tfs_rowcol_use_pool(keyw, pool);
+		rc = tfs_pipeline_create(pool, sizeof(struct wsample),
+					 2 * tfs_workpool_threads(pool) + 2, &sample_ops, &adder,
+					 &pipe);
+	}
+	/* Members of one sample follow each other: a new key ends the sample before it, which
+	 * goes to the pool to be decoded while the next one is read. */
 	for (size_t sh = 0; !rc && sh < nshards; sh++) {
 		int fd = -1;
 		struct archive *a = open_archive(shards[sh], TAR, &fd);
 		struct archive_entry *e;
 		char last[1024] = ""; /* the shard's sample before cur */
 		const char *ext;
-		int r, cut = 0; /* cut: a member's data is cut short, so cur's sample is lost */
+		int r = 0, cut = 0; /* cut: a member's data is cut short, so cur's sample is lost */
 
 		if (!a) {
 			rc = -EINVAL;
@@ -522,20 +611,20 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 			if (archive_entry_filetype(e) != AE_IFREG ||
 			    !split_name(archive_entry_pathname(e), key, sizeof(key), &ext))
 				continue;
-			if (strcmp(key, cur)) {
-				if (cur[0])
-					rc = add_sample(f, nf, keyw, cur, strict, res);
-				snprintf(last, sizeof(last), "%s", cur);
-				for (size_t k = 0; k < nf; k++)
-					f[k].have = 0;
-				snprintf(cur, sizeof(cur), "%s", key);
+			if (!cur || strcmp(key, cur->key)) {
+				if (cur)
+					tfs_pipeline_submit(pipe);
+				snprintf(last, sizeof(last), "%s", cur ? cur->key : "");
+				cur = sample_start(pipe, f, nf, key, &rc);
+				if (!cur)
+					break;
 			}
 			while (i < nf && strcmp(f[i].ext, ext))
 				i++;
-			if (!rc && i < nf) {
-				rc = read_member(a, shards[sh], &f[i].val);
-				f[i].have = 1;
-				tfs_progress_add(o->progress, f[i].val.len, 0);
+			if (i < nf) {
+				rc = read_member(a, shards[sh], &cur->v[i].val);
+				cur->v[i].have = 1;
+				tfs_progress_add(o->progress, cur->v[i].val.len, 0);
 				if (rc == -EIO) {
 					r = rc;
 					rc = 0;
@@ -548,15 +637,24 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 			r = -EIO;
 		archive_read_free(a);
 		close(fd);
-		/* Cut between members, cur's sample is whole if it has every field (add_sample
-		 * checks); cut inside one, it is lost with the rest. */
-		if (!rc && r < 0 && cut)
-			cur[0] = 0;
+		/* Cut between members, cur's sample is whole if it has every field (sample_ready
+		 * checks); cut inside one, it is lost with the rest (its item is made again). */
 		if (!rc && r < 0)
-			rc = damaged_tail(shards[sh], cut ? last : cur, strict, res);
+			rc = damaged_tail(shards[sh],
+					  cut	? last
+					  : cur ? cur->key
+						: "",
+					  strict, res);
+		if (!rc && r < 0 && cut)
+			cur = NULL;
 	}
-	if (!rc && cur[0])
-		rc = add_sample(f, nf, keyw, cur, strict, res);
+	if (!rc && cur)
+		tfs_pipeline_submit(pipe);
+	if (!rc)
+		rc = tfs_pipeline_drain(pipe);
+	tfs_pipeline_free(pipe);
+	if (pool)
+		res->busy_peak = tfs_workpool_busy_peak(pool);
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = tfs_rowcol_finish(f[i].w);
 	if (!rc)
@@ -571,12 +669,10 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	}
 	if (!rc)
 		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
-	for (size_t i = 0; i < nf; i++) {
+	for (size_t i = 0; i < nf; i++)
 		tfs_rowcol_free(f[i].w);
-		tfs_buf_free(&f[i].val);
-		tfs_image_free(&f[i].img);
-	}
 	tfs_rowcol_free(keyw);
+	tfs_workpool_destroy(pool);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);
 	return rc;

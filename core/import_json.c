@@ -15,7 +15,9 @@
 
 #include <jansson.h>
 
+#include "pipeline.h"
 #include "rowcol.h"
+#include "workpool.h"
 
 #define MAX_FIELDS 64
 
@@ -126,8 +128,8 @@ static const char *bad_row(const json_t *obj, struct field *f, size_t nf, char *
 	return NULL;
 }
 
-/* Add field f's value v of one row. */
-static int add_value(struct field *f, const json_t *v)
+/* Field f's value v of one row, as the bytes its column takes, appended to out. */
+static int encode_value(const struct field *f, const json_t *v, struct tfs_buf *out)
 {
 	union {
 		int64_t i;
@@ -139,32 +141,27 @@ static int add_value(struct field *f, const json_t *v)
 	switch (f->kind) {
 	case F_INT:
 		x.i = json_integer_value(v);
-		return tfs_rowcol_add(f->w, &x.i, 8, NULL);
+		return tfs_buf_append(out, &x.i, 8);
 	case F_FLOAT:
 		x.d = json_number_value(v);
-		return tfs_rowcol_add(f->w, &x.d, 8, NULL);
+		return tfs_buf_append(out, &x.d, 8);
 	case F_BOOL:
 		x.b = json_is_true(v);
-		return tfs_rowcol_add(f->w, &x.b, 1, NULL);
+		return tfs_buf_append(out, &x.b, 1);
 	case F_TEXT:
-		return tfs_rowcol_add(f->w, json_string_value(v), json_string_length(v), NULL);
+		return tfs_buf_append(out, json_string_value(v), json_string_length(v));
 	case F_LIST_INT:
 	case F_LIST_FLOAT: {
 		const size_t n = json_array_size(v);
-		uint8_t *buf = malloc(n * 8 + 1);
-		const uint64_t shape = n;
 
-		if (!buf)
-			return -ENOMEM;
-		for (size_t i = 0; i < n; i++) {
+		rc = tfs_buf_reserve(out, n * 8);
+		for (size_t i = 0; !rc && i < n; i++) {
 			if (f->kind == F_LIST_INT)
 				x.i = json_integer_value(json_array_get(v, i));
 			else
 				x.d = json_number_value(json_array_get(v, i));
-			memcpy(buf + 8 * i, &x, 8);
+			rc = tfs_buf_append(out, &x, 8);
 		}
-		rc = tfs_rowcol_add(f->w, buf, n * 8, &shape);
-		free(buf);
 		return rc;
 	}
 	default: {
@@ -172,7 +169,7 @@ static int add_value(struct field *f, const json_t *v)
 
 		if (!text)
 			return -ENOMEM;
-		rc = tfs_rowcol_add(f->w, text, strlen(text), NULL);
+		rc = tfs_buf_append(out, text, strlen(text));
 		free(text);
 		return rc;
 	}
@@ -205,38 +202,69 @@ static void skip(struct tfs_import_result *res, uint64_t lineno, const char *why
 	res->skipped++;
 }
 
-/* Pass 1: the fields (from the first object) and their kinds (widened by the later rows). */
-static int scan(const char *data, size_t len, struct field *f, size_t *nf, json_t **first,
-		const char *const *fixed, size_t nfixed)
-{
-	struct lines l = { data, data ? data + len : NULL, 0 }; /* an empty file: NULL */
-	const char *line, *key;
-	size_t n;
-	json_t *v;
-	char why[160];
+/* --- blocks of lines, parsed on the pool --------------------------------------------------- */
 
-	*first = NULL;
+#define BLOCK_BYTES (1u << 20) /* input a block: a megabyte, to the end of its last line */
+
+/* A row of a block: its line within the block and, bad, why. */
+struct brow {
+	uint64_t line; /* 1: the block's first line */
+	size_t len;    /* the line's bytes */
+	int bad;       /* index into the block's reasons, or -1 */
+};
+
+/* A block of lines: an item of the pipeline. */
+struct block {
+	const char *p, *end;
+	const struct field *f; /* the fields as the pass knows them */
+	size_t nf;
+	uint64_t lines; /* lines in the block */
+	/* pass 1: the kinds the block's rows widen the fields to */
+	enum fkind kind[MAX_FIELDS];
+	/* pass 2: each row, each field's values back to back, and the reasons of bad rows */
+	struct brow *rows;
+	size_t nrows, rows_cap;
+	struct tfs_buf vals[MAX_FIELDS];
+	size_t *lens; /* nrows x nf value lengths */
+	size_t lens_cap;
+	char (*why)[160];
+	size_t nwhy, why_cap;
+	int rc; /* out of memory */
+};
+
+/* The next block of [*at, end): a megabyte, to the end of its last line. */
+static int next_block(const char **at, const char *end, const char **bp, const char **be)
+{
+	const char *e, *nl;
+
+	if (*at >= end)
+		return 0;
+	e = end - *at > BLOCK_BYTES ? *at + BLOCK_BYTES : end;
+	nl = e < end ? memchr(e, '\n', (size_t)(end - e)) : NULL;
+	e = nl ? nl + 1 : end;
+	*bp = *at;
+	*be = e;
+	*at = e;
+	return 1;
+}
+
+/* Pass 1 on a block: the kinds its rows widen the fields to. */
+static int scan_block(void *item)
+{
+	struct block *b = item;
+	struct lines l = { b->p, b->end, 0 };
+	struct field f[MAX_FIELDS];
+	const char *line;
+	char why[160];
+	size_t n;
+
+	memcpy(f, b->f, b->nf * sizeof(*f));
 	while (next_line(&l, &line, &n)) {
 		json_t *o;
 
 		if (is_blank(line, n) || !(o = parse(line, n, why, sizeof(why))))
 			continue;
-		if (!*first) {
-			if (!json_is_object(o) || json_object_size(o) == 0 ||
-			    json_object_size(o) > MAX_FIELDS) {
-				json_decref(o);
-				continue;
-			}
-			*first = o;
-			*nf = 0;
-			json_object_foreach(o, key, v)
-			{
-				f[*nf] = (struct field){ .name = key, .kind = kind_of(v) };
-				(*nf)++;
-			}
-			continue;
-		}
-		for (size_t i = 0; json_is_object(o) && i < *nf; i++) {
+		for (size_t i = 0; json_is_object(o) && i < b->nf; i++) {
 			const json_t *x = json_object_get(o, f[i].name);
 
 			if (x)
@@ -244,8 +272,85 @@ static int scan(const char *data, size_t len, struct field *f, size_t *nf, json_
 		}
 		json_decref(o);
 	}
+	for (size_t i = 0; i < b->nf; i++)
+		b->kind[i] = f[i].kind;
+	return 0;
+}
+
+static int scan_use(void *arg, void *item)
+{
+	struct field *f = arg;
+	const struct block *b = item;
+
+	for (size_t i = 0; i < b->nf; i++)
+		widen(&f[i], b->kind[i]);
+	return 0;
+}
+
+static void block_clear(void *item)
+{
+	struct block *b = item;
+
+	for (size_t i = 0; i < MAX_FIELDS; i++)
+		tfs_buf_free(&b->vals[i]);
+	free(b->rows);
+	free(b->lens);
+	free(b->why);
+}
+
+static const struct tfs_pipeline_ops scan_ops = { scan_block, scan_use, block_clear };
+
+/* Pass 1: the fields (from the first object) and their kinds (widened by the later rows, a
+ * block at a time on the pool). */
+static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct field *f,
+		size_t *nf, json_t **first, const char *const *fixed, size_t nfixed)
+{
+	struct lines l = { data, data ? data + len : NULL, 0 }; /* an empty file: NULL */
+	struct tfs_pipeline *pipe = NULL;
+	const char *line, *key, *at;
+	size_t n;
+	json_t *v;
+	char why[160];
+	int rc;
+
+	*first = NULL;
+	while (!*first && next_line(&l, &line, &n)) {
+		json_t *o;
+
+		if (is_blank(line, n) || !(o = parse(line, n, why, sizeof(why))))
+			continue;
+		if (!json_is_object(o) || json_object_size(o) == 0 ||
+		    json_object_size(o) > MAX_FIELDS) {
+			json_decref(o);
+			continue;
+		}
+		*first = o;
+		*nf = 0;
+		json_object_foreach(o, key, v)
+		{
+			f[*nf] = (struct field){ .name = key, .kind = kind_of(v) };
+			(*nf)++;
+		}
+	}
 	if (!*first)
 		return -EINVAL;
+	rc = tfs_pipeline_create(pool, sizeof(struct block), 2 * tfs_workpool_threads(pool) + 2,
+				 &scan_ops, f, &pipe);
+	at = l.p;
+	while (!rc) {
+		struct block *b = tfs_pipeline_next(pipe, &rc);
+
+		if (!b || !next_block(&at, l.end, &b->p, &b->end))
+			break;
+		b->f = f;
+		b->nf = *nf;
+		tfs_pipeline_submit(pipe);
+	}
+	if (!rc)
+		rc = tfs_pipeline_drain(pipe);
+	tfs_pipeline_free(pipe);
+	if (rc)
+		return rc;
 	for (size_t k = 0; k < nfixed; k++) {
 		size_t i = 0;
 
@@ -260,6 +365,123 @@ static int scan(const char *data, size_t len, struct field *f, size_t *nf, json_
 	}
 	return 0;
 }
+
+/* Room for one more of an array's elements. */
+static int grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	void *g;
+
+	if (need <= *cap)
+		return 0;
+	g = realloc(*v, (*cap = need < 64 ? 64 : 2 * need) * size);
+	if (!g)
+		return -ENOMEM;
+	*v = g;
+	return 0;
+}
+
+/* Pass 2 on a block: each row's values encoded as their columns take them, or why it is bad. */
+static int parse_block(void *item)
+{
+	struct block *b = item;
+	struct lines l = { b->p, b->end, 0 };
+	const char *line;
+	char why[160];
+	size_t n;
+	int rc = 0;
+
+	b->nrows = b->nwhy = 0;
+	for (size_t i = 0; i < b->nf; i++)
+		b->vals[i].len = 0;
+	while (!rc && next_line(&l, &line, &n)) {
+		struct field *f = (struct field *)b->f;
+		json_t *obj;
+		const char *bad;
+		struct brow *r;
+
+		if (is_blank(line, n))
+			continue;
+		obj = parse(line, n, why, sizeof(why));
+		bad = obj ? bad_row(obj, f, b->nf, why, sizeof(why)) : why;
+		rc = grow((void **)&b->rows, &b->rows_cap, b->nrows + 1, sizeof(*b->rows));
+		if (!rc && bad)
+			rc = grow((void **)&b->why, &b->why_cap, b->nwhy + 1, sizeof(*b->why));
+		if (!rc && !bad)
+			rc = grow((void **)&b->lens, &b->lens_cap, (b->nrows + 1) * b->nf,
+				  sizeof(*b->lens));
+		if (!rc) {
+			r = &b->rows[b->nrows++];
+			*r = (struct brow){ .line = l.lineno, .len = n, .bad = -1 };
+			if (bad) {
+				snprintf(b->why[b->nwhy], sizeof(b->why[0]), "%s", bad);
+				r->bad = (int)b->nwhy++;
+			}
+		}
+		for (size_t i = 0; !rc && !bad && i < b->nf; i++) {
+			const size_t before = b->vals[i].len;
+
+			rc = encode_value(&f[i], json_object_get(obj, f[i].name), &b->vals[i]);
+			b->lens[(b->nrows - 1) * b->nf + i] = b->vals[i].len - before;
+		}
+		json_decref(obj);
+	}
+	b->lines = l.lineno;
+	b->rc = rc;
+	return 0;
+}
+
+/* Where pass 2's rows go, in order. */
+struct adder {
+	struct field *f;
+	size_t nf;
+	const char *path;
+	int strict;
+	uint64_t lineno; /* lines before the block */
+	struct tfs_import_result *res;
+	struct tfs_progress *progress;
+};
+
+static int parse_use(void *arg, void *item)
+{
+	struct adder *a = arg;
+	const struct block *b = item;
+	size_t off[MAX_FIELDS] = { 0 };
+	int rc = b->rc;
+
+	for (size_t k = 0; !rc && k < b->nrows; k++) {
+		const struct brow *r = &b->rows[k];
+		const uint64_t lineno = a->lineno + r->line;
+
+		if (r->bad >= 0) {
+			skip(a->res, lineno, b->why[r->bad], a->strict);
+			if (a->strict) {
+				tfs_err("--strict: line %" PRIu64 " is bad; nothing was committed",
+					lineno);
+				rc = -EINVAL;
+			}
+			continue;
+		}
+		for (size_t i = 0; !rc && i < a->nf; i++) {
+			const size_t len = b->lens[k * b->nf + i];
+			const uint64_t shape = len / 8;
+			const int ragged =
+				a->f[i].kind == F_LIST_INT || a->f[i].kind == F_LIST_FLOAT;
+
+			rc = tfs_rowcol_add(a->f[i].w, b->vals[i].data + off[i], len,
+					    ragged ? &shape : NULL);
+			off[i] += len;
+		}
+		if (rc == -EINVAL)
+			tfs_err("%s: line %" PRIu64 ": a text field is not valid UTF-8", a->path,
+				lineno);
+		a->res->rows++;
+		tfs_progress_add(a->progress, r->len, 1);
+	}
+	a->lineno += b->lines;
+	return rc;
+}
+
+static const struct tfs_pipeline_ops parse_ops = { parse_block, parse_use, block_clear };
 
 /* The column field f's values go to: found and checked (appending to a dataset made from JSON
  * Lines before), or added. */
@@ -296,13 +518,13 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 {
 	struct field f[MAX_FIELDS];
 	struct tfs_manifest m = { 0 };
+	struct tfs_workpool *pool = NULL;
+	struct tfs_pipeline *pipe = NULL;
 	json_t *first = NULL;
 	const uint8_t *mapped = NULL;
-	const char *data = NULL, *line;
-	size_t len = 0, nf = 0, n;
-	struct lines l;
+	const char *data = NULL, *at;
+	size_t len = 0, nf = 0;
 	struct tfs_txn t;
-	char why[160];
 	int rc;
 
 	memset(res, 0, sizeof(*res));
@@ -310,41 +532,38 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	if (!rc)
 		rc = tfs_import_map_file(path, &mapped, &len);
 	data = (const char *)mapped;
-	if (!rc && (rc = scan(data, len, f, &nf, &first, fixed, nfixed)) == -EINVAL && !first)
+	if (!rc)
+		rc = tfs_import_pool(o, &pool);
+	if (!rc && (rc = scan(pool, data, len, f, &nf, &first, fixed, nfixed)) == -EINVAL && !first)
 		tfs_err("%s: no line holds a JSON object with fields", path);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, 4 * nf, &m);
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = add_column(&m, &f[i], o, path);
-	for (size_t i = 0; !rc && i < nf; i++)
+	for (size_t i = 0; !rc && i < nf; i++) {
 		rc = tfs_rowcol_begin(s, ds, &m, f[i].col, &f[i].w);
-	/* Pass 2: the rows that fit, in order. */
-	l = (struct lines){ data, data ? data + len : NULL, 0 };
-	while (!rc && next_line(&l, &line, &n)) {
-		json_t *obj;
-		const char *bad;
+		if (!rc)
+			tfs_rowcol_use_pool(f[i].w, pool);
+	}
+	/* Pass 2: blocks parsed on the pool, their rows added in order. */
+	if (!rc) {
+		struct adder a = { f, nf, path, strict, 0, res, o->progress };
 
-		if (is_blank(line, n))
-			continue;
-		obj = parse(line, n, why, sizeof(why));
-		bad = obj ? bad_row(obj, f, nf, why, sizeof(why)) : why;
-		if (bad) {
-			skip(res, l.lineno, bad, strict);
-			if (strict) {
-				tfs_err("--strict: line %" PRIu64 " is bad; nothing was committed",
-					l.lineno);
-				rc = -EINVAL;
-			}
-		} else {
-			for (size_t i = 0; !rc && i < nf; i++)
-				rc = add_value(&f[i], json_object_get(obj, f[i].name));
-			if (rc == -EINVAL)
-				tfs_err("%s: line %" PRIu64 ": a text field is not valid UTF-8",
-					path, l.lineno);
-			res->rows++;
-			tfs_progress_add(o->progress, n, 1);
+		rc = tfs_pipeline_create(pool, sizeof(struct block),
+					 2 * tfs_workpool_threads(pool) + 2, &parse_ops, &a, &pipe);
+		at = data;
+		while (!rc) {
+			struct block *b = tfs_pipeline_next(pipe, &rc);
+
+			if (!b || !next_block(&at, data + len, &b->p, &b->end))
+				break;
+			b->f = f;
+			b->nf = nf;
+			tfs_pipeline_submit(pipe);
 		}
-		json_decref(obj);
+		if (!rc)
+			rc = tfs_pipeline_drain(pipe);
+		tfs_pipeline_free(pipe);
 	}
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = tfs_rowcol_finish(f[i].w);
@@ -354,8 +573,11 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	}
 	if (!rc)
 		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+	if (pool)
+		res->busy_peak = tfs_workpool_busy_peak(pool);
 	for (size_t i = 0; i < nf; i++)
 		tfs_rowcol_free(f[i].w);
+	tfs_workpool_destroy(pool);
 	json_decref(first);
 	if (data)
 		munmap((void *)data, len);
