@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Benchmark: import throughput on 1, 2 and every thread, against PIL.
+
+Data, made in a scratch directory: --images JPEG files of 256x256 (quality 90, a photograph's
+worth of detail: smooth gradients plus noise), in 10 class directories; a JSON Lines file of
+--rows rows (ints, floats, booleans, text and a list); WebDataset shards of the same JPEG files
+with a .cls and a .txt each.
+
+  PIL, 1 process     open + convert("RGB") + resize (shorter side 224, bilinear) + centre crop,
+                     the image transform a training pipeline runs, one file after another
+  PIL, N processes   the same on a multiprocessing Pool of every CPU
+  import --images    --size 224x224 --crop --labels-from-dirs (the same pixels as PIL's), at
+                     --threads 1, 2 and every CPU: decode, resize, zstd, hash and write
+  import --jsonl     rows/s at 1, 2 and every CPU
+  import --webdataset  rows/s at 1, 2 and every CPU (decoded images, ragged)
+
+Prints each rate with its ratio to its baseline (PIL per core, the 1-thread import), run in this
+invocation. The targets (issue: import on every core): images >= 1.5x PIL per core at 1 thread,
+>= 1.8x from 1 to 2 threads, >= 0.8x linear to every core and >= 1.2x the PIL pool.
+
+    /usr/bin/python3 tests/bench/bench_import.py [--images 2000] [--rows 300000]
+"""
+
+import argparse
+import io
+import json
+import multiprocessing
+import os
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from tfscli import TFS, run, workdir  # noqa: E402
+
+
+def make_images(root, n):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:256, 0:256]
+    files = []
+    for i in range(n):
+        d = root / f"class{i % 10:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        a = np.stack([(xx * (i % 7 + 1)) % 256, (yy * (i % 5 + 1)) % 256, (xx + yy + i) % 256],
+                     -1)
+        a = np.clip(a + rng.integers(-24, 24, a.shape), 0, 255).astype(np.uint8)
+        f = d / f"{i:06d}.jpg"
+        Image.fromarray(a).save(f, quality=90)
+        files.append(f)
+    return files
+
+
+def pil_one(path):
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        w, h = im.size
+        if w <= h:
+            ow, oh = 224, int(224 * h / w)
+        else:
+            oh, ow = 224, int(224 * w / h)
+        im = im.resize((ow, oh), Image.BILINEAR)
+        left, top = round((ow - 224) / 2), round((oh - 224) / 2)
+        return len(im.crop((left, top, left + 224, top + 224)).tobytes())
+
+
+def make_jsonl(path, n):
+    rng = np.random.default_rng(1)
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": i, "score": float(rng.standard_normal()),
+                                "ok": bool(i % 2), "text": f"row {i} of the benchmark's text",
+                                "vec": [int(v) for v in rng.integers(0, 999, 8)]}) + "\n")
+
+
+def make_shards(work, files, nshards=4):
+    shards = [work / f"s{i}.tar" for i in range(nshards)]
+    tars = [tarfile.open(s, "w") for s in shards]
+    for i, f in enumerate(files):
+        t = tars[i * nshards // len(files)]
+        for name, data in ((f"{i:06d}.jpg", f.read_bytes()), (f"{i:06d}.cls", b"%d" % (i % 10)),
+                           (f"{i:06d}.txt", b"caption %d" % i)):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+    for t in tars:
+        t.close()
+    return shards
+
+
+def timed_import(lake, name, *args):
+    run("create", f"{lake}/{name}")
+    t = time.perf_counter()
+    run("import", f"{lake}/{name}", *args, "-q")
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--images", type=int, default=2000)
+    ap.add_argument("--rows", type=int, default=300000)
+    ap.add_argument("--repeat", type=int, default=2, help="best of N runs of each")
+    a = ap.parse_args()
+    cores = os.cpu_count() or 1
+    counts = sorted({1, 2, cores})
+    print(f"tensorfs {TFS}; {cores} CPUs")
+    with workdir("tfs-bench-import-") as work:
+        files = make_images(work / "tree", a.images)
+        make_jsonl(work / "a.jsonl", a.rows)
+        shards = make_shards(work, files)
+        lake = f"file://{work}/lake"
+        k = [0]
+
+        def best(*args):
+            k[0] += 1
+            return min(timed_import(lake, f"d{k[0]}_{r}", *args) for r in range(a.repeat))
+
+        t = min(_timed(lambda: [pil_one(f) for f in files]) for _ in range(a.repeat))
+        pil1 = a.images / t
+        with multiprocessing.Pool(cores) as pool:
+            t = min(_timed(lambda: pool.map(pil_one, files, chunksize=16))
+                    for _ in range(a.repeat))
+        pilN = a.images / t
+        print(f"PIL open+convert+resize+crop: 1 process {pil1:,.0f} images/s, "
+              f"{cores} processes {pilN:,.0f} ({pilN / pil1:.2f}x)")
+        rates = {}
+        for th in counts:
+            rates[th] = a.images / best("--images", work / "tree", "--size", "224x224",
+                                        "--crop", "--labels-from-dirs", "--threads", th)
+            print(f"import --images --threads {th:>2}: {rates[th]:8,.0f} images/s  "
+                  f"{rates[th] / th / pil1:.2f}x PIL per core  "
+                  f"{rates[th] / rates[1]:.2f}x 1 thread ({rates[th] / rates[1] / th:.2f} of "
+                  f"linear)  {rates[th] / pilN:.2f}x the PIL pool")
+        for label, args, n in (("jsonl", ["--jsonl", work / "a.jsonl"], a.rows),
+                               ("webdataset", ["--webdataset", *shards], a.images)):
+            rates = {}
+            for th in counts:
+                rates[th] = n / best(*args, "--threads", th)
+                print(f"import --{label} --threads {th:>2}: {rates[th]:10,.0f} rows/s  "
+                      f"{rates[th] / rates[1]:.2f}x 1 thread ({rates[th] / rates[1] / th:.2f} "
+                      f"of linear)")
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    main()
