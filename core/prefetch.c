@@ -12,6 +12,11 @@
 #define FIRST_WINDOW 8 /* at most, ahead of a first read at the start (which may be np.load's) */
 #define MAX_WINDOW 64  /* chunks ahead at most, whatever the budget */
 #define SEQ_STREAK 2   /* chunk-to-chunk advances before a stream counts as sequential */
+/* A column read at random has the frame indexes of its chunks loaded together, as its chunk
+ * list was, so that a cold row costs one read (its frames) instead of two: up to this many
+ * chunks (a 256 GiB column at the default chunk size); a larger one loads each as it is met. */
+#define INDEX_WARM_MAX 65536
+#define INDEX_BYTES 4096 /* what an index load counts against the ahead budget: its read */
 
 struct job {
 	struct tfs_work work;
@@ -19,6 +24,7 @@ struct job {
 	struct tfs_version *v; /* referenced by the job */
 	size_t col, k;
 	uint64_t bytes;
+	int index; /* the chunk's frame index, not the chunk */
 };
 
 struct tfs_prefetcher {
@@ -43,6 +49,7 @@ struct tfs_stream {
 	unsigned streak;      /* consecutive forward advances; protected by lock */
 	size_t window;	      /* chunks kept ahead; protected by lock */
 	size_t scheduled_end; /* positions below this were scheduled; protected by lock */
+	int indexes;	      /* the column's frame indexes were asked for; protected by lock */
 };
 
 static void job_done(struct job *j, int rc)
@@ -64,7 +71,8 @@ static int job_run(struct tfs_work *w)
 {
 	struct job *j = (struct job *)w;
 
-	job_done(j, tfs_version_chunk_prefetch(j->v, j->pf->cache, j->col, j->k));
+	job_done(j, j->index ? tfs_version_index_prefetch(j->v, j->pf->cache, j->col, j->k)
+			     : tfs_version_chunk_prefetch(j->v, j->pf->cache, j->col, j->k));
 	return 0;
 }
 
@@ -167,13 +175,14 @@ static size_t chunk_at(const struct tfs_stream *st, size_t pos)
 	return st->order ? st->order[pos] : pos;
 }
 
-/* Queue chunk k unless that would exceed the ahead budget. Returns 0, or -ENOSPC when throttled. */
-static int schedule(struct tfs_stream *st, size_t k)
+/* Queue chunk k (or its frame index) unless that would exceed the ahead budget. Returns 0, or
+ * -ENOSPC when throttled. */
+static int schedule(struct tfs_stream *st, size_t k, int index)
 {
 	struct tfs_prefetcher *pf = st->pf;
 	const struct tfs_column *c = &st->v->manifest.cols[st->col];
 	const uint64_t pending = tfs_cache_prefetch_pending(pf->cache);
-	const uint64_t bytes = tfs_column_chunk_rows(c, k) * c->row_bytes;
+	const uint64_t bytes = index ? INDEX_BYTES : tfs_column_chunk_rows(c, k) * c->row_bytes;
 	struct job *j;
 
 	pthread_mutex_lock(&pf->lock);
@@ -195,11 +204,32 @@ static int schedule(struct tfs_stream *st, size_t k)
 	j->col = st->col;
 	j->k = k;
 	j->bytes = bytes;
+	j->index = index;
 	pf->queued_bytes += bytes;
-	pf->st.scheduled++;
+	if (index)
+		pf->st.indexes++;
+	else
+		pf->st.scheduled++;
 	pthread_mutex_unlock(&pf->lock);
 	tfs_workgroup_submit(&pf->jobs, &j->work, TFS_WORK_AHEAD);
 	return 0;
+}
+
+/* A version column read at random: its chunks' frame indexes, loaded together on the pool.
+ * Called with st->lock. */
+static void warm_indexes(struct tfs_stream *st)
+{
+	const struct tfs_column *c = &st->v->manifest.cols[st->col];
+
+	if (st->indexes)
+		return;
+	st->indexes = 1;
+	/* Views are read front to back, in whole chunks; only zstd chunks are framed. */
+	if (st->order || c->codec != TFS_CODEC_ZSTD || c->nchunks > INDEX_WARM_MAX)
+		return;
+	for (size_t k = 0; k < c->nchunks; k++)
+		if (schedule(st, k, 1))
+			break;
 }
 
 int tfs_stream_sequential(struct tfs_stream *st)
@@ -235,6 +265,8 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 	if (!st->seen) {
 		st->seen = 1;
 		st->pos = last;
+		if (first != 0)
+			warm_indexes(st);
 		/* A first access at the very start is how np.load, cat, dd and every scan begin:
 		 * load ahead at once rather than after SEQ_STREAK on-demand loads (each a full
 		 * round trip on a remote store), a chunk per loader but at most FIRST_WINDOW: a
@@ -261,6 +293,7 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 		st->window = 0;
 		st->scheduled_end = 0;
 		st->pos = last;
+		warm_indexes(st);
 	} else if (last > st->pos) {
 		st->streak++;
 		if (st->streak == SEQ_STREAK) {
@@ -288,7 +321,7 @@ void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
 	if (st->scheduled_end < first + 1)
 		st->scheduled_end = first + 1;
 	while (st->window && st->scheduled_end < end) {
-		if (schedule(st, chunk_at(st, st->scheduled_end)))
+		if (schedule(st, chunk_at(st, st->scheduled_end), 0))
 			break;
 		st->scheduled_end++;
 	}

@@ -18,6 +18,7 @@ struct tfs_stream;
 struct tfs_prefetch_stats {
 	unsigned threads;
 	uint64_t scheduled;	 /* chunks queued for loading ahead */
+	uint64_t indexes;	 /* frame indexes queued, for columns read at random */
 	uint64_t skipped_cached; /* queued chunks found cached or loading already */
 	uint64_t throttled;	 /* chunks not queued because the ahead budget was used up */
 	uint64_t errors;

@@ -219,8 +219,8 @@ static long recent_pin(const struct tfs_gather_list *l, size_t part, size_t k, u
  * list: with frames, the whole chunk when it is cached, else the frame that holds it
  * (tfs_version_piece_get); without, the whole chunk. *base: where the piece starts. */
 static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
-		     uint64_t off, int frames, const struct tfs_cache_entry **out, uint64_t *base,
-		     uint32_t *pin)
+		     uint64_t off, uint64_t want, int frames, const struct tfs_cache_entry **out,
+		     uint64_t *base, uint32_t *pin)
 {
 	const long found = recent_pin(l, part, k, off, !frames);
 	struct tfs_cache_entry *e;
@@ -235,7 +235,7 @@ static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 	*base = 0;
 	rc = pins_grow(l);
 	if (!rc)
-		rc = frames ? tfs_version_piece_get(r->v, r->cache, part, k, off, &e, base)
+		rc = frames ? tfs_version_piece_get(r->v, r->cache, part, k, off, want, &e, base)
 			    : tfs_version_chunk_get(r->v, r->cache, part, k, &e);
 	if (rc)
 		return rc;
@@ -261,7 +261,7 @@ static int gather_chunk_bytes(struct tfs_reader *r, size_t col, size_t k, uint64
 		uint64_t base, take;
 		uint32_t pin;
 
-		rc = pin_piece(r, l, col, k, off + done, frames, &e, &base, &pin);
+		rc = pin_piece(r, l, col, k, off + done, len - done, frames, &e, &base, &pin);
 		if (rc)
 			break;
 		if (off + done < base || off + done >= base + e->len) {

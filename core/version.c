@@ -250,23 +250,24 @@ out:
 	return 0;
 }
 
-static int load_frame(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len, size_t *cap)
+/* Frame p->i from its stored bytes src (read already, or read here when src is NULL). */
+static int frame_from(const struct piece_ctx *p, const uint8_t *src, uint8_t **data, size_t *len,
+		      size_t *cap)
 {
-	const struct piece_ctx *p = arg;
 	const struct tfs_frame *f = &p->t->f[p->i];
 	size_t scap = 0, dcap = 0;
-	uint8_t *src = tfs_cache_alloc_small(p->cache, f->len, &scap);
+	uint8_t *own = src ? NULL : tfs_cache_alloc_small(p->cache, f->len, &scap);
 	uint8_t *dst = tfs_cache_alloc_decoded(p->cache, f->raw, &dcap);
-	ssize_t got;
+	ssize_t got = 0;
 	int rc;
 
-	(void)key;
-	if (!src || !dst) {
+	if ((!src && !own) || !dst) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	got = read_range(p, f->off, src, f->len);
-	rc = got < 0 ? (int)got : tfs_frame_decode(p->t, p->i, src, dst);
+	if (!src)
+		got = read_range(p, f->off, own, f->len);
+	rc = got < 0 ? (int)got : tfs_frame_decode(p->t, p->i, src ? src : own, dst);
 	if (!rc) {
 		*data = dst;
 		*len = f->raw;
@@ -274,18 +275,89 @@ static int load_frame(void *arg, const struct tfs_id *key, uint8_t **data, size_
 		dst = NULL;
 	}
 out:
-	tfs_cache_release(p->cache, src, scap);
+	tfs_cache_release(p->cache, own, scap);
 	tfs_cache_release(p->cache, dst, dcap);
 	return rc;
 }
 
+static int load_frame(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len, size_t *cap)
+{
+	(void)key;
+	return frame_from(arg, NULL, data, len, cap);
+}
+
+/* A run of frames read with one request: frame p->i decoded from its place in the run. */
+struct run_ctx {
+	struct piece_ctx p;
+	const uint8_t *run;
+	uint64_t run_off; /* the object offset of run[0] */
+};
+
+static int load_frame_in_run(void *arg, const struct tfs_id *key, uint8_t **data, size_t *len,
+			     size_t *cap)
+{
+	const struct run_ctx *r = arg;
+
+	(void)key;
+	return frame_from(&r->p, r->run + (r->p.t->f[r->p.i].off - r->run_off), data, len, cap);
+}
+
+#define RUN_MAX_BYTES (4u << 20) /* stored bytes one request reads for a run of frames */
+
+/* Frames i..j of the chunk (all wanted by one read) with one request when frame i is not cached:
+ * each decoded into its own cache entry; *e: frame i's, pinned. Frames after i that do not fit
+ * RUN_MAX_BYTES are left to their own loads. */
+static int get_frame_run(struct piece_ctx *p, uint32_t i, uint32_t j, struct tfs_cache_entry **e)
+{
+	const struct tfs_column *c = p->c;
+	struct run_ctx r = { *p, NULL, p->t->f[i].off };
+	struct tfs_id key;
+	uint8_t *run = NULL;
+	size_t cap = 0, bytes;
+	ssize_t got;
+	int rc;
+
+	while (j > i && p->t->f[j].off + p->t->f[j].len - r.run_off > RUN_MAX_BYTES)
+		j--;
+	piece_key(&c->chunks[p->k].id, i, &key);
+	if (j == i || tfs_cache_contains(p->cache, &key)) {
+		p->i = i;
+		return tfs_cache_get(p->cache, &key, load_frame, p, e);
+	}
+	bytes = (size_t)(p->t->f[j].off + p->t->f[j].len - r.run_off);
+	run = tfs_cache_alloc(p->cache, bytes, &cap);
+	if (!run)
+		return -ENOMEM;
+	got = read_range(p, r.run_off, run, bytes);
+	rc = got < 0 ? (int)got : 0;
+	r.run = run;
+	for (uint32_t m = j; !rc && m > i; m--) {
+		struct tfs_cache_entry *later;
+
+		r.p.i = m;
+		piece_key(&c->chunks[p->k].id, m, &key);
+		/* Kept in the cache for the reads that follow; a failure here is theirs to meet. */
+		if (!tfs_cache_get(p->cache, &key, load_frame_in_run, &r, &later))
+			tfs_cache_put(p->cache, later);
+	}
+	if (!rc) {
+		r.p.i = i;
+		piece_key(&c->chunks[p->k].id, i, &key);
+		rc = tfs_cache_get(p->cache, &key, load_frame_in_run, &r, e);
+	}
+	tfs_cache_release(p->cache, run, cap);
+	return rc;
+}
+
 int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
-			  uint64_t in, struct tfs_cache_entry **e, uint64_t *base)
+			  uint64_t in, uint64_t want, struct tfs_cache_entry **e, uint64_t *base)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
 	struct piece_ctx p = { v, cache, c, k, NULL, 0 };
 	struct tfs_cache_entry *ix;
 	struct tfs_id key;
+	uint64_t last;
+	uint32_t i;
 	int rc;
 
 	if (k >= c->nchunks)
@@ -302,16 +374,30 @@ int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 		tfs_cache_put(cache, ix);
 		goto whole;
 	}
-	p.i = (uint32_t)(in / p.t->frame_raw);
-	*base = (uint64_t)p.i * p.t->frame_raw;
-	piece_key(&c->chunks[k].id, p.i, &key);
-	rc = tfs_cache_get(cache, &key, load_frame, &p, e);
+	i = (uint32_t)(in / p.t->frame_raw);
+	last = want > p.t->raw_size - in ? p.t->raw_size - 1 : in + (want ? want : 1) - 1;
+	*base = (uint64_t)i * p.t->frame_raw;
+	rc = get_frame_run(&p, i, (uint32_t)(last / p.t->frame_raw), e);
 	tfs_cache_put(cache, ix); /* p.t is gone from here on */
 	if (!rc)
 		return 0;
 whole:
 	*base = 0;
 	return tfs_version_chunk_get(v, cache, col, k, e);
+}
+
+int tfs_version_index_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	struct piece_ctx p = { v, cache, c, k, NULL, 0 };
+	struct tfs_id key;
+
+	if (k >= c->nchunks)
+		return -EINVAL;
+	if (tfs_cache_contains(cache, &c->chunks[k].id))
+		return 0;
+	piece_key(&c->chunks[k].id, INDEX_PIECE, &key);
+	return tfs_cache_prefetch(cache, &key, load_index, &p);
 }
 
 int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k)

@@ -41,7 +41,15 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
  * that is not framed, and any failure on the frame path, goes to tfs_version_chunk_get, whose
  * error (and log line) is this one's. *base is the chunk offset of (*e)->data[0]. */
 int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
-			  uint64_t in, struct tfs_cache_entry **e, uint64_t *base);
+			  uint64_t in, uint64_t want, struct tfs_cache_entry **e, uint64_t *base);
+/* want: the bytes from in on that the caller is about to read (0: just byte in). When they span
+ * frames none of which is cached, the run is read with one request and each frame cached. */
+
+/* Load the frame index of chunk k of column col into the cache ahead of a reader that jumps
+ * (a column's indexes are loaded together when it starts to), unless the chunk or its index is
+ * cached. Returns 1 if it loaded, 0 if not needed, or -errno. */
+int tfs_version_index_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col,
+			       size_t k);
 
 /* Load chunk k of column col into the cache ahead of readers (tfs_cache_prefetch). Returns 1 if
  * it loaded the chunk, 0 if it was cached or loading already, or -errno. */

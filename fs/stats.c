@@ -161,7 +161,8 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 ", \"pending_bytes\": %" PRIu64
 		", \"inflight_bytes\": %" PRIu64 ", \"already_cached\": %" PRIu64
 		", \"throttled\": %" PRIu64 ", \"errors\": %" PRIu64
-		", \"sequential_streams\": %" PRIu64 ", \"random_resets\": %" PRIu64 "},\n"
+		", \"sequential_streams\": %" PRIu64 ", \"random_resets\": %" PRIu64
+		", \"frame_indexes\": %" PRIu64 "},\n"
 		"  \"fuse\": {\"reads\": %" PRIu64 ", \"read_bytes_requested\": %" PRIu64 "},\n"
 		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"urgent_gets\": %" PRIu64
 		", \"ranged_gets\": %" PRIu64 ", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64
@@ -173,9 +174,9 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		s->lake.views_dropped, s->nodes, s->nodes_made, s->nodes_freed, p->threads,
 		p->scheduled, c->prefetch_loads, c->prefetch_hits, c->prefetch_wasted,
 		c->prefetch_pending, p->inflight_bytes, p->skipped_cached, p->throttled, p->errors,
-		p->sequential_streams, p->random_resets, s->reads, s->read_bytes, s->store_url,
-		sc->gets, sc->urgent_gets, sc->ranged_gets, sc->heads, sc->lists, sc->bytes_read,
-		sc->retries);
+		p->sequential_streams, p->random_resets, p->indexes, s->reads, s->read_bytes,
+		s->store_url, sc->gets, sc->urgent_gets, sc->ranged_gets, sc->heads, sc->lists,
+		sc->bytes_read, sc->retries);
 	if (!rc && s->control_json)
 		rc = tfs_buf_printf(out, "%s", s->control_json);
 	if (!rc)

@@ -184,3 +184,37 @@ def test_frame_size_is_checked(lake, size):
     npy = lake.write_npy(source(8)[:10])
     rc, _, err = tfs("import", lake.ds_url("e"), f"x={npy}", "--frame-size", size)
     assert rc == 2 and "--frame-size" in err, err
+
+
+def test_row_over_several_frames_is_one_read(lake, mount):
+    """A row of 40 KB spans three or four 16 KiB frames: a cold read of it is one ranged read
+    of those frames (not one a frame), and a column read at random has all its chunks' frame
+    indexes loaded together once, not each on a row's critical path."""
+    rows, per = 600, 10_000
+    src = np.random.default_rng(3).integers(0, 200, size=(rows, per)).astype("<i4")
+    lake.build("w", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    nchunks = len(chunk_objects(lake, "w"))
+    assert nchunks >= 20
+    m = mount(lake, opts=("cache_mem=64M",))  # every row picked is read once: each a miss
+    path = m.path / "w" / "main" / "x.npy"
+    rng = np.random.default_rng(4)
+    picks = rng.permutation(rows)[:200]
+    with opened(path) as fd:
+        os.pread(fd, HEADER_SIZE, 0)
+        random_rows(fd, src, picks[:2])  # a jump: the column's indexes are asked for
+        deadline = time.monotonic() + 30
+        while stats(m)["prefetch"]["frame_indexes"] < nchunks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stats(m)["prefetch"]["frame_indexes"] == nchunks, stats(m)["prefetch"]
+        while stats(m)["prefetch"]["inflight_bytes"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = stats(m)
+        random_rows(fd, src, picks[2:])
+        after = stats(m)
+    ranged = after["store"]["ranged_gets"] - before["store"]["ranged_gets"]
+    misses = len(picks) - 2
+    # One read a row (a row a few frames long): not three or four, and no index read. The
+    # kernel reads whole pages, so a read at a chunk's edge also takes a frame of the next.
+    edge = sum(1 for r in picks[2:] if r % ((1 << 20) // (per * 4)) in (0, 25))
+    assert ranged <= misses + edge, f"{ranged} ranged reads for {misses} rows ({edge} at edges)"
+    assert ranged >= misses // 2, f"{ranged} ranged reads: were the rows cached?"
