@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* lake: the store, disk cache, chunk cache and prefetcher of one mounted lake. */
 #include "lakeimpl.h"
+#include "pack.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -453,7 +454,8 @@ static struct tfs_lake_view *trim_idle(struct tfs_lake *l)
 static uint64_t view_bytes(struct tfs_lake_view *lv)
 {
 	uint64_t b = sizeof(*lv) + strlen(lv->name) + 1 + sizeof(*lv->view) +
-		     lv->view->n * sizeof(uint64_t);
+		     lv->view->n * sizeof(uint64_t) +
+		     (lv->view->pack ? tfs_pack_bytes(lv->view->pack) : 0);
 
 	pthread_mutex_lock(&lv->spans_lock);
 	for (const struct tfs_view_spans *s = lv->spans; s; s = s->next)

@@ -2,6 +2,9 @@
 /* view: a version's rows in another order: a row filter, a deterministic block shuffle and a DDP
  * shard, named by a parameter string such as "seed=7,epoch=3,rank=0,world=8". */
 #include "view.h"
+
+#include "pack.h"
+#include "rng.h"
 #include "viewfilter.h"
 
 #include <ctype.h>
@@ -116,6 +119,8 @@ static int parse_u64(const char *v, uint64_t *out)
 
 void tfs_view_params_free(struct tfs_view_params *p)
 {
+	free(p->col);
+	p->col = NULL;
 	free(p->where);
 	p->where = NULL;
 }
@@ -123,7 +128,8 @@ void tfs_view_params_free(struct tfs_view_params *p)
 int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_t err_cap)
 {
 	static const char *const keys[] = { "seed",  "epoch",	  "rank",  "world",    "block",
-					    "start", "drop_last", "where", "on_error", "stride" };
+					    "start", "drop_last", "where", "on_error", "stride",
+					    "pack",  "col",	  "eos" };
 	const char *s = name;
 	unsigned seen = 0;
 	int rc = 0;
@@ -186,6 +192,14 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 				SET_ERR("on_error=%s: expected fail, pad or skip", val);
 				rc = -EINVAL;
 			}
+		} else if (!strcmp(key, "col")) {
+			free(p->col);
+			p->col = val;
+			val = NULL;
+			if (!*p->col) {
+				SET_ERR("col= needs a column name");
+				rc = -EINVAL;
+			}
 		} else if (!strcmp(key, "where")) {
 			free(p->where);
 			p->where = val;
@@ -221,6 +235,16 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 				}
 			} else if (!strcmp(key, "start")) {
 				p->start = x;
+			} else if (!strcmp(key, "pack")) {
+				p->pack = x;
+				if (x == 0 || x >= UINT32_MAX) {
+					SET_ERR("pack=%s: expected 1 to %u tokens a sample", val,
+						UINT32_MAX - 1);
+					rc = -EINVAL;
+				}
+			} else if (!strcmp(key, "eos")) {
+				p->eos = x;
+				p->has_eos = 1;
 			} else if (!strcmp(key, "stride")) {
 				p->stride = x;
 				if (x == 0) {
@@ -235,7 +259,8 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 				p->drop_last = (int)x;
 			} else {
 				SET_ERR("unknown view key '%s' (seed, epoch, block, rank, world, "
-					"drop_last, start, stride, where, on_error)",
+					"drop_last, start, stride, where, on_error, pack, col, "
+					"eos)",
 					key);
 				rc = -EINVAL;
 			}
@@ -251,78 +276,20 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 		SET_ERR("rank=%" PRIu64 " is not below world=%" PRIu64, p->rank, p->world);
 		rc = -EINVAL;
 	}
+	if (!rc && !p->pack && (p->col || p->has_eos)) {
+		SET_ERR("col= and eos= belong to pack= views");
+		rc = -EINVAL;
+	}
+	if (!rc && p->pack && (p->where || p->block)) {
+		SET_ERR("a pack= view takes every document: no where= or block=");
+		rc = -EINVAL;
+	}
 	if (rc)
 		tfs_view_params_free(p);
 	return rc;
 }
 
 /* --- shuffle -------------------------------------------------------------------------------- */
-
-struct rng {
-	uint64_t s[4];
-};
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static void rng_seed(struct rng *r, uint64_t seed, uint64_t epoch)
-{
-	uint64_t x = seed ^ splitmix64(&epoch);
-
-	for (int i = 0; i < 4; i++)
-		r->s[i] = splitmix64(&x);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(struct rng *r)
-{
-	uint64_t *s = r->s, result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return result;
-}
-
-/* Uniform in [0, n) without modulo bias (Lemire). */
-static uint64_t rng_below(struct rng *r, uint64_t n)
-{
-	unsigned __int128 m = (unsigned __int128)rng_next(r) * n;
-	uint64_t low = (uint64_t)m;
-
-	if (low < n) {
-		uint64_t t = -n % n;
-
-		while (low < t) {
-			m = (unsigned __int128)rng_next(r) * n;
-			low = (uint64_t)m;
-		}
-	}
-	return (uint64_t)(m >> 64);
-}
-
-static void shuffle_u64(struct rng *r, uint64_t *a, uint64_t n)
-{
-	for (uint64_t i = n; i > 1; i--) {
-		uint64_t j = rng_below(r, i), t = a[i - 1];
-
-		a[i - 1] = a[j];
-		a[j] = t;
-	}
-}
 
 /* The chunk geometry shuffles follow: the widest column's (it dominates what is read). */
 static const struct tfs_column *widest(const struct tfs_manifest *m)
@@ -348,7 +315,7 @@ static int block_shuffle(const uint64_t *rows, uint64_t n, const struct tfs_colu
 			 uint64_t block, uint64_t seed, uint64_t epoch, uint64_t *out)
 {
 	uint64_t ngroups = 0, *start = NULL, *order = NULL, k = 0, nwin;
-	struct rng r;
+	struct tfs_rng r;
 
 	/* Groups: runs of rows in the same chunk. start[g] indexes rows. */
 	start = malloc((n + 1) * sizeof(*start));
@@ -365,8 +332,8 @@ static int block_shuffle(const uint64_t *rows, uint64_t n, const struct tfs_colu
 	}
 	for (uint64_t g = 0; g < ngroups; g++)
 		order[g] = g;
-	rng_seed(&r, seed, epoch);
-	shuffle_u64(&r, order, ngroups);
+	tfs_rng_seed(&r, seed, epoch);
+	tfs_rng_shuffle(&r, order, ngroups);
 	/* As few windows as hold `block` groups each, the groups spread evenly over them: no
 	 * window is left with a stray group or two (a stretch of few classes). */
 	nwin = ngroups / block + (ngroups % block != 0); /* no overflow for any block */
@@ -379,7 +346,7 @@ static int block_shuffle(const uint64_t *rows, uint64_t n, const struct tfs_colu
 		for (; g < end; g++)
 			for (uint64_t i = start[order[g]]; i < start[order[g] + 1]; i++)
 				out[k++] = rows[i];
-		shuffle_u64(&r, out + first, k - first);
+		tfs_rng_shuffle(&r, out + first, k - first);
 	}
 	free(order);
 	free(start);
@@ -436,14 +403,60 @@ static int shard_strided(const struct tfs_view_params *p, const uint64_t *rows, 
 	return 0;
 }
 
+/* The shard of order rows[0..n) that p names into view (its rows, matched and on_error). */
+static int shard(const struct tfs_view_params *p, const uint64_t *rows, uint64_t n,
+		 struct tfs_view *view)
+{
+	uint64_t per, first;
+
+	view->matched = n;
+	view->on_error = p->on_error;
+	if (p->stride)
+		return shard_strided(p, rows, n, view);
+	/* Contiguous slices of the order, padded from its start unless drop_last. */
+	per = n / p->world + (!p->drop_last && n % p->world ? 1 : 0); /* no overflow */
+	if (n == 0)
+		per = 0;
+	first = p->start < per ? p->start : per;
+	view->n = per - first;
+	view->rows = malloc((view->n ? view->n : 1) * sizeof(*view->rows));
+	if (!view->rows)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < view->n; i++)
+		view->rows[i] = rows[(p->rank * per + first + i) % n];
+	return 0;
+}
+
+/* A pack= view: the samples (pack.h), in their order, sharded. */
+static int build_pack(struct tfs_version *v, struct tfs_cache *cache,
+		      const struct tfs_view_params *p, struct tfs_view **out, char *err,
+		      size_t err_cap)
+{
+	struct tfs_pack_params pp = { p->pack,	  p->col,  p->has_eos, p->eos,
+				      p->shuffle, p->seed, p->epoch };
+	struct tfs_view *view = calloc(1, sizeof(*view));
+	int rc = view ? tfs_pack_build(v, cache, &pp, &view->pack, err, err_cap) : -ENOMEM;
+
+	if (!rc)
+		rc = shard(p, tfs_pack_order(view->pack), tfs_pack_rows(view->pack), view);
+	if (rc) {
+		tfs_view_free(view);
+		return rc;
+	}
+	*out = view;
+	return 0;
+}
+
 int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct tfs_view_params *p,
 		   struct tfs_view **out, char *err, size_t err_cap)
 {
 	const uint64_t total = v->manifest.rows;
-	uint64_t *rows = NULL, *order = NULL, n, per, first;
+	uint64_t *rows = NULL, *order = NULL, n;
 	struct tfs_view *view = NULL;
 	int rc;
 
+	if (p->pack)
+		return build_pack(v, cache, p, out, err, err_cap);
 	if (p->where) {
 		rc = tfs_view_filter_rows(v, cache, p->where, &rows, &n, err, err_cap);
 		if (rc)
@@ -482,37 +495,11 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 		order = NULL;
 	}
 	view = calloc(1, sizeof(*view));
-	if (!view) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	view->matched = n;
-	view->on_error = p->on_error;
-	if (p->stride) {
-		rc = shard_strided(p, rows, n, view);
-		if (rc)
-			goto out;
+	rc = view ? shard(p, rows, n, view) : -ENOMEM;
+	if (!rc) {
 		*out = view;
 		view = NULL;
-		goto out;
 	}
-	/* Shard: contiguous slices of the order, padded from its start unless drop_last. */
-	per = n / p->world +
-	      (!p->drop_last && n % p->world ? 1 : 0); /* no overflow for any world */
-	if (n == 0)
-		per = 0;
-	first = p->start < per ? p->start : per;
-	view->n = per - first;
-	view->rows = malloc((view->n ? view->n : 1) * sizeof(*view->rows));
-	if (!view->rows) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (uint64_t i = 0; i < view->n; i++)
-		view->rows[i] = rows[(p->rank * per + first + i) % n];
-	*out = view;
-	view = NULL;
-	rc = 0;
 out:
 	tfs_view_free(view);
 	free(order);
@@ -524,6 +511,7 @@ void tfs_view_free(struct tfs_view *view)
 {
 	if (!view)
 		return;
+	tfs_pack_free(view->pack);
 	free(view->rows);
 	free(view);
 }

@@ -39,19 +39,30 @@ struct tfs_view_params {
 	int drop_last;	      /* 1: drop the tail that does not divide by world; 0: pad (default) */
 	char *where;	      /* filter expression, decoded; NULL: every row */
 	enum tfs_view_on_error on_error;
+	/* pack=S: rows are samples of S + 1 tokens packed from a token column's documents
+	 * (pack.h), which the other keys shuffle and shard as they do a version's rows. */
+	uint64_t pack; /* 0: a view of the version's rows */
+	char *col;     /* col=: the token column; NULL: the version's only one */
+	int has_eos;   /* eos= given */
+	uint64_t eos;  /* the token that ends every document in the stream */
 };
 
 /* Parse a view directory name: comma-separated key=value pairs (commas inside parentheses
  * belong to the value), values %-decoded. Keys: seed, epoch, rank, world, block, start,
- * drop_last, where. Returns 0, or -EINVAL with the reason in err. */
+ * drop_last, stride, where, on_error; pack, col and eos. Returns 0, or -EINVAL with the reason
+ * in err. */
 int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_t err_cap);
 void tfs_view_params_free(struct tfs_view_params *p);
 
-/* A built view: row i of the view is row rows[i] of the version. */
+struct tfs_pack;
+
+/* A built view: row i of the view is row rows[i] of the version (of a pack view: packed sample
+ * rows[i] of pack). */
 struct tfs_view {
 	uint64_t n;
 	uint64_t *rows;
-	uint64_t matched; /* rows the filter kept, before sharding */
+	struct tfs_pack *pack; /* owned; NULL but for pack= */
+	uint64_t matched;      /* rows the filter kept, before sharding */
 	enum tfs_view_on_error on_error;
 };
 

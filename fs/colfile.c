@@ -93,7 +93,7 @@ int tfs_fs_columns_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_v
 }
 
 /* Reads of a column file count towards the mount's and the version's totals. */
-static void count_read(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size)
+void tfs_fs_count_read(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size)
 {
 	__atomic_add_fetch(&fs->reads, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&fs->read_bytes, size, __ATOMIC_RELAXED);
@@ -102,7 +102,7 @@ static void count_read(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size)
 }
 
 /* The read account of the file's version directory. */
-static struct tfs_fs_acct *version_acct(struct tfs_fs *fs, const struct tfs_fs_node *n)
+struct tfs_fs_acct *tfs_fs_version_acct(struct tfs_fs *fs, const struct tfs_fs_node *n)
 {
 	char ver[160];
 
@@ -174,7 +174,7 @@ static int column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fu
 	int rc;
 
 	(void)who;
-	h->acct = version_acct(fs, n);
+	h->acct = tfs_fs_version_acct(fs, n);
 	rc = tfs_fs_file_version(fs, n, &h->ver);
 	if (rc)
 		return rc;
@@ -255,7 +255,7 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 	char header[TFS_NPY_ALIGN];
 	int rc = 0, whole = 1;
 
-	count_read(fs, h, size);
+	tfs_fs_count_read(fs, h, size);
 	if (end > h->size)
 		end = h->size;
 	if (pos >= end) {
@@ -351,7 +351,7 @@ static void view_column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_ha
 	struct tfs_gather_list l;
 	int rc = 0;
 
-	count_read(fs, h, size);
+	tfs_fs_count_read(fs, h, size);
 	if (end > h->size)
 		end = h->size;
 	if (pos >= end) {
@@ -409,7 +409,7 @@ static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const stru
 	int rc;
 
 	(void)who;
-	h->acct = version_acct(fs, n);
+	h->acct = tfs_fs_version_acct(fs, n);
 	rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), &h->ver, &h->view);
 	if (rc)
 		return rc;

@@ -12,6 +12,7 @@
  *   coldir.c    COLUMN/ of a ragged, text or bytes column, and its lines.txt
  *   viewcoldir.c  views/PARAMS/COLUMN/ of such a column: its rows in view order
  *   viewdir.c   REF/views/, REF/views/PARAMS/ and views/README
+ *   packfile.c  views/pack=S,.../ files: tokens.npy, segments.npy, doc.npy
  *   admindir.c  .tensorfs/ and its files: stats, metrics, errors, control
  *
  * nodetable.c keeps the nodes, directory listings and open files; fuseops.c answers FUSE with
@@ -270,6 +271,18 @@ int tfs_fs_columns_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs
 			  struct tfs_fs_node **child);
 int tfs_fs_columns_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_version *v,
 			const struct tfs_fs_kind *kind, struct tfs_fs_dir *d);
+/* A read of a column file, counted in the fs's and its version's read counters. */
+void tfs_fs_count_read(struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size);
+/* The read account of a file's version directory. */
+struct tfs_fs_acct *tfs_fs_version_acct(struct tfs_fs *fs, const struct tfs_fs_node *n);
+
+/* --- packfile.c ----------------------------------------------------------------------------- */
+
+/* A pack view's directory (views/pack=S,...): its files, to look up or list. */
+int tfs_fs_pack_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_version *v,
+		       const char *name, struct tfs_fs_node **child);
+int tfs_fs_pack_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_version *v,
+		     struct tfs_fs_dir *d);
 
 /* --- viewdir.c ------------------------------------------------------------------------------ */
 

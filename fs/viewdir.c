@@ -141,7 +141,9 @@ static int view_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *n
 	struct tfs_version *v;
 	int rc = tfs_fs_node_view(fs, dir, &v, &f);
 
-	if (!rc && !strcmp(name, ".bad_rows"))
+	if (!rc && f->view->pack)
+		rc = tfs_fs_pack_lookup(fs, dir, v, name, child);
+	else if (!rc && !strcmp(name, ".bad_rows"))
 		rc = (*child = tfs_fs_node_child(fs, dir, name, &bad_rows_kind, NULL)) ? 0
 										       : -ENOMEM;
 	else if (!rc)
@@ -157,11 +159,16 @@ static int view_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_d
 	struct tfs_version *v;
 	int rc = tfs_fs_node_view(fs, dir, &v, &f);
 
+	if (!rc && f->view->pack) {
+		rc = tfs_fs_pack_list(fs, dir, v, d);
+		goto out;
+	}
 	if (!rc)
 		rc = tfs_fs_columns_list(fs, dir, v, &tfs_fs_view_column_kind, d);
 	if (!rc)
 		rc = tfs_fs_dir_add_child(fs, d, dir, ".bad_rows", ".bad_rows", &bad_rows_kind,
 					  NULL);
+out:
 	tfs_lake_view_put(fs->lake, f);
 	tfs_version_put(v);
 	return rc;

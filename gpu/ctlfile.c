@@ -273,6 +273,14 @@ static int resolve_target(struct tfs_ctlfile *ctl, const char *target, struct tf
 	rc = tfs_lake_resolve(ctl->lake, rel, &v, &vparams, err, ERR_MAX);
 	if (!rc && vparams)
 		rc = tfs_lake_view_get(ctl->lake, v, vparams, view, err, ERR_MAX);
+	if (!rc && vparams && (*view)->view->pack) {
+		SET_ERR("%s: a pack= view's samples are read from its files (tokens.npy); the "
+			"control file does not stage them",
+			target);
+		tfs_lake_view_put(ctl->lake, *view);
+		*view = NULL;
+		rc = -EINVAL;
+	}
 	free(vparams);
 	if (rc) {
 		tfs_version_put(v);

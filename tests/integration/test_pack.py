@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: MIT
+"""Packed token views (views/pack=S,...): documents of a token column packed into samples of
+S + 1 tokens, equal byte for byte to a plain-Python reference (packref.py) for seeds, sizes,
+eos, shards and resumes; every token of every document once per epoch; a bad request refused
+with its reason."""
+
+import numpy as np
+import pytest
+
+from conftest import write_dir
+from packref import pack
+
+VIEW_FILES = ("tokens.npy", "segments.npy", "doc.npy")
+
+
+def documents(seed, n, dtype, longest=60):
+    """n documents of 0 to `longest` tokens (some empty, one longer than any sample)."""
+    rng = np.random.default_rng(seed)
+    docs = [rng.integers(1, 30000, int(rng.integers(0, longest))).astype(dtype)
+            for _ in range(n)]
+    docs[3] = np.zeros(0, dtype)
+    docs[5] = rng.integers(1, 30000, 300).astype(dtype)
+    return docs
+
+
+def view_name(seq, **kw):
+    return ",".join([f"pack={seq}"] + [f"{k}={v}" for k, v in kw.items()])
+
+
+def load(m, ds, name):
+    d = m.path / ds / "main" / "views" / name
+    return [np.load(d / f) for f in VIEW_FILES]
+
+
+@pytest.fixture
+def tokens_lake(lake, tmp_path):
+    docs16 = documents(1, 80, np.uint16)
+    docs32 = documents(2, 50, np.int32)
+    lake.build("t", {"tok": write_dir(tmp_path / "d16", docs16)})
+    lake.build("u", {"tok": write_dir(tmp_path / "d32", docs32),
+                     "other": write_dir(tmp_path / "o", docs16[:50])})
+    return lake, docs16, docs32
+
+
+@pytest.mark.parametrize("ds,seq,kw", [
+    ("t", 16, {}),
+    ("t", 16, {"eos": 0}),
+    ("t", 1, {"eos": 7, "seed": 3}),
+    ("t", 64, {"seed": 11, "epoch": 2}),
+    ("t", 7, {"seed": 5, "eos": 0, "rank": 1, "world": 3}),
+    ("t", 7, {"seed": 5, "eos": 0, "rank": 2, "world": 3, "drop_last": 1}),
+    ("t", 9, {"seed": 9, "rank": 3, "world": 4, "stride": 5, "start": 7}),
+    ("u", 33, {"col": "tok", "eos": 2, "seed": 1}),
+])
+def test_pack_equals_the_reference(tokens_lake, mount, ds, seq, kw):
+    lake, docs16, docs32 = tokens_lake
+    m = mount(lake)
+    docs = docs16 if ds == "t" else docs32
+    ref_kw = {k: v for k, v in kw.items() if k != "col"}
+    if "drop_last" in ref_kw:
+        ref_kw["drop_last"] = bool(ref_kw["drop_last"])
+    want = pack(docs, seq, **ref_kw)[:3]
+    got = load(m, ds, view_name(seq, **kw))
+    for name, w, g in zip(VIEW_FILES, want, got):
+        assert g.dtype == w.dtype, (name, g.dtype, w.dtype)
+        assert g.shape == w.shape, (name, g.shape, w.shape)
+        assert np.array_equal(g, w), name
+
+
+def test_every_token_once_per_epoch_across_ranks(tokens_lake, mount):
+    """Unshuffled, the ranks' samples but their last token, rank after rank, are the stream
+    (documents and eos in column order) from its start: every token once, in order."""
+    lake, docs, _ = tokens_lake
+    m = mount(lake)
+    seq, world = 8, 4
+    stream = np.concatenate([np.append(d, 0) for d in docs])
+    n = (len(stream) - 1) // seq
+    rows = [load(m, "t", view_name(seq, eos=0, rank=r, world=world, drop_last=1))[0]
+            for r in range(world)]
+    assert all(len(t) == n // world for t in rows)
+    got = np.concatenate([t[:, :-1] for t in rows]).ravel()
+    assert np.array_equal(got, stream[:len(got)])
+    for t in rows:  # one token of overlap: a sample's last is the next one's first
+        assert np.array_equal(t[:-1, -1], t[1:, 0])
+
+
+def sample_ids(m, name):
+    return [tuple(x) for x in load(m, "t", name)[2]]
+
+
+def test_resume_at_another_world_size_reads_every_sample_once(tokens_lake, mount):
+    """stride=B: 8 ranks read 2 batches of 3 samples each, the job stops; it resumes on 3 ranks
+    with start=48: every sample of the epoch is read once (samples named by doc.npy)."""
+    lake, docs, _ = tokens_lake
+    m = mount(lake)
+    every = sample_ids(m, "pack=5,seed=21,eos=0")
+    assert len(set(every)) == len(every) > 200
+    read = []
+    for r in range(8):
+        read += sample_ids(m, f"pack=5,seed=21,eos=0,rank={r},world=8,stride=3")[:6]
+    for r in range(3):
+        read += sample_ids(m, f"pack=5,seed=21,eos=0,rank={r},world=3,stride=3,start=48,"
+                              f"drop_last=1")
+    left = len(every) - 48
+    assert len(read) == 48 + left - left % 3
+    assert len(set(read)) == len(read)
+    assert set(read) <= set(every)
+
+
+@pytest.mark.parametrize("name,why", [
+    ("pack=0", "pack=0"),
+    ("pack=8,col=nope", "no column nope"),
+    ("pack=8", "token columns; name one"),
+    ("pack=8,col=tok,eos=70000", "does not fit"),
+    ("pack=8,col=tok,where=x<3", "no where="),
+    ("seed=1,eos=3", "belong to pack="),
+])
+def test_bad_pack_names_are_refused_with_the_reason(tokens_lake, mount, name, why):
+    lake, _, _ = tokens_lake
+    m = mount(lake)
+    ds = "u"
+    if "70000" in name:
+        ds = "t"
+        name = name.replace("col=tok,", "")
+    with pytest.raises(FileNotFoundError):
+        (m.path / ds / "main" / "views" / name / "tokens.npy").stat()
+    errors = (m.path / ".tensorfs" / "errors").read_text()
+    assert why in errors, errors
+    # the daemon keeps serving
+    assert load(m, "t", "pack=4")[0].shape[1] == 5
