@@ -21,8 +21,15 @@ struct tfs_store;
  * and returns non-zero when it cannot. */
 int tfs_cli_open_dataset(const char *url, unsigned flags, struct tfs_store **s, char **ds);
 
+/* The commit ref names in dataset ds (url: for messages, which it logs). */
+struct tfs_id;
+int tfs_cli_resolve(struct tfs_store *s, const char *url, const char *ds, const char *ref,
+		    struct tfs_id *id);
+
 /* `tensorfs import URL ...`. Returns the exit status. */
 int tfs_cmd_import(int argc, char **argv);
+/* export_cmd.c: `tensorfs export URL COLUMN --megatron PREFIX [--ref REF]`. */
+int tfs_cmd_export(int argc, char **argv);
 
 /* maint_cmd.c: `tensorfs verify URL`, `gc LAKE_URL|URL`, `index LAKE_URL`. Exit statuses. */
 int tfs_cmd_verify(int argc, char **argv);

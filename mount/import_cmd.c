@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "import.h"
+#include "megatron.h"
 #include "source.h"
 #include "progress.h"
 #include "session.h"
@@ -59,7 +60,8 @@ static int report(const char *url, const char *ds, int rc, const struct tfs_impo
 /* The single-source forms: `import URL --images DIR ...`, `--jsonl FILE`, `--npz FILE`, or
  * `--webdataset SHARD...` (the positional arguments after the URL). */
 struct one_source {
-	const char *dir, *jsonl, *npz;
+	const char *dir, *jsonl, *npz, *megatron;
+	const char *column; /* --column: --megatron's token column */
 	int webdataset;
 	const char *const *shards; /* the arguments after the URL */
 	size_t nshards;
@@ -78,11 +80,10 @@ static int import_one(const char *url, const struct one_source *src,
 	char *ds = NULL;
 	int rc;
 
-	if (!!src->dir + !!src->jsonl + !!src->npz + !!src->webdataset != 1 ||
+	if (!!src->dir + !!src->jsonl + !!src->npz + !!src->megatron + !!src->webdataset != 1 ||
 	    (src->webdataset ? !src->nshards : src->nshards != 0)) {
-		tfs_err("--images DIR, --jsonl FILE, --npz FILE or --webdataset SHARD.tar... is "
-			"the "
-			"import's only source");
+		tfs_err("--images DIR, --jsonl FILE, --npz FILE, --megatron PREFIX or --webdataset "
+			"SHARD.tar... is the import's only source");
 		return 2;
 	}
 	if (tfs_cli_open_dataset(url, 0, &s, &ds))
@@ -95,6 +96,9 @@ static int import_one(const char *url, const struct one_source *src,
 				      &res, &commit);
 	else if (src->npz)
 		rc = tfs_import_npz(s, ds, src->npz, o, &res, &commit);
+	else if (src->megatron)
+		rc = tfs_import_megatron(s, ds, src->megatron, src->column ? src->column : "tokens",
+					 o, &res, &commit);
 	else
 		rc = tfs_import_webdataset(s, ds, src->shards, src->nshards, io->strict, o, &res,
 					   &commit);
@@ -134,6 +138,8 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "fixed", required_argument, NULL, 'F' },
 		{ "npz", required_argument, NULL, 'Z' },
 		{ "webdataset", no_argument, NULL, 'W' },
+		{ "megatron", required_argument, NULL, 'G' },
+		{ "column", required_argument, NULL, 'N' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "frame-size", required_argument, NULL, 'f' },
 		{ "threads", required_argument, NULL, 't' },
@@ -149,7 +155,8 @@ int tfs_cmd_import(int argc, char **argv)
 	struct tfs_progress_line *pl;
 	struct tfs_import_src *src = NULL;
 	struct tfs_images_opts io = { .fit = TFS_FIT_RESIZE };
-	const char *images = NULL, *jsonl = NULL, *npz = NULL, *fixed[64];
+	const char *images = NULL, *jsonl = NULL, *npz = NULL, *megatron = NULL, *column = NULL;
+	const char *fixed[64];
 	size_t nfixed = 0;
 	int webdataset = 0, have_part = 0;
 	struct tfs_store *s = NULL;
@@ -267,6 +274,12 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'W':
 			webdataset = 1;
 			break;
+		case 'G':
+			megatron = optarg;
+			break;
+		case 'N':
+			column = optarg;
+			break;
 		case 'F':
 			if (nfixed == sizeof(fixed) / sizeof(fixed[0])) {
 				tfs_err("--fixed: at most 64 columns");
@@ -291,11 +304,17 @@ int tfs_cmd_import(int argc, char **argv)
 			"give --images DIR --size HxW (with --resize or --crop)");
 		return 2;
 	}
-	if (images || jsonl || npz || webdataset) {
+	if (column && !megatron) {
+		tfs_err("--column names --megatron's token column");
+		return 2;
+	}
+	if (images || jsonl || npz || megatron || webdataset) {
 		const struct one_source one = {
 			.dir = images,
 			.jsonl = jsonl,
 			.npz = npz,
+			.megatron = megatron,
+			.column = column,
 			.webdataset = webdataset,
 			.shards = (const char *const *)argv + optind + 1,
 			.nshards = (size_t)(argc - optind - 1),

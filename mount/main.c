@@ -36,6 +36,8 @@ static const char usage_text[] =
 	"  import URL --jsonl FILE         JSON Lines: a column per field\n"
 	"         [--fixed COL] [--strict]\n"
 	"  import URL --npz FILE           an .npz file: a column per array\n"
+	"  import URL --megatron PREFIX    Megatron-LM's PREFIX.bin + PREFIX.idx: a token\n"
+	"         [--column NAME]          column (default: tokens)\n"
 	"  import URL --webdataset SHARD.tar ...\n"
 	"                                  WebDataset samples: a column per extension\n"
 	"         [--strict]\n"
@@ -49,6 +51,8 @@ static const char usage_text[] =
 	"                                  commit a session's parts, in part order, at once\n"
 	"  session ls URL                  the sessions being written: parts, rows, age\n"
 	"  session abort URL ID            forget a session (gc removes its chunks)\n"
+	"  export URL COLUMN --megatron PREFIX [--ref REF]\n"
+	"                                  write a token column as PREFIX.bin + PREFIX.idx\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
 	"  info URL [--ref REF] [--json]   show a dataset version's schema\n"
 	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [--force] [-o OPT[,OPT...]]\n"
@@ -365,8 +369,8 @@ static int cmd_drop(int argc, char **argv)
 }
 
 /* Resolve REF of a dataset with a message when it does not exist. */
-static int resolve(struct tfs_store *s, const char *url, const char *ds, const char *ref,
-		   struct tfs_id *id)
+int tfs_cli_resolve(struct tfs_store *s, const char *url, const char *ds, const char *ref,
+		    struct tfs_id *id)
 {
 	int rc = tfs_dataset_check(s, ds);
 
@@ -403,7 +407,7 @@ static int cmd_ref(int argc, char **argv, enum tfs_ref_kind kind)
 		return tfs_cli_usage(2);
 	if (tfs_cli_open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
-	rc = resolve(s, argv[optind], ds, from, &id);
+	rc = tfs_cli_resolve(s, argv[optind], ds, from, &id);
 	if (!rc) {
 		const char *name = argv[optind + 1];
 
@@ -446,7 +450,8 @@ static int cmd_log(int argc, char **argv)
 		return tfs_cli_usage(2);
 	if (tfs_cli_open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
-	rc = resolve(s, argv[optind], ds, argc - optind == 2 ? argv[optind + 1] : "main", &id);
+	rc = tfs_cli_resolve(s, argv[optind], ds, argc - optind == 2 ? argv[optind + 1] : "main",
+			     &id);
 	if (!rc)
 		rc = tfs_log_text(s, ds, &id, max > 0 ? (size_t)max : 0, &out);
 	if (!rc && out.len)
@@ -470,9 +475,9 @@ static int cmd_diff(int argc, char **argv)
 		return tfs_cli_usage(2);
 	if (tfs_cli_open_dataset(argv[1], 0, &s, &ds))
 		return 1;
-	rc = resolve(s, argv[1], ds, argv[2], &ia);
+	rc = tfs_cli_resolve(s, argv[1], ds, argv[2], &ia);
 	if (!rc)
-		rc = resolve(s, argv[1], ds, argv[3], &ib);
+		rc = tfs_cli_resolve(s, argv[1], ds, argv[3], &ib);
 	if (!rc)
 		rc = tfs_version_open(s, ds, &ia, &a);
 	if (!rc)
@@ -570,7 +575,7 @@ static int cmd_view(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	rc = resolve(s, argv[optind], ds, ref, &id);
+	rc = tfs_cli_resolve(s, argv[optind], ds, ref, &id);
 	if (!rc)
 		rc = tfs_version_open(s, ds, &id, &v);
 	if (!rc)
@@ -644,6 +649,8 @@ int main(int argc, char **argv)
 		return cmd_create(argc, argv);
 	if (!strcmp(argv[0], "import"))
 		return tfs_cmd_import(argc, argv);
+	if (!strcmp(argv[0], "export"))
+		return tfs_cmd_export(argc, argv);
 	if (!strcmp(argv[0], "ls"))
 		return cmd_ls(argc, argv);
 	if (!strcmp(argv[0], "info"))
