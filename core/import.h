@@ -75,7 +75,7 @@ struct tfs_images_opts {
 struct tfs_import_result {
 	uint64_t rows, skipped;
 	size_t classes;
-	unsigned busy_peak; /* the most threads that worked at once */
+	unsigned busy_peak;			/* the most threads that worked at once */
 	char skips[TFS_IMPORT_SKIPS_KEPT][200]; /* the first skipped files: "cat/7.jpg: why" */
 };
 
@@ -94,9 +94,11 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
  * float64, booleans bool, strings text, lists of numbers ragged rank 1, or fixed for the fields
  * named in `fixed`, anything else its JSON text). The fields are the first object's; a line that
  * is not an object with exactly those fields, of those kinds, is skipped and reported
- * (res->skips), or with strict fails the import. Into a dataset with no columns yet. */
+ * (res->skips), or with strict fails the import. Into a dataset with no columns yet. The field
+ * `tokens` (or NULL) is a list of token ids: a token column of uint16 when every id fits, else
+ * uint32 (an id below 0 or past 2^32 - 1 is an error). */
 int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
-		     const char *const *fixed, size_t nfixed, int strict,
+		     const char *const *fixed, size_t nfixed, const char *tokens, int strict,
 		     const struct tfs_import_opts *o, struct tfs_import_result *res,
 		     struct tfs_id *commit_id);
 

@@ -27,9 +27,12 @@ enum fkind { F_INT, F_FLOAT, F_BOOL, F_TEXT, F_LIST_INT, F_LIST_FLOAT, F_JSON };
 struct field {
 	const char *name; /* the first object's key (kept alive by it) */
 	enum fkind kind;
-	int fixed;  /* --fixed: a list column of one length */
-	size_t len; /* that length (lists), set by the first row */
-	size_t col; /* its column in the manifest */
+	int fixed; /* --fixed: a list column of one length */
+	/* --tokens: a list of token ids, stored as uint16 when every id fits, else uint32 */
+	int tokens;
+	unsigned tsize; /* 2 or 4, once the ids are known */
+	size_t len;	/* that length (lists), set by the first row */
+	size_t col;	/* its column in the manifest */
 	struct tfs_rowcol *w;
 };
 
@@ -154,6 +157,21 @@ static int encode_value(const struct field *f, const json_t *v, struct tfs_buf *
 	case F_LIST_FLOAT: {
 		const size_t n = json_array_size(v);
 
+		if (f->tokens) { /* ids checked to fit by pass 1 */
+			rc = tfs_buf_reserve(out, n * f->tsize);
+			for (size_t i = 0; !rc && i < n; i++) {
+				const uint64_t id =
+					(uint64_t)json_integer_value(json_array_get(v, i));
+				const uint16_t s16 = (uint16_t)id;
+				const uint32_t s32 = (uint32_t)id;
+
+				rc = tfs_buf_append(out,
+						    f->tsize == 2 ? (const void *)&s16
+								  : (const void *)&s32,
+						    f->tsize);
+			}
+			return rc;
+		}
 		rc = tfs_buf_reserve(out, n * 8);
 		for (size_t i = 0; !rc && i < n; i++) {
 			if (f->kind == F_LIST_INT)
@@ -219,8 +237,10 @@ struct block {
 	const struct field *f; /* the fields as the pass knows them */
 	size_t nf;
 	uint64_t lines; /* lines in the block */
-	/* pass 1: the kinds the block's rows widen the fields to */
+	/* pass 1: the kinds the block's rows widen the fields to, and the range of the --tokens
+	 * field's ids */
 	enum fkind kind[MAX_FIELDS];
+	int64_t tok_min, tok_max;
 	/* pass 2: each row, each field's values back to back, and the reasons of bad rows */
 	struct brow *rows;
 	size_t nrows, rows_cap;
@@ -248,6 +268,21 @@ static int next_block(const char **at, const char *end, const char **bp, const c
 	return 1;
 }
 
+/* Widen [*lo, *hi] to the integers of list v. */
+static void token_range(const json_t *v, int64_t *lo, int64_t *hi)
+{
+	size_t i;
+	const json_t *e;
+
+	json_array_foreach(v, i, e)
+	{
+		const int64_t x = json_is_integer(e) ? json_integer_value(e) : 0;
+
+		*lo = x < *lo ? x : *lo;
+		*hi = x > *hi ? x : *hi;
+	}
+}
+
 /* Pass 1 on a block: the kinds its rows widen the fields to. */
 static int scan_block(void *item)
 {
@@ -259,6 +294,8 @@ static int scan_block(void *item)
 	size_t n;
 
 	memcpy(f, b->f, b->nf * sizeof(*f));
+	b->tok_min = INT64_MAX;
+	b->tok_max = INT64_MIN;
 	while (next_line(&l, &line, &n)) {
 		json_t *o;
 
@@ -269,6 +306,8 @@ static int scan_block(void *item)
 
 			if (x)
 				widen(&f[i], kind_of(x));
+			if (x && f[i].tokens)
+				token_range(x, &b->tok_min, &b->tok_max);
 		}
 		json_decref(o);
 	}
@@ -277,13 +316,21 @@ static int scan_block(void *item)
 	return 0;
 }
 
+/* Pass 1's result: the fields, and the --tokens field's id range. */
+struct scanned {
+	struct field *f;
+	int64_t tok_min, tok_max;
+};
+
 static int scan_use(void *arg, void *item)
 {
-	struct field *f = arg;
+	struct scanned *sc = arg;
 	const struct block *b = item;
 
 	for (size_t i = 0; i < b->nf; i++)
-		widen(&f[i], b->kind[i]);
+		widen(&sc->f[i], b->kind[i]);
+	sc->tok_min = b->tok_min < sc->tok_min ? b->tok_min : sc->tok_min;
+	sc->tok_max = b->tok_max > sc->tok_max ? b->tok_max : sc->tok_max;
 	return 0;
 }
 
@@ -303,8 +350,10 @@ static const struct tfs_pipeline_ops scan_ops = { scan_block, scan_use, block_cl
 /* Pass 1: the fields (from the first object) and their kinds (widened by the later rows, a
  * block at a time on the pool). */
 static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct field *f,
-		size_t *nf, json_t **first, const char *const *fixed, size_t nfixed)
+		size_t *nf, json_t **first, const char *const *fixed, size_t nfixed,
+		const char *tokens)
 {
+	struct scanned sc = { f, INT64_MAX, INT64_MIN };
 	struct lines l = { data, data ? data + len : NULL, 0 }; /* an empty file: NULL */
 	struct tfs_pipeline *pipe = NULL;
 	const char *line, *key, *at;
@@ -328,14 +377,18 @@ static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct 
 		*nf = 0;
 		json_object_foreach(o, key, v)
 		{
-			f[*nf] = (struct field){ .name = key, .kind = kind_of(v) };
+			f[*nf] = (struct field){ .name = key,
+						 .kind = kind_of(v),
+						 .tokens = tokens && !strcmp(key, tokens) };
+			if (f[*nf].tokens)
+				token_range(v, &sc.tok_min, &sc.tok_max);
 			(*nf)++;
 		}
 	}
 	if (!*first)
 		return -EINVAL;
 	rc = tfs_pipeline_create(pool, sizeof(struct block), 2 * tfs_workpool_threads(pool) + 2,
-				 &scan_ops, f, &pipe);
+				 &scan_ops, &sc, &pipe);
 	at = l.p;
 	while (!rc) {
 		struct block *b = tfs_pipeline_next(pipe, &rc);
@@ -351,6 +404,25 @@ static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct 
 	tfs_pipeline_free(pipe);
 	if (rc)
 		return rc;
+	for (size_t i = 0; tokens && i < *nf; i++) {
+		if (!f[i].tokens)
+			continue;
+		if (f[i].kind != F_LIST_INT) {
+			tfs_err("--tokens %s: the field is not a list of integers", tokens);
+			return -EINVAL;
+		}
+		if (sc.tok_min < 0 || (sc.tok_max >= 0 && (uint64_t)sc.tok_max > UINT32_MAX)) {
+			tfs_err("--tokens %s: id %" PRId64 " is not a token id (0 to 2^32 - 1)",
+				tokens, sc.tok_min < 0 ? sc.tok_min : sc.tok_max);
+			return -EINVAL;
+		}
+		f[i].tsize = sc.tok_max <= UINT16_MAX ? 2 : 4;
+		tokens = NULL;
+	}
+	if (tokens) {
+		tfs_err("--tokens %s: the first object has no such field", tokens);
+		return -EINVAL;
+	}
 	for (size_t k = 0; k < nfixed; k++) {
 		size_t i = 0;
 
@@ -463,7 +535,7 @@ static int parse_use(void *arg, void *item)
 		}
 		for (size_t i = 0; !rc && i < a->nf; i++) {
 			const size_t len = b->lens[k * b->nf + i];
-			const uint64_t shape = len / 8;
+			const uint64_t shape = len / (a->f[i].tokens ? a->f[i].tsize : 8);
 			const int ragged =
 				a->f[i].kind == F_LIST_INT || a->f[i].kind == F_LIST_FLOAT;
 
@@ -506,13 +578,14 @@ static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_
 		kind = TFS_COL_TEXT;
 	else if ((f->kind == F_LIST_INT || f->kind == F_LIST_FLOAT) && !f->fixed)
 		kind = TFS_COL_RAGGED;
-	tfs_dtype_parse(descr[f->kind], &dt, &big, err, sizeof(err));
+	tfs_dtype_parse(f->tokens ? (f->tsize == 2 ? "<u2" : "<u4") : descr[f->kind], &dt, &big,
+			err, sizeof(err));
 	return tfs_import_column(m, f->name, kind, &dt, kind == TFS_COL_RAGGED || f->fixed ? 1 : 0,
 				 f->fixed ? &shape : NULL, o, path, &f->col);
 }
 
 int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
-		     const char *const *fixed, size_t nfixed, int strict,
+		     const char *const *fixed, size_t nfixed, const char *tokens, int strict,
 		     const struct tfs_import_opts *o, struct tfs_import_result *res,
 		     struct tfs_id *commit_id)
 {
@@ -534,7 +607,8 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	data = (const char *)mapped;
 	if (!rc)
 		rc = tfs_import_pool(o, &pool);
-	if (!rc && (rc = scan(pool, data, len, f, &nf, &first, fixed, nfixed)) == -EINVAL && !first)
+	if (!rc && (rc = scan(pool, data, len, f, &nf, &first, fixed, nfixed, tokens)) == -EINVAL &&
+	    !first)
 		tfs_err("%s: no line holds a JSON object with fields", path);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, 4 * nf, &m);

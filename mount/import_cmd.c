@@ -62,6 +62,7 @@ static int report(const char *url, const char *ds, int rc, const struct tfs_impo
 struct one_source {
 	const char *dir, *jsonl, *npz, *megatron;
 	const char *column; /* --column: --megatron's token column */
+	const char *tokens; /* --tokens: --jsonl's field of token ids */
 	int webdataset;
 	const char *const *shards; /* the arguments after the URL */
 	size_t nshards;
@@ -92,8 +93,8 @@ static int import_one(const char *url, const struct one_source *src,
 	if (src->dir)
 		rc = tfs_import_images(s, ds, src->dir, io, o, &res, &commit);
 	else if (src->jsonl)
-		rc = tfs_import_jsonl(s, ds, src->jsonl, src->fixed, src->nfixed, io->strict, o,
-				      &res, &commit);
+		rc = tfs_import_jsonl(s, ds, src->jsonl, src->fixed, src->nfixed, src->tokens,
+				      io->strict, o, &res, &commit);
 	else if (src->npz)
 		rc = tfs_import_npz(s, ds, src->npz, o, &res, &commit);
 	else if (src->megatron)
@@ -140,6 +141,7 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "webdataset", no_argument, NULL, 'W' },
 		{ "megatron", required_argument, NULL, 'G' },
 		{ "column", required_argument, NULL, 'N' },
+		{ "tokens", required_argument, NULL, 'T' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "frame-size", required_argument, NULL, 'f' },
 		{ "threads", required_argument, NULL, 't' },
@@ -156,6 +158,7 @@ int tfs_cmd_import(int argc, char **argv)
 	struct tfs_import_src *src = NULL;
 	struct tfs_images_opts io = { .fit = TFS_FIT_RESIZE };
 	const char *images = NULL, *jsonl = NULL, *npz = NULL, *megatron = NULL, *column = NULL;
+	const char *tokens = NULL;
 	const char *fixed[64];
 	size_t nfixed = 0;
 	int webdataset = 0, have_part = 0;
@@ -280,6 +283,9 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'N':
 			column = optarg;
 			break;
+		case 'T':
+			tokens = optarg;
+			break;
 		case 'F':
 			if (nfixed == sizeof(fixed) / sizeof(fixed[0])) {
 				tfs_err("--fixed: at most 64 columns");
@@ -308,6 +314,10 @@ int tfs_cmd_import(int argc, char **argv)
 		tfs_err("--column names --megatron's token column");
 		return 2;
 	}
+	if (tokens && !jsonl) {
+		tfs_err("--tokens FIELD names --jsonl's field of token ids");
+		return 2;
+	}
 	if (images || jsonl || npz || megatron || webdataset) {
 		const struct one_source one = {
 			.dir = images,
@@ -315,6 +325,7 @@ int tfs_cmd_import(int argc, char **argv)
 			.npz = npz,
 			.megatron = megatron,
 			.column = column,
+			.tokens = tokens,
 			.webdataset = webdataset,
 			.shards = (const char *const *)argv + optind + 1,
 			.nshards = (size_t)(argc - optind - 1),

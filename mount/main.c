@@ -34,7 +34,7 @@ static const char usage_text[] =
 	"  import URL --images DIR         decode JPEG/PNG files into image, path (and label)\n"
 	"         [--size HxW [--resize | --crop | --pad]] [--labels-from-dirs] [--strict]\n"
 	"  import URL --jsonl FILE         JSON Lines: a column per field\n"
-	"         [--fixed COL] [--strict]\n"
+	"         [--fixed COL] [--tokens FIELD] [--strict]\n"
 	"  import URL --npz FILE           an .npz file: a column per array\n"
 	"  import URL --megatron PREFIX    Megatron-LM's PREFIX.bin + PREFIX.idx: a token\n"
 	"         [--column NAME]          column (default: tokens)\n"

@@ -128,3 +128,38 @@ def test_bad_pack_names_are_refused_with_the_reason(tokens_lake, mount, name, wh
     assert why in errors, errors
     # the daemon keeps serving
     assert load(m, "t", "pack=4")[0].shape[1] == 5
+
+
+@pytest.mark.parametrize("vocab,dtype", [(50257, np.uint16), (128256, np.uint32)])
+def test_jsonl_tokens_field_is_a_token_column(lake, mount, tmp_path, vocab, dtype):
+    """--jsonl FILE --tokens FIELD: the field's lists of ids are a token column, uint16 when
+    every id fits, else uint32; the other fields are columns as ever; it packs."""
+    import json
+    rng = np.random.default_rng(vocab)
+    docs = [rng.integers(0, vocab, int(rng.integers(0, 40))) for _ in range(70)]
+    docs[4] = np.zeros(0, np.int64)
+    docs[9][0] = vocab - 1
+    with open(tmp_path / "c.jsonl", "w") as f:
+        for i, d in enumerate(docs):
+            f.write(json.dumps({"id": i, "ids": d.tolist(), "text": f"doc {i}"}) + "\n")
+    lake.create("j")
+    lake.import_("j", {}, "--jsonl", tmp_path / "c.jsonl", "--tokens", "ids")
+    m = mount(lake)
+    got = load(m, "j", "pack=16,col=ids,eos=1,seed=3")
+    want = pack([d.astype(dtype) for d in docs], 16, eos=1, seed=3)[:3]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("rows,why", [
+    ([{"ids": [1, -2]}], "is not a token id"),
+    ([{"ids": [1, 2**33]}], "is not a token id"),
+    ([{"ids": "text"}], "not a list of integers"),
+    ([{"other": [1]}], "no such field"),
+])
+def test_jsonl_tokens_refused_with_the_reason(lake, tmp_path, rows, why):
+    import json
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lake.create("b")
+    p = lake.import_("b", {}, "--jsonl", tmp_path / "b.jsonl", "--tokens", "ids", check=False)
+    assert p.returncode != 0 and why in p.stderr, p.stderr
