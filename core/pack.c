@@ -48,9 +48,8 @@ static int is_token_column(const struct tfs_column *c)
 	       (c->dtype.kind == 'i' || c->dtype.kind == 'u');
 }
 
-/* The token column p names, or the only one. */
-static int find_column(const struct tfs_manifest *m, const char *name, size_t *at, char *err,
-		       size_t cap)
+int tfs_pack_find_column(const struct tfs_manifest *m, const char *name, size_t *at, char *err,
+			 size_t cap)
 {
 	size_t found = SIZE_MAX, n = 0;
 
@@ -125,7 +124,7 @@ int tfs_pack_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 
 	if (!p)
 		return -ENOMEM;
-	rc = find_column(m, pp->col, &p->col, err, err_cap);
+	rc = tfs_pack_find_column(m, pp->col, &p->col, err, err_cap);
 	if (rc)
 		goto fail;
 	c = &m->cols[p->col];

@@ -36,6 +36,10 @@ struct tfs_pack_params {
 
 struct tfs_pack;
 
+/* The token column `name` of m (NULL: its only one): -EINVAL with the reason in err when there
+ * is no such column, it holds no documents of token ids, or there is not exactly one. */
+int tfs_pack_find_column(const struct tfs_manifest *m, const char *name, size_t *at, char *err,
+			 size_t cap);
 /* -EINVAL with the reason in err: no such column, not a token column, or no single one; an eos
  * the dtype cannot hold. -EIO: the offsets cannot be read. */
 int tfs_pack_build(struct tfs_version *v, struct tfs_cache *cache, const struct tfs_pack_params *p,

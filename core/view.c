@@ -456,6 +456,20 @@ static int shard(const struct tfs_view_params *p, const uint64_t *rows, uint64_t
 	return 0;
 }
 
+int tfs_view_shard(const struct tfs_view_params *p, const uint64_t *rows, uint64_t n,
+		   struct tfs_view **out)
+{
+	struct tfs_view *view = calloc(1, sizeof(*view));
+	int rc = view ? shard(p, rows, n, view) : -ENOMEM;
+
+	if (rc) {
+		tfs_view_free(view);
+		return rc;
+	}
+	*out = view;
+	return 0;
+}
+
 /* A pack= view: the samples (pack.h), in their order, sharded. */
 static int build_pack(struct tfs_version *v, struct tfs_cache *cache,
 		      const struct tfs_view_params *p, struct tfs_view **out, char *err,

@@ -72,6 +72,10 @@ struct tfs_view {
 int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct tfs_view_params *p,
 		   struct tfs_view **out, char *err, size_t err_cap);
 void tfs_view_free(struct tfs_view *view);
+/* A view whose rows are the shard of order rows[0..n) that p's rank, world, start, stride and
+ * drop_last name (its other keys are not looked at). */
+int tfs_view_shard(const struct tfs_view_params *p, const uint64_t *rows, uint64_t n,
+		   struct tfs_view **out);
 
 /* The chunks of column col in the order a front-to-back reader of the view first needs them,
  * and for each chunk its position in that order (UINT32_MAX for chunks the view never reads).

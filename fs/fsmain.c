@@ -92,6 +92,7 @@ static void fs_free(struct tfs_fs *fs)
 	/* Staging rings hold versions and read through the cache. */
 	if (fs->ctl)
 		fs->cfg->control->destroy(fs->ctl);
+	tfs_fs_mixviews_free(fs);
 	/* Loaders reference versions and the cache: stop them first, without letting them wait out
 	 * retries against a remote store (the unmount already happened). */
 	tfs_lake_stop(fs->lake);
@@ -195,7 +196,7 @@ int tfs_fs_main(const struct tfs_fs_config *cfg)
 	fs.gid = getgid();
 	fs.started = time(NULL);
 	fs.started_ns = tfs_now_ns();
-	if (tfs_fs_nodes_init(&fs) || tfs_fs_stats_create(&fs.stats)) {
+	if (tfs_fs_nodes_init(&fs) || tfs_fs_stats_create(&fs.stats) || tfs_fs_mixviews_init(&fs)) {
 		tfs_err("out of memory");
 		goto out;
 	}

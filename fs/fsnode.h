@@ -13,6 +13,7 @@
  *   viewcoldir.c  views/PARAMS/COLUMN/ of such a column: its rows in view order
  *   viewdir.c   REF/views/, REF/views/PARAMS/ and views/README
  *   packfile.c  views/pack=S,.../ files: tokens.npy, segments.npy, doc.npy
+ *   mixdir.c    mixes/, a mixture's directory, its views and their files
  *   admindir.c  .tensorfs/ and its files: stats, metrics, errors, control
  *
  * nodetable.c keeps the nodes, directory listings and open files; fuseops.c answers FUSE with
@@ -101,8 +102,9 @@ struct tfs_fs {
 	gid_t gid;
 	time_t started;
 	uint64_t started_ns;
-	uint64_t reads, read_bytes; /* FUSE read requests of column files; atomic */
-	struct tfs_fs_stats *stats; /* version accounts and the error log */
+	uint64_t reads, read_bytes;	  /* FUSE read requests of column files; atomic */
+	struct tfs_fs_stats *stats;	  /* version accounts and the error log */
+	struct tfs_fs_mixviews *mixviews; /* mixdir.c: the last mixture views used */
 };
 
 /* An open file: pinned to the version it was opened at, whatever the branch does later. */
@@ -196,6 +198,8 @@ extern const struct tfs_fs_kind tfs_fs_coldir_kind, tfs_fs_view_coldir_kind;
 extern const struct tfs_fs_kind tfs_fs_views_kind, tfs_fs_view_kind, tfs_fs_view_readme_kind;
 /* admindir.c */
 extern const struct tfs_fs_kind tfs_fs_admin_kind;
+/* mixdir.c */
+extern const struct tfs_fs_kind tfs_fs_mixes_kind;
 
 /* fuseops.c: the handlers of every FUSE request. */
 extern const struct fuse_lowlevel_ops tfs_fs_fuse_ops;
@@ -317,6 +321,13 @@ int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_f
 
 /* The views/PARAMS/ directory n is in (or is). */
 struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n);
+
+/* --- mixdir.c ------------------------------------------------------------------------------- */
+
+int tfs_fs_mixviews_init(struct tfs_fs *fs);
+void tfs_fs_mixviews_free(struct tfs_fs *fs);
+/* Whether the lake holds a mixture: the root lists mixes/ then. */
+int tfs_fs_lake_has_mixes(struct tfs_fs *fs);
 
 /* --- admindir.c ----------------------------------------------------------------------------- */
 

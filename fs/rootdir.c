@@ -10,6 +10,7 @@
 #include "store.h"
 
 #define ADMIN_DIR ".tensorfs"
+#define MIXES_DIR "mixes"
 
 /* --- / -------------------------------------------------------------------------------------- */
 
@@ -23,9 +24,13 @@ static int root_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *n
 		if (!tfs_name_valid(name))
 			return -ENOENT;
 		rc = tfs_dataset_check(tfs_lake_store(fs->lake), name);
+		/* mixes/: the lake's mixtures (a dataset of that name, from before, wins). */
+		if (rc == -ENOENT && !strcmp(name, MIXES_DIR) && tfs_fs_lake_has_mixes(fs))
+			rc = 0, kind = &tfs_fs_mixes_kind;
+		else if (!rc)
+			kind = &tfs_fs_dataset_kind;
 		if (rc)
 			return rc;
-		kind = &tfs_fs_dataset_kind;
 	}
 	*child = tfs_fs_node_child(fs, dir, name, kind, NULL);
 	return *child ? 0 : -ENOMEM;
@@ -66,6 +71,10 @@ static int root_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_d
 	struct list_ctx l = { fs, dir, d, &tfs_fs_dataset_kind, TFS_FS_BRANCH };
 	int rc = tfs_fs_dir_add_child(fs, d, dir, ADMIN_DIR, ADMIN_DIR, &tfs_fs_admin_kind, NULL);
 
+	if (!rc && tfs_fs_lake_has_mixes(fs) &&
+	    tfs_dataset_check(tfs_lake_store(fs->lake), MIXES_DIR) == -ENOENT)
+		rc = tfs_fs_dir_add_child(fs, d, dir, MIXES_DIR, MIXES_DIR, &tfs_fs_mixes_kind,
+					  NULL);
 	return rc ? rc : tfs_dataset_list(tfs_lake_store(fs->lake), list_child, &l);
 }
 

@@ -53,6 +53,12 @@ static const char usage_text[] =
 	"  session abort URL ID            forget a session (gc removes its chunks)\n"
 	"  export URL COLUMN --megatron PREFIX [--ref REF]\n"
 	"                                  write a token column as PREFIX.bin + PREFIX.idx\n"
+	"  mix create|update LAKE_URL NAME DATASET[@REF][:COL]=WEIGHT ... [--seed N]\n"
+	"                                  record a weighted mixture of token columns\n"
+	"                                  (pinned to commits); the mount shows it as\n"
+	"                                  mixes/NAME/views/pack=S,.../\n"
+	"  mix ls LAKE_URL | mix show|log LAKE_URL NAME\n"
+	"                                  the mixtures; one's newest version, or all\n"
 	"  ls LAKE_URL                     list the datasets of a lake\n"
 	"  info URL [--ref REF] [--json]   show a dataset version's schema\n"
 	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [--force] [-o OPT[,OPT...]]\n"
@@ -138,9 +144,12 @@ static int cmd_create(int argc, char **argv)
 		return tfs_cli_usage(2);
 	if (tfs_cli_open_dataset(argv[1], TFS_STORE_CREATE, &s, &ds))
 		return 1;
-	rc = tfs_dataset_create(s, ds);
+	/* The mount's mixes/ directory shows the lake's mixtures. */
+	rc = strcmp(ds, "mixes") ? tfs_dataset_create(s, ds) : -EINVAL;
 	if (rc == -EEXIST)
 		tfs_err("%s: dataset already exists", argv[1]);
+	else if (rc == -EINVAL && !strcmp(ds, "mixes"))
+		tfs_err("%s: the name mixes is the mount's directory of mixtures", argv[1]);
 	else if (rc)
 		tfs_err("%s: cannot create dataset: %s", argv[1], strerror(-rc));
 	else
@@ -651,6 +660,8 @@ int main(int argc, char **argv)
 		return tfs_cmd_import(argc, argv);
 	if (!strcmp(argv[0], "export"))
 		return tfs_cmd_export(argc, argv);
+	if (!strcmp(argv[0], "mix"))
+		return tfs_cmd_mix(argc, argv);
 	if (!strcmp(argv[0], "ls"))
 		return cmd_ls(argc, argv);
 	if (!strcmp(argv[0], "info"))

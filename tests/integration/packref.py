@@ -107,3 +107,23 @@ def pack(docs, seq, eos=None, seed=None, epoch=None, **shard_args):
         segments[i] = np.cumsum([0] + [int(a != b) for a, b in zip(pos, pos[1:])])
         doc[i] = owner[k * seq][1:]
     return tokens, segments, doc, n
+
+
+def blend(weights, counts, epoch=0):
+    """Megatron-LM's build_blending_indices over a mixture epoch of sum(counts) samples, and
+    each mixed sample's sample number in its source (core/mixview.h)."""
+    total = sum(weights)
+    w = [x / total for x in weights]
+    n = sum(counts)
+
+    def run():
+        taken, out = [0] * len(w), []
+        for j in range(n):
+            x = float(max(j, 1))
+            best = max(range(len(w)), key=lambda i: (w[i] * x - taken[i], -i))
+            out.append((best, taken[best]))
+            taken[best] += 1
+        return out, taken
+
+    order, per = run()
+    return [(s, (epoch * per[s] + c) % counts[s]) for s, c in order]

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: MIT
+"""Weighted mixtures: `tensorfs mix create|update|ls|show|log` records versions pinned to
+commits; the mount's mixes/NAME/views/pack=S,.../ interleaves the sources' packed samples by
+Megatron-LM's blending rule (source.npy names each sample's source), equal to a plain-Python
+reference; shares within one sample of the weights at every prefix; shards never repeat a
+sample across ranks; a small source repeats."""
+import numpy as np
+import pytest
+
+from conftest import run_proc, write_dir
+from packref import blend, pack
+
+FILES = ("tokens.npy", "segments.npy", "doc.npy", "source.npy")
+
+
+def docs(seed, n, lo, hi):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(lo, hi, int(rng.integers(0, 50))).astype(np.uint16) for _ in range(n)]
+
+
+@pytest.fixture
+def mixed(lake, tmp_path):
+    srcs = {"web": docs(1, 120, 1, 1000), "code": docs(2, 40, 1000, 2000),
+            "math": docs(3, 8, 2000, 3000)}
+    for name, d in srcs.items():
+        lake.build(name, {"tok": write_dir(tmp_path / name, d)})
+    return lake, srcs
+
+
+def mix(lake, *args, check=True):
+    return run_proc(["mix", *args[:1], lake.url, *args[1:]], check=check)
+
+
+def load(m, name, view):
+    d = m.path / "mixes" / name / "views" / view
+    return [np.load(d / f) for f in FILES]
+
+
+def test_mixture_equals_the_reference(mixed, mount):
+    lake, srcs = mixed
+    weights = {"web": 0.6, "code": 0.3, "math": 0.1}
+    mix(lake, "create", "lm", *[f"{k}={v}" for k, v in weights.items()], "--seed", "9")
+    m = mount(lake)
+    for view, kw in (("pack=16,eos=0", {}), ("pack=16,eos=0,epoch=1", {"epoch": 1}),
+                     ("pack=16,eos=0,rank=1,world=3", {"rank": 1, "world": 3})):
+        got = load(m, "lm", view)
+        per = {k: pack(d, 16, eos=0, seed=9) for k, d in srcs.items()}
+        names = list(weights)
+        order = blend([weights[k] for k in names], [per[k][3] for k in names],
+                      kw.get("epoch", 0))
+        from packref import shard
+        rows = shard(list(range(len(order))), kw.get("rank", 0), kw.get("world", 1))
+        want_tok = np.stack([per[names[order[j][0]]][0][order[j][1]] for j in rows])
+        want_seg = np.stack([per[names[order[j][0]]][1][order[j][1]] for j in rows])
+        want_doc = np.stack([per[names[order[j][0]]][2][order[j][1]] for j in rows])
+        want_src = np.array([order[j][0] for j in rows], np.uint8)
+        for g, w in zip(got, (want_tok, want_seg, want_doc, want_src)):
+            assert g.dtype == w.dtype and np.array_equal(g, w), view
+
+
+def test_shares_follow_the_weights_and_small_sources_repeat(mixed, mount):
+    lake, srcs = mixed
+    mix(lake, "create", "w", "web=1", "code=1", "math=2")
+    m = mount(lake)
+    src = load(m, "w", "pack=8")[3]
+    w = np.array([0.25, 0.25, 0.5])
+    counts = np.zeros(3)
+    for j, s in enumerate(src):
+        counts[s] += 1
+        assert np.all(np.abs(counts - w * (j + 1)) <= 1.0 + 1e-9), (j, counts)
+    math_samples = pack(srcs["math"], 8)[3]
+    assert counts[2] > math_samples  # the small source ran out and started over
+
+
+def test_ranks_never_share_a_sample(mixed, mount):
+    """datasets#7868: mixing then sharding by node gives every rank its own samples."""
+    lake, _ = mixed
+    mix(lake, "create", "r", "web=0.5", "code=0.5", "--seed", "3")
+    m = mount(lake)
+    every = [tuple(x) + (int(s),) for x, s in zip(*[load(m, "r", "pack=8")[i] for i in (2, 3)])]
+    seen = []
+    for rank in range(4):
+        d, s = (load(m, "r", f"pack=8,rank={rank},world=4,drop_last=1")[i] for i in (2, 3))
+        seen += [tuple(x) + (int(y),) for x, y in zip(d, s)]
+    assert len(seen) == len(every) // 4 * 4
+    assert sorted(seen) == sorted(every[:len(seen)])
+
+
+def test_versions_are_pinned_and_kept(mixed, mount, tmp_path):
+    lake, srcs = mixed
+    p = mix(lake, "create", "v", "web=1", "code:tok=1")
+    assert "version" in p.stdout
+    assert mix(lake, "create", "v", "web=1", check=False).returncode != 0
+    m = mount(lake)
+    before = load(m, "v", "pack=8")[0]
+    # a new commit of a source does not change the mixture: it is pinned
+    lake.import_("code", {"tok": write_dir(tmp_path / "more", docs(5, 30, 1000, 2000))})
+    m.stop()
+    m = mount(lake, name="mnt2")
+    assert np.array_equal(load(m, "v", "pack=8")[0], before)
+    mix(lake, "update", "v", "web=1", "code=2")
+    log = mix(lake, "log", "v").stdout
+    assert log.count("version") == 2 and "weight 2" in log, log
+    assert mix(lake, "ls").stdout.split() == ["v"]
+    shown = mix(lake, "show", "v").stdout
+    assert "weight 2" in shown and "weight 1 " in shown
+
+
+@pytest.mark.parametrize("args,why", [
+    (["create", "bad", "nope=1"], "no dataset nope"),
+    (["create", "bad", "web=-1"], "positive number"),
+    (["create", "bad", "web@zzz=1"], "no branch, tag or commit"),
+    (["create", "bad", "web:nope=1"], "no column nope"),
+    (["update", "none", "web=1"], "no mixture none"),
+])
+def test_bad_mixtures_are_refused(mixed, args, why):
+    lake, _ = mixed
+    p = mix(lake, *args, check=False)
+    assert p.returncode != 0 and why in p.stderr, p.stderr
+    assert mix(lake, "ls").stdout.strip() == ""
+
+
+def test_bad_mixture_view_names(mixed, mount):
+    lake, _ = mixed
+    mix(lake, "create", "b", "web=1", "code=1")
+    m = mount(lake)
+    for name, why in (("seed=3", "pack= views"), ("pack=8,seed=3", "holds its seed"),
+                      ("pack=8,col=tok", "names each source's column")):
+        with pytest.raises(FileNotFoundError):
+            (m.path / "mixes" / "b" / "views" / name / "tokens.npy").stat()
+        assert why in (m.path / ".tensorfs" / "errors").read_text()
