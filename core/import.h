@@ -96,7 +96,8 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
  * is not an object with exactly those fields, of those kinds, is skipped and reported
  * (res->skips), or with strict fails the import. Into a dataset with no columns yet. The field
  * `tokens` (or NULL) is a list of token ids: a token column of uint16 when every id fits, else
- * uint32 (an id below 0 or past 2^32 - 1 is an error). */
+ * uint32 (an id below 0 or past 2^32 - 1 is an error); "FIELD:uint16" or "FIELD:uint32" fixes
+ * the dtype (the parts of a session must agree), an id it cannot hold an error. */
 int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		     const char *const *fixed, size_t nfixed, const char *tokens, int strict,
 		     const struct tfs_import_opts *o, struct tfs_import_result *res,

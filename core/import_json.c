@@ -351,7 +351,7 @@ static const struct tfs_pipeline_ops scan_ops = { scan_block, scan_use, block_cl
  * block at a time on the pool). */
 static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct field *f,
 		size_t *nf, json_t **first, const char *const *fixed, size_t nfixed,
-		const char *tokens)
+		const char *tokens, unsigned tsize)
 {
 	struct scanned sc = { f, INT64_MAX, INT64_MIN };
 	struct lines l = { data, data ? data + len : NULL, 0 }; /* an empty file: NULL */
@@ -405,18 +405,20 @@ static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct 
 	if (rc)
 		return rc;
 	for (size_t i = 0; tokens && i < *nf; i++) {
+		const int64_t top = tsize == 2 ? UINT16_MAX : UINT32_MAX;
+
 		if (!f[i].tokens)
 			continue;
 		if (f[i].kind != F_LIST_INT) {
 			tfs_err("--tokens %s: the field is not a list of integers", tokens);
 			return -EINVAL;
 		}
-		if (sc.tok_min < 0 || (sc.tok_max >= 0 && (uint64_t)sc.tok_max > UINT32_MAX)) {
-			tfs_err("--tokens %s: id %" PRId64 " is not a token id (0 to 2^32 - 1)",
-				tokens, sc.tok_min < 0 ? sc.tok_min : sc.tok_max);
+		if (sc.tok_min < 0 || (sc.tok_max >= 0 && sc.tok_max > top)) {
+			tfs_err("--tokens %s: id %" PRId64 " is not a token id (0 to %" PRId64 ")",
+				tokens, sc.tok_min < 0 ? sc.tok_min : sc.tok_max, top);
 			return -EINVAL;
 		}
-		f[i].tsize = sc.tok_max <= UINT16_MAX ? 2 : 4;
+		f[i].tsize = tsize ? tsize : sc.tok_max <= UINT16_MAX ? 2 : 4;
 		tokens = NULL;
 	}
 	if (tokens) {
@@ -593,6 +595,8 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	struct tfs_manifest m = { 0 };
 	struct tfs_workpool *pool = NULL;
 	struct tfs_pipeline *pipe = NULL;
+	char tokname[256] = "";
+	unsigned tsize = 0;
 	json_t *first = NULL;
 	const uint8_t *mapped = NULL;
 	const char *data = NULL, *at;
@@ -601,13 +605,27 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	int rc;
 
 	memset(res, 0, sizeof(*res));
+	/* FIELD or FIELD:uint16 / FIELD:uint32 (a dtype every part of a session agrees on). */
+	if (tokens) {
+		const char *colon = strchr(tokens, ':');
+
+		snprintf(tokname, sizeof(tokname), "%.*s",
+			 (int)(colon ? (size_t)(colon - tokens) : strlen(tokens)), tokens);
+		if (colon && strcmp(colon + 1, "uint16") && strcmp(colon + 1, "uint32")) {
+			tfs_err("--tokens %s: the dtype is uint16 or uint32", tokens);
+			return -EINVAL;
+		}
+		tsize = !colon ? 0 : !strcmp(colon + 1, "uint16") ? 2 : 4;
+		tokens = tokname;
+	}
 	rc = tfs_txn_begin(&t, s, ds, o);
 	if (!rc)
 		rc = tfs_import_map_file(path, &mapped, &len);
 	data = (const char *)mapped;
 	if (!rc)
 		rc = tfs_import_pool(o, &pool);
-	if (!rc && (rc = scan(pool, data, len, f, &nf, &first, fixed, nfixed, tokens)) == -EINVAL &&
+	if (!rc &&
+	    (rc = scan(pool, data, len, f, &nf, &first, fixed, nfixed, tokens, tsize)) == -EINVAL &&
 	    !first)
 		tfs_err("%s: no line holds a JSON object with fields", path);
 	if (!rc)

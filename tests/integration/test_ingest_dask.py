@@ -159,3 +159,47 @@ def test_dask_ingest_failure_aborts_and_leaves_the_dataset(s3, tmp_path):
                         session="bad", retries=0)
     assert len(run_proc(["session", "ls", lake.ds_url("d")], check=True).stdout.splitlines()) == 1
     assert lake.info("d")["rows"] == 0
+
+
+_SP = {}
+
+
+def _tokenize(line, model):
+    """On a worker: a line of text as its SentencePiece ids (the model loaded once a process)."""
+    import sentencepiece as spm
+
+    sp = _SP.get(model) or _SP.setdefault(model, spm.SentencePieceProcessor(model_file=model))
+    return {"ids": sp.encode(line), "text": line}
+
+
+def test_dask_tokenizes_with_sentencepiece_into_a_token_column(lake, mount, tmp_path):
+    """tensorfs.ingest(map=, tokens=): a SentencePiece model trained here on a small text
+    tokenizes every line on the workers; the ids become one token column of one commit, in
+    order, which packs."""
+    import functools
+
+    import sentencepiece as spm  # python3-sentencepiece (packaging/deps.sh): missing fails
+    rng = np.random.default_rng(8)
+    words = ["tensor", "mount", "chunk", "cache", "lake", "view", "token", "shard", "epoch",
+             "commit", "stream", "pack", "mixture", "weight", "sample", "reader"]
+    lines = [" ".join(rng.choice(words, int(rng.integers(3, 15)))) for _ in range(1200)]
+    text = tmp_path / "corpus.txt"
+    text.write_text("\n".join(lines) + "\n")
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "sp"),
+                                   vocab_size=60, model_type="bpe", minloglevel=2)
+    model = str(tmp_path / "sp.model")
+    lake.create("t")
+    bag = db.from_sequence(lines, npartitions=4)
+    out = tensorfs.ingest(lake.ds_url("t"), bag, map=functools.partial(_tokenize, model=model),
+                          tokens="ids:uint16", tensorfs=TENSORFS_BIN)
+    assert out["rows"] == len(lines) and out["parts"] == 4
+    sp = spm.SentencePieceProcessor(model_file=model)
+    m = mount(lake)
+    v = tensorfs.open(m / "t" / "main")
+    assert list(v["text"]) == lines
+    ids = v["ids"]
+    for i in (0, 1, 599, 1199):
+        assert ids[i].dtype == np.uint16 and ids[i].tolist() == sp.encode(lines[i])
+    tok = np.load(m / "t" / "main" / "views" / "pack=32,eos=0" / "tokens.npy")
+    stream = np.concatenate([np.append(sp.encode(x), 0) for x in lines])
+    assert np.array_equal(tok[:, :-1].ravel(), stream[:tok.shape[0] * 32])

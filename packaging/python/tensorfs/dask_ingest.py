@@ -21,6 +21,12 @@ Sources, one part each:
 * a ``dask.bag.Bag`` of dicts, or a ``dask.dataframe.DataFrame``: each partition is written as
   JSON Lines to a temporary file on the worker and imported as such.
 
+``map=`` is a function run on the workers on every record of a Bag or DataFrame (a Bag's items
+may then be anything, strings of text for example) that returns the record's dict: tokenizing
+stays in the user's hands, in Python, on the cluster. ``tokens="FIELD:uint16"`` (or
+``:uint32``, the default) makes the field of id lists it returns a token column, of one dtype in
+every part (``tensorfs import --jsonl --tokens``).
+
 The workers must see the sources at the same paths (or URLs) and have the ``tensorfs`` command
 (``tensorfs=`` names another) and the lake's credentials in their environment.
 """
@@ -102,10 +108,13 @@ def _to_jsonable(v):
     return v
 
 
-def _write_records(records, url, session, part, extra, tensorfs, timeout, retries):
-    """On a worker: one partition of dicts, as JSON Lines, imported as one part."""
+def _write_records(records, url, session, part, extra, tensorfs, timeout, retries, fn=None):
+    """On a worker: one partition of dicts (or of items fn makes dicts of), as JSON Lines,
+    imported as one part."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as f:
         for r in records:
+            if fn is not None:
+                r = fn(r)
             f.write(json.dumps({k: _to_jsonable(v) for k, v in r.items()},
                                ensure_ascii=False))
             f.write("\n")
@@ -114,13 +123,13 @@ def _write_records(records, url, session, part, extra, tensorfs, timeout, retrie
                            retries)
 
 
-def _write_frame(frame, url, session, part, extra, tensorfs, timeout, retries):
+def _write_frame(frame, url, session, part, extra, tensorfs, timeout, retries, fn=None):
     """On a worker: one partition of a dask DataFrame, as JSON Lines."""
     return _write_records(frame.to_dict(orient="records"), url, session, part, extra, tensorfs,
-                          timeout, retries)
+                          timeout, retries, fn)
 
 
-def _tasks(url, sources, session, extra, tensorfs, timeout, retries):
+def _tasks(url, sources, session, extra, tensorfs, timeout, retries, fn=None):
     """One dask.delayed per part, in part order."""
     import dask
 
@@ -134,22 +143,27 @@ def _tasks(url, sources, session, extra, tensorfs, timeout, retries):
         dd = None
     run = (extra, tensorfs, timeout, retries)
     if db is not None and isinstance(sources, db.Bag):
-        return [dask.delayed(_write_records, pure=False)(p, url, session, i, *run)
+        return [dask.delayed(_write_records, pure=False)(p, url, session, i, *run, fn)
                 for i, p in enumerate(sources.to_delayed())]
     if dd is not None and isinstance(sources, dd.DataFrame):
-        return [dask.delayed(_write_frame, pure=False)(p, url, session, i, *run)
+        return [dask.delayed(_write_frame, pure=False)(p, url, session, i, *run, fn)
                 for i, p in enumerate(sources.to_delayed())]
+    if fn is not None:
+        raise ValueError("ingest: map= applies to a dask Bag or DataFrame")
     return [dask.delayed(_write_part, pure=False)(url, session, i, _source_args(s), *run)
             for i, s in enumerate(sources)]
 
 
 def ingest(url, sources, *, message="", branch=None, session=None, import_args=(),
-           tensorfs=None, timeout=None, retries=2):
+           tensorfs=None, timeout=None, retries=2, map=None, tokens=None):
     """Import `sources` (see the module's text) into dataset `url` (LAKE_URL/DATASET, created
     beforehand with ``tensorfs create``) as one commit, each source or partition a part written
     on a Dask worker. `import_args`: more ``tensorfs import`` options for every part (for example
     ``("--chunk-size", "1M", "--strict")``). `retries`: how often Dask runs a part again after it
-    failed (a lost worker's part is run again regardless, by Dask's own rules).
+    failed (a lost worker's part is run again regardless, by Dask's own rules). `map`: a
+    function of each record of a Bag or DataFrame, run on the workers, returning its dict.
+    `tokens`: "FIELD" or "FIELD:uint16|uint32" (default uint32): that field's lists of ids are
+    a token column.
 
     Returns ``{"commit": id, "rows": n, "parts": n, "session": id}``. On failure raises
     :class:`IngestError`; the session is aborted and the dataset is unchanged."""
@@ -157,7 +171,10 @@ def ingest(url, sources, *, message="", branch=None, session=None, import_args=(
 
     tensorfs = tensorfs or os.environ.get("TENSORFS_BIN") or "tensorfs"
     session = session or "ingest-" + uuid.uuid4().hex[:16]
-    tasks = _tasks(url, sources, session, list(import_args), tensorfs, timeout, retries)
+    extra = list(import_args)
+    if tokens:
+        extra += ["--tokens", tokens if ":" in tokens else tokens + ":uint32"]
+    tasks = _tasks(url, sources, session, extra, tensorfs, timeout, retries, map)
     if not tasks:
         raise ValueError("ingest: no sources")
     try:
