@@ -390,14 +390,24 @@ int tfs_version_index_prefetch(struct tfs_version *v, struct tfs_cache *cache, s
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
 	struct piece_ctx p = { v, cache, c, k, NULL, 0 };
+	struct tfs_cache_entry *e;
 	struct tfs_id key;
+	int rc;
 
 	if (k >= c->nchunks)
 		return -EINVAL;
 	if (tfs_cache_contains(cache, &c->chunks[k].id))
 		return 0;
 	piece_key(&c->chunks[k].id, INDEX_PIECE, &key);
-	return tfs_cache_prefetch(cache, &key, load_index, &p);
+	if (tfs_cache_contains(cache, &key))
+		return 0;
+	/* A plain load, not a prefetch: an index is the reader's own metadata, not chunk data
+	 * read ahead (the cache's read-ahead counters stay the chunks'). */
+	rc = tfs_cache_get(cache, &key, load_index, &p, &e);
+	if (rc)
+		return rc;
+	tfs_cache_put(cache, e);
+	return 1;
 }
 
 int tfs_version_chunk_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k)
