@@ -158,6 +158,11 @@ static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint
 	return 0;
 }
 
+int tfs_gather_list_add(struct tfs_gather_list *l, const void *src, uint64_t dst, uint64_t bytes)
+{
+	return add_op(l, src, dst, bytes, TFS_GATHER_NO_PIN);
+}
+
 /* Drop the ops added since the list had nops ops of bytes bytes (their pins stay: released
  * with the list). */
 static void list_truncate(struct tfs_gather_list *l, size_t nops, uint64_t bytes)

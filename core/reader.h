@@ -60,6 +60,9 @@ size_t tfs_gather_list_iov(const struct tfs_gather_list *l, uint64_t from, uint6
 /* Copy what the ops put in [from, to) of the destination to out (under the same conditions). */
 void tfs_gather_list_copy(const struct tfs_gather_list *l, uint64_t from, uint64_t to,
 			  uint8_t *out);
+/* Add an op copying bytes at host address src (memory the caller keeps until the list is
+ * run: a slot's host layout) to offset dst of the destination. */
+int tfs_gather_list_add(struct tfs_gather_list *l, const void *src, uint64_t dst, uint64_t bytes);
 /* Run the ops on the CPU into dst (an op whose source is already at its place is skipped). The
  * reference for every other executor of a list. */
 void tfs_gather_list_run(const struct tfs_gather_list *l, uint8_t *dst);

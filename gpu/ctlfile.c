@@ -235,7 +235,7 @@ static int stream_plan(struct tfs_ctl_stream *s, uint64_t row_bytes)
 	int rc = 0;
 
 	for (size_t i = 0; !rc && i < s->ncols; i++) {
-		const struct tfs_column *c = &s->ver->manifest.cols[s->cols[i]];
+		const struct tfs_column *c = tfs_ctl_col(s, i);
 
 		if (c->kind != TFS_COL_FIXED)
 			rc = tfs_lake_view_spans(s->lake, s->lview, s->cols[i], 0, &sp[i]);
@@ -273,14 +273,6 @@ static int resolve_target(struct tfs_ctlfile *ctl, const char *target, struct tf
 	rc = tfs_lake_resolve(ctl->lake, rel, &v, &vparams, err, ERR_MAX);
 	if (!rc && vparams)
 		rc = tfs_lake_view_get(ctl->lake, v, vparams, view, err, ERR_MAX);
-	if (!rc && vparams && (*view)->view->pack) {
-		SET_ERR("%s: a pack= view's samples are read from its files (tokens.npy); the "
-			"control file does not stage them",
-			target);
-		tfs_lake_view_put(ctl->lake, *view);
-		*view = NULL;
-		rc = -EINVAL;
-	}
 	free(vparams);
 	if (rc) {
 		tfs_version_put(v);
@@ -345,7 +337,7 @@ static int largest_batch(struct tfs_ctl_stream *s, size_t col, uint64_t *out)
 static int rooms(struct tfs_ctl_stream *s, uint64_t room, uint64_t *out, char *err)
 {
 	for (size_t i = 0; i < s->ncols; i++) {
-		const struct tfs_column *c = &s->ver->manifest.cols[s->cols[i]];
+		const struct tfs_column *c = tfs_ctl_col(s, i);
 		int rc;
 
 		out[i] = 0;
@@ -372,6 +364,42 @@ static int rooms(struct tfs_ctl_stream *s, uint64_t room, uint64_t *out, char *e
 		}
 	}
 	return 0;
+}
+
+/* A pack view's column `name` (tokens, segments or doc) described as the fixed column it is
+ * staged as (tokens as `dtype` when given: int32 or int64); its tfs_pack_file, or -EINVAL. */
+static int pack_column(const struct tfs_ctl_stream *s, const char *name, const char *dtype,
+		       struct tfs_column *out, char *err)
+{
+	static const char *const names[] = { "tokens", "segments", "doc" };
+	struct tfs_dtype dt;
+	uint64_t len;
+	int f = -1, big;
+
+	for (int i = 0; i < TFS_PACK_NFILES; i++)
+		if (!strcmp(name, names[i]))
+			f = i;
+	if (f < 0) {
+		SET_ERR("unknown column '%s' of a pack view (tokens, segments, doc)", name);
+		return -EINVAL;
+	}
+	memset(out, 0, sizeof(*out));
+	out->name = (char *)names[f]; /* static: the description is never freed */
+	tfs_pack_file_type(s->pack, (enum tfs_pack_file)f, &dt, &len);
+	if (f == TFS_PACK_TOKENS && dtype) {
+		if (strcmp(dtype, "int32") && strcmp(dtype, "int64")) {
+			SET_ERR("dtype=%s: tokens are staged as int32 or int64", dtype);
+			return -EINVAL;
+		}
+		tfs_dtype_parse(strcmp(dtype, "int32") ? "<i8" : "<i4", &dt, &big, err, ERR_MAX);
+	}
+	out->kind = TFS_COL_FIXED;
+	out->part = TFS_PART_NONE;
+	out->dtype = dt;
+	out->ndim = 1;
+	out->shape[0] = len;
+	out->row_bytes = len * dt.itemsize;
+	return f;
 }
 
 int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_open_args *a,
@@ -432,10 +460,21 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	if (rc)
 		goto fail;
 	s->n = s->view ? s->view->n : s->ver->manifest.rows;
+	s->pack = s->view ? s->view->pack : NULL;
+	if (a->dtype && !s->pack) {
+		SET_ERR("dtype= applies to a pack= view's tokens");
+		rc = -EINVAL;
+		goto fail;
+	}
 	for (size_t i = 0; i < a->ncols; i++) {
-		int c = tfs_version_column(s->ver, a->cols[i]);
+		int c = s->pack ? pack_column(s, a->cols[i], a->dtype, &s->pcols[i], err)
+				: tfs_version_column(s->ver, a->cols[i]);
 
-		if (c >= 0 && s->ver->manifest.cols[c].part != TFS_PART_NONE)
+		if (s->pack && c < 0) {
+			rc = c;
+			goto fail;
+		}
+		if (c >= 0 && !s->pack && s->ver->manifest.cols[c].part != TFS_PART_NONE)
 			c = -1; /* parts are not columns of their own */
 		if (c < 0) {
 			char names[160];
@@ -452,7 +491,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 				goto fail;
 			}
 		s->cols[s->ncols++] = (size_t)c;
-		row_bytes += slot_row_bytes(&s->ver->manifest.cols[c]);
+		row_bytes += slot_row_bytes(tfs_ctl_col(s, i));
 	}
 	s->max_batch = a->batch;
 	if (!s->max_batch) {
@@ -524,10 +563,16 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	memcpy(cfg.cols, s->cols, sizeof(cfg.cols));
 	cfg.max_rows = s->max_batch;
 	cfg.pad_bad_rows = s->view && s->view->on_error != TFS_ON_ERROR_FAIL;
-	s->skip = s->view && s->view->on_error == TFS_ON_ERROR_SKIP;
+	/* A pack's samples are made of documents: the bad bytes in them are padded or EIO. */
+	s->skip = s->view && !s->pack && s->view->on_error == TFS_ON_ERROR_SKIP;
+	cfg.pack = s->pack;
+	cfg.pack_cols = s->pcols;
 	for (size_t i = 0; i < s->ncols; i++)
-		s->row_bytes += s->ver->manifest.cols[s->cols[i]].row_bytes;
-	rc = tfs_reader_open_lake(ctl->lake, s->ver, s->lview, cfg.pad_bad_rows, &s->reader);
+		s->row_bytes += tfs_ctl_col(s, i)->row_bytes;
+	/* A pack's rows are samples, not the version's: its reader follows no view order. */
+	rc = s->pack ? tfs_reader_open(s->ver, cfg.cache, cfg.pad_bad_rows, &s->reader)
+		     : tfs_reader_open_lake(ctl->lake, s->ver, s->lview, cfg.pad_bad_rows,
+					    &s->reader);
 	if (rc)
 		goto fail;
 	cfg.reader = s->reader;
@@ -539,7 +584,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.uid = se->uid;
 	cfg.gid = se->gid;
 	rc = tfs_staging_create(tfs_lake_pool(ctl->lake), &cfg, &s->ring, err, ERR_MAX);
-	if (!rc && s->view)
+	if (!rc && s->view && !s->pack)
 		rc = stream_plan(s, slot_bytes / s->max_batch);
 	if (rc)
 		goto fail;

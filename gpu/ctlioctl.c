@@ -31,7 +31,7 @@ static void fill_batch(struct tfs_ctl_stream *s, unsigned slot, struct tfs_ctl_b
 	memcpy(b->ipc_mem, loc.ipc_mem, sizeof(b->ipc_mem));
 	memcpy(b->ipc_event, loc.ipc_event, sizeof(b->ipc_event));
 	for (size_t c = 0; c < s->ncols; c++) {
-		const struct tfs_column *col = &s->ver->manifest.cols[s->cols[c]];
+		const struct tfs_column *col = tfs_ctl_col(s, c);
 		struct tfs_ctl_col *o = &b->cols[c];
 
 		snprintf(o->name, sizeof(o->name), "%s", col->name);

@@ -14,6 +14,7 @@
 #include <tensorfs/control.h>
 
 #include "ctlfile.h"
+#include "pack.h"
 #include "staging.h"
 #include "version.h"
 #include "view.h"
@@ -69,7 +70,7 @@ struct tfs_ctl_stream {
 	int device;
 	size_t ncols;
 	size_t cols[TFS_CTL_MAX_COLS];
-	uint64_t max_batch;   /* rows a slot holds: the batch asked for, at most the stream's rows */
+	uint64_t max_batch; /* rows a slot holds: the batch asked for, at most the stream's rows */
 	uint64_t asked_batch; /* the batch asked for at open (or the default) */
 	unsigned depth, ahead_max;
 	uint64_t pos; /* the next cursor */
@@ -82,7 +83,17 @@ struct tfs_ctl_stream {
 	uint64_t row_bytes; /* a row's bytes of the fixed columns: what is left, for the warm-up */
 	int staged;	    /* a batch was staged: the first one reads frames (tfs_reader_frames) */
 	int skip;	    /* the view's on_error=skip: `next` passes bad rows over */
+	/* A pack view's stream: its rows are samples, its columns the pack's files (cols[c]: a
+	 * tfs_pack_file), described by pcols[c] as fixed columns of the dtype staged. */
+	const struct tfs_pack *pack;
+	struct tfs_column pcols[TFS_CTL_MAX_COLS];
 };
+
+/* Column c of stream s: a version's column, or a pack file's description. */
+static inline const struct tfs_column *tfs_ctl_col(const struct tfs_ctl_stream *s, size_t c)
+{
+	return s->pack ? &s->pcols[c] : &s->ver->manifest.cols[s->cols[c]];
+}
 
 struct tfs_ctlfile_session {
 	struct tfs_ctlfile *ctl;
@@ -109,7 +120,8 @@ struct tfs_ctl_open_args {
 	unsigned depth;	    /* 0: default */
 	uint64_t batch;	    /* 0: default */
 	long ahead;	    /* < 0: default */
-	uint64_t room; /* row bytes of each ragged, text or bytes column per slot; 0: default */
+	uint64_t room;	   /* row bytes of each ragged, text or bytes column per slot; 0: default */
+	const char *dtype; /* pack views: tokens staged as int32 or int64; NULL: as stored */
 };
 
 /* Every function below takes the session's lock held by the caller, and on failure writes a

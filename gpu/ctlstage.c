@@ -29,7 +29,7 @@ static void take_error(struct tfs_ctl_stream *s, unsigned slot, int rc, char *er
 	tfs_staging_overflow(s->ring, slot, &c, &need);
 	SET_ERR("the rows hold %" PRIu64 " bytes of column '%s', more than a slot's room for it "
 		"(open with room=BYTES)",
-		need, s->ver->manifest.cols[s->cols[c]].name);
+		need, tfs_ctl_col(s, c)->name);
 }
 
 /* Fill a slot with s->rows[0..n) synchronously and lease it. A slot taken by a batch made ahead

@@ -109,7 +109,7 @@ static int reply_batch(struct tfs_buf *r, struct tfs_ctl_stream *s, unsigned slo
 			rc = tfs_buf_printf(r, "%02x", loc.ipc_event[i]);
 	}
 	for (size_t c = 0; !rc && c < s->ncols; c++) {
-		const struct tfs_column *col = &s->ver->manifest.cols[s->cols[c]];
+		const struct tfs_column *col = tfs_ctl_col(s, c);
 
 		if (col->kind != TFS_COL_FIXED) {
 			rc = tfs_buf_printf(r,
@@ -131,9 +131,8 @@ static int reply_batch(struct tfs_buf *r, struct tfs_ctl_stream *s, unsigned slo
 	return rc ? rc : tfs_buf_printf(r, "\n");
 }
 
-static const char *const open_keys[] = {
-	"cols", "device", "depth", "batch", "ahead", "room", NULL
-};
+static const char *const open_keys[] = { "cols",  "device", "depth", "batch",
+					 "ahead", "room",   "dtype", NULL };
 static const char *const stage_keys[] = { "stream", "rows", "range", "slot", NULL };
 static const char *const next_keys[] = { "stream", "batch", NULL };
 static const char *const release_keys[] = { "stream", "slot", NULL };
@@ -175,6 +174,7 @@ static int text_open(struct tfs_ctlfile_session *se, const char *target, const s
 		a.cols[a.ncols++] = c;
 	}
 	a.device = kv_get(kv, nkv, "device");
+	a.dtype = kv_get(kv, nkv, "dtype");
 	if (kv_get(kv, nkv, "depth")) {
 		if ((rc = need_u64(kv, nkv, "depth", &x, err)))
 			goto out;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pack.h"
 #include "util.h"
 
 enum slot_state { S_FREE, S_FILLING, S_READY, S_LEASED };
@@ -107,13 +108,59 @@ int tfs_staging_probe(int device, char *err, size_t err_cap)
 }
 
 /* Bytes of a slot that the last fill used: up to the end of the last column's rows. */
+/* Column c of the ring: a version's column, or a pack file's description. */
+static const struct tfs_column *ring_col(const struct tfs_staging_config *cfg, size_t c)
+{
+	return cfg->pack ? &cfg->pack_cols[c] : &cfg->ver->manifest.cols[cfg->cols[c]];
+}
+
 static uint64_t used_bytes(const struct tfs_staging *st, const struct slot *s)
 {
 	const size_t last = st->cfg.ncols - 1;
 
-	if (st->cfg.ver->manifest.cols[st->cfg.cols[last]].kind == TFS_COL_FIXED)
+	if (ring_col(&st->cfg, last)->kind == TFS_COL_FIXED)
 		return st->col_off[last] + s->used[last];
 	return st->data_off[last] + s->used[last];
+}
+
+/* A pack file's samples, made on the host into the slot's layout (widened to the dtype staged)
+ * and copied from there by one op. */
+static int fill_pack_column(struct tfs_staging *st, struct slot *s, size_t c, uint8_t *mem)
+{
+	const struct tfs_column *col = &st->cfg.pack_cols[c];
+	const enum tfs_pack_file f = (enum tfs_pack_file)st->cfg.cols[c];
+	const uint64_t native = tfs_pack_row_bytes(st->cfg.pack, f);
+	struct tfs_dtype dt;
+	struct tfs_gather_list l;
+	uint64_t len;
+	uint8_t *tmp = malloc(native);
+	int rc = tmp ? 0 : -ENOMEM;
+
+	tfs_pack_file_type(st->cfg.pack, f, &dt, &len);
+	tfs_gather_list_init(&l, st->cfg.cache);
+	for (size_t i = 0; !rc && i < s->nrows; i++) {
+		uint8_t *row = mem + st->col_off[c] + i * col->row_bytes;
+		int padded;
+
+		rc = tfs_pack_sample(st->cfg.pack, st->reader, s->rows[i], f,
+				     dt.itemsize == col->dtype.itemsize ? row : tmp, &l, &padded);
+		s->padded += (size_t)padded;
+		for (uint64_t k = 0; !rc && dt.itemsize != col->dtype.itemsize && k < len; k++) {
+			uint64_t x = 0;
+			int64_t y;
+
+			memcpy(&x, tmp + k * dt.itemsize, dt.itemsize); /* little-endian */
+			y = (int64_t)x;
+			memcpy(row + k * col->dtype.itemsize, &y, col->dtype.itemsize);
+		}
+	}
+	tfs_gather_list_free(&l);
+	free(tmp);
+	s->used[c] = s->nrows * col->row_bytes;
+	if (!rc)
+		rc = tfs_gather_list_add(&s->list, mem + st->col_off[c], st->col_off[c],
+					 s->used[c]);
+	return rc;
 }
 
 static void fill_slot(struct slot *s)
@@ -127,7 +174,11 @@ static void fill_slot(struct slot *s)
 
 	s->padded = 0;
 	assert(!s->list.npins && !s->list.nops);
-	for (size_t c = 0; !rc && c < st->cfg.ncols; c++) {
+	for (size_t c = 0; !rc && st->cfg.pack && c < st->cfg.ncols; c++) {
+		rc = fill_pack_column(st, s, c, mem);
+		bytes += s->used[c];
+	}
+	for (size_t c = 0; !rc && !st->cfg.pack && c < st->cfg.ncols; c++) {
 		const struct tfs_gather_place at = { st->col_off[c], st->data_off[c],
 						     st->shapes_off[c], st->cfg.room[c] };
 		struct tfs_gather_result res;
@@ -183,7 +234,7 @@ static uint64_t align_up(uint64_t x)
 static int place_column(struct tfs_staging *st, const struct tfs_staging_config *cfg, size_t c,
 			uint64_t *off)
 {
-	const struct tfs_column *col = &cfg->ver->manifest.cols[cfg->cols[c]];
+	const struct tfs_column *col = ring_col(cfg, c);
 	const uint64_t max = TFS_STAGING_MAX_SLOT_BYTES;
 	uint64_t bytes;
 

@@ -53,6 +53,11 @@ struct tfs_staging_config {
 	/* The reader the fills read through (borrowed: outlives the ring); NULL: the ring opens
 	 * its own, which pads bad rows as pad_bad_rows says. */
 	struct tfs_reader *reader;
+	/* A pack view's ring (pack.h): rows are its samples, cols[c] its files (tfs_pack_file),
+	 * described by pack_cols[c] as fixed columns of the dtype staged (tokens may be widened
+	 * to int32 or int64). The samples are made on the host and copied into the slot. */
+	const struct tfs_pack *pack;
+	const struct tfs_column *pack_cols;
 	/* NULL: the backend of device. Tests put one of their own here. */
 	const struct tfs_staging_backend *backend;
 };

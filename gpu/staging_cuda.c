@@ -43,7 +43,7 @@ struct cuda {
 	intptr_t arena_delta, pinned_delta;
 	struct tfs_kernel_op **kops;
 	size_t *kops_cap;
-	intptr_t *kops_delta; /* per slot: device address minus host address of kops[slot] */
+	intptr_t *kops_delta;	 /* per slot: device address minus host address of kops[slot] */
 	struct tfs_devcache *dc; /* the device's chunk cache (cache_gpu), or NULL */
 	struct inflight *fl;	 /* per slot: the batch the kernel gathers */
 };

@@ -157,6 +157,31 @@ def test_cuda_batches_equal_host(lake, mount):
         loader.close()
 
 
+def test_cuda_pack_batches_equal_the_view(lake, mount, tmp_path):
+    """A pack view staged on the device, tokens widened to int64: the batches equal the view's
+    tokens.npy row for row."""
+    rng = np.random.default_rng(9)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(300):
+        np.save(docs / f"{i:05d}.npy", rng.integers(0, 50000, int(rng.integers(0, 400)))
+                .astype(np.uint16))
+    lake.create("p")
+    lake.import_("p", {"tok": docs})
+    m = mount(lake)
+    name = "pack=128,eos=0,seed=2"
+    want = np.load(m.path / "p" / "main" / "views" / name / "tokens.npy")
+    loader = Loader()
+    with tensorfs.Stager(m.path, f"p/main/views/{name}", ["tokens"], device="cuda:0",
+                         batch_size=64, dtype="int64") as g:
+        for start in range(0, len(want) - 64, 64):
+            f, c = raw(g, f"stage stream={g.stream} range={start}:{start + 64}")
+            got = loader.read(f, c)
+            assert np.array_equal(got["tokens"], want[start:start + 64].astype(np.int64))
+            g.release(int(f["slot"]))
+    loader.close()
+
+
 def test_cuda_ragged_and_text_batches_equal_host(lake, mount, tmp_path):
     """Ragged and text columns staged to the device: data, offsets and shapes equal the host
     backend's batch of the same rows."""

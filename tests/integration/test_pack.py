@@ -163,3 +163,46 @@ def test_jsonl_tokens_refused_with_the_reason(lake, tmp_path, rows, why):
     lake.create("b")
     p = lake.import_("b", {}, "--jsonl", tmp_path / "b.jsonl", "--tokens", "ids", check=False)
     assert p.returncode != 0 and why in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [(None, np.uint16), ("int32", np.int32),
+                                            ("int64", np.int64)])
+def test_pack_view_staged_by_the_control_file(tokens_lake, mount, dtype, np_dtype):
+    """A host stream over a pack view: `next` batches of (B, S+1) tokens in the dtype asked
+    for, with their segments and docs, equal to the view's files in order; stage by rows too."""
+    from tensorfs.staging import Stager
+
+    lake, _, _ = tokens_lake
+    m = mount(lake)
+    name = "pack=16,eos=0,seed=5,rank=1,world=2"
+    want_t, want_s, want_d = load(m, "t", name)
+    st = Stager(m.path, f"t/main/views/{name}", ["tokens", "segments", "doc"], batch_size=7,
+                dtype=dtype)
+    try:
+        assert st.rows == len(want_t)
+        got = []
+        for b in st.batches():
+            assert b["tokens"].dtype == np_dtype and b["tokens"].shape[1] == 17
+            got.append((np.array(b["tokens"]), np.array(b["segments"]), np.array(b["doc"])))
+            b.release()
+        for i, w in enumerate((want_t, want_s, want_d)):
+            assert np.array_equal(np.concatenate([g[i] for g in got]), w.astype(
+                np_dtype if i == 0 else w.dtype))
+        b = st.stage([5, 0, 3])
+        assert np.array_equal(b["tokens"], want_t[[5, 0, 3]].astype(np_dtype))
+        b.release()
+    finally:
+        st.close()
+
+
+def test_pack_stream_refuses_unknown_columns_and_dtypes(tokens_lake, mount):
+    from tensorfs.staging import Stager, StagingError
+
+    lake, _, _ = tokens_lake
+    m = mount(lake)
+    with pytest.raises(StagingError, match="tokens, segments, doc"):
+        Stager(m.path, "t/main/views/pack=8", ["tok"])
+    with pytest.raises(StagingError, match="int32 or int64"):
+        Stager(m.path, "t/main/views/pack=8", ["tokens"], dtype="float32")
+    with pytest.raises(StagingError, match="pack= view's tokens"):
+        Stager(m.path, "t/main", ["tok"], dtype="int32")

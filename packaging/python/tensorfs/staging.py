@@ -200,14 +200,15 @@ class Stager:
     "cuda:N"; depth: slots in the ring; batch_size: the most rows a batch may have (default:
     the daemon's, 1024 or what fits 1 GiB); ahead: batches of next() made ahead; room: bytes
     of row data a slot holds for each ragged, text or bytes column (default: what the largest
-    batch of next() needs).
+    batch of next() needs). dtype: for a pack view (views/pack=S,...), "int32" or "int64" to
+    stage its tokens as, ready for an embedding lookup (default: as stored).
 
     A batch maps each fixed column to an array of batch_size rows, and each ragged, text or
     bytes column to a tensorfs.Ragged, Text or Bytes over the slot (host), or to a dict of
     "data", "offsets" and, ragged, "shapes" tensors (cuda)."""
 
     def __init__(self, mountpoint, version_or_view, columns, device="host", depth=4,
-                 batch_size=None, ahead=None, room=None):
+                 batch_size=None, ahead=None, room=None, dtype=None):
         if isinstance(columns, str):
             columns = [columns]
         self.columns = list(columns)
@@ -226,6 +227,8 @@ class Stager:
                 req += f" ahead={int(ahead)}"
             if room is not None:
                 req += f" room={int(room)}"
+            if dtype is not None:
+                req += f" dtype={dtype}"
             info, _ = _parse_reply(self.request(req))
         except BaseException:
             os.close(self._fd)
