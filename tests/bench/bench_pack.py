@@ -10,6 +10,8 @@ with `tensorfs import --megatron` into a file:// lake beside it.
   open        the view views/pack=S,eos=0,seed=1/ first stat'ed (its index arrays built:
               document order, sample starts, sample order), against numpy building the same
               arrays (argsort of a permutation, cumsum, searchsorted) over the .idx
+  read        host staging: a control-file stream over a view of another epoch, cols=tokens
+              dtype=int64, `next` batches of --batch samples, each released after use
   read        every sample of tokens.npy in view order through np.load(mmap_mode="r"), in
               batches of --batch rows (each pass a view of another epoch: files the kernel
               has not cached, chunks the daemon has after the first pass), against numpy
@@ -131,23 +133,39 @@ def main():
                     np.array(mm[i:i + a.batch])
                 return mm.size
 
+            def read_staged():
+                sys.path.insert(0, str(HERE.parents[1] / "packaging" / "python"))
+                from tensorfs.staging import Stager
+
+                v = view.parent / f"pack={a.seq},eos=0,seed=1,epoch={next(views)}"
+                toks = 0
+                with Stager(work / "mnt", str(v), ["tokens"], batch_size=a.batch,
+                            dtype="int64") as st:
+                    for b in st.batches():
+                        toks += b["tokens"].size
+                        b.release()
+                return toks
+
             def read_numpy():
                 for i in range(0, n, a.batch):
                     np.stack([numpy_sample(k) for k in order[i:i + a.batch]])
                 return n * (a.seq + 1)
 
-            for label, fn in (("mount tokens.npy", read_mount), ("numpy over .bin", read_numpy)):
+            rates = {}
+            for label, fn in (("mount tokens.npy", read_mount),
+                              ("host staging int64", read_staged),
+                              ("numpy over .bin", read_numpy)):
                 best = None
                 for _ in range(a.repeat):
                     t = time.perf_counter()
                     toks = fn()
                     dt = time.perf_counter() - t
                     best = dt if best is None else min(best, dt)
-                rate = toks / best
-                print(f"read {label:18s}: {rate / 1e6:8.1f} M tokens/s")
-                if label.startswith("mount"):
-                    mount_rate = rate
-            print(f"ratio mount / numpy: {mount_rate / rate:.2f}x")
+                rates[label] = toks / best
+                print(f"read {label:18s}: {rates[label] / 1e6:8.1f} M tokens/s")
+            base = rates["numpy over .bin"]
+            print(f"ratio to numpy: mount {rates['mount tokens.npy'] / base:.2f}x, host staging "
+                  f"{rates['host staging int64'] / base:.2f}x")
         finally:
             unmount(work / "mnt")
 
