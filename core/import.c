@@ -565,7 +565,7 @@ out:
 int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t row_start,
 	       const char *path, const struct tfs_import_opts *o, struct tfs_id *commit_id)
 {
-	struct tfs_import_src isrc = { column, path, TFS_SRC_NPY };
+	struct tfs_import_src isrc = { column, path, TFS_SRC_NPY, 0 };
 	struct source src = { .src = &isrc, .fd = -1 };
 	struct pool pool = { .s = s, .ds = ds };
 	struct tfs_manifest m = { 0 };

@@ -19,6 +19,10 @@ struct tfs_import_src {
 	const char *column;
 	const char *path;
 	enum tfs_import_form form;
+	/* A directory of 1-D integer arrays that are documents of token ids: a ragged token column
+	 * of uint16 when every id fits, else uint32 (a negative id, or one past 2^32 - 1, is an
+	 * error). */
+	int tokens;
 };
 
 struct tfs_import_opts {

@@ -162,6 +162,85 @@ static int open_npy(const char *path, struct tfs_npy_info *info)
 	return fd;
 }
 
+/* Element i of a little-endian integer array of dtype dt, widened (-1 for a negative one). */
+static int64_t int_at(const uint8_t *p, const struct tfs_dtype *dt, uint64_t i)
+{
+	uint64_t u = 0;
+
+	memcpy(&u, p + i * dt->itemsize, dt->itemsize);
+	if (dt->kind == 'i' && dt->itemsize < 8 && (u >> (8 * dt->itemsize - 1)) & 1)
+		return -1;
+	return dt->kind == 'i' && (int64_t)u < 0 ? -1 : (int64_t)(u > INT64_MAX ? INT64_MAX : u);
+}
+
+/* Read one row file's data (byte-swapped to little-endian) into row. */
+static int read_row(const char *path, struct tfs_buf *row, struct tfs_npy_info *info)
+{
+	uint64_t bytes;
+	int rc, fd = open_npy(path, info);
+
+	if (fd < 0)
+		return fd;
+	bytes = info->dtype.itemsize;
+	for (unsigned d = 0; d < info->ndim; d++)
+		bytes *= info->shape[d];
+	row->len = 0;
+	rc = tfs_buf_reserve(row, (size_t)bytes);
+	if (!rc)
+		rc = tfs_pread_full(fd, row->data, (size_t)bytes, info->data_offset);
+	close(fd);
+	if (rc) {
+		tfs_err("%s: %s", path,
+			rc == -EIO ? "file is shorter than its NPY header says" : strerror(-rc));
+		return rc;
+	}
+	row->len = (size_t)bytes;
+	if (info->big_endian)
+		tfs_dtype_swap(&info->dtype, row->data, (size_t)bytes);
+	return 0;
+}
+
+/* A token directory: 1-D integer rows whose ids all fit uint32, narrowed to uint16 when they
+ * fit that; read through once for the ids' range. */
+static int scan_tokens(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
+{
+	struct tfs_buf row = { 0 };
+	int64_t top = 0;
+	char err[64];
+	int big, rc = 0;
+
+	if (sc->ndim != 1 || (sc->dtype.kind != 'i' && sc->dtype.kind != 'u')) {
+		tfs_err("%s: token documents are 1-D integer arrays (%s has dtype %s, %u "
+			"dimensions)",
+			src->path, sc->files[0], sc->dtype.descr, sc->ndim);
+		return -EINVAL;
+	}
+	for (size_t i = 0; !rc && i < sc->nfiles; i++) {
+		struct tfs_npy_info info;
+
+		rc = read_row(sc->files[i], &row, &info);
+		for (uint64_t k = 0; !rc && k < info.shape[0]; k++) {
+			const int64_t id = int_at(row.data, &info.dtype, k);
+
+			if (id < 0 || (uint64_t)id > UINT32_MAX) {
+				tfs_err("%s: element %" PRIu64 " is not a token id (0 to 2^32 - 1)",
+					sc->files[i], k);
+				rc = -EINVAL;
+			}
+			top = id > top ? id : top;
+		}
+	}
+	tfs_buf_free(&row);
+	if (rc)
+		return rc;
+	sc->from = sc->dtype;
+	tfs_dtype_parse(top <= UINT16_MAX ? "<u2" : "<u4", &sc->dtype, &big, err, sizeof(err));
+	sc->narrow = strcmp(sc->from.descr, sc->dtype.descr) != 0;
+	sc->kind = TFS_COL_RAGGED; /* documents: rows of their own length, even all alike */
+	sc->bytes = sc->bytes / sc->from.itemsize * sc->dtype.itemsize;
+	return 0;
+}
+
 static int scan_npy_dir(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 {
 	int rc = list_npy(src->path, sc);
@@ -200,7 +279,7 @@ static int scan_npy_dir(const struct tfs_import_src *src, struct tfs_rows_scan *
 		tfs_err("%s: no .npy files", src->path);
 		return -EINVAL;
 	}
-	return 0;
+	return src->tokens ? scan_tokens(src, sc) : 0;
 }
 
 int tfs_rows_scan(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
@@ -238,38 +317,31 @@ static int write_text(const struct tfs_import_src *src, struct tfs_rowcol *w,
 static int write_npy_dir(const struct tfs_rows_scan *sc, struct tfs_rowcol *w,
 			 struct tfs_progress *progress)
 {
-	struct tfs_buf row = { 0 };
+	struct tfs_buf row = { 0 }, ids = { 0 };
 	int rc = 0;
 
 	for (size_t i = 0; !rc && i < sc->nfiles; i++) {
 		struct tfs_npy_info info;
-		uint64_t bytes;
-		int fd = open_npy(sc->files[i], &info);
+		const struct tfs_buf *out = &row;
 
-		if (fd < 0) {
-			rc = fd;
-			break;
+		rc = read_row(sc->files[i], &row, &info);
+		if (!rc && sc->narrow) { /* ids checked by the scan */
+			ids.len = 0;
+			rc = tfs_buf_reserve(&ids, (size_t)(info.shape[0] * sc->dtype.itemsize));
+			for (uint64_t k = 0; !rc && k < info.shape[0]; k++) {
+				const uint64_t id = (uint64_t)int_at(row.data, &info.dtype, k);
+
+				memcpy(ids.data + k * sc->dtype.itemsize, &id, sc->dtype.itemsize);
+			}
+			ids.len = (size_t)(info.shape[0] * sc->dtype.itemsize);
+			out = &ids;
 		}
-		bytes = info.dtype.itemsize;
-		for (unsigned d = 0; d < info.ndim; d++)
-			bytes *= info.shape[d];
-		row.len = 0;
-		rc = tfs_buf_reserve(&row, (size_t)bytes);
 		if (!rc)
-			rc = tfs_pread_full(fd, row.data, (size_t)bytes, info.data_offset);
-		close(fd);
-		if (rc) {
-			tfs_err("%s: %s", sc->files[i],
-				rc == -EIO ? "file is shorter than its NPY header says"
-					   : strerror(-rc));
-			break;
-		}
-		if (info.big_endian)
-			tfs_dtype_swap(&info.dtype, row.data, (size_t)bytes);
-		rc = tfs_rowcol_add(w, row.data, (size_t)bytes, info.shape);
-		tfs_progress_add(progress, bytes, 1);
+			rc = tfs_rowcol_add(w, out->data, out->len, info.shape);
+		tfs_progress_add(progress, out->len, 1);
 	}
 	tfs_buf_free(&row);
+	tfs_buf_free(&ids);
 	return rc;
 }
 

@@ -19,6 +19,9 @@ struct tfs_rows_scan {
 	uint64_t rows, bytes;
 	char **files; /* directory sources: the .npy files, sorted */
 	size_t nfiles;
+	/* A token directory: the files' dtype, narrowed to dtype as rows are written. */
+	struct tfs_dtype from;
+	int narrow;
 };
 
 /* Read the source through once: its rows, their kind, and every row checked (text: UTF-8; a

@@ -314,8 +314,10 @@ int tfs_cmd_import(int argc, char **argv)
 		tfs_err("--column names --megatron's token column");
 		return 2;
 	}
-	if (tokens && !jsonl) {
-		tfs_err("--tokens FIELD names --jsonl's field of token ids");
+	if (tokens && (images || npz || megatron || webdataset)) {
+		tfs_err("--tokens names --jsonl's field of token ids, or a COL=DIR/ source of "
+			"token "
+			"documents");
 		return 2;
 	}
 	if (images || jsonl || npz || megatron || webdataset) {
@@ -366,7 +368,14 @@ int tfs_cmd_import(int argc, char **argv)
 		}
 		if (!stat(src[n].path, &sb) && S_ISDIR(sb.st_mode))
 			src[n].form = TFS_SRC_NPY_DIR;
-		else if (len > 4 && !strcmp(src[n].path + len - 4, ".txt"))
+		src[n].tokens = tokens && !strcmp(tokens, src[n].column);
+		if (src[n].tokens && src[n].form != TFS_SRC_NPY_DIR) {
+			tfs_err("--tokens %s: token documents come from a directory of .npy arrays "
+				"(%s=DIR/)",
+				tokens, tokens);
+			rc = 2;
+			goto out;
+		} else if (len > 4 && !strcmp(src[n].path + len - 4, ".txt"))
 			src[n].form = TFS_SRC_TEXT;
 		n++;
 	}

@@ -102,9 +102,9 @@ static void make_lake(const char *url)
 		snprintf(p, sizeof(p), "%s/%06d.npy", r, i);
 		write_npy(p, "<i2", i % 2 ? "(1,)" : "(4,)", v, (i % 2 ? 1 : 4) * sizeof(int16_t));
 	}
-	src[0] = (struct tfs_import_src){ "x", x, TFS_SRC_NPY };
-	src[1] = (struct tfs_import_src){ "t", t, TFS_SRC_TEXT };
-	src[2] = (struct tfs_import_src){ "r", r, TFS_SRC_NPY_DIR };
+	src[0] = (struct tfs_import_src){ "x", x, TFS_SRC_NPY, 0 };
+	src[1] = (struct tfs_import_src){ "t", t, TFS_SRC_TEXT, 0 };
+	src[2] = (struct tfs_import_src){ "r", r, TFS_SRC_NPY_DIR, 0 };
 	rc = tfs_store_open(url, TFS_STORE_CREATE, &s);
 	if (!rc)
 		rc = tfs_dataset_create(s, "d");

@@ -204,7 +204,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
 		write_npy(cols[i].name, cols[i].descr, cols[i].ndim, cols[i].shape, cols[i].fill,
 			  paths[i], sizeof(paths[i]));
-		src[i] = (struct tfs_import_src){ cols[i].name, paths[i], TFS_SRC_NPY };
+		src[i] = (struct tfs_import_src){ cols[i].name, paths[i], TFS_SRC_NPY, 0 };
 	}
 	rc = tfs_import(store, "ds", src, sizeof(cols) / sizeof(cols[0]), &opts, &id);
 	if (rc)

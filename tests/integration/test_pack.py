@@ -206,3 +206,33 @@ def test_pack_stream_refuses_unknown_columns_and_dtypes(tokens_lake, mount):
         Stager(m.path, "t/main/views/pack=8", ["tokens"], dtype="float32")
     with pytest.raises(StagingError, match="pack= view's tokens"):
         Stager(m.path, "t/main", ["tok"], dtype="int32")
+
+
+@pytest.mark.parametrize("dtype,vocab,want", [(np.int64, 50000, np.uint16),
+                                              (np.int32, 100000, np.uint32),
+                                              (np.uint8, 200, np.uint16)])
+def test_directory_of_token_arrays_is_narrowed(lake, mount, tmp_path, dtype, vocab, want):
+    """COL=DIR/ --tokens COL: 1-D integer arrays become a token column, uint16 when every id
+    fits, else uint32, even when every document has the same length."""
+    rng = np.random.default_rng(vocab)
+    docs = [rng.integers(0, vocab, 12).astype(dtype) for _ in range(30)]
+    docs[2][0] = vocab - 1
+    lake.create("n")
+    lake.import_("n", {"tok": write_dir(tmp_path / "d", docs)}, "--tokens", "tok")
+    m = mount(lake)
+    got = load(m, "n", "pack=8,eos=3")[0]
+    want_t = pack([d.astype(want) for d in docs], 8, eos=3)[0]
+    assert got.dtype == want and np.array_equal(got, want_t)
+
+
+@pytest.mark.parametrize("arrays,why", [
+    ([np.array([1, -1])], "is not a token id"),
+    ([np.array([1, 2**33])], "is not a token id"),
+    ([np.array([[1, 2]])], "1-D integer arrays"),
+    ([np.array([1.5])], "1-D integer arrays"),
+])
+def test_bad_token_directories_are_refused(lake, tmp_path, arrays, why):
+    lake.create("b")
+    p = lake.import_("b", {"tok": write_dir(tmp_path / "d", arrays)}, "--tokens", "tok",
+                     check=False)
+    assert p.returncode != 0 and why in p.stderr, p.stderr

@@ -51,7 +51,7 @@ static struct tfs_id import_rows(struct tfs_store *s, const char *ds, const char
 {
 	struct tfs_import_opts o = { .codec = TFS_CODEC_RAW, .branch = branch, .message = "t" };
 	char npy[160];
-	struct tfs_import_src src = { "x", npy, TFS_SRC_NPY };
+	struct tfs_import_src src = { "x", npy, TFS_SRC_NPY, 0 };
 	struct tfs_id id;
 
 	snprintf(npy, sizeof(npy), "%s/in.npy", tmpdir);

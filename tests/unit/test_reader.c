@@ -95,7 +95,7 @@ static int setup(void **state)
 		const struct tfs_import_opts of = { .codec = TFS_CODEC_ZSTD,
 						    .level = 1,
 						    .chunk_bytes = 256 << 10 };
-		struct tfs_import_src src = { "img", path, TFS_SRC_NPY };
+		struct tfs_import_src src = { "img", path, TFS_SRC_NPY, 0 };
 		char hdr[TFS_NPY_ALIGN], err[64];
 		struct tfs_dtype u1;
 		int big;
