@@ -66,8 +66,8 @@ static int setup(void **state)
 	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
 	if (tfs_store_open(url, TFS_STORE_CREATE, &store) || tfs_dataset_create(store, "d"))
 		return -1;
-	src[0] = (struct tfs_import_src){ "a", pa, TFS_SRC_NPY };
-	src[1] = (struct tfs_import_src){ "b", pb, TFS_SRC_NPY };
+	src[0] = (struct tfs_import_src){ "a", pa, TFS_SRC_NPY, 0 };
+	src[1] = (struct tfs_import_src){ "b", pb, TFS_SRC_NPY, 0 };
 	if (tfs_import(store, "d", src, 2, &o, &id) || tfs_version_open(store, "d", &id, &ver))
 		return -1;
 	if (tfs_cache_create(1 << 20, &cache) || tfs_workpool_create(2, &pool))
