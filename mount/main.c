@@ -51,6 +51,10 @@ static const char usage_text[] =
 	"                                  commit a session's parts, in part order, at once\n"
 	"  session ls URL                  the sessions being written: parts, rows, age\n"
 	"  session abort URL ID            forget a session (gc removes its chunks)\n"
+	"  sql URL[@REF] \"SELECT ... FROM t ...\" [--csv | --json] [--stats]\n"
+	"                                  SQL (SQLite) over a version's columns: table t,\n"
+	"                                  rowid = row number, NAME_shape and NAME_len of\n"
+	"                                  tensors; filters on scalars read only their columns\n"
 	"  export URL COLUMN --megatron PREFIX [--ref REF]\n"
 	"                                  write a token column as PREFIX.bin + PREFIX.idx\n"
 	"  mix create|update LAKE_URL NAME DATASET[@REF][:COL]=WEIGHT ... [--seed N]\n"
@@ -662,6 +666,8 @@ int main(int argc, char **argv)
 		return tfs_cmd_export(argc, argv);
 	if (!strcmp(argv[0], "mix"))
 		return tfs_cmd_mix(argc, argv);
+	if (!strcmp(argv[0], "sql"))
+		return tfs_cmd_sql(argc, argv);
 	if (!strcmp(argv[0], "ls"))
 		return cmd_ls(argc, argv);
 	if (!strcmp(argv[0], "info"))
