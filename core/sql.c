@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "knn.h"
 #include "util.h"
 
 #define MAX_PUSHED 16 /* constraints pushed down at most */
@@ -608,6 +609,43 @@ static int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
 	return SQLITE_OK;
 }
 
+/* distance(a, b[, metric]): float32 vectors as blobs (a tensor column's rows, a bound query),
+ * smaller nearer (knn.h); NULL when either is NULL or their lengths differ. */
+static void sql_distance(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	enum tfs_knn_metric m = TFS_KNN_L2;
+	const int na = sqlite3_value_bytes(argv[0]), nb = sqlite3_value_bytes(argv[1]);
+	const void *a = sqlite3_value_blob(argv[0]), *b = sqlite3_value_blob(argv[1]);
+	float *x, *y;
+	double d;
+
+	if (argc == 3 && tfs_knn_metric_parse((const char *)sqlite3_value_text(argv[2]), &m)) {
+		sqlite3_result_error(ctx, "distance: the metric is l2, cosine or ip", -1);
+		return;
+	}
+	if (!a || !b || na != nb || na % 4) {
+		sqlite3_result_null(ctx);
+		return;
+	}
+	x = malloc((size_t)na);
+	y = malloc((size_t)nb);
+	if (!x || !y) {
+		free(x);
+		free(y);
+		sqlite3_result_error_nomem(ctx);
+		return;
+	}
+	memcpy(x, a, (size_t)na); /* blobs need not be aligned */
+	memcpy(y, b, (size_t)nb);
+	d = tfs_knn_distance(x, y, (size_t)na / 4, m);
+	free(x);
+	free(y);
+	if (isnan(d))
+		sqlite3_result_null(ctx);
+	else
+		sqlite3_result_double(ctx, d);
+}
+
 static const sqlite3_module module = {
 	.iVersion = 0,
 	.xCreate = x_connect,
@@ -641,6 +679,10 @@ int tfs_sql_open(struct tfs_version *v, struct tfs_cache *cache, struct tfs_sql 
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(q->db, "CREATE VIRTUAL TABLE temp.t USING tensorfs", NULL, NULL,
 				  &msg);
+	for (int n = 2; rc == SQLITE_OK && n <= 3; n++)
+		rc = sqlite3_create_function(q->db, "distance", n,
+					     SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, sql_distance,
+					     NULL, NULL);
 	if (rc != SQLITE_OK) {
 		snprintf(err, err_cap, "%s",
 			 msg	 ? msg

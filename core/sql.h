@@ -9,7 +9,11 @@
  *
  * Constraints (=, <, <=, >, >=) on rowid and on scalar numeric columns are pushed down: the
  * rows are found by reading only the columns constrained (SQLite still checks every row it is
- * given, so a pushed constraint never changes a result, only what is read). */
+ * given, so a pushed constraint never changes a result, only what is read).
+ *
+ * distance(a, b[, 'l2'|'cosine'|'ip']) takes two float32 vectors as blobs (a tensor column's
+ * rows, a vector bound as a parameter) and gives their distance, smaller nearer (knn.h), for
+ * ORDER BY distance(emb, :q) LIMIT k. */
 #ifndef TFS_SQL_H
 #define TFS_SQL_H
 

@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* sql_cmd: `tensorfs sql URL[@REF] "SELECT ..." [--csv | --json] [--stats]`: SQL over a
- * version's columns (core/sql.h), printed as an aligned table, CSV or JSON Lines. */
+/* sql_cmd: `tensorfs sql URL[@REF] "SELECT ..." [--csv | --json] [--stats]
+ * [--near COL=VECTORS.npy [--k K] [--metric cosine|l2|ip] [--per-query]]`: SQL over a version's
+ * columns (core/sql.h), printed as an aligned table, CSV or JSON Lines; with --near, the rows
+ * of the query ranked by nearness to the vectors (core/knn.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "knn.h"
+#include "npy.h"
 #include "sql.h"
 #include "store.h"
 #include "util.h"
@@ -142,6 +149,244 @@ static void table_print(const struct table *t, int ncols)
 	}
 }
 
+/* --near's vectors: a (D,) or (Q, D) float32 (or float64) .npy. */
+static int load_vectors(const char *path, float **out, size_t *nq, size_t *d)
+{
+	struct tfs_npy_info info;
+	char err[256];
+	uint64_t n, bytes;
+	void *raw = NULL;
+	int rc = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		tfs_err("--near %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (tfs_npy_read_header(fd, &info, err, sizeof(err))) {
+		tfs_err("--near %s: %s", path, err);
+		close(fd);
+		return -EINVAL;
+	}
+	if ((info.ndim != 1 && info.ndim != 2) || info.fortran_order ||
+	    (strcmp(info.dtype.descr, "<f4") && strcmp(info.dtype.descr, "<f8"))) {
+		tfs_err("--near %s: expected a (D,) or (Q, D) array of float32 or float64 vectors",
+			path);
+		close(fd);
+		return -EINVAL;
+	}
+	*nq = info.ndim == 1 ? 1 : (size_t)info.shape[0];
+	*d = (size_t)info.shape[info.ndim - 1];
+	n = (uint64_t)*nq * *d;
+	bytes = n * info.dtype.itemsize;
+	raw = malloc(bytes + 1);
+	*out = malloc(n * sizeof(float) + 1);
+	if (!raw || !*out)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = tfs_pread_full(fd, raw, (size_t)bytes, info.data_offset);
+	close(fd);
+	if (rc == -EIO)
+		tfs_err("--near %s: shorter than its header says", path);
+	for (uint64_t i = 0; !rc && i < n; i++) {
+		double x;
+
+		if (info.dtype.itemsize == 4) {
+			float f;
+
+			memcpy(&f, (uint8_t *)raw + 4 * i, 4);
+			x = f;
+		} else {
+			memcpy(&x, (uint8_t *)raw + 8 * i, 8);
+		}
+		(*out)[i] = (float)x;
+	}
+	free(raw);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* --vector NAME=FILE.npy: :NAME bound to the file's (first) vector as a float32 blob. */
+static int bind_vector(sqlite3_stmt *st, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	char name[130];
+	float *vec = NULL;
+	size_t nq, d;
+	int rc, at;
+
+	if (!eq || eq == arg || (size_t)(eq - arg) > 128) {
+		tfs_err("--vector %s: expected NAME=VECTOR.npy", arg);
+		return -EINVAL;
+	}
+	snprintf(name, sizeof(name), ":%.*s", (int)(eq - arg), arg);
+	at = sqlite3_bind_parameter_index(st, name);
+	if (!at) {
+		tfs_err("--vector %s: the query has no parameter %s", arg, name);
+		return -EINVAL;
+	}
+	rc = load_vectors(eq + 1, &vec, &nq, &d);
+	if (!rc && sqlite3_bind_blob(st, at, vec, (int)(d * sizeof(float)), SQLITE_TRANSIENT))
+		rc = -ENOMEM;
+	free(vec);
+	return rc;
+}
+
+/* The user's statement as a subquery: no trailing semicolons. */
+static char *as_subquery(const char *sql)
+{
+	size_t n = strlen(sql);
+
+	while (n &&
+	       (sql[n - 1] == ';' || sql[n - 1] == ' ' || sql[n - 1] == '\n' || sql[n - 1] == '\t'))
+		n--;
+	return strndup(sql, n);
+}
+
+/* --near: the rows of the user's statement ranked by nearness to each vector. Runs it once
+ * for its rowids, searches them, keeps the hits in temp.knn and leaves *st the statement that
+ * prints the hit rows with their query and score, nearest first. */
+static int near_statement(sqlite3 *db, struct tfs_version *v, struct tfs_cache *cache,
+			  const char *sql, const char *near, size_t k, enum tfs_knn_metric metric,
+			  int per_query, sqlite3_stmt **st)
+{
+	const char *eq = strchr(near, '=');
+	char colname[256], err[512], *sub = NULL, *text = NULL;
+	float *vec = NULL;
+	size_t nq = 0, d = 0, *found = NULL, ncand = 0, cap = 0;
+	uint64_t *cand = NULL;
+	struct tfs_knn_hit *hits = NULL;
+	sqlite3_stmt *ins = NULL;
+	int col, rowid_col = -1, rc = 0, step;
+
+	if (!eq || eq == near || (size_t)(eq - near) >= sizeof(colname)) {
+		tfs_err("--near %s: expected COLUMN=VECTORS.npy", near);
+		return -EINVAL;
+	}
+	snprintf(colname, sizeof(colname), "%.*s", (int)(eq - near), near);
+	col = tfs_version_column(v, colname);
+	if (col < 0) {
+		tfs_err("--near: no column %s", colname);
+		return -EINVAL;
+	}
+	rc = load_vectors(eq + 1, &vec, &nq, &d);
+	if (rc)
+		return rc;
+	/* Bind :q to the first vector if the statement names it. */
+	{
+		const int qi = sqlite3_bind_parameter_index(*st, ":q");
+
+		if (qi > 0)
+			sqlite3_bind_blob(*st, qi, vec, (int)(d * sizeof(float)), SQLITE_TRANSIENT);
+	}
+	for (int i = 0; i < sqlite3_column_count(*st); i++)
+		if (!strcasecmp(sqlite3_column_name(*st, i), "rowid"))
+			rowid_col = i;
+	if (rowid_col < 0) {
+		tfs_err("--near: the query must select rowid (SELECT rowid, ... FROM t ...)");
+		rc = -EINVAL;
+		goto out;
+	}
+	while ((step = sqlite3_step(*st)) == SQLITE_ROW) {
+		if (ncand == cap) {
+			uint64_t *g = realloc(cand, (cap = cap ? 2 * cap : 4096) * sizeof(*g));
+
+			if (!g) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			cand = g;
+		}
+		cand[ncand++] = (uint64_t)sqlite3_column_int64(*st, rowid_col);
+	}
+	if (step != SQLITE_DONE) {
+		tfs_err("sql: %s", sqlite3_errmsg(db));
+		rc = -EIO;
+		goto out;
+	}
+	hits = calloc(nq * k + 1, sizeof(*hits));
+	found = calloc(nq + 1, sizeof(*found));
+	if (!hits || !found) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	{
+		int every = ncand == v->manifest.rows;
+
+		for (size_t i = 0; every && i < ncand; i++)
+			every = cand[i] == i;
+		rc = tfs_knn_search(v, cache, (size_t)col, vec, nq, d, every ? NULL : cand, ncand,
+				    k, metric, hits, found, err, sizeof(err));
+	}
+	if (rc) {
+		tfs_err("--near: %s", rc == -ENOMEM ? "out of memory" : err);
+		goto out;
+	}
+	rc = sqlite3_exec(db,
+			  "CREATE TEMP TABLE knn(query INTEGER, rank INTEGER, rowid_ INTEGER, "
+			  "score REAL)",
+			  NULL, NULL, NULL) == SQLITE_OK
+		     ? 0
+		     : -EIO;
+	if (!rc && sqlite3_prepare_v2(db, "INSERT INTO knn VALUES (?, ?, ?, ?)", -1, &ins, NULL) !=
+			   SQLITE_OK)
+		rc = -EIO;
+	for (size_t qi = 0, rank = 0; !rc && qi < nq; qi++)
+		for (size_t j = 0; !rc && j < found[qi]; j++) {
+			sqlite3_bind_int64(ins, 1, (sqlite3_int64)qi);
+			sqlite3_bind_int64(ins, 2, (sqlite3_int64)(per_query ? j : rank++));
+			sqlite3_bind_int64(ins, 3, (sqlite3_int64)hits[qi * k + j].row);
+			sqlite3_bind_double(ins, 4, hits[qi * k + j].score);
+			rc = sqlite3_step(ins) == SQLITE_DONE ? 0 : -EIO;
+			sqlite3_reset(ins);
+		}
+	sub = as_subquery(sql);
+	if (!rc && sub) {
+		/* Without --per-query: every row once, at its best score of all the queries. */
+		const char *fmt =
+			per_query ? "SELECT k.query AS query, k.score AS score, r.* FROM knn AS k "
+				    "JOIN (%s) AS r ON r.rowid = k.rowid_ ORDER BY k.query, k.rank"
+			: metric == TFS_KNN_L2
+				? "SELECT k.query AS query, min(k.score) AS score, r.* FROM knn AS "
+				  "k JOIN (%s) AS r ON r.rowid = k.rowid_ GROUP BY k.rowid_ ORDER "
+				  "BY score, k.rowid_"
+				: "SELECT k.query AS query, max(k.score) AS score, r.* FROM knn AS "
+				  "k JOIN (%s) AS r ON r.rowid = k.rowid_ GROUP BY k.rowid_ ORDER "
+				  "BY score DESC, k.rowid_";
+
+		text = sqlite3_mprintf(fmt, sub);
+	}
+	if (!rc && (!sub || !text))
+		rc = -ENOMEM;
+	if (!rc) {
+		sqlite3_stmt *next = NULL;
+
+		if (sqlite3_prepare_v2(db, text, -1, &next, NULL) != SQLITE_OK) {
+			tfs_err("sql: %s", sqlite3_errmsg(db));
+			rc = -EINVAL;
+		} else {
+			const int qi = sqlite3_bind_parameter_index(next, ":q");
+
+			if (qi > 0)
+				sqlite3_bind_blob(next, qi, vec, (int)(d * sizeof(float)),
+						  SQLITE_TRANSIENT);
+			sqlite3_finalize(*st);
+			*st = next;
+		}
+	}
+out:
+	sqlite3_finalize(ins);
+	sqlite3_free(text);
+	free(sub);
+	free(vec);
+	free(cand);
+	free(hits);
+	free(found);
+	return rc;
+}
+
 /* URL@REF: the ref after the last '@' of the path's last segment. */
 static char *split_ref(const char *arg, const char **ref)
 {
@@ -165,8 +410,19 @@ int tfs_cmd_sql(int argc, char **argv)
 		{ "csv", no_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "stats", no_argument, NULL, 's' },
+		{ "near", required_argument, NULL, 'n' },
+		{ "k", required_argument, NULL, 'k' },
+		{ "metric", required_argument, NULL, 'm' },
+		{ "per-query", no_argument, NULL, 'p' },
+		{ "vector", required_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *vectors[8];
+	size_t nvectors = 0;
+	const char *near = NULL;
+	size_t k = 10;
+	enum tfs_knn_metric metric = TFS_KNN_COSINE;
+	int per_query = 0;
 	enum fmt f = TABLE;
 	int opt, stats = 0, rc = 0, ncols, step;
 	const char *ref;
@@ -188,8 +444,27 @@ int tfs_cmd_sql(int argc, char **argv)
 			f = JSONL;
 		else if (opt == 's')
 			stats = 1;
-		else
+		else if (opt == 'n')
+			near = optarg;
+		else if (opt == 'k')
+			k = (size_t)strtoull(optarg, NULL, 10);
+		else if (opt == 'm' && tfs_knn_metric_parse(optarg, &metric)) {
+			tfs_err("--metric %s: cosine, l2 or ip", optarg);
+			return 2;
+		} else if (opt == 'p')
+			per_query = 1;
+		else if (opt == 'v' && nvectors < 8)
+			vectors[nvectors++] = optarg;
+		else if (opt != 'm')
 			return tfs_cli_usage(2);
+	}
+	if (!near && (per_query || k != 10)) {
+		tfs_err("--k and --per-query go with --near COL=VECTORS.npy");
+		return 2;
+	}
+	if (near && (!k || k > 100000)) {
+		tfs_err("--k: 1 to 100000");
+		return 2;
 	}
 	if (argc - optind != 2)
 		return tfs_cli_usage(2);
@@ -212,6 +487,11 @@ int tfs_cmd_sql(int argc, char **argv)
 		tfs_err("sql: %s", sqlite3_errmsg(tfs_sql_db(q)));
 		rc = -EINVAL;
 	}
+	for (size_t i = 0; !rc && i < nvectors; i++)
+		rc = bind_vector(st, vectors[i]);
+	if (!rc && near)
+		rc = near_statement(tfs_sql_db(q), v, cache, argv[optind + 1], near, k, metric,
+				    per_query, &st);
 	ncols = st ? sqlite3_column_count(st) : 0;
 	if (!rc && f == TABLE) {
 		t.width = calloc((size_t)(ncols ? ncols : 1), sizeof(*t.width));
