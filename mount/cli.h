@@ -17,6 +17,10 @@ int tfs_cmd_mount(int argc, char **argv);
 
 struct tfs_store;
 
+/* Keep freed memory for reuse rather than unmapping it (commands that churn through chunk
+ * and sample buffers). */
+void tfs_cli_keep_freed_memory(void);
+
 /* Open URL = LAKE_URL/DATASET: the store (*s) and the dataset's name (*ds, handed over); logs
  * and returns non-zero when it cannot. */
 int tfs_cli_open_dataset(const char *url, unsigned flags, struct tfs_store **s, char **ds);

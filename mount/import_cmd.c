@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,16 +109,6 @@ static int import_one(const char *url, const struct one_source *src,
 	return rc;
 }
 
-/* An import allocates buffers of a few hundred KiB to a few MiB a sample and a chunk, and frees
- * them as fast: freed memory is kept for the next one instead of each being mapped, faulted in
- * page by page and unmapped (which cost as much as the resize of a 256x256 image). What is kept
- * is at most what was in use at once. */
-static void keep_freed_memory(void)
-{
-	mallopt(M_MMAP_THRESHOLD, 64 << 20);
-	mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
-
 int tfs_cmd_import(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -168,7 +157,7 @@ int tfs_cmd_import(int argc, char **argv)
 	char *ds = NULL, hex[TFS_ID_HEX];
 	int opt, rc = 1;
 
-	keep_freed_memory();
+	tfs_cli_keep_freed_memory();
 	while ((opt = getopt_long(argc, argv, "m:b:q", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'm':

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -116,6 +117,16 @@ int tfs_cli_usage(int rc)
 {
 	fputs(usage_text, rc ? stderr : stdout);
 	return rc;
+}
+
+/* A command allocates buffers of a few hundred KiB to a few MiB (a sample, a chunk) and frees
+ * them as fast: freed memory is kept for the next one instead of each being mapped, zeroed page
+ * by page and unmapped (which cost as much as the resize of a 256x256 image, and most of an
+ * exact nearest-neighbour scan). What is kept is at most what was in use at once. */
+void tfs_cli_keep_freed_memory(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
 int tfs_cli_open_dataset(const char *url, unsigned flags, struct tfs_store **s, char **ds)

@@ -437,6 +437,7 @@ int tfs_cmd_sql(int argc, char **argv)
 	uint64_t rows = 0;
 	struct tfs_id id;
 
+	tfs_cli_keep_freed_memory();
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == 'c')
 			f = CSV;
