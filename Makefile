@@ -251,7 +251,9 @@ valgrind: $(UNIT_BIN) $(REPLAY_BIN)
 # (concurrent readers, prefetch under eviction, staging sessions, the tier's writer, S3 faults).
 TSAN_TESTS := tests/integration/test_concurrent.py tests/integration/test_cache.py \
 	tests/integration/test_control.py tests/integration/test_cluster.py \
-	tests/integration/test_frames.py tests/integration/test_views.py tests/integration/test_s3.py
+	tests/integration/test_frames.py tests/integration/test_views.py tests/integration/test_s3.py \
+	tests/integration/test_import_threads.py tests/integration/test_pack.py \
+	tests/integration/test_mix.py tests/integration/test_knn.py
 tsan-test: deps-test
 	$(MAKE) TSAN=1 all build/tsan/tests/ctl_client build/tsan/tests/sigv4_cli
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(MAKE) TSAN=1 unit
