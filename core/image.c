@@ -336,9 +336,10 @@ int tfs_image_decode_draft(const uint8_t *data, size_t len, uint32_t w, uint32_t
 #define PRECISION_BITS (32 - 8 - 2)
 
 /* The resize loops are built for AVX2 as well as the baseline, the better one picked at load
- * time (32-bit multiplies are one instruction there, emulated in SSE2). */
+ * time (32-bit multiplies are one instruction there, emulated in SSE2). Not under a sanitizer:
+ * the pick runs before its runtime is up. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-	!defined(__SANITIZE_ADDRESS__)
+	!defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define TFS_RESIZE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TFS_RESIZE_CLONES
