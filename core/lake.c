@@ -2,6 +2,7 @@
 /* lake: the store, disk cache, chunk cache and prefetcher of one mounted lake. */
 #include "lakeimpl.h"
 #include "pack.h"
+#include "query.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -337,24 +338,27 @@ static int named_version(struct tfs_lake *l, const char *ds, const char *name,
 int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **out,
 		     char **view_params, char *err, size_t err_cap)
 {
-	char *copy = strdup(path), *parts[6], *save = NULL;
+	char *copy = strdup(path), *parts[8], *save = NULL;
 	struct tfs_version *v = NULL;
 	const char *name;
 	size_t n = 0, vi;
-	int rc = -EINVAL;
+	int rc = -EINVAL, query;
 
 	*view_params = NULL;
 	if (!copy)
 		return -ENOMEM;
 	for (char *p = strtok_r(copy, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
-		if (n == 6)
+		if (n == 8)
 			goto bad;
 		parts[n++] = p;
 	}
-	/* ds ref | ds commits id, then optionally views params */
+	/* ds ref | ds commits id, then optionally views params, queries name, or queries name
+	 * views params */
 	vi = n >= 3 && !strcmp(parts[1], "commits") ? 3 : 2;
-	if (n < 2 || (n != vi && !(n == vi + 2 && !strcmp(parts[vi], "views"))) ||
-	    !tfs_name_valid(parts[0]))
+	query = n > vi && !strcmp(parts[vi], "queries");
+	if (n < 2 || !tfs_name_valid(parts[0]) ||
+	    (query ? !(n == vi + 2 || (n == vi + 4 && !strcmp(parts[vi + 2], "views")))
+		   : (n != vi && !(n == vi + 2 && !strcmp(parts[vi], "views")))))
 		goto bad;
 	rc = tfs_dataset_check(l->store, parts[0]);
 	if (rc) {
@@ -380,7 +384,33 @@ int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **
 	}
 	if (rc)
 		goto unreadable;
-	if (n == vi + 2 && !(*view_params = strdup(parts[vi + 1]))) {
+	if (query) {
+		/* A saved query: a view of its commit, named by its newest version. */
+		struct tfs_query q;
+		char id[TFS_ID_HEX], commit[TFS_ID_HEX];
+
+		rc = tfs_query_head(l->store, parts[0], parts[vi + 1], &q);
+		if (rc == -ENOENT) {
+			SET_ERR("dataset '%s' has no query '%s'", parts[0], parts[vi + 1]);
+			goto out;
+		}
+		if (rc)
+			goto unreadable;
+		tfs_id_hex(&q.id, id);
+		tfs_id_hex(&q.commit, commit);
+		tfs_query_free(&q);
+		tfs_version_put(v);
+		v = NULL;
+		rc = tfs_lake_version(l, parts[0], TFS_LAKE_COMMIT, commit, &v);
+		if (rc)
+			goto unreadable;
+		if (asprintf(view_params, "query=%s@%s%s%s", parts[vi + 1], id,
+			     n == vi + 4 ? "," : "", n == vi + 4 ? parts[vi + 3] : "") < 0) {
+			*view_params = NULL;
+			rc = -ENOMEM;
+			goto out;
+		}
+	} else if (n == vi + 2 && !(*view_params = strdup(parts[vi + 1]))) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -393,7 +423,7 @@ unreadable:
 	goto out;
 bad:
 	SET_ERR("target '%s': expected DATASET/REF or DATASET/commits/ID, optionally followed by "
-		"/views/PARAMS",
+		"/views/PARAMS, /queries/NAME or /queries/NAME/views/PARAMS",
 		path);
 	rc = -EINVAL;
 out:

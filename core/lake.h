@@ -109,7 +109,9 @@ int tfs_lake_version(struct tfs_lake *l, const char *ds, enum tfs_lake_ref_kind 
 		     const char *name, struct tfs_version **out);
 
 /* A path in the mount's grammar: "DATASET/REF" (a branch, a tag or a commit id) or
- * "DATASET/commits/ID", either followed by "/views/PARAMS" or not. Gives the version (as
+ * "DATASET/commits/ID", either followed by "/views/PARAMS", "/queries/NAME" (a saved query: the
+ * version of its commit, and the view query=NAME@VERSION) or "/queries/NAME/views/PARAMS" or
+ * not. Gives the version (as
  * tfs_lake_version) and, for a view, its PARAMS in *view_params (malloc'd; NULL for none). On
  * failure, a message for the user in err. */
 int tfs_lake_resolve(struct tfs_lake *l, const char *path, struct tfs_version **out,

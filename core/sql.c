@@ -272,7 +272,7 @@ static int x_best_index(sqlite3_vtab *tab, sqlite3_index_info *ii)
 	const double rows = (double)q->v->manifest.rows + 1;
 	double cost = rows;
 	struct tfs_buf idx = { 0 };
-	int n = 0;
+	int n = 0, eq_used = 0;
 
 	for (int i = 0; i < ii->nConstraint; i++) {
 		const struct sqlite3_index_constraint *c = &ii->aConstraint[i];
@@ -284,6 +284,7 @@ static int x_best_index(sqlite3_vtab *tab, sqlite3_index_info *ii)
 			return SQLITE_NOMEM;
 		}
 		ii->aConstraintUsage[i].argvIndex = ++n;
+		eq_used |= c->op == SQLITE_INDEX_CONSTRAINT_EQ;
 		cost /= c->iColumn < 0 && c->op == SQLITE_INDEX_CONSTRAINT_EQ ? rows : 4;
 	}
 	ii->idxNum = n;
@@ -296,8 +297,9 @@ static int x_best_index(sqlite3_vtab *tab, sqlite3_index_info *ii)
 		}
 	}
 	tfs_buf_free(&idx);
-	/* Rows come in rowid order. */
-	if (ii->nOrderBy == 1 && ii->aOrderBy[0].iColumn < 0 && !ii->aOrderBy[0].desc)
+	/* Rows come in rowid order, unless an = constraint may stand for an IN list, whose values
+	 * SQLite hands to xFilter one at a time. */
+	if (ii->nOrderBy == 1 && ii->aOrderBy[0].iColumn < 0 && !ii->aOrderBy[0].desc && !eq_used)
 		ii->orderByConsumed = 1;
 	ii->estimatedCost = cost < 1 ? 1 : cost;
 	ii->estimatedRows = (sqlite3_int64)(cost < 1 ? 1 : cost);

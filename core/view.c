@@ -4,6 +4,7 @@
 #include "view.h"
 
 #include "pack.h"
+#include "query.h"
 #include "rng.h"
 #include "viewfilter.h"
 
@@ -150,6 +151,8 @@ void tfs_view_params_free(struct tfs_view_params *p)
 {
 	free(p->col);
 	p->col = NULL;
+	free(p->query);
+	p->query = NULL;
 	free(p->where);
 	p->where = NULL;
 }
@@ -220,6 +223,18 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 			if ((int)p->on_error < 0) {
 				SET_ERR("on_error=%s: expected fail, pad or skip", val);
 				rc = -EINVAL;
+			}
+		} else if (!strcmp(key, "query")) {
+			char *at = strrchr(val, '@');
+
+			free(p->query);
+			p->query = val;
+			val = NULL;
+			if (!at || at == p->query || tfs_id_parse(at + 1, &p->query_id)) {
+				SET_ERR("query=%s: expected NAME@VERSION", p->query);
+				rc = -EINVAL;
+			} else {
+				*at = 0;
 			}
 		} else if (!strcmp(key, "col")) {
 			free(p->col);
@@ -307,6 +322,10 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 	}
 	if (!rc && !p->pack && (p->col || p->has_eos)) {
 		SET_ERR("col= and eos= belong to pack= views");
+		rc = -EINVAL;
+	}
+	if (!rc && p->query && (p->where || p->pack)) {
+		SET_ERR("a saved query's view takes no where= or pack=");
 		rc = -EINVAL;
 	}
 	if (!rc && p->pack && (p->where || p->block)) {
@@ -470,6 +489,38 @@ int tfs_view_shard(const struct tfs_view_params *p, const uint64_t *rows, uint64
 	return 0;
 }
 
+/* A saved query's rows (query.h), checked against v: its commit, and rows v has. */
+static int query_rows(struct tfs_version *v, const struct tfs_view_params *p, uint64_t **rows,
+		      uint64_t *n, char *err, size_t err_cap)
+{
+	struct tfs_query q;
+	int rc = tfs_query_load(v->store, v->ds, p->query, &p->query_id, &q);
+
+	if (rc) {
+		SET_ERR("query %s: its version cannot be read (%s)", p->query, strerror(-rc));
+		return rc == -ENOENT ? -EINVAL : rc;
+	}
+	if (!tfs_id_eq(&q.commit, &v->commit.id)) {
+		SET_ERR("query %s was saved against another commit", p->query);
+		rc = -EINVAL;
+	}
+	if (!rc)
+		rc = tfs_query_rows(v->store, v->ds, &q, rows);
+	for (uint64_t i = 0; !rc && i < q.nrows; i++)
+		if ((*rows)[i] >= v->manifest.rows) {
+			SET_ERR("query %s: row %" PRIu64 " is not a row of its commit", p->query,
+				(*rows)[i]);
+			rc = -EIO;
+		}
+	*n = q.nrows;
+	if (rc) {
+		free(*rows);
+		*rows = NULL;
+	}
+	tfs_query_free(&q);
+	return rc;
+}
+
 /* A pack= view: the samples (pack.h), in their order, sharded. */
 static int build_pack(struct tfs_version *v, struct tfs_cache *cache,
 		      const struct tfs_view_params *p, struct tfs_view **out, char *err,
@@ -500,7 +551,11 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 
 	if (p->pack)
 		return build_pack(v, cache, p, out, err, err_cap);
-	if (p->where) {
+	if (p->query) {
+		rc = query_rows(v, p, &rows, &n, err, err_cap);
+		if (rc)
+			return rc;
+	} else if (p->where) {
 		rc = tfs_view_filter_rows(v, cache, p->where, &rows, &n, err, err_cap);
 		if (rc)
 			return rc;

@@ -45,6 +45,10 @@ struct tfs_view_params {
 	char *col;     /* col=: the token column; NULL: the version's only one */
 	int has_eos;   /* eos= given */
 	uint64_t eos;  /* the token that ends every document in the stream */
+	/* query=NAME@ID: the rows are a saved query's (query.h), version ID, in its order; the
+	 * mount's queries/NAME/ directories name their views so. */
+	char *query;
+	struct tfs_id query_id;
 };
 
 /* Parse a view directory name: comma-separated key=value pairs (commas inside parentheses

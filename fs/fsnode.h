@@ -14,6 +14,7 @@
  *   viewdir.c   REF/views/, REF/views/PARAMS/ and views/README
  *   packfile.c  views/pack=S,.../ files: tokens.npy, segments.npy, doc.npy
  *   mixdir.c    mixes/, a mixture's directory, its views and their files
+ *   querydir.c  REF/queries/, a saved query's directory and its views (view files)
  *   admindir.c  .tensorfs/ and its files: stats, metrics, errors, control
  *
  * nodetable.c keeps the nodes, directory listings and open files; fuseops.c answers FUSE with
@@ -200,6 +201,9 @@ extern const struct tfs_fs_kind tfs_fs_views_kind, tfs_fs_view_kind, tfs_fs_view
 extern const struct tfs_fs_kind tfs_fs_admin_kind;
 /* mixdir.c */
 extern const struct tfs_fs_kind tfs_fs_mixes_kind;
+/* querydir.c */
+extern const struct tfs_fs_kind tfs_fs_queries_kind, tfs_fs_query_kind, tfs_fs_query_views_kind,
+	tfs_fs_query_view_kind;
 
 /* fuseops.c: the handlers of every FUSE request. */
 extern const struct fuse_lowlevel_ops tfs_fs_fuse_ops;
@@ -321,6 +325,15 @@ int tfs_fs_coldir_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_f
 
 /* The views/PARAMS/ directory n is in (or is). */
 struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n);
+
+/* --- querydir.c ----------------------------------------------------------------------------- */
+
+/* Whether n's dataset has a saved query: its version directories list queries/ then. */
+int tfs_fs_dataset_has_queries(struct tfs_fs *fs, struct tfs_fs_node *n);
+/* The version and view a queries/NAME/ or queries/NAME/views/PARAMS/ node shows (the query's
+ * newest version, of its commit); -EINVAL with the reason in err. */
+int tfs_fs_query_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
+		      struct tfs_lake_view **fout, char *err, size_t err_cap);
 
 /* --- mixdir.c ------------------------------------------------------------------------------- */
 

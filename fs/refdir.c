@@ -70,6 +70,9 @@ static int version_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char
 	} else if (!strcmp(name, "views")) {
 		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_views_kind, NULL);
 		rc = *child ? 0 : -ENOMEM;
+	} else if (!strcmp(name, "queries") && tfs_version_column(v, name) < 0) {
+		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_queries_kind, NULL);
+		rc = *child ? 0 : -ENOMEM;
 	} else {
 		rc = tfs_fs_columns_lookup(fs, dir, v, name, &tfs_fs_column_kind, child);
 	}
@@ -89,6 +92,9 @@ static int version_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_f
 					  &tfs_fs_schema_kind, v);
 	if (!rc)
 		rc = tfs_fs_dir_add_child(fs, d, dir, "views", "views", &tfs_fs_views_kind, NULL);
+	if (!rc && tfs_version_column(v, "queries") < 0 && tfs_fs_dataset_has_queries(fs, dir))
+		rc = tfs_fs_dir_add_child(fs, d, dir, "queries", "queries", &tfs_fs_queries_kind,
+					  NULL);
 	tfs_version_put(v);
 	return rc;
 }

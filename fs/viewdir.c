@@ -14,17 +14,24 @@ int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_versi
 		     struct tfs_lake_view **fout)
 {
 	struct tfs_lake_view *f = NULL;
-	struct tfs_version *v;
-	char err[256];
-	int rc = tfs_fs_ref_version(fs, vn->vdir, &v);
+	struct tfs_version *v = NULL;
+	char err[256] = "";
+	int rc;
 
 	*vout = NULL;
 	*fout = NULL;
+	/* A saved query's directories are views of the query's commit. */
+	if (vn->kind == &tfs_fs_query_kind || vn->kind == &tfs_fs_query_view_kind) {
+		rc = tfs_fs_query_view(fs, vn, &v, &f, err, sizeof(err));
+		goto made;
+	}
+	rc = tfs_fs_ref_version(fs, vn->vdir, &v);
 	if (rc)
 		return rc;
 	/* Built once per commit and name in the lake, and shared with the control file; the node
 	 * keeps none, so the views a mount has met take no more than view_mem once let go. */
 	rc = tfs_lake_view_get(fs->lake, v, vn->name, &f, err, sizeof(err));
+made:
 	if (rc) {
 		tfs_version_put(v);
 		if (rc == -EINVAL) {
@@ -32,7 +39,8 @@ int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_versi
 
 			/* The lookup fails with ENOENT; the reason goes to .tensorfs/errors. */
 			tfs_fs_version_name(vn->vdir, ver, sizeof(ver));
-			snprintf(path, sizeof(path), "%s/%s/views/%s", vn->dataset->name, ver,
+			snprintf(path, sizeof(path), "%s/%s/%s%s", vn->dataset->name, ver,
+				 vn->kind == &tfs_fs_view_kind ? "views/" : "queries/...",
 				 vn->name);
 			tfs_fs_stats_error(fs->stats, path, "%s", err);
 			rc = -ENOENT;
@@ -46,7 +54,8 @@ int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_versi
 
 struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n)
 {
-	while (n && n->kind != &tfs_fs_view_kind)
+	while (n && n->kind != &tfs_fs_view_kind && n->kind != &tfs_fs_query_kind &&
+	       n->kind != &tfs_fs_query_view_kind)
 		n = n->parent;
 	return n;
 }

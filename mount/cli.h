@@ -34,6 +34,8 @@ int tfs_cli_resolve(struct tfs_store *s, const char *url, const char *ds, const 
 int tfs_cmd_import(int argc, char **argv);
 /* sql_cmd.c: `tensorfs sql URL[@REF] "SELECT ..." [--csv | --json] [--stats]`. */
 int tfs_cmd_sql(int argc, char **argv);
+/* query_cmd.c: `tensorfs query save|ls|show|log|rm URL ...`. */
+int tfs_cmd_query(int argc, char **argv);
 /* mix_cmd.c: `tensorfs mix create|update|ls|show|log LAKE_URL ...`. */
 int tfs_cmd_mix(int argc, char **argv);
 /* export_cmd.c: `tensorfs export URL COLUMN --megatron PREFIX [--ref REF]`. */

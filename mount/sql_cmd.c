@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "knn.h"
 #include "npy.h"
+#include "query.h"
 #include "sql.h"
 #include "store.h"
 #include "util.h"
@@ -387,6 +388,80 @@ out:
 	return rc;
 }
 
+/* query save: the rows the statement selects (its rowid column, in its order), checked, saved
+ * as the query's new version against v's commit. Nothing is saved on any error. */
+static int save_query(struct tfs_store *s, const char *ds, struct tfs_version *v, sqlite3_stmt *st,
+		      sqlite3 *db, const char *name, const char *sql, const char *near, size_t k,
+		      enum tfs_knn_metric metric, int per_query)
+{
+	static const char *const metrics[] = { "ip", "cosine", "l2" };
+	struct tfs_query qr = { 0 };
+	uint64_t *rows = NULL, n = 0, cap = 0;
+	char hex[TFS_ID_HEX], *text = NULL;
+	int col = -1, rc = 0, step;
+
+	if (!tfs_name_valid(name)) {
+		tfs_err("query save: '%s' is not a valid query name", name);
+		return -EINVAL;
+	}
+	for (int i = 0; i < sqlite3_column_count(st); i++)
+		if (!strcasecmp(sqlite3_column_name(st, i), "rowid"))
+			col = i;
+	if (col < 0) {
+		tfs_err("query save: the query must select rowid (SELECT rowid FROM t WHERE ...)");
+		return -EINVAL;
+	}
+	while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+		const sqlite3_int64 r = sqlite3_column_int64(st, col);
+
+		if (sqlite3_column_type(st, col) != SQLITE_INTEGER || r < 0 ||
+		    (uint64_t)r >= v->manifest.rows) {
+			tfs_err("query save: result row %" PRIu64 " has rowid %s, not a row of the "
+				"version (0 to %" PRIu64 "); nothing was saved",
+				n, (const char *)sqlite3_column_text(st, col),
+				v->manifest.rows ? v->manifest.rows - 1 : 0);
+			rc = -EINVAL;
+			break;
+		}
+		if (n == cap) {
+			uint64_t *g = realloc(rows, (cap = cap ? 2 * cap : 4096) * sizeof(*g));
+
+			if (!g) {
+				rc = -ENOMEM;
+				break;
+			}
+			rows = g;
+		}
+		rows[n++] = (uint64_t)r;
+	}
+	if (!rc && step != SQLITE_DONE) {
+		tfs_err("sql: %s", sqlite3_errmsg(db));
+		rc = -EIO;
+	}
+	/* The record names how the rows were ranked, with --near. */
+	if (!rc && near)
+		text = sqlite3_mprintf("%s -- --near %s --k %zu --metric %s%s", sql, near, k,
+				       metrics[metric], per_query ? " --per-query" : "");
+	qr.name = (char *)name;
+	qr.sql = (char *)(text ? text : sql);
+	qr.commit = v->commit.id;
+	if (!rc)
+		rc = tfs_query_save(s, ds, &qr, rows ? rows : (uint64_t *)"", n);
+	if (rc == -EAGAIN)
+		tfs_err("query %s moved meanwhile: nothing was saved; run again", name);
+	if (!rc) {
+		char commit[TFS_ID_HEX];
+
+		tfs_id_hex(&qr.id, hex);
+		tfs_id_hex(&v->commit.id, commit);
+		printf("saved query %s of %s: version %s, %" PRIu64 " rows at commit %.12s\n", name,
+		       ds, hex, n, commit);
+	}
+	sqlite3_free(text);
+	free(rows);
+	return rc;
+}
+
 /* URL@REF: the ref after the last '@' of the path's last segment. */
 static char *split_ref(const char *arg, const char **ref)
 {
@@ -415,8 +490,10 @@ int tfs_cmd_sql(int argc, char **argv)
 		{ "metric", required_argument, NULL, 'm' },
 		{ "per-query", no_argument, NULL, 'p' },
 		{ "vector", required_argument, NULL, 'v' },
+		{ "save", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *save = NULL;
 	const char *vectors[8];
 	size_t nvectors = 0;
 	const char *near = NULL;
@@ -456,6 +533,8 @@ int tfs_cmd_sql(int argc, char **argv)
 			per_query = 1;
 		else if (opt == 'v' && nvectors < 8)
 			vectors[nvectors++] = optarg;
+		else if (opt == 'S')
+			save = optarg;
 		else if (opt != 'm')
 			return tfs_cli_usage(2);
 	}
@@ -493,6 +572,11 @@ int tfs_cmd_sql(int argc, char **argv)
 	if (!rc && near)
 		rc = near_statement(tfs_sql_db(q), v, cache, argv[optind + 1], near, k, metric,
 				    per_query, &st);
+	if (!rc && save) {
+		rc = save_query(s, ds, v, st, tfs_sql_db(q), save, argv[optind + 1], near, k,
+				metric, per_query);
+		goto done;
+	}
 	ncols = st ? sqlite3_column_count(st) : 0;
 	if (!rc && f == TABLE) {
 		t.width = calloc((size_t)(ncols ? ncols : 1), sizeof(*t.width));
@@ -551,6 +635,7 @@ int tfs_cmd_sql(int argc, char **argv)
 			ss.filtered, ss.returned, s->count.gets, s->count.ranged_gets,
 			s->count.bytes_read);
 	}
+done:
 	sqlite3_finalize(st);
 	tfs_sql_close(q);
 	tfs_version_put(v);

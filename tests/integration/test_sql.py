@@ -143,3 +143,15 @@ def test_filter_on_one_column_reads_no_chunk_of_another(lake, tmp_path):
     assert n < 12, n  # manifest, commit, refs and label's chunk or two: no image chunk
     n_all, _ = gets("SELECT count(*) FROM t WHERE length(image) > 0")
     assert n_all > image_chunks, n_all
+
+
+def test_in_lists_and_order_by_rowid(ds):
+    """An IN list on a pushed-down column reaches the table a value at a time; ORDER BY rowid
+    still orders the whole result."""
+    lake, df = ds
+    got = rows_json(sql(lake, "SELECT rowid FROM t WHERE label IN (7, 1) ORDER BY rowid",
+                        "--json"))
+    assert [r["rowid"] for r in got] == list(df[df.label.isin([1, 7])].index)
+    got = rows_json(sql(lake, "SELECT rowid FROM t WHERE rowid IN (50, 3, 20) ORDER BY rowid",
+                        "--json"))
+    assert [r["rowid"] for r in got] == [3, 20, 50]

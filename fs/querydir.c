@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/* querydir: REF/queries/ (a dataset's saved queries: core/query.h), queries/NAME/ (the
+ * query's rows of every column, in its order, from the commit it was saved against) and
+ * queries/NAME/views/PARAMS/ (those rows shuffled and sharded as any view). The directories
+ * show a query's newest version; they are views of its commit (views named query=NAME@VERSION),
+ * so their files are view files. */
+#include "fsnode.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "query.h"
+#include "view.h"
+
+/* Whether the dataset of n has a saved query (REF/ lists queries/ then). */
+static int any_one(void *arg, const char *name, int is_dir)
+{
+	(void)name, (void)is_dir;
+	*(int *)arg = 1;
+	return 1;
+}
+
+int tfs_fs_dataset_has_queries(struct tfs_fs *fs, struct tfs_fs_node *n)
+{
+	int any = 0;
+
+	tfs_query_list(tfs_lake_store(fs->lake), n->dataset->name, any_one, &any);
+	return any;
+}
+
+int tfs_fs_query_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
+		      struct tfs_lake_view **fout, char *err, size_t err_cap)
+{
+	const int sub = vn->kind == &tfs_fs_query_view_kind;
+	struct tfs_fs_node *qn = sub ? vn->parent->parent : vn;
+	struct tfs_query q;
+	char commit[TFS_ID_HEX], id[TFS_ID_HEX], name[1024];
+	int rc = tfs_query_head(tfs_lake_store(fs->lake), vn->dataset->name, qn->name, &q);
+
+	*vout = NULL;
+	*fout = NULL;
+	if (rc) {
+		snprintf(err, err_cap, "no query %s", qn->name);
+		return rc == -ENOENT ? -EINVAL : rc;
+	}
+	tfs_id_hex(&q.commit, commit);
+	tfs_id_hex(&q.id, id);
+	snprintf(name, sizeof(name), "query=%s@%s%s%s", qn->name, id, sub ? "," : "",
+		 sub ? vn->name : "");
+	tfs_query_free(&q);
+	rc = tfs_lake_version(fs->lake, vn->dataset->name, TFS_LAKE_COMMIT, commit, vout);
+	if (rc) {
+		snprintf(err, err_cap, "its commit %.12s cannot be read", commit);
+		return rc == -ENOENT ? -EINVAL : rc;
+	}
+	rc = tfs_lake_view_get(fs->lake, *vout, name, fout, err, err_cap);
+	if (rc) {
+		tfs_version_put(*vout);
+		*vout = NULL;
+	}
+	return rc;
+}
+
+/* --- queries/NAME/ and queries/NAME/views/PARAMS/: a view's columns ---------------------- */
+
+static int qview_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+			struct tfs_fs_node **child)
+{
+	struct tfs_lake_view *f;
+	struct tfs_version *v;
+	int rc;
+
+	if (dir->kind == &tfs_fs_query_kind && !strcmp(name, "views")) {
+		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_query_views_kind, NULL);
+		return *child ? 0 : -ENOMEM;
+	}
+	rc = tfs_fs_node_view(fs, dir, &v, &f);
+	if (!rc)
+		rc = tfs_fs_columns_lookup(fs, dir, v, name, &tfs_fs_view_column_kind, child);
+	tfs_lake_view_put(fs->lake, f);
+	tfs_version_put(v);
+	return rc;
+}
+
+static int qview_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
+{
+	struct tfs_lake_view *f;
+	struct tfs_version *v;
+	int rc = tfs_fs_node_view(fs, dir, &v, &f);
+
+	if (!rc)
+		rc = tfs_fs_columns_list(fs, dir, v, &tfs_fs_view_column_kind, d);
+	if (!rc && dir->kind == &tfs_fs_query_kind)
+		rc = tfs_fs_dir_add_child(fs, d, dir, "views", "views", &tfs_fs_query_views_kind,
+					  NULL);
+	tfs_lake_view_put(fs->lake, f);
+	tfs_version_put(v);
+	return rc;
+}
+
+static int qview_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
+{
+	struct tfs_lake_view *f;
+	int rc = tfs_fs_node_view(fs, n, &a->v, &f);
+
+	tfs_lake_view_put(fs->lake, f);
+	return rc;
+}
+
+const struct tfs_fs_kind tfs_fs_query_kind = {
+	.name = "query",
+	.mode = S_IFDIR | 0555,
+	.lookup = qview_lookup,
+	.list = qview_list,
+	.getattr = qview_getattr,
+};
+
+const struct tfs_fs_kind tfs_fs_query_view_kind = {
+	.name = "query view",
+	.mode = S_IFDIR | 0555,
+	.lookup = qview_lookup,
+	.list = qview_list,
+	.getattr = qview_getattr,
+};
+
+/* --- queries/NAME/views/ ------------------------------------------------------------------- */
+
+static int qviews_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+			 struct tfs_fs_node **child)
+{
+	struct tfs_lake_view *f;
+	struct tfs_version *v;
+	int rc;
+
+	if (!strcmp(name, "README")) {
+		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_view_readme_kind, NULL);
+		return *child ? 0 : -ENOMEM;
+	}
+	*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_query_view_kind, NULL);
+	if (!*child)
+		return -ENOMEM;
+	rc = tfs_fs_node_view(fs, *child, &v, &f); /* the name must make a view */
+	tfs_lake_view_put(fs->lake, f);
+	tfs_version_put(v);
+	return rc;
+}
+
+static int qviews_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
+{
+	return tfs_fs_dir_add_child(fs, d, dir, "README", "README", &tfs_fs_view_readme_kind, NULL);
+}
+
+const struct tfs_fs_kind tfs_fs_query_views_kind = {
+	.name = "query views",
+	.mode = S_IFDIR | 0555,
+	.lookup = qviews_lookup,
+	.list = qviews_list,
+};
+
+/* --- REF/queries/ -------------------------------------------------------------------------- */
+
+static int queries_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+			  struct tfs_fs_node **child)
+{
+	struct tfs_query q;
+	int rc = tfs_query_head(tfs_lake_store(fs->lake), dir->dataset->name, name, &q);
+
+	if (rc)
+		return rc == -EIO ? -EIO : -ENOENT;
+	tfs_query_free(&q);
+	*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_query_kind, NULL);
+	return *child ? 0 : -ENOMEM;
+}
+
+struct list_ctx {
+	struct tfs_fs *fs;
+	struct tfs_fs_node *dir;
+	struct tfs_fs_dir *d;
+};
+
+static int list_one(void *arg, const char *name, int is_dir)
+{
+	struct list_ctx *l = arg;
+
+	(void)is_dir;
+	return tfs_fs_dir_add_child(l->fs, l->d, l->dir, name, name, &tfs_fs_query_kind, NULL);
+}
+
+static int queries_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
+{
+	struct list_ctx l = { fs, dir, d };
+
+	return tfs_query_list(tfs_lake_store(fs->lake), dir->dataset->name, list_one, &l);
+}
+
+const struct tfs_fs_kind tfs_fs_queries_kind = {
+	.name = "queries",
+	.mode = S_IFDIR | 0555,
+	.lookup = queries_lookup,
+	.list = queries_list,
+};
