@@ -74,6 +74,11 @@ CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ   := $(FS_SRC:%.c=$(BUILD)/%.o)
 GPU_OBJ  := $(GPU_SRC:%.c=$(BUILD)/%.o)
 MOUNT_OBJ := $(MOUNT_SRC:%.c=$(BUILD)/%.o)
+# The vector index (mount/vindex.cc) is FAISS's, a static library from Debian, through one C++
+# file: the tensorfs command's alone (the daemon and core/ do not link it).
+MOUNT_CXX_SRC := $(wildcard mount/*.cc)
+MOUNT_OBJ += $(MOUNT_CXX_SRC:%.cc=$(BUILD)/%.o)
+FAISS_LIBS := -lfaiss -fopenmp -lstdc++
 # The gather kernel (gpu/gather_kernel.cu), compiled by nvcc when the toolkit is there: machine code
 # for the Ampere and Hopper generations, and PTX that later ones compile at load.
 ifneq ($(HAVE_CUDA),)
@@ -148,8 +153,14 @@ CURSES_LIBS := $(shell $(PKG_CONFIG) --libs ncursesw 2>/dev/null)
 $(BUILD)/mount/%.o: ALL_CFLAGS += $(CURSES_CFLAGS)
 
 $(BIN): $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB) $(DEPLIBS) -lm \
-		$(CUDA_LIBS) $(CURSES_LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(MOUNT_OBJ) $(FS_OBJ) $(GPU_OBJ) $(CORE_LIB) $(FAISS_LIBS) \
+		$(DEPLIBS) -lm $(CUDA_LIBS) $(CURSES_LIBS)
+
+CXX ?= g++
+$(BUILD)/mount/%.o: mount/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -Wall -Wextra -Werror $(CPPFLAGS) $(CXXFLAGS) $(SANFLAGS) -O2 -g \
+		-fopenmp -pthread -MMD -MP -Imount -c $< -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB)
 	@mkdir -p $(dir $@)

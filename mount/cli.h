@@ -4,6 +4,9 @@
 #ifndef TFS_CLI_H
 #define TFS_CLI_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* Print the usage text (to stdout for rc 0, else stderr); returns rc. */
 int tfs_cli_usage(int rc);
 
@@ -34,6 +37,15 @@ int tfs_cli_resolve(struct tfs_store *s, const char *url, const char *ds, const 
 int tfs_cmd_import(int argc, char **argv);
 /* sql_cmd.c: `tensorfs sql URL[@REF] "SELECT ..." [--csv | --json] [--stats]`. */
 int tfs_cmd_sql(int argc, char **argv);
+/* vector_cmd.c: `tensorfs vector index|ls URL ...`, and the search sql --nprobe makes. */
+int tfs_cmd_vector(int argc, char **argv);
+struct tfs_version;
+struct tfs_knn_hit;
+enum tfs_knn_metric;
+int tfs_cli_vindex_search(struct tfs_store *s, const char *ds, struct tfs_version *v,
+			  const char *col, const float *q, size_t nq, size_t d,
+			  enum tfs_knn_metric metric, size_t k, size_t nprobe, const uint64_t *rows,
+			  uint64_t n, struct tfs_knn_hit *out, size_t *found);
 /* query_cmd.c: `tensorfs query save|ls|show|log|rm URL ...`. */
 int tfs_cmd_query(int argc, char **argv);
 /* mix_cmd.c: `tensorfs mix create|update|ls|show|log LAKE_URL ...`. */

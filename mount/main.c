@@ -56,10 +56,16 @@ static const char usage_text[] =
 	"                                  SQL (SQLite) over a version's columns: table t,\n"
 	"                                  rowid = row number, NAME_shape and NAME_len of\n"
 	"                                  tensors; filters on scalars read only their columns\n"
+	"         [--near COL=Q.npy [--k K] [--metric cosine|l2|ip] [--per-query] [--nprobe P]]\n"
+	"         [--vector NAME=V.npy] [--save NAME]\n"
 	"  query save URL[@REF] NAME \"SELECT rowid ...\" [--near ...]\n"
 	"                                  save the rows a query selects, pinned to the\n"
 	"                                  commit: REF/queries/NAME/ in the mount\n"
 	"  query ls URL | query show|log|rm URL NAME\n"
+	"  vector index URL[@REF] COLUMN --ivf NLIST [--pq M] [--metric cosine|l2|ip]\n"
+	"                                  an IVF index of an embedding column (FAISS), kept\n"
+	"                                  beside it for its commit: sql --near --nprobe P\n"
+	"  vector ls URL                   the indexed columns\n"
 	"  export URL COLUMN --megatron PREFIX [--ref REF]\n"
 	"                                  write a token column as PREFIX.bin + PREFIX.idx\n"
 	"  mix create|update LAKE_URL NAME DATASET[@REF][:COL]=WEIGHT ... [--seed N]\n"
@@ -685,6 +691,8 @@ int main(int argc, char **argv)
 		return tfs_cmd_sql(argc, argv);
 	if (!strcmp(argv[0], "query"))
 		return tfs_cmd_query(argc, argv);
+	if (!strcmp(argv[0], "vector"))
+		return tfs_cmd_vector(argc, argv);
 	if (!strcmp(argv[0], "ls"))
 		return cmd_ls(argc, argv);
 	if (!strcmp(argv[0], "info"))

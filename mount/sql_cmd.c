@@ -249,9 +249,10 @@ static char *as_subquery(const char *sql)
 /* --near: the rows of the user's statement ranked by nearness to each vector. Runs it once
  * for its rowids, searches them, keeps the hits in temp.knn and leaves *st the statement that
  * prints the hit rows with their query and score, nearest first. */
-static int near_statement(sqlite3 *db, struct tfs_version *v, struct tfs_cache *cache,
-			  const char *sql, const char *near, size_t k, enum tfs_knn_metric metric,
-			  int per_query, sqlite3_stmt **st)
+static int near_statement(sqlite3 *db, struct tfs_store *s, const char *ds, struct tfs_version *v,
+			  struct tfs_cache *cache, const char *sql, const char *near, size_t k,
+			  enum tfs_knn_metric metric, int per_query, size_t nprobe,
+			  sqlite3_stmt **st)
 {
 	const char *eq = strchr(near, '=');
 	char colname[256], err[512], *sub = NULL, *text = NULL;
@@ -318,6 +319,11 @@ static int near_statement(sqlite3 *db, struct tfs_version *v, struct tfs_cache *
 
 		for (size_t i = 0; every && i < ncand; i++)
 			every = cand[i] == i;
+		if (nprobe) { /* the column's IVF index (FAISS), probing nprobe lists */
+			rc = tfs_cli_vindex_search(s, ds, v, colname, vec, nq, d, metric, k, nprobe,
+						   every ? NULL : cand, ncand, hits, found);
+			goto searched;
+		}
 		rc = tfs_knn_search(v, cache, (size_t)col, vec, nq, d, every ? NULL : cand, ncand,
 				    k, metric, hits, found, err, sizeof(err));
 	}
@@ -325,6 +331,9 @@ static int near_statement(sqlite3 *db, struct tfs_version *v, struct tfs_cache *
 		tfs_err("--near: %s", rc == -ENOMEM ? "out of memory" : err);
 		goto out;
 	}
+searched:
+	if (rc)
+		goto out;
 	rc = sqlite3_exec(db,
 			  "CREATE TEMP TABLE knn(query INTEGER, rank INTEGER, rowid_ INTEGER, "
 			  "score REAL)",
@@ -491,9 +500,11 @@ int tfs_cmd_sql(int argc, char **argv)
 		{ "per-query", no_argument, NULL, 'p' },
 		{ "vector", required_argument, NULL, 'v' },
 		{ "save", required_argument, NULL, 'S' },
+		{ "nprobe", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *save = NULL;
+	size_t nprobe = 0;
 	const char *vectors[8];
 	size_t nvectors = 0;
 	const char *near = NULL;
@@ -535,11 +546,13 @@ int tfs_cmd_sql(int argc, char **argv)
 			vectors[nvectors++] = optarg;
 		else if (opt == 'S')
 			save = optarg;
+		else if (opt == 'P')
+			nprobe = (size_t)strtoull(optarg, NULL, 10);
 		else if (opt != 'm')
 			return tfs_cli_usage(2);
 	}
-	if (!near && (per_query || k != 10)) {
-		tfs_err("--k and --per-query go with --near COL=VECTORS.npy");
+	if (!near && (per_query || k != 10 || nprobe)) {
+		tfs_err("--k, --per-query and --nprobe go with --near COL=VECTORS.npy");
 		return 2;
 	}
 	if (near && (!k || k > 100000)) {
@@ -570,8 +583,8 @@ int tfs_cmd_sql(int argc, char **argv)
 	for (size_t i = 0; !rc && i < nvectors; i++)
 		rc = bind_vector(st, vectors[i]);
 	if (!rc && near)
-		rc = near_statement(tfs_sql_db(q), v, cache, argv[optind + 1], near, k, metric,
-				    per_query, &st);
+		rc = near_statement(tfs_sql_db(q), s, ds, v, cache, argv[optind + 1], near, k,
+				    metric, per_query, nprobe, &st);
 	if (!rc && save) {
 		rc = save_query(s, ds, v, st, tfs_sql_db(q), save, argv[optind + 1], near, k,
 				metric, per_query);

@@ -20,7 +20,7 @@ set -eu
 
 BUILD_PKGS="build-essential pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev libssl-dev
 	libcurl4-openssl-dev libinih-dev libjpeg62-turbo-dev libpng-dev libjansson-dev libarchive-dev
-	libsqlite3-dev libopenblas-dev
+	libsqlite3-dev libopenblas-dev libfaiss-dev
 	libncurses-dev python3 python3-numpy ca-certificates attr"
 TEST_PKGS="libcmocka-dev python3-pytest python3-torch python3-torchvision python3-pil zstd
 	python3-sentencepiece
