@@ -9,6 +9,8 @@ from .npy files into a file:// lake (zstd chunks, as any column).
   filter      `tensorfs sql ... "SELECT count(*) FROM t WHERE label = 3"` (pushed down: only
               label's chunks are read), against pandas evaluating the same over the label array
               already in memory (what the filter can at best match after a load)
+  ivf         `tensorfs vector index ... --ivf NLIST` and `sql --near ... --nprobe P` against
+              FAISS IndexIVFFlat in memory: recall@k against the exact neighbours, queries/s
   knn         `tensorfs sql ... --near emb=Q.npy --k 10 --metric ip` for --queries vectors (one
               process: open the version, read and decode every chunk, products through
               OpenBLAS), against python3-faiss IndexFlatIP over the same vectors held in
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--queries", type=int, default=16)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--nlist", type=int, default=256)
     a = ap.parse_args()
     import faiss
     import pandas as pd
@@ -101,6 +104,38 @@ def main():
             print(f"  {label:38s} {t * 1e3:8.0f} ms  {a.queries / t:8.1f} queries/s  "
                   f"{gb / t:6.2f} GB/s scanned")
         print(f"ratio tensorfs / FAISS: {t_faiss / t_ours:.2f}x (time)")
+
+        # IVF: an index of NLIST lists built by `tensorfs vector index` and by FAISS in memory
+        # (IndexIVFFlat), searched probing NPROBE lists: recall@k against the exact neighbours
+        # and queries/s, each side
+        exact = {i: set(fi[i].tolist()) for i in range(a.queries)}
+        t = time.perf_counter()
+        run("vector", "index", url, "emb", "--ivf", a.nlist, "--metric", "ip")
+        t_build = time.perf_counter() - t
+        quant = faiss.IndexFlatIP(a.dim)
+        ivf = faiss.IndexIVFFlat(quant, a.dim, a.nlist, faiss.METRIC_INNER_PRODUCT)
+        t = time.perf_counter()
+        ivf.train(x[np.linspace(0, a.rows - 1, min(a.rows, a.nlist * 64)).astype(int)])
+        ivf.add(x)
+        t_fbuild = time.perf_counter() - t
+        print(f"ivf: {a.nlist} lists; built in {t_build:.1f} s (tensorfs vector index: read, "
+              f"train, add, store), FAISS in memory {t_fbuild:.1f} s")
+        for nprobe in (1, 8, 32):
+            def ours_ivf():
+                out = run("sql", url, "SELECT rowid FROM t", "--near", f"emb={work / 'q.npy'}",
+                          "--k", a.k, "--metric", "ip", "--per-query", "--nprobe", nprobe,
+                          "--json")
+                return [json.loads(line) for line in out.splitlines()]
+
+            t_o, got = timed(ours_ivf, a.repeat)
+            ivf.nprobe = nprobe
+            t_f, (_, fl) = timed(lambda: ivf.search(q, a.k), a.repeat)
+            r_o = np.mean([len(exact[i] & {r["rowid"] for r in got if r["query"] == i}) / a.k
+                           for i in range(a.queries)])
+            r_f = np.mean([len(exact[i] & set(fl[i].tolist())) / a.k for i in range(a.queries)])
+            print(f"  nprobe {nprobe:3d}: tensorfs recall@{a.k} {r_o:.3f}, {a.queries / t_o:7.1f} "
+                  f"queries/s (a process); FAISS IndexIVFFlat recall {r_f:.3f}, "
+                  f"{a.queries / t_f:9.1f} queries/s (in memory)")
 
 
 if __name__ == "__main__":
