@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "format.h"
+#include "verobj.h"
 #include "util.h"
 
 #define MIX_MAGIC "tensorfs-mix 1"
@@ -118,69 +119,50 @@ int tfs_mix_text(const struct tfs_mix *m, struct tfs_buf *out)
 	return rc ? rc : tfs_buf_printf(out, "end\n");
 }
 
-static void version_key(const char *name, const struct tfs_id *id, char *out)
+static void prefix_of(const char *name, char *out)
 {
-	char hex[TFS_ID_HEX];
-
-	tfs_id_hex(id, hex);
-	snprintf(out, TFS_KEY_MAX, ".mixes/%s/versions/%s", name, hex);
+	snprintf(out, TFS_KEY_MAX, ".mixes/%s", name);
 }
 
 int tfs_mix_load(struct tfs_store *s, const char *name, const struct tfs_id *id,
 		 struct tfs_mix *out)
 {
-	char key[TFS_KEY_MAX];
+	char prefix[TFS_KEY_MAX];
 	struct tfs_buf b = { 0 };
-	struct tfs_id got;
 	int rc;
 
-	version_key(name, id, key);
-	rc = tfs_store_get(s, key, &b);
-	if (!rc) {
-		tfs_id_of(b.data, b.len, &got);
-		rc = tfs_id_eq(&got, id) ? tfs_mix_parse((char *)b.data, b.len, key, out) : -EIO;
-		if (!tfs_id_eq(&got, id))
-			tfs_err("%s: damaged (its bytes do not hash to its name)", key);
-	}
+	prefix_of(name, prefix);
+	rc = tfs_verobj_load(s, prefix, id, &b);
+	if (!rc)
+		rc = tfs_mix_parse((char *)b.data, b.len, prefix, out);
 	if (!rc)
 		out->id = *id;
 	tfs_buf_free(&b);
 	return rc;
 }
 
-static int read_head(struct tfs_store *s, const char *name, struct tfs_id *id)
+int tfs_mix_head(struct tfs_store *s, const char *name, struct tfs_mix *out)
 {
-	char key[TFS_KEY_MAX];
-	struct tfs_buf b = { 0 };
+	char prefix[TFS_KEY_MAX];
+	struct tfs_id id;
 	int rc;
 
 	if (!tfs_name_valid(name))
 		return -ENOENT;
-	snprintf(key, sizeof(key), ".mixes/%s/HEAD", name);
-	rc = tfs_store_get(s, key, &b);
-	if (!rc && (b.len < TFS_ID_HEX - 1 || tfs_id_parse((char *)b.data, id))) {
-		tfs_err("%s: damaged", key);
-		rc = -EIO;
-	}
-	tfs_buf_free(&b);
-	return rc;
-}
-
-int tfs_mix_head(struct tfs_store *s, const char *name, struct tfs_mix *out)
-{
-	struct tfs_id id;
-	int rc = read_head(s, name, &id);
-
+	prefix_of(name, prefix);
+	rc = tfs_verobj_head(s, prefix, &id);
 	return rc ? rc : tfs_mix_load(s, name, &id, out);
 }
 
 int tfs_mix_commit(struct tfs_store *s, struct tfs_mix *m, int create)
 {
-	char key[TFS_KEY_MAX], oldhex[TFS_ID_HEX], newhex[TFS_ID_HEX];
+	char prefix[TFS_KEY_MAX];
 	struct tfs_buf text = { 0 };
 	struct tfs_id head;
-	int rc = read_head(s, m->name, &head);
+	int rc;
 
+	prefix_of(m->name, prefix);
+	rc = tfs_verobj_head(s, prefix, &head);
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (create && !rc)
@@ -191,43 +173,20 @@ int tfs_mix_commit(struct tfs_store *s, struct tfs_mix *m, int create)
 	m->parent = head;
 	m->time = (uint64_t)time(NULL);
 	rc = tfs_mix_text(m, &text);
-	if (!rc) {
-		tfs_id_of(text.data, text.len, &m->id);
-		version_key(m->name, &m->id, key);
-		rc = tfs_store_put(s, key, text.data, text.len);
-	}
-	if (!rc) {
-		snprintf(key, sizeof(key), ".mixes/%s/HEAD", m->name);
-		tfs_id_hex(&m->id, newhex);
-		newhex[TFS_ID_HEX - 1] = '\n';
-		if (!create) {
-			tfs_id_hex(&head, oldhex);
-			oldhex[TFS_ID_HEX - 1] = '\n';
-		}
-		rc = tfs_store_cas(s, key, create ? NULL : oldhex, TFS_ID_HEX, newhex, TFS_ID_HEX);
-		if (rc == -EAGAIN && create)
-			rc = -EEXIST;
-	}
+	if (!rc)
+		rc = tfs_verobj_put(s, prefix, text.data, text.len, create ? NULL : &head, &m->id);
+	if (rc == -EAGAIN && create)
+		rc = -EEXIST;
 	tfs_buf_free(&text);
 	return rc;
 }
 
-struct list_ctx {
-	tfs_store_list_fn fn;
-	void *arg;
-};
-
-static int list_one(void *arg, const char *name, int is_dir)
-{
-	struct list_ctx *c = arg;
-
-	return is_dir && tfs_name_valid(name) ? c->fn(c->arg, name, 1) : 0;
-}
-
 int tfs_mix_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg)
 {
-	struct list_ctx c = { fn, arg };
-	int rc = tfs_store_list(s, ".mixes", list_one, &c);
+	return tfs_verobj_list(s, ".mixes", fn, arg);
+}
 
-	return rc == -ENOENT ? 0 : rc;
+int tfs_mix_any(struct tfs_store *s)
+{
+	return tfs_verobj_any(s, ".mixes");
 }

@@ -59,7 +59,8 @@ int tfs_mix_load(struct tfs_store *s, const char *name, const struct tfs_id *id,
  * is set here): -EEXIST when create and the mixture exists, -ENOENT when not create and it
  * does not, -EAGAIN when another writer moved it meanwhile. m->id is set. */
 int tfs_mix_commit(struct tfs_store *s, struct tfs_mix *m, int create);
-/* The mixtures of the lake, by name (fn's is_dir 1). */
+/* The mixtures of the lake, by name (fn's is_dir 1); whether it has any. */
 int tfs_mix_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg);
+int tfs_mix_any(struct tfs_store *s);
 
 #endif

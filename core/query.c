@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "format.h"
+#include "verobj.h"
 #include "util.h"
 
 #define QUERY_MAGIC "tensorfs-query 1"
@@ -22,17 +23,13 @@ void tfs_query_free(struct tfs_query *q)
 	memset(q, 0, sizeof(*q));
 }
 
-static void key_of(const char *ds, const char *name, const char *what, const struct tfs_id *id,
-		   char *out)
+/* Where a query's rows of id lie. */
+static void rows_key(const char *ds, const char *name, const struct tfs_id *id, char *out)
 {
 	char hex[TFS_ID_HEX];
 
-	if (id) {
-		tfs_id_hex(id, hex);
-		snprintf(out, TFS_KEY_MAX, "%s/queries/%s/%s/%s", ds, name, what, hex);
-	} else {
-		snprintf(out, TFS_KEY_MAX, "%s/queries/%s/%s", ds, name, what);
-	}
+	tfs_id_hex(id, hex);
+	snprintf(out, TFS_KEY_MAX, "%s/queries/%s/rows/%s", ds, name, hex);
 }
 
 /* The statement on one line: \\ and newline escaped. */
@@ -136,43 +133,22 @@ static int text(const struct tfs_query *q, struct tfs_buf *out)
 	return rc ? rc : put_escaped(out, q->sql) ?: tfs_buf_printf(out, "\nend\n");
 }
 
-static int read_head(struct tfs_store *s, const char *ds, const char *name, struct tfs_id *id)
+static void prefix_of(const char *ds, const char *name, char *out)
 {
-	char key[TFS_KEY_MAX];
-	struct tfs_buf b = { 0 };
-	int rc;
-
-	if (!tfs_name_valid(name))
-		return -ENOENT;
-	key_of(ds, name, "HEAD", NULL, key);
-	rc = tfs_store_get(s, key, &b);
-	if (!rc && (b.len < TFS_ID_HEX - 1 || tfs_id_parse((char *)b.data, id))) {
-		tfs_err("%s: damaged", key);
-		rc = -EIO;
-	}
-	tfs_buf_free(&b);
-	return rc;
+	snprintf(out, TFS_KEY_MAX, "%s/queries/%s", ds, name);
 }
 
 int tfs_query_load(struct tfs_store *s, const char *ds, const char *name, const struct tfs_id *id,
 		   struct tfs_query *out)
 {
-	char key[TFS_KEY_MAX];
+	char prefix[TFS_KEY_MAX];
 	struct tfs_buf b = { 0 };
-	struct tfs_id got;
 	int rc;
 
-	key_of(ds, name, "versions", id, key);
-	rc = tfs_store_get(s, key, &b);
-	if (!rc) {
-		tfs_id_of(b.data, b.len, &got);
-		if (!tfs_id_eq(&got, id)) {
-			tfs_err("%s: damaged (its bytes do not hash to its name)", key);
-			rc = -EIO;
-		}
-	}
+	prefix_of(ds, name, prefix);
+	rc = tfs_verobj_load(s, prefix, id, &b);
 	if (!rc)
-		rc = parse((char *)b.data, b.len, key, out);
+		rc = parse((char *)b.data, b.len, prefix, out);
 	if (!rc)
 		out->id = *id;
 	tfs_buf_free(&b);
@@ -181,9 +157,14 @@ int tfs_query_load(struct tfs_store *s, const char *ds, const char *name, const 
 
 int tfs_query_head(struct tfs_store *s, const char *ds, const char *name, struct tfs_query *out)
 {
+	char prefix[TFS_KEY_MAX];
 	struct tfs_id id;
-	int rc = read_head(s, ds, name, &id);
+	int rc;
 
+	if (!tfs_name_valid(name))
+		return -ENOENT;
+	prefix_of(ds, name, prefix);
+	rc = tfs_verobj_head(s, prefix, &id);
 	return rc ? rc : tfs_query_load(s, ds, name, &id, out);
 }
 
@@ -195,7 +176,7 @@ int tfs_query_rows(struct tfs_store *s, const char *ds, const struct tfs_query *
 	int rc;
 
 	*rows = NULL;
-	key_of(ds, q->name, "rows", &q->rows_id, key);
+	rows_key(ds, q->name, &q->rows_id, key);
 	rc = tfs_store_get(s, key, &b);
 	if (!rc) {
 		tfs_id_of(b.data, b.len, &got);
@@ -218,11 +199,13 @@ int tfs_query_rows(struct tfs_store *s, const char *ds, const struct tfs_query *
 int tfs_query_save(struct tfs_store *s, const char *ds, struct tfs_query *q, const uint64_t *rows,
 		   uint64_t n)
 {
-	char key[TFS_KEY_MAX], oldhex[TFS_ID_HEX], newhex[TFS_ID_HEX];
+	char key[TFS_KEY_MAX], prefix[TFS_KEY_MAX];
 	struct tfs_buf t = { 0 };
 	struct tfs_id head;
-	int rc = read_head(s, ds, q->name, &head), create;
+	int rc, create;
 
+	prefix_of(ds, q->name, prefix);
+	rc = tfs_verobj_head(s, prefix, &head);
 	if (rc && rc != -ENOENT)
 		return rc;
 	create = rc == -ENOENT;
@@ -231,66 +214,41 @@ int tfs_query_save(struct tfs_store *s, const char *ds, struct tfs_query *q, con
 	q->time = (uint64_t)time(NULL);
 	q->nrows = n;
 	tfs_id_of(rows, n * sizeof(*rows), &q->rows_id);
-	key_of(ds, q->name, "rows", &q->rows_id, key);
+	rows_key(ds, q->name, &q->rows_id, key);
 	rc = tfs_store_put(s, key, rows, n * sizeof(*rows));
 	if (!rc)
 		rc = text(q, &t);
-	if (!rc) {
-		tfs_id_of(t.data, t.len, &q->id);
-		key_of(ds, q->name, "versions", &q->id, key);
-		rc = tfs_store_put(s, key, t.data, t.len);
-	}
-	if (!rc) {
-		key_of(ds, q->name, "HEAD", NULL, key);
-		tfs_id_hex(&q->id, newhex);
-		newhex[TFS_ID_HEX - 1] = '\n';
-		if (!create) {
-			tfs_id_hex(&head, oldhex);
-			oldhex[TFS_ID_HEX - 1] = '\n';
-		}
-		rc = tfs_store_cas(s, key, create ? NULL : oldhex, TFS_ID_HEX, newhex, TFS_ID_HEX);
-	}
+	if (!rc)
+		rc = tfs_verobj_put(s, prefix, t.data, t.len, create ? NULL : &head, &q->id);
 	tfs_buf_free(&t);
 	return rc;
 }
 
 int tfs_query_remove(struct tfs_store *s, const char *ds, const char *name)
 {
-	char key[TFS_KEY_MAX];
+	char prefix[TFS_KEY_MAX];
 	struct tfs_id id;
-	int rc = read_head(s, ds, name, &id);
+	int rc;
 
-	if (rc)
-		return rc;
-	key_of(ds, name, "HEAD", NULL, key);
-	return tfs_store_del(s, key);
-}
-
-struct list_ctx {
-	struct tfs_store *s;
-	const char *ds;
-	tfs_store_list_fn fn;
-	void *arg;
-};
-
-static int list_one(void *arg, const char *name, int is_dir)
-{
-	struct list_ctx *c = arg;
-	struct tfs_id id;
-
-	/* A removed query keeps its versions but no HEAD: not listed. */
-	if (!is_dir || !tfs_name_valid(name) || read_head(c->s, c->ds, name, &id))
-		return 0;
-	return c->fn(c->arg, name, 1);
+	if (!tfs_name_valid(name))
+		return -ENOENT;
+	prefix_of(ds, name, prefix);
+	rc = tfs_verobj_head(s, prefix, &id);
+	return rc ? rc : tfs_verobj_remove(s, prefix);
 }
 
 int tfs_query_list(struct tfs_store *s, const char *ds, tfs_store_list_fn fn, void *arg)
 {
-	char key[TFS_KEY_MAX];
-	struct list_ctx c = { s, ds, fn, arg };
-	int rc;
+	char dir[TFS_KEY_MAX];
 
-	snprintf(key, sizeof(key), "%s/queries", ds);
-	rc = tfs_store_list(s, key, list_one, &c);
-	return rc == -ENOENT ? 0 : rc;
+	snprintf(dir, sizeof(dir), "%s/queries", ds);
+	return tfs_verobj_list(s, dir, fn, arg);
+}
+
+int tfs_query_any(struct tfs_store *s, const char *ds)
+{
+	char dir[TFS_KEY_MAX];
+
+	snprintf(dir, sizeof(dir), "%s/queries", ds);
+	return tfs_verobj_any(s, dir);
 }

@@ -50,7 +50,8 @@ int tfs_query_save(struct tfs_store *s, const char *ds, struct tfs_query *q, con
 		   uint64_t n);
 /* Remove the query's name (its versions stay, unnamed). -ENOENT when there is none. */
 int tfs_query_remove(struct tfs_store *s, const char *ds, const char *name);
-/* The dataset's queries, by name. */
+/* The dataset's queries, by name; whether it has any. */
 int tfs_query_list(struct tfs_store *s, const char *ds, tfs_store_list_fn fn, void *arg);
+int tfs_query_any(struct tfs_store *s, const char *ds);
 
 #endif

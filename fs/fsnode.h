@@ -256,6 +256,12 @@ void tfs_fs_reply_bytes(fuse_req_t req, const void *data, uint64_t len, size_t s
 #define TFS_FS_REPLY_IOV 512
 void tfs_fs_reply_gather(fuse_req_t req, const char *head, size_t head_len,
 			 const struct tfs_gather_list *l, uint64_t from, uint64_t to, int padded);
+/* Reply with bytes [off, off + size) of a file of h->size bytes whose first h->hdr_len are
+ * h->header and whose rows of rb bytes make(arg, r, out) writes when read (pack views,
+ * mixtures): only the rows the read takes are made. */
+void tfs_fs_reply_made_rows(fuse_req_t req, struct tfs_fs_handle *h, size_t size, off_t off,
+			    uint64_t rb, int (*make)(void *arg, uint64_t r, uint8_t *out),
+			    void *arg);
 /* read for files whose bytes are h->text, taken at open. */
 void tfs_fs_read_text(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
 		      off_t off);

@@ -251,61 +251,37 @@ static int mixfile_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct f
 	return rc;
 }
 
+struct made {
+	struct mixopen *o;
+	int f;
+	struct tfs_gather_list l;
+};
+
+static int make_row(void *arg, uint64_t r, uint8_t *out)
+{
+	struct made *m = arg;
+	const struct tfs_mixview *mv = m->o->k->mv;
+	const uint64_t j = mv->view->rows[r];
+	const struct tfs_pack *p = tfs_mixview_pack(mv, mv->src[j]);
+	int padded;
+
+	if (m->f == SOURCE_FILE) {
+		*out = mv->src[j];
+		return 0;
+	}
+	return tfs_pack_sample(p, m->o->r[mv->src[j]], tfs_pack_order(p)[mv->at[j]],
+			       (enum tfs_pack_file)m->f, out, &m->l, &padded);
+}
+
 static void mixfile_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
 			 off_t off)
 {
-	struct mixopen *o = h->priv;
-	const struct tfs_mixview *mv = o->k->mv;
-	const int f = (int)h->col;
-	const uint64_t rb = row_bytes(mv, f);
-	uint64_t pos = (uint64_t)off, end = pos + size, r0, r1;
-	struct tfs_gather_list l;
-	uint8_t *buf;
-	size_t hlen;
-	int rc = 0, padded;
+	struct made m = { .o = h->priv, .f = (int)h->col };
 
 	tfs_fs_count_read(fs, h, size);
-	if (end > h->size)
-		end = h->size;
-	if (pos >= end) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	hlen = pos < TFS_NPY_ALIGN ? (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos)
-				   : 0;
-	if (end <= TFS_NPY_ALIGN) {
-		fuse_reply_buf(req, h->header + pos, hlen);
-		return;
-	}
-	r0 = ((pos > TFS_NPY_ALIGN ? pos : TFS_NPY_ALIGN) - TFS_NPY_ALIGN) / rb;
-	r1 = (end - TFS_NPY_ALIGN - 1) / rb;
-	buf = malloc(hlen + (r1 - r0 + 1) * rb);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	memcpy(buf, h->header + (hlen ? pos : 0), hlen);
-	tfs_gather_list_init(&l, tfs_lake_cache(fs->lake));
-	for (uint64_t r = r0; r <= r1 && !rc; r++) {
-		const uint64_t j = mv->view->rows[r];
-		uint8_t *out = buf + hlen + (r - r0) * rb;
-
-		if (f == SOURCE_FILE)
-			*out = mv->src[j];
-		else
-			rc = tfs_pack_sample(
-				tfs_mixview_pack(mv, mv->src[j]), o->r[mv->src[j]],
-				tfs_pack_order(tfs_mixview_pack(mv, mv->src[j]))[mv->at[j]],
-				(enum tfs_pack_file)f, out, &l, &padded);
-	}
-	tfs_gather_list_free(&l);
-	if (rc)
-		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-	else
-		fuse_reply_buf(req,
-			       (const char *)buf + (hlen ? 0 : (pos - TFS_NPY_ALIGN) - r0 * rb),
-			       (size_t)(end - pos));
-	free(buf);
+	tfs_gather_list_init(&m.l, tfs_lake_cache(fs->lake));
+	tfs_fs_reply_made_rows(req, h, size, off, row_bytes(m.o->k->mv, m.f), make_row, &m);
+	tfs_gather_list_free(&m.l);
 }
 
 static const struct tfs_fs_kind mixfile_kind = {
@@ -528,18 +504,7 @@ const struct tfs_fs_kind tfs_fs_mixes_kind = {
 	.list = mixes_list,
 };
 
-/* Whether the lake has a mixture (the root shows mixes/ then). */
-static int any_one(void *arg, const char *name, int is_dir)
-{
-	(void)name, (void)is_dir;
-	*(int *)arg = 1;
-	return 1;
-}
-
 int tfs_fs_lake_has_mixes(struct tfs_fs *fs)
 {
-	int any = 0;
-
-	tfs_mix_list(tfs_lake_store(fs->lake), any_one, &any);
-	return any;
+	return tfs_mix_any(tfs_lake_store(fs->lake));
 }

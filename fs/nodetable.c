@@ -447,3 +447,42 @@ int tfs_fs_xattr_commit(struct tfs_fs_xattrs *x, const struct tfs_version *v)
 	tfs_id_hex(&v->commit.id, hex);
 	return tfs_fs_xattr_add(x, "commit", "%s", hex);
 }
+
+void tfs_fs_reply_made_rows(fuse_req_t req, struct tfs_fs_handle *h, size_t size, off_t off,
+			    uint64_t rb, int (*make)(void *arg, uint64_t r, uint8_t *out),
+			    void *arg)
+{
+	uint64_t pos = (uint64_t)off, end = pos + size, r0, r1;
+	const uint64_t hdr = h->hdr_len;
+	uint8_t *buf;
+	size_t hlen;
+	int rc = 0;
+
+	if (end > h->size)
+		end = h->size;
+	if (pos >= end) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	hlen = pos < hdr ? (size_t)((end < hdr ? end : hdr) - pos) : 0;
+	if (end <= hdr) {
+		fuse_reply_buf(req, h->header + pos, hlen);
+		return;
+	}
+	r0 = ((pos > hdr ? pos : hdr) - hdr) / rb;
+	r1 = (end - hdr - 1) / rb;
+	buf = malloc(hlen + (r1 - r0 + 1) * rb);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(buf, h->header + (hlen ? pos : 0), hlen);
+	for (uint64_t r = r0; r <= r1 && !rc; r++)
+		rc = make(arg, r, buf + hlen + (r - r0) * rb);
+	if (rc)
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+	else /* from the header's part, or from the first row's byte the read starts at */
+		fuse_reply_buf(req, (const char *)buf + (hlen ? 0 : pos - hdr - r0 * rb),
+			       (size_t)(end - pos));
+	free(buf);
+}

@@ -68,57 +68,32 @@ static int pack_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 	return rc;
 }
 
-/* The samples a read covers, made into one buffer, and the part asked for replied. */
+struct made {
+	struct tfs_fs_handle *h;
+	struct tfs_gather_list l;
+};
+
+static int make_sample(void *arg, uint64_t r, uint8_t *out)
+{
+	struct made *m = arg;
+	const struct tfs_view *view = m->h->view->view;
+	int padded;
+
+	return tfs_pack_sample(view->pack, m->h->reader, view->rows[r],
+			       (enum tfs_pack_file)m->h->col, out, &m->l, &padded);
+}
+
 static void pack_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,
 		      off_t off)
 {
-	const enum tfs_pack_file f = (enum tfs_pack_file)h->col;
-	const struct tfs_view *view = h->view->view;
-	const uint64_t rb = tfs_pack_row_bytes(view->pack, f);
-	uint64_t pos = (uint64_t)off, end = pos + size, r0, r1;
-	struct tfs_gather_list l;
-	uint8_t *buf = NULL;
-	size_t hlen;
-	int rc = 0, padded;
+	struct made m = { .h = h };
 
 	tfs_fs_count_read(fs, h, size);
-	if (end > h->size)
-		end = h->size;
-	if (pos >= end) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	hlen = pos < TFS_NPY_ALIGN ? (size_t)((end < TFS_NPY_ALIGN ? end : TFS_NPY_ALIGN) - pos)
-				   : 0;
-	if (end <= TFS_NPY_ALIGN) {
-		fuse_reply_buf(req, h->header + pos, hlen);
-		return;
-	}
-	r0 = ((pos > TFS_NPY_ALIGN ? pos : TFS_NPY_ALIGN) - TFS_NPY_ALIGN) / rb;
-	r1 = (end - TFS_NPY_ALIGN - 1) / rb;
-	buf = malloc(hlen + (r1 - r0 + 1) * rb);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	memcpy(buf, h->header + (hlen ? pos : 0), hlen);
-	tfs_gather_list_init(&l, tfs_lake_cache(fs->lake));
-	for (uint64_t r = r0; r <= r1 && !rc; r++)
-		rc = tfs_pack_sample(view->pack, h->reader, view->rows[r], f,
-				     buf + hlen + (r - r0) * rb, &l, &padded);
-	tfs_gather_list_free(&l);
-	if (rc) {
-		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-	} else {
-		/* The samples' bytes from the first one the read takes. */
-		const uint64_t skip = (pos > TFS_NPY_ALIGN ? pos - TFS_NPY_ALIGN : 0) - r0 * rb;
-
-		if (hlen)
-			fuse_reply_buf(req, (const char *)buf, (size_t)(end - pos));
-		else
-			fuse_reply_buf(req, (const char *)buf + skip, (size_t)(end - pos));
-	}
-	free(buf);
+	tfs_gather_list_init(&m.l, tfs_lake_cache(fs->lake));
+	tfs_fs_reply_made_rows(req, h, size, off,
+			       tfs_pack_row_bytes(h->view->view->pack, (enum tfs_pack_file)h->col),
+			       make_sample, &m);
+	tfs_gather_list_free(&m.l);
 }
 
 static const struct tfs_fs_kind pack_file_kind = {

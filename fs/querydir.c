@@ -13,20 +13,9 @@
 #include "query.h"
 #include "view.h"
 
-/* Whether the dataset of n has a saved query (REF/ lists queries/ then). */
-static int any_one(void *arg, const char *name, int is_dir)
-{
-	(void)name, (void)is_dir;
-	*(int *)arg = 1;
-	return 1;
-}
-
 int tfs_fs_dataset_has_queries(struct tfs_fs *fs, struct tfs_fs_node *n)
 {
-	int any = 0;
-
-	tfs_query_list(tfs_lake_store(fs->lake), n->dataset->name, any_one, &any);
-	return any;
+	return tfs_query_any(tfs_lake_store(fs->lake), n->dataset->name);
 }
 
 int tfs_fs_query_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,

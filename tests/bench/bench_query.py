@@ -18,7 +18,7 @@ from .npy files into a file:// lake (zstd chunks, as any column).
               over them. Each reports queries/s and the embeddings scanned per second (GB/s:
               the bound exact search works at)
 
-    /usr/bin/python3 tests/bench/bench_query.py [--rows 200000] [--dim 768] [--queries 16]
+    /usr/bin/python3 tests/bench/bench_query.py [--rows 1000000] [--dim 768] [--queries 16]
 """
 
 import argparse
@@ -47,7 +47,7 @@ def timed(fn, repeat):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=768)
     ap.add_argument("--queries", type=int, default=16)
     ap.add_argument("--k", type=int, default=10)
