@@ -242,6 +242,14 @@ int tfs_fs_dir_add_child(struct tfs_fs *fs, struct tfs_fs_dir *d, struct tfs_fs_
 			 const char *shown, const char *name, const struct tfs_fs_kind *kind,
 			 struct tfs_version *v);
 void tfs_fs_dir_free(struct tfs_fs_dir *d);
+/* A listing of names from the store (tfs_store_list_fn): each a child of dir of one kind. */
+struct tfs_fs_lister {
+	struct tfs_fs *fs;
+	struct tfs_fs_node *dir;
+	struct tfs_fs_dir *d;
+	const struct tfs_fs_kind *kind;
+};
+int tfs_fs_list_child(void *arg, const char *name, int is_dir);
 
 void tfs_fs_link_add(struct tfs_fs *fs, struct tfs_fs_link *list, struct tfs_fs_link *l);
 void tfs_fs_link_del(struct tfs_fs *fs, struct tfs_fs_link *l);

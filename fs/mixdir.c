@@ -476,25 +476,11 @@ static int mixes_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *
 	return *child ? 0 : -ENOMEM;
 }
 
-struct list_ctx {
-	struct tfs_fs *fs;
-	struct tfs_fs_node *dir;
-	struct tfs_fs_dir *d;
-};
-
-static int list_one(void *arg, const char *name, int is_dir)
-{
-	struct list_ctx *l = arg;
-
-	(void)is_dir;
-	return tfs_fs_dir_add_child(l->fs, l->d, l->dir, name, name, &mix_kind, NULL);
-}
-
 static int mixes_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
 {
-	struct list_ctx l = { fs, dir, d };
+	struct tfs_fs_lister l = { fs, dir, d, &mix_kind };
 
-	return tfs_mix_list(tfs_lake_store(fs->lake), list_one, &l);
+	return tfs_mix_list(tfs_lake_store(fs->lake), tfs_fs_list_child, &l);
 }
 
 const struct tfs_fs_kind tfs_fs_mixes_kind = {

@@ -486,3 +486,11 @@ void tfs_fs_reply_made_rows(fuse_req_t req, struct tfs_fs_handle *h, size_t size
 			       (size_t)(end - pos));
 	free(buf);
 }
+
+int tfs_fs_list_child(void *arg, const char *name, int is_dir)
+{
+	const struct tfs_fs_lister *l = arg;
+
+	(void)is_dir;
+	return tfs_fs_dir_add_child(l->fs, l->d, l->dir, name, name, l->kind, NULL);
+}

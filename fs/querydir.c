@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* querydir: REF/queries/ (a dataset's saved queries: core/query.h), queries/NAME/ (the
- * query's rows of every column, in its order, from the commit it was saved against) and
- * queries/NAME/views/PARAMS/ (those rows shuffled and sharded as any view). The directories
- * show a query's newest version; they are views of its commit (views named query=NAME@VERSION),
- * so their files are view files. */
+/* querydir: REF/queries/ (a dataset's saved queries: core/query.h) and queries/NAME/views/,
+ * and what queries/NAME/ (the query's rows of every column, in its order, from the commit it
+ * was saved against) and queries/NAME/views/PARAMS/ (those rows shuffled and sharded as any
+ * view) show: views of the query's commit, named query=NAME@VERSION, of its newest version
+ * (their kinds are views', in viewdir.c; their files are view files). */
 #include "fsnode.h"
 
 #include <errno.h>
@@ -50,68 +50,6 @@ int tfs_fs_query_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_vers
 	}
 	return rc;
 }
-
-/* --- queries/NAME/ and queries/NAME/views/PARAMS/: a view's columns ---------------------- */
-
-static int qview_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
-			struct tfs_fs_node **child)
-{
-	struct tfs_lake_view *f;
-	struct tfs_version *v;
-	int rc;
-
-	if (dir->kind == &tfs_fs_query_kind && !strcmp(name, "views")) {
-		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_query_views_kind, NULL);
-		return *child ? 0 : -ENOMEM;
-	}
-	rc = tfs_fs_node_view(fs, dir, &v, &f);
-	if (!rc)
-		rc = tfs_fs_columns_lookup(fs, dir, v, name, &tfs_fs_view_column_kind, child);
-	tfs_lake_view_put(fs->lake, f);
-	tfs_version_put(v);
-	return rc;
-}
-
-static int qview_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
-{
-	struct tfs_lake_view *f;
-	struct tfs_version *v;
-	int rc = tfs_fs_node_view(fs, dir, &v, &f);
-
-	if (!rc)
-		rc = tfs_fs_columns_list(fs, dir, v, &tfs_fs_view_column_kind, d);
-	if (!rc && dir->kind == &tfs_fs_query_kind)
-		rc = tfs_fs_dir_add_child(fs, d, dir, "views", "views", &tfs_fs_query_views_kind,
-					  NULL);
-	tfs_lake_view_put(fs->lake, f);
-	tfs_version_put(v);
-	return rc;
-}
-
-static int qview_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
-{
-	struct tfs_lake_view *f;
-	int rc = tfs_fs_node_view(fs, n, &a->v, &f);
-
-	tfs_lake_view_put(fs->lake, f);
-	return rc;
-}
-
-const struct tfs_fs_kind tfs_fs_query_kind = {
-	.name = "query",
-	.mode = S_IFDIR | 0555,
-	.lookup = qview_lookup,
-	.list = qview_list,
-	.getattr = qview_getattr,
-};
-
-const struct tfs_fs_kind tfs_fs_query_view_kind = {
-	.name = "query view",
-	.mode = S_IFDIR | 0555,
-	.lookup = qview_lookup,
-	.list = qview_list,
-	.getattr = qview_getattr,
-};
 
 /* --- queries/NAME/views/ ------------------------------------------------------------------- */
 
@@ -162,25 +100,11 @@ static int queries_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char
 	return *child ? 0 : -ENOMEM;
 }
 
-struct list_ctx {
-	struct tfs_fs *fs;
-	struct tfs_fs_node *dir;
-	struct tfs_fs_dir *d;
-};
-
-static int list_one(void *arg, const char *name, int is_dir)
-{
-	struct list_ctx *l = arg;
-
-	(void)is_dir;
-	return tfs_fs_dir_add_child(l->fs, l->d, l->dir, name, name, &tfs_fs_query_kind, NULL);
-}
-
 static int queries_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
 {
-	struct list_ctx l = { fs, dir, d };
+	struct tfs_fs_lister l = { fs, dir, d, &tfs_fs_query_kind };
 
-	return tfs_query_list(tfs_lake_store(fs->lake), dir->dataset->name, list_one, &l);
+	return tfs_query_list(tfs_lake_store(fs->lake), dir->dataset->name, tfs_fs_list_child, &l);
 }
 
 const struct tfs_fs_kind tfs_fs_queries_kind = {

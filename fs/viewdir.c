@@ -148,8 +148,13 @@ static int view_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *n
 {
 	struct tfs_lake_view *f;
 	struct tfs_version *v;
-	int rc = tfs_fs_node_view(fs, dir, &v, &f);
+	int rc;
 
+	if (dir->kind == &tfs_fs_query_kind && !strcmp(name, "views")) {
+		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_query_views_kind, NULL);
+		return *child ? 0 : -ENOMEM;
+	}
+	rc = tfs_fs_node_view(fs, dir, &v, &f);
 	if (!rc && f->view->pack)
 		rc = tfs_fs_pack_lookup(fs, dir, v, name, child);
 	else if (!rc && !strcmp(name, ".bad_rows"))
@@ -177,6 +182,9 @@ static int view_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_d
 	if (!rc)
 		rc = tfs_fs_dir_add_child(fs, d, dir, ".bad_rows", ".bad_rows", &bad_rows_kind,
 					  NULL);
+	if (!rc && dir->kind == &tfs_fs_query_kind)
+		rc = tfs_fs_dir_add_child(fs, d, dir, "views", "views", &tfs_fs_query_views_kind,
+					  NULL);
 out:
 	tfs_lake_view_put(fs->lake, f);
 	tfs_version_put(v);
@@ -194,6 +202,24 @@ static int view_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_
 
 const struct tfs_fs_kind tfs_fs_view_kind = {
 	.name = "view",
+	.mode = S_IFDIR | 0555,
+	.lookup = view_lookup,
+	.list = view_list,
+	.getattr = view_getattr,
+};
+
+/* A saved query's directories (querydir.c) are views of the query's commit: REF/queries/NAME/
+ * (with its views/) and REF/queries/NAME/views/PARAMS/. */
+const struct tfs_fs_kind tfs_fs_query_kind = {
+	.name = "query",
+	.mode = S_IFDIR | 0555,
+	.lookup = view_lookup,
+	.list = view_list,
+	.getattr = view_getattr,
+};
+
+const struct tfs_fs_kind tfs_fs_query_view_kind = {
+	.name = "query view",
 	.mode = S_IFDIR | 0555,
 	.lookup = view_lookup,
 	.list = view_list,
