@@ -40,7 +40,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-f
 # fs/ and mount/ add FUSE. Quiet when the packages are not there yet: `make demo` installs them,
 # then builds in a sub-make.
 CORE_DEPS := libzstd libxxhash libcrypto libcurl inih libjpeg libpng jansson libarchive sqlite3 \
-	     openblas
+	     openblas libavformat libavcodec libswscale libswresample libavutil
 DEPCFLAGS := $(shell $(PKG_CONFIG) --cflags $(CORE_DEPS) 2>/dev/null)
 FUSE_CFLAGS := $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 DEPLIBS  := $(shell $(PKG_CONFIG) --libs fuse3 $(CORE_DEPS) 2>/dev/null) -lm

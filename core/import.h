@@ -124,6 +124,32 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 			  size_t nshards, int strict, const struct tfs_import_opts *o,
 			  struct tfs_import_result *res, struct tfs_id *commit_id);
 
+/* --- video and audio ------------------------------------------------------------------------ */
+
+#include "media.h"
+
+struct tfs_media_opts {
+	int video;		  /* else audio */
+	struct tfs_video_opts vo; /* --size, --fps */
+	uint64_t clip, stride;	  /* video: frames a clip (0: a video a row), frames between */
+	struct tfs_audio_opts ao; /* --rate, --mono */
+	double clip_s, stride_s;  /* audio: seconds a clip (0: a file a row), seconds between */
+	int labels;		  /* one tree of class directories: a label column */
+	int strict;
+};
+
+/* Import video (or audio) files: the sources are files or directories walked in sorted order
+ * (with labels: one directory whose sorted class directories number the labels, as
+ * torchvision's DatasetFolder). Each file is decoded once on o->threads threads (media.h) and
+ * cut into rows: `video` (clip x H x W x 3 uint8: fixed with a clip and a size, else ragged;
+ * without a clip, a video a row) or `audio` (samples x channels float32, ragged), `path`,
+ * `start_s`, `fps` (video) or `rate` (audio), and `label`. A file that fails to decode is
+ * skipped and named (res->skips), or with strict fails the import. */
+int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sources,
+		     size_t nsources, const struct tfs_media_opts *mo,
+		     const struct tfs_import_opts *o, struct tfs_import_result *res,
+		     struct tfs_id *commit_id);
+
 /* --- within the import module (import.c, import_rows.c, import_images.c, importtxn.c) ----- */
 
 /* A write against a branch: its head when the write began, and the manifest there. Or a part of

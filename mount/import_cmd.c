@@ -60,8 +60,9 @@ static int report(const char *url, const char *ds, int rc, const struct tfs_impo
  * `--webdataset SHARD...` (the positional arguments after the URL). */
 struct one_source {
 	const char *dir, *jsonl, *npz, *megatron;
-	const char *column; /* --column: --megatron's token column */
-	const char *tokens; /* --tokens: --jsonl's field of token ids */
+	const char *column;		    /* --column: --megatron's token column */
+	const struct tfs_media_opts *media; /* --video or --audio: sources are the arguments */
+	const char *tokens;		    /* --tokens: --jsonl's field of token ids */
 	int webdataset;
 	const char *const *shards; /* the arguments after the URL */
 	size_t nshards;
@@ -80,10 +81,13 @@ static int import_one(const char *url, const struct one_source *src,
 	char *ds = NULL;
 	int rc;
 
-	if (!!src->dir + !!src->jsonl + !!src->npz + !!src->megatron + !!src->webdataset != 1 ||
-	    (src->webdataset ? !src->nshards : src->nshards != 0)) {
-		tfs_err("--images DIR, --jsonl FILE, --npz FILE, --megatron PREFIX or --webdataset "
-			"SHARD.tar... is the import's only source");
+	if (!!src->dir + !!src->jsonl + !!src->npz + !!src->megatron + !!src->webdataset +
+			    !!src->media !=
+		    1 ||
+	    (src->webdataset || src->media ? !src->nshards : src->nshards != 0)) {
+		tfs_err("--images DIR, --jsonl FILE, --npz FILE, --megatron PREFIX, --webdataset "
+			"SHARD.tar..., --video SOURCE... or --audio SOURCE... is the import's only "
+			"source");
 		return 2;
 	}
 	if (tfs_cli_open_dataset(url, 0, &s, &ds))
@@ -96,6 +100,9 @@ static int import_one(const char *url, const struct one_source *src,
 				      io->strict, o, &res, &commit);
 	else if (src->npz)
 		rc = tfs_import_npz(s, ds, src->npz, o, &res, &commit);
+	else if (src->media)
+		rc = tfs_import_media(s, ds, src->shards, src->nshards, src->media, o, &res,
+				      &commit);
 	else if (src->megatron)
 		rc = tfs_import_megatron(s, ds, src->megatron, src->column ? src->column : "tokens",
 					 o, &res, &commit);
@@ -131,6 +138,13 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "megatron", required_argument, NULL, 'G' },
 		{ "column", required_argument, NULL, 'N' },
 		{ "tokens", required_argument, NULL, 'T' },
+		{ "video", no_argument, NULL, 'V' },
+		{ "audio", no_argument, NULL, 'A' },
+		{ "clip", required_argument, NULL, 'k' },
+		{ "stride", required_argument, NULL, 'K' },
+		{ "fps", required_argument, NULL, 'r' },
+		{ "rate", required_argument, NULL, 'H' },
+		{ "mono", no_argument, NULL, 'o' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "frame-size", required_argument, NULL, 'f' },
 		{ "threads", required_argument, NULL, 't' },
@@ -148,6 +162,9 @@ int tfs_cmd_import(int argc, char **argv)
 	struct tfs_images_opts io = { .fit = TFS_FIT_RESIZE };
 	const char *images = NULL, *jsonl = NULL, *npz = NULL, *megatron = NULL, *column = NULL;
 	const char *tokens = NULL;
+	struct tfs_media_opts mo = { 0 };
+	int media = 0; /* 'V' or 'A' */
+	double clip = 0, stride = 0;
 	const char *fixed[64];
 	size_t nfixed = 0;
 	int webdataset = 0, have_part = 0;
@@ -275,6 +292,34 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'T':
 			tokens = optarg;
 			break;
+		case 'V':
+		case 'A':
+			media = opt;
+			break;
+		case 'k':
+		case 'K':
+		case 'r':
+		case 'H': {
+			char *end;
+			const double x = strtod(optarg, &end);
+
+			if (*end || !(x > 0) || x > 1e9) {
+				tfs_err("'%s': expected a positive number", optarg);
+				return 2;
+			}
+			if (opt == 'k')
+				clip = x;
+			else if (opt == 'K')
+				stride = x;
+			else if (opt == 'r')
+				mo.vo.fps = x;
+			else
+				mo.ao.rate = (uint32_t)x;
+			break;
+		}
+		case 'o':
+			mo.ao.mono = 1;
+			break;
 		case 'F':
 			if (nfixed == sizeof(fixed) / sizeof(fixed[0])) {
 				tfs_err("--fixed: at most 64 columns");
@@ -299,17 +344,47 @@ int tfs_cmd_import(int argc, char **argv)
 			"give --images DIR --size HxW (with --resize or --crop)");
 		return 2;
 	}
+	if (media) {
+		mo.video = media == 'V';
+		mo.vo.w = io.w;
+		mo.vo.h = io.h;
+		mo.vo.fit = io.fit;
+		mo.labels = io.labels;
+		mo.strict = io.strict;
+		if (mo.video) {
+			mo.clip = (uint64_t)clip;
+			mo.stride = stride ? (uint64_t)stride : mo.clip;
+			if ((clip && clip != (double)mo.clip) || (stride && !clip)) {
+				tfs_err("--clip T --stride S: frames, whole numbers");
+				return 2;
+			}
+		} else {
+			mo.clip_s = clip;
+			mo.stride_s = stride ? stride : clip;
+			if (io.w || mo.vo.fps) {
+				tfs_err("--size and --fps are --video's");
+				return 2;
+			}
+		}
+		if (!mo.video && stride && !clip) {
+			tfs_err("--stride goes with --clip");
+			return 2;
+		}
+	} else if (clip || stride || mo.vo.fps || mo.ao.rate || mo.ao.mono) {
+		tfs_err("--clip, --stride, --fps, --rate and --mono are --video's and --audio's");
+		return 2;
+	}
 	if (column && !megatron) {
 		tfs_err("--column names --megatron's token column");
 		return 2;
 	}
-	if (tokens && (images || npz || megatron || webdataset)) {
+	if (tokens && (images || npz || megatron || webdataset || media)) {
 		tfs_err("--tokens names --jsonl's field of token ids, or a COL=DIR/ source of "
 			"token "
 			"documents");
 		return 2;
 	}
-	if (images || jsonl || npz || megatron || webdataset) {
+	if (images || jsonl || npz || megatron || webdataset || media) {
 		const struct one_source one = {
 			.dir = images,
 			.jsonl = jsonl,
@@ -317,6 +392,7 @@ int tfs_cmd_import(int argc, char **argv)
 			.megatron = megatron,
 			.column = column,
 			.tokens = tokens,
+			.media = media ? &mo : NULL,
 			.webdataset = webdataset,
 			.shards = (const char *const *)argv + optind + 1,
 			.nshards = (size_t)(argc - optind - 1),

@@ -20,10 +20,11 @@ set -eu
 
 BUILD_PKGS="build-essential pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev libssl-dev
 	libcurl4-openssl-dev libinih-dev libjpeg62-turbo-dev libpng-dev libjansson-dev libarchive-dev
-	libsqlite3-dev libopenblas-dev libfaiss-dev
+	libsqlite3-dev libopenblas-dev libfaiss-dev libavformat-dev libavcodec-dev libswscale-dev
+	libswresample-dev libavutil-dev
 	libncurses-dev python3 python3-numpy ca-certificates attr"
 TEST_PKGS="libcmocka-dev python3-pytest python3-torch python3-torchvision python3-pil zstd
-	python3-sentencepiece
+	python3-sentencepiece ffmpeg
 	python3-botocore python3-dask python3-distributed python3-pandas nginx openssl curl valgrind
 	nodejs npm tmux man-db groff-base dpkg-dev debhelper fakeroot lintian util-linux systemd"
 BENCH_PKGS="s3fs python3-pil python3-matplotlib python3-torchvision iproute2 curl zstd git

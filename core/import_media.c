@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/* import_media: videos and audio files decoded once (media.h), in parallel across files, into
+ * rows: a clip (or a whole file) a row, with its path, start time, rate and, for a tree of
+ * class directories, its label. */
+#include "import.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "media.h"
+#include "pipeline.h"
+#include "rowcol.h"
+#include "workpool.h"
+
+static const char *const video_ext[] = { ".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v", NULL };
+static const char *const audio_ext[] = { ".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", NULL };
+
+struct file {
+	char *path;
+	int64_t label;
+};
+
+struct files {
+	struct file *f;
+	size_t n, cap;
+};
+
+static int is_media(const char *name, int video)
+{
+	const char *dot = strrchr(name, '.');
+
+	for (const char *const *e = video ? video_ext : audio_ext; dot && *e; e++)
+		if (!strcasecmp(dot, *e))
+			return 1;
+	return 0;
+}
+
+static int add_file(struct files *fs, const char *path, int64_t label)
+{
+	if (fs->n == fs->cap) {
+		struct file *g =
+			realloc(fs->f, (fs->cap = fs->cap ? 2 * fs->cap : 64) * sizeof(*g));
+
+		if (!g)
+			return -ENOMEM;
+		fs->f = g;
+	}
+	fs->f[fs->n].path = strdup(path);
+	fs->f[fs->n].label = label;
+	return fs->f[fs->n].path ? (fs->n++, 0) : -ENOMEM;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The sorted entries of dir (names not starting with '.'), *n of them. */
+static int entries(const char *dir, char ***out, size_t *n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t cap = 0;
+	int rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!d) {
+		tfs_err("%s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	while (!rc && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (*n == cap) {
+			char **g = realloc(*out, (cap = cap ? 2 * cap : 32) * sizeof(*g));
+
+			if (!g) {
+				rc = -ENOMEM;
+				break;
+			}
+			*out = g;
+		}
+		if (!((*out)[*n] = strdup(de->d_name)))
+			rc = -ENOMEM;
+		else
+			(*n)++;
+	}
+	closedir(d);
+	if (*n)
+		qsort(*out, *n, sizeof(**out), by_name);
+	return rc;
+}
+
+static void free_names(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Every media file under path (a file, or a directory walked in sorted order). */
+static int walk(const char *path, int video, int64_t label, struct files *fs)
+{
+	struct stat st;
+	char **names;
+	size_t n;
+	int rc;
+
+	if (stat(path, &st)) {
+		tfs_err("%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return add_file(fs, path, label);
+	rc = entries(path, &names, &n);
+	for (size_t i = 0; !rc && i < n; i++) {
+		char *sub = NULL;
+
+		if (asprintf(&sub, "%s/%s", path, names[i]) < 0)
+			rc = -ENOMEM;
+		else if (!stat(sub, &st) && S_ISDIR(st.st_mode))
+			rc = walk(sub, video, label, fs);
+		else if (is_media(names[i], video))
+			rc = add_file(fs, sub, label);
+		free(sub);
+	}
+	free_names(names, n);
+	return rc;
+}
+
+/* A file's decode: an item of the pipeline. */
+struct job {
+	const struct tfs_media_opts *mo;
+	const struct file *f;
+	struct tfs_video v;
+	struct tfs_audio a;
+	char err[256];
+	int rc;
+};
+
+static int decode_run(void *item)
+{
+	struct job *j = item;
+
+	j->err[0] = 0;
+	j->rc = j->mo->video
+			? tfs_video_decode(j->f->path, &j->mo->vo, &j->v, j->err, sizeof(j->err))
+			: tfs_audio_decode(j->f->path, &j->mo->ao, &j->a, j->err, sizeof(j->err));
+	return 0;
+}
+
+static void job_clear(void *item)
+{
+	struct job *j = item;
+
+	tfs_video_free(&j->v);
+	tfs_audio_free(&j->a);
+}
+
+/* Where rows go, in order. */
+struct adder {
+	const struct tfs_media_opts *mo;
+	struct tfs_rowcol *w[5]; /* media, path, start_s, rate, label */
+	struct tfs_import_result *res;
+	struct tfs_progress *progress;
+	const char *root;
+};
+
+/* One row: bytes of n units (frames or samples) of unit bytes, starting at time t. */
+static int add_row(struct adder *ad, const struct job *j, const uint8_t *p, uint64_t n,
+		   uint64_t unit, const uint64_t *shape, double t, double rate)
+{
+	const char *rel = j->f->path;
+	int rc;
+
+	if (ad->root && !strncmp(rel, ad->root, strlen(ad->root)))
+		rel += strlen(ad->root) + (rel[strlen(ad->root)] == '/');
+	rc = tfs_rowcol_add(ad->w[0], p, (size_t)(n * unit), shape);
+	if (!rc)
+		rc = tfs_rowcol_add(ad->w[1], rel, strlen(rel), NULL);
+	if (!rc)
+		rc = tfs_rowcol_add(ad->w[2], &t, sizeof(t), NULL);
+	if (!rc)
+		rc = tfs_rowcol_add(ad->w[3], &rate, sizeof(rate), NULL);
+	if (!rc && ad->w[4])
+		rc = tfs_rowcol_add(ad->w[4], &j->f->label, sizeof(j->f->label), NULL);
+	ad->res->rows += !rc;
+	return rc;
+}
+
+static int use_file(void *arg, void *item)
+{
+	struct adder *ad = arg;
+	struct job *j = item;
+	const struct tfs_media_opts *mo = ad->mo;
+	struct tfs_import_result *res = ad->res;
+	int rc = 0;
+
+	if (j->rc) {
+		tfs_warn("%s: %s%s", j->f->path, j->err, mo->strict ? "" : "; skipped");
+		if (mo->strict) {
+			tfs_err("--strict: a file failed; nothing was committed");
+			return -EINVAL;
+		}
+		if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
+			snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "%.*s: %.*s", 100,
+				 j->f->path, 90, j->err);
+		res->skipped++;
+		return 0;
+	}
+	if (mo->video) {
+		const struct tfs_video *v = &j->v;
+		const uint64_t fb = (uint64_t)v->w * v->h * 3;
+
+		if (!mo->clip) {
+			const uint64_t shape[4] = { v->n, v->h, v->w, 3 };
+
+			rc = add_row(ad, j, v->px, v->n, fb, shape, v->t[0], v->fps);
+		}
+		for (uint64_t s = 0; mo->clip && !rc && s + mo->clip <= v->n; s += mo->stride) {
+			const uint64_t shape[4] = { mo->clip, v->h, v->w, 3 };
+
+			rc = add_row(ad, j, v->px + s * fb, mo->clip, fb, shape, v->t[s], v->fps);
+		}
+		tfs_progress_add(ad->progress, v->n * fb, 1);
+	} else {
+		const struct tfs_audio *a = &j->a;
+		const uint64_t sb = (uint64_t)a->channels * sizeof(float);
+		const uint64_t clip = (uint64_t)llround(mo->clip_s * a->rate);
+		const uint64_t stride = (uint64_t)llround(mo->stride_s * a->rate);
+
+		if (!mo->clip_s) {
+			const uint64_t shape[2] = { a->n, a->channels };
+
+			rc = add_row(ad, j, (const uint8_t *)a->s, a->n, sb, shape, 0, a->rate);
+		}
+		for (uint64_t s = 0; mo->clip_s && clip && !rc && s + clip <= a->n;
+		     s += stride ? stride : clip) {
+			const uint64_t shape[2] = { clip, a->channels };
+
+			rc = add_row(ad, j, (const uint8_t *)(a->s + s * a->channels), clip, sb,
+				     shape, (double)s / a->rate, a->rate);
+		}
+		tfs_progress_add(ad->progress, a->n * sb, 1);
+	}
+	job_clear(j);
+	return rc;
+}
+
+static const struct tfs_pipeline_ops decode_ops = { decode_run, use_file, job_clear };
+
+static int column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
+		  const char *descr, unsigned ndim, const uint64_t *shape,
+		  const struct tfs_import_opts *o, const char *what, size_t *at)
+{
+	struct tfs_dtype dt;
+	char err[128];
+	int big;
+
+	tfs_dtype_parse(descr, &dt, &big, err, sizeof(err));
+	return tfs_import_column(m, name, kind, &dt, ndim, shape, o, what, at);
+}
+
+int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sources,
+		     size_t nsources, const struct tfs_media_opts *mo,
+		     const struct tfs_import_opts *o, struct tfs_import_result *res,
+		     struct tfs_id *commit_id)
+{
+	struct files fs = { 0 };
+	struct tfs_manifest m = { 0 };
+	struct tfs_workpool *pool = NULL;
+	struct tfs_pipeline *pipe = NULL;
+	struct adder ad = { .mo = mo, .res = res, .progress = o->progress };
+	char **classes = NULL;
+	size_t nclasses = 0, col[5], ncols = mo->labels ? 5 : 4;
+	const char *what = nsources ? sources[0] : "";
+	struct tfs_txn t;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tfs_txn_begin(&t, s, ds, o);
+	if (rc)
+		goto out;
+	if (mo->labels) {
+		/* One tree of class directories, numbered as torchvision's DatasetFolder does. */
+		if (nsources != 1) {
+			tfs_err("--labels-from-dirs takes one directory of class directories");
+			rc = -EINVAL;
+			goto out;
+		}
+		ad.root = sources[0];
+		rc = entries(sources[0], &classes, &nclasses);
+		for (size_t i = 0; !rc && i < nclasses; i++) {
+			char *sub = NULL;
+			struct stat st;
+
+			if (asprintf(&sub, "%s/%s", sources[0], classes[i]) < 0)
+				rc = -ENOMEM;
+			else if (!stat(sub, &st) && S_ISDIR(st.st_mode))
+				rc = walk(sub, mo->video, (int64_t)i, &fs);
+			free(sub);
+		}
+		res->classes = nclasses;
+	} else {
+		if (nsources == 1)
+			ad.root = sources[0];
+		for (size_t i = 0; !rc && i < nsources; i++)
+			rc = walk(sources[i], mo->video, 0, &fs);
+	}
+	if (rc)
+		goto out;
+	if (!fs.n) {
+		tfs_err("%s: no %s files", what, mo->video ? "video" : "audio");
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = tfs_manifest_copy_extra(&t.old, 24, &m);
+	if (!rc && mo->video && mo->clip && mo->vo.w) {
+		const uint64_t shape[4] = { mo->clip, mo->vo.h, mo->vo.w, 3 };
+
+		rc = column(&m, "video", TFS_COL_FIXED, "|u1", 4, shape, o, what, &col[0]);
+	} else if (!rc && mo->video) {
+		rc = column(&m, "video", TFS_COL_RAGGED, "|u1", 4, NULL, o, what, &col[0]);
+	} else if (!rc && mo->clip_s && mo->ao.mono && mo->ao.rate) {
+		/* Clips of a known size: (samples, 1) at the rate asked for. */
+		const uint64_t shape[2] = { (uint64_t)llround(mo->clip_s * mo->ao.rate), 1 };
+
+		rc = column(&m, "audio", TFS_COL_FIXED, "<f4", 2, shape, o, what, &col[0]);
+	} else if (!rc) {
+		rc = column(&m, "audio", TFS_COL_RAGGED, "<f4", 2, NULL, o, what, &col[0]);
+	}
+	if (!rc)
+		rc = column(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, what, &col[1]);
+	if (!rc)
+		rc = column(&m, "start_s", TFS_COL_FIXED, "<f8", 0, NULL, o, what, &col[2]);
+	if (!rc)
+		rc = column(&m, mo->video ? "fps" : "rate", TFS_COL_FIXED, "<f8", 0, NULL, o, what,
+			    &col[3]);
+	if (!rc && mo->labels)
+		rc = column(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, what, &col[4]);
+	for (size_t i = 0; !rc && i < ncols; i++)
+		rc = tfs_rowcol_begin(s, ds, &m, col[i], &ad.w[i]);
+	if (!rc)
+		rc = tfs_import_pool(o, &pool);
+	for (size_t i = 0; !rc && i < ncols; i++)
+		tfs_rowcol_use_pool(ad.w[i], pool);
+	if (!rc)
+		rc = tfs_pipeline_create(pool, sizeof(struct job),
+					 2 * tfs_workpool_threads(pool) + 2, &decode_ops, &ad,
+					 &pipe);
+	for (size_t i = 0; !rc && i < fs.n; i++) {
+		struct job *j = tfs_pipeline_next(pipe, &rc);
+
+		if (!j)
+			break;
+		j->mo = mo;
+		j->f = &fs.f[i];
+		tfs_pipeline_submit(pipe);
+	}
+	if (!rc)
+		rc = tfs_pipeline_drain(pipe);
+	tfs_pipeline_free(pipe);
+	pipe = NULL;
+	for (size_t i = 0; !rc && i < ncols; i++)
+		rc = tfs_rowcol_finish(ad.w[i]);
+	if (!rc && !res->rows) {
+		tfs_err("%s: no row: every file failed or was shorter than a clip", what);
+		rc = -EINVAL;
+	}
+	if (!rc) {
+		m.rows = t.old.rows + res->rows;
+		rc = tfs_import_same_rows(&m, m.rows, what);
+	}
+	if (!rc)
+		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+	if (pool)
+		res->busy_peak = tfs_workpool_busy_peak(pool);
+out:
+	tfs_pipeline_free(pipe);
+	for (size_t i = 0; i < 5; i++)
+		tfs_rowcol_free(ad.w[i]);
+	tfs_workpool_destroy(pool);
+	for (size_t i = 0; i < fs.n; i++)
+		free(fs.f[i].path);
+	free(fs.f);
+	free_names(classes, nclasses);
+	tfs_manifest_free(&m);
+	tfs_txn_end(&t);
+	return rc;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* media: video and audio decoded with FFmpeg's libraries (libavformat, libavcodec, libswscale,
+ * libswresample, from Debian): a video's frames as RGB24, sampled by presentation time, sized
+ * as images are (image.h's fits); an audio stream as float32 samples, resampled. */
+#ifndef TFS_MEDIA_H
+#define TFS_MEDIA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image.h"
+
+struct tfs_video_opts {
+	uint32_t w, h;		/* 0: the video's own size */
+	enum tfs_image_fit fit; /* with w: resize (swscale bilinear), crop or pad */
+	double fps;		/* frames a second by presentation time (ffmpeg's fps filter); 0:
+				   every frame */
+};
+
+struct tfs_video {
+	uint32_t w, h;
+	uint64_t n;  /* frames */
+	uint8_t *px; /* n x h x w x 3 */
+	double *t;   /* each frame's time from the first, in seconds */
+	double fps;  /* the rate asked for, or the stream's average */
+};
+
+/* Decode path's best video stream. -EINVAL with the reason in err: not a video, an unknown
+ * codec, damaged or cut short (a frame the decoder refuses), no frame at all. */
+int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tfs_video *out,
+		     char *err, size_t err_cap);
+void tfs_video_free(struct tfs_video *v);
+
+struct tfs_audio_opts {
+	uint32_t rate; /* 0: the stream's */
+	int mono;
+};
+
+struct tfs_audio {
+	uint32_t rate, channels;
+	uint64_t n; /* samples (frames of channels values) */
+	float *s;   /* n x channels, interleaved */
+};
+
+int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tfs_audio *out,
+		     char *err, size_t err_cap);
+void tfs_audio_free(struct tfs_audio *a);
+
+#endif

@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: MIT
+"""Video and audio decoded once: `import --video` and `--audio` (FFmpeg's libraries) give the
+frames and samples the `ffmpeg` command gives for the same file and scaling, byte for byte
+(H.264 in mp4, VP9 in webm, a variable-frame-rate file sampled by --fps); clips are rows with
+their path, start time, rate and label; a damaged file is skipped and named, or fails the
+import with --strict; clip columns read through views and stage like any fixed column. Media
+are made here with the ffmpeg command, never downloaded."""
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import run_proc
+
+
+def ff(*args):
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *map(str, args)], check=True)
+
+
+def ffraw(path, vf, h, w):
+    out = subprocess.run(["ffmpeg", "-loglevel", "error", "-i", str(path), "-vf", vf, "-f",
+                          "rawvideo", "-pix_fmt", "rgb24", "-"], check=True,
+                         capture_output=True).stdout
+    return np.frombuffer(out, np.uint8).reshape(-1, h, w, 3)
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    d = tmp_path_factory.mktemp("media")
+    (d / "tree" / "cat").mkdir(parents=True)
+    (d / "tree" / "dog").mkdir(parents=True)
+    ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=30:duration=2", "-c:v", "libx264",
+       "-pix_fmt", "yuv420p", d / "tree" / "cat" / "a.mp4")
+    ff("-f", "lavfi", "-i", "testsrc2=size=80x60:rate=25:duration=2", "-c:v", "libvpx-vp9",
+       d / "tree" / "dog" / "b.webm")
+    ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=30:duration=3", "-vf",
+       "setpts='N/30/TB+gte(N,40)*0.37/TB+gte(N,70)*0.11/TB'", "-fps_mode", "vfr",
+       "-c:v", "libx264", "-pix_fmt", "yuv420p", d / "vfr.mp4")
+    good = (d / "tree" / "cat" / "a.mp4").read_bytes()
+    (d / "bad").mkdir()
+    (d / "bad" / "cut.mp4").write_bytes(good[:len(good) // 3])
+    (d / "bad" / "ok.mp4").write_bytes(good)
+    ff("-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=1.5", "-f", "lavfi",
+       "-i", "sine=frequency=660:sample_rate=44100:duration=1.5", "-filter_complex",
+       "amerge=inputs=2", "-c:a", "pcm_s16le", d / "a.wav")
+    ff("-i", d / "a.wav", "-c:a", "flac", d / "b.flac")
+    ff("-i", d / "a.wav", "-c:a", "libmp3lame", d / "c.mp3")
+    return d
+
+
+def test_clips_equal_ffmpeg(lake, mount, media):
+    lake.create("v")
+    p = lake.import_("v", {}, "--video", media / "tree", "--size", "32x48", "--resize",
+                     "--clip", "8", "--stride", "6", "--labels-from-dirs")
+    assert "of 2 classes" in p.stdout
+    m = mount(lake)
+    d = m.path / "v" / "main"
+    video = np.load(d / "video.npy")
+    assert video.shape[1:] == (8, 32, 48, 3)
+    rows = 0
+    for name, label, fps in (("cat/a.mp4", 0, 30.0), ("dog/b.webm", 1, 25.0)):
+        ref = ffraw(media / "tree" / name, "scale=48:32:flags=bilinear", 32, 48)
+        starts = range(0, len(ref) - 8 + 1, 6)
+        for i, s in enumerate(starts):
+            assert np.array_equal(video[rows + i], ref[s:s + 8]), (name, s)
+        paths = list((d / "path" / "lines.txt").read_text().splitlines())
+        assert paths[rows:rows + len(starts)] == [name] * len(starts)
+        assert np.allclose(np.load(d / "start_s.npy")[rows:rows + len(starts)],
+                           [s / fps for s in starts])
+        assert (np.load(d / "fps.npy")[rows:rows + len(starts)] == fps).all()
+        assert (np.load(d / "label.npy")[rows:rows + len(starts)] == label).all()
+        rows += len(starts)
+    assert rows == len(video)
+    # a clip column is a fixed column: a view shuffles it, row for row
+    view = np.load(d / "views" / "seed=4" / "video.npy")
+    assert sorted(map(bytes, view)) == sorted(map(bytes, video))
+
+
+@pytest.mark.parametrize("fps", ["10", "7.5", "4"])
+def test_fps_samples_by_timestamp_as_ffmpeg(lake, mount, media, fps):
+    lake.create("f")
+    lake.import_("f", {}, "--video", media / "vfr.mp4", "--size", "32x48", "--fps", fps)
+    m = mount(lake)
+    got = np.fromfile(m.path / "f" / "main" / "video" / "data.bin", np.uint8).reshape(
+        -1, 32, 48, 3)
+    ref = ffraw(media / "vfr.mp4", f"fps={fps},scale=48:32:flags=bilinear", 32, 48)
+    assert got.shape == ref.shape and np.array_equal(got, ref)
+
+
+def test_crop_and_native_size(lake, mount, media):
+    lake.create("c")
+    lake.import_("c", {}, "--video", media / "tree" / "cat" / "a.mp4", "--size", "40x40",
+                 "--crop", "--clip", "4")
+    m = mount(lake)
+    got = np.load(m.path / "c" / "main" / "video.npy").reshape(-1, 40, 40, 3)
+    # 96x64 to cover 40x40: 60x40, then the centre (offset 10)
+    ref = ffraw(media / "tree" / "cat" / "a.mp4",
+                "scale=60:40:flags=bilinear,crop=40:40:10:0", 40, 40)
+    assert np.array_equal(got, ref[:len(got)])
+    lake.create("n")
+    lake.import_("n", {}, "--video", media / "tree" / "dog" / "b.webm")
+    m2 = mount(lake, name="m2")
+    shapes = np.load(m2.path / "n" / "main" / "video" / "shapes.npy")
+    assert shapes.tolist() == [[50, 60, 80, 3]]
+
+
+def test_damaged_video_skipped_or_strict(lake, media):
+    lake.create("b")
+    p = lake.import_("b", {}, "--video", media / "bad", "--size", "32x48", "--clip", "4")
+    assert "skipped 1" in p.stdout and "cut.mp4" in p.stdout, p.stdout
+    lake.create("s")
+    p = lake.import_("s", {}, "--video", media / "bad", "--size", "32x48", "--clip", "4",
+                     "--strict", check=False)
+    assert p.returncode != 0 and "cut.mp4" in p.stderr
+    assert "rows     0" in run_proc(["info", lake.ds_url("s")], check=True).stdout
+
+
+@pytest.mark.parametrize("name", ["a.wav", "b.flac", "c.mp3"])
+def test_audio_equals_ffmpeg(lake, mount, media, name):
+    lake.create("a")
+    lake.import_("a", {}, "--audio", media / name, "--rate", "16000", "--mono")
+    ref = np.frombuffer(subprocess.run(
+        ["ffmpeg", "-loglevel", "error", "-i", str(media / name), "-ar", "16000", "-ac", "1",
+         "-f", "f32le", "-"], check=True, capture_output=True).stdout, np.float32)
+    m = mount(lake)
+    got = np.fromfile(m.path / "a" / "main" / "audio" / "data.bin", np.float32)
+    assert len(got) == len(ref) and np.abs(got - ref).max() == 0.0
+    # clips of 0.25 s, every 0.5 s: fixed rows (4000, 1)
+    lake.create("k")
+    lake.import_("k", {}, "--audio", media / name, "--rate", "16000", "--mono", "--clip",
+                 "0.25", "--stride", "0.5")
+    m2 = mount(lake, name="m2")
+    clips = np.load(m2.path / "k" / "main" / "audio.npy")
+    assert clips.shape == (3, 4000, 1)
+    for i in range(3):
+        assert np.array_equal(clips[i, :, 0], ref[i * 8000:i * 8000 + 4000])
+    assert np.allclose(np.load(m2.path / "k" / "main" / "start_s.npy"), [0, 0.5, 1.0])
+
+
+def test_stereo_stays_stereo(lake, mount, media):
+    lake.create("st")
+    lake.import_("st", {}, "--audio", media / "a.wav")
+    m = mount(lake)
+    shapes = np.load(m.path / "st" / "main" / "audio" / "shapes.npy")
+    assert shapes.tolist() == [[66150, 2]]
