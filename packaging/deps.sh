@@ -28,7 +28,7 @@ TEST_PKGS="libcmocka-dev python3-pytest python3-torch python3-torchvision python
 	python3-botocore python3-dask python3-distributed python3-pandas nginx openssl curl valgrind
 	nodejs npm tmux man-db groff-base dpkg-dev debhelper fakeroot lintian util-linux systemd"
 BENCH_PKGS="s3fs python3-pil python3-matplotlib python3-torchvision iproute2 curl zstd git
-	python3-faiss python3-pandas"
+	python3-faiss python3-pandas python3-av ffmpeg"
 FUZZ_PKGS="clang libclang-rt-14-dev"
 
 here=$(cd "$(dirname "$0")/.." && pwd)
