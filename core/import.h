@@ -98,12 +98,15 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
  * float64, booleans bool, strings text, lists of numbers ragged rank 1, or fixed for the fields
  * named in `fixed`, anything else its JSON text). The fields are the first object's; a line that
  * is not an object with exactly those fields, of those kinds, is skipped and reported
- * (res->skips), or with strict fails the import. Into a dataset with no columns yet. The field
+ * (res->skips), or with strict fails the import. Into a dataset with no columns yet. Fields in
+ * media (or NULL) name files decoded into the row (tfs_media_value). The field
  * `tokens` (or NULL) is a list of token ids: a token column of uint16 when every id fits, else
  * uint32 (an id below 0 or past 2^32 - 1 is an error); "FIELD:uint16" or "FIELD:uint32" fixes
  * the dtype (the parts of a session must agree), an id it cannot hold an error. */
+struct tfs_media_fields;
 int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
-		     const char *const *fixed, size_t nfixed, const char *tokens, int strict,
+		     const char *const *fixed, size_t nfixed, const char *tokens,
+		     const struct tfs_media_fields *media, int strict,
 		     const struct tfs_import_opts *o, struct tfs_import_result *res,
 		     struct tfs_id *commit_id);
 
@@ -149,6 +152,28 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		     size_t nsources, const struct tfs_media_opts *mo,
 		     const struct tfs_import_opts *o, struct tfs_import_result *res,
 		     struct tfs_id *commit_id);
+
+/* JSON Lines fields that name media files (--media FIELD=image|video|audio): each record's
+ * file, relative to the JSON Lines file's directory unless absolute, is decoded into a ragged
+ * column of that name: image (H, W, 3) uint8 (io: --size and its fit), video (frames, H, W, 3)
+ * uint8 (mo->vo), audio (samples, channels) float32 (mo->ao). A file that does not decode makes
+ * its record a bad row. */
+#define TFS_MEDIA_FIELDS_MAX 8
+struct tfs_media_fields {
+	size_t n;
+	const char *name[TFS_MEDIA_FIELDS_MAX];
+	char kind[TFS_MEDIA_FIELDS_MAX]; /* 'i', 'v' or 'a' */
+	const struct tfs_images_opts *io;
+	const struct tfs_media_opts *mo;
+};
+
+/* A media field's value: file rel (under base), decoded, appended to out as a u32 rank, the
+ * shape (u64 each), then the bytes. -EINVAL with the reason in why when it does not decode. */
+int tfs_media_value(const char *base, const char *rel, char kind, const struct tfs_media_fields *mf,
+		    struct tfs_buf *out, char *why, size_t why_cap);
+/* Such a value's shape and bytes. */
+int tfs_media_value_parse(const uint8_t *p, size_t len, unsigned *ndim, uint64_t *shape,
+			  const uint8_t **data, size_t *dlen);
 
 /* --- within the import module (import.c, import_rows.c, import_images.c, importtxn.c) ----- */
 

@@ -31,6 +31,7 @@ struct field {
 	/* --tokens: a list of token ids, stored as uint16 when every id fits, else uint32 */
 	int tokens;
 	unsigned tsize; /* 2 or 4, once the ids are known */
+	char media;	/* --media: 'i', 'v' or 'a': a path to a file decoded into the row */
 	size_t len;	/* that length (lists), set by the first row */
 	size_t col;	/* its column in the manifest */
 	struct tfs_rowcol *w;
@@ -236,7 +237,10 @@ struct block {
 	const char *p, *end;
 	const struct field *f; /* the fields as the pass knows them */
 	size_t nf;
-	uint64_t lines; /* lines in the block */
+	const struct tfs_media_fields *mf; /* pass 2: what media fields decode with */
+	const char *base;		   /* the directory media paths are under */
+	struct tfs_buf media[MAX_FIELDS];  /* pass 2: a row's decoded media, before it is taken */
+	uint64_t lines;			   /* lines in the block */
 	/* pass 1: the kinds the block's rows widen the fields to, and the range of the --tokens
 	 * field's ids */
 	enum fkind kind[MAX_FIELDS];
@@ -338,8 +342,10 @@ static void block_clear(void *item)
 {
 	struct block *b = item;
 
-	for (size_t i = 0; i < MAX_FIELDS; i++)
+	for (size_t i = 0; i < MAX_FIELDS; i++) {
 		tfs_buf_free(&b->vals[i]);
+		tfs_buf_free(&b->media[i]);
+	}
 	free(b->rows);
 	free(b->lens);
 	free(b->why);
@@ -440,6 +446,24 @@ static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct 
 	return 0;
 }
 
+/* --media FIELD=KIND: fields of paths to decode (text fields of the first object). */
+static int mark_media(struct field *f, size_t nf, const struct tfs_media_fields *media)
+{
+	for (size_t k = 0; media && k < media->n; k++) {
+		size_t i = 0;
+
+		while (i < nf && strcmp(f[i].name, media->name[k]))
+			i++;
+		if (i == nf || f[i].kind != F_TEXT) {
+			tfs_err("--media %s: no text field of that name (a path a record)",
+				media->name[k]);
+			return -EINVAL;
+		}
+		f[i].media = media->kind[k];
+	}
+	return 0;
+}
+
 /* Room for one more of an array's elements. */
 static int grow(void **v, size_t *cap, size_t need, size_t size)
 {
@@ -477,7 +501,21 @@ static int parse_block(void *item)
 			continue;
 		obj = parse(line, n, why, sizeof(why));
 		bad = obj ? bad_row(obj, f, b->nf, why, sizeof(why)) : why;
-		rc = grow((void **)&b->rows, &b->rows_cap, b->nrows + 1, sizeof(*b->rows));
+		/* A media file that does not decode makes the record a bad row. */
+		for (size_t i = 0; !bad && i < b->nf; i++) {
+			if (!f[i].media)
+				continue;
+			b->media[i].len = 0;
+			rc = tfs_media_value(b->base,
+					     json_string_value(json_object_get(obj, f[i].name)),
+					     f[i].media, b->mf, &b->media[i], why, sizeof(why));
+			if (rc == -ENOMEM)
+				break;
+			bad = rc ? why : NULL;
+			rc = 0;
+		}
+		if (!rc)
+			rc = grow((void **)&b->rows, &b->rows_cap, b->nrows + 1, sizeof(*b->rows));
 		if (!rc && bad)
 			rc = grow((void **)&b->why, &b->why_cap, b->nwhy + 1, sizeof(*b->why));
 		if (!rc && !bad)
@@ -494,7 +532,10 @@ static int parse_block(void *item)
 		for (size_t i = 0; !rc && !bad && i < b->nf; i++) {
 			const size_t before = b->vals[i].len;
 
-			rc = encode_value(&f[i], json_object_get(obj, f[i].name), &b->vals[i]);
+			rc = f[i].media ? tfs_buf_append(&b->vals[i], b->media[i].data,
+							 b->media[i].len)
+					: encode_value(&f[i], json_object_get(obj, f[i].name),
+						       &b->vals[i]);
 			b->lens[(b->nrows - 1) * b->nf + i] = b->vals[i].len - before;
 		}
 		json_decref(obj);
@@ -537,13 +578,29 @@ static int parse_use(void *arg, void *item)
 		}
 		for (size_t i = 0; !rc && i < a->nf; i++) {
 			const size_t len = b->lens[k * b->nf + i];
-			const uint64_t shape = len / (a->f[i].tokens ? a->f[i].tsize : 8);
-			const int ragged =
-				a->f[i].kind == F_LIST_INT || a->f[i].kind == F_LIST_FLOAT;
 
-			rc = tfs_rowcol_add(a->f[i].w, b->vals[i].data + off[i], len,
-					    ragged ? &shape : NULL);
-			off[i] += len;
+			if (a->f[i].media) { /* rank, shape, then the bytes */
+				uint64_t shape[4];
+				const uint8_t *data;
+				size_t dlen;
+				unsigned nd;
+
+				rc = tfs_media_value_parse(b->vals[i].data + off[i], len, &nd,
+							   shape, &data, &dlen);
+				if (!rc)
+					rc = tfs_rowcol_add(a->f[i].w, data, dlen, shape);
+				off[i] += len;
+				continue;
+			}
+			{
+				const uint64_t shape = len / (a->f[i].tokens ? a->f[i].tsize : 8);
+				const int ragged =
+					a->f[i].kind == F_LIST_INT || a->f[i].kind == F_LIST_FLOAT;
+
+				rc = tfs_rowcol_add(a->f[i].w, b->vals[i].data + off[i], len,
+						    ragged ? &shape : NULL);
+				off[i] += len;
+			}
 		}
 		if (rc == -EINVAL)
 			tfs_err("%s: line %" PRIu64 ": a text field is not valid UTF-8", a->path,
@@ -576,6 +633,14 @@ static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_
 		tfs_err("field '%s' is not a valid column name", f->name);
 		return -EINVAL;
 	}
+	if (f->media) {
+		tfs_dtype_parse(f->media == 'a' ? "<f4" : "|u1", &dt, &big, err, sizeof(err));
+		return tfs_import_column(m, f->name, TFS_COL_RAGGED, &dt,
+					 f->media == 'i'   ? 3
+					 : f->media == 'v' ? 4
+							   : 2,
+					 NULL, o, path, &f->col);
+	}
 	if (f->kind == F_TEXT || f->kind == F_JSON)
 		kind = TFS_COL_TEXT;
 	else if ((f->kind == F_LIST_INT || f->kind == F_LIST_FLOAT) && !f->fixed)
@@ -587,10 +652,13 @@ static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_
 }
 
 int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
-		     const char *const *fixed, size_t nfixed, const char *tokens, int strict,
+		     const char *const *fixed, size_t nfixed, const char *tokens,
+		     const struct tfs_media_fields *media, int strict,
 		     const struct tfs_import_opts *o, struct tfs_import_result *res,
 		     struct tfs_id *commit_id)
 {
+	char base[4096];
+	const char *slash = strrchr(path, '/');
 	struct field f[MAX_FIELDS];
 	struct tfs_manifest m = { 0 };
 	struct tfs_workpool *pool = NULL;
@@ -605,6 +673,8 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	int rc;
 
 	memset(res, 0, sizeof(*res));
+	/* Media paths are under the JSON Lines file's directory. */
+	snprintf(base, sizeof(base), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
 	/* FIELD or FIELD:uint16 / FIELD:uint32 (a dtype every part of a session agrees on). */
 	if (tokens) {
 		const char *colon = strchr(tokens, ':');
@@ -629,6 +699,8 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	    !first)
 		tfs_err("%s: no line holds a JSON object with fields", path);
 	if (!rc)
+		rc = mark_media(f, nf, media);
+	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, 4 * nf, &m);
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = add_column(&m, &f[i], o, path);
@@ -650,6 +722,8 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 			if (!b || !next_block(&at, data + len, &b->p, &b->end))
 				break;
 			b->f = f;
+			b->mf = media;
+			b->base = base;
 			b->nf = nf;
 			tfs_pipeline_submit(pipe);
 		}

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "media.h"
 #include "pipeline.h"
@@ -395,4 +397,77 @@ out:
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);
 	return rc;
+}
+
+/* --- media named by JSON Lines records ------------------------------------------------------- */
+
+int tfs_media_value(const char *base, const char *rel, char kind, const struct tfs_media_fields *mf,
+		    struct tfs_buf *out, char *why, size_t why_cap)
+{
+	char *path = NULL;
+	uint64_t shape[4];
+	uint32_t ndim = 0;
+	const void *data = NULL;
+	size_t bytes = 0;
+	struct tfs_image img = { 0 }, fit = { 0 };
+	struct tfs_video v = { 0 };
+	struct tfs_audio a = { 0 };
+	int rc;
+
+	if (asprintf(&path, "%s%s%s", rel[0] == '/' ? "" : base, rel[0] == '/' ? "" : "/", rel) < 0)
+		return -ENOMEM;
+	if (kind == 'i') {
+		struct tfs_buf file = { 0 };
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		rc = fd < 0 ? -errno : tfs_read_fd(fd, &file);
+		if (fd >= 0)
+			close(fd);
+		if (rc)
+			snprintf(why, why_cap, "%.100s: %s", rel, strerror(-rc));
+		else
+			rc = tfs_image_decode(file.data, file.len, &img, why, why_cap);
+		tfs_buf_free(&file);
+		if (!rc && mf->io && mf->io->w) {
+			rc = tfs_image_fit(&img, mf->io->w, mf->io->h, mf->io->fit, &fit);
+			tfs_image_free(&img);
+			img = fit;
+		}
+		ndim = 3, shape[0] = img.h, shape[1] = img.w, shape[2] = 3;
+		data = img.px, bytes = (size_t)img.w * img.h * 3;
+	} else if (kind == 'v') {
+		rc = tfs_video_decode(path, &mf->mo->vo, &v, why, why_cap);
+		ndim = 4, shape[0] = v.n, shape[1] = v.h, shape[2] = v.w, shape[3] = 3;
+		data = v.px, bytes = (size_t)(v.n * v.w * v.h * 3);
+	} else {
+		rc = tfs_audio_decode(path, &mf->mo->ao, &a, why, why_cap);
+		ndim = 2, shape[0] = a.n, shape[1] = a.channels;
+		data = a.s, bytes = (size_t)(a.n * a.channels * sizeof(float));
+	}
+	if (!rc)
+		rc = tfs_buf_append(out, &ndim, sizeof(ndim)) ?:
+		     tfs_buf_append(out, shape, ndim * sizeof(*shape)) ?:
+		     tfs_buf_append(out, data ? data : "", bytes);
+	tfs_image_free(&img);
+	tfs_video_free(&v);
+	tfs_audio_free(&a);
+	free(path);
+	return rc;
+}
+
+int tfs_media_value_parse(const uint8_t *p, size_t len, unsigned *ndim, uint64_t *shape,
+			  const uint8_t **data, size_t *dlen)
+{
+	uint32_t n;
+
+	if (len < sizeof(n))
+		return -EIO;
+	memcpy(&n, p, sizeof(n));
+	if (n > 4 || len < sizeof(n) + n * sizeof(*shape))
+		return -EIO;
+	memcpy(shape, p + sizeof(n), n * sizeof(*shape));
+	*ndim = n;
+	*data = p + sizeof(n) + n * sizeof(*shape);
+	*dlen = len - sizeof(n) - n * sizeof(*shape);
+	return 0;
 }

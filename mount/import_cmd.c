@@ -62,6 +62,7 @@ struct one_source {
 	const char *dir, *jsonl, *npz, *megatron;
 	const char *column;		    /* --column: --megatron's token column */
 	const struct tfs_media_opts *media; /* --video or --audio: sources are the arguments */
+	struct tfs_media_fields mf;	    /* --jsonl's --media FIELD=KIND */
 	const char *tokens;		    /* --tokens: --jsonl's field of token ids */
 	int webdataset;
 	const char *const *shards; /* the arguments after the URL */
@@ -97,7 +98,7 @@ static int import_one(const char *url, const struct one_source *src,
 		rc = tfs_import_images(s, ds, src->dir, io, o, &res, &commit);
 	else if (src->jsonl)
 		rc = tfs_import_jsonl(s, ds, src->jsonl, src->fixed, src->nfixed, src->tokens,
-				      io->strict, o, &res, &commit);
+				      src->mf.n ? &src->mf : NULL, io->strict, o, &res, &commit);
 	else if (src->npz)
 		rc = tfs_import_npz(s, ds, src->npz, o, &res, &commit);
 	else if (src->media)
@@ -145,6 +146,7 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "fps", required_argument, NULL, 'r' },
 		{ "rate", required_argument, NULL, 'H' },
 		{ "mono", no_argument, NULL, 'o' },
+		{ "media", required_argument, NULL, 'E' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "frame-size", required_argument, NULL, 'f' },
 		{ "threads", required_argument, NULL, 't' },
@@ -163,6 +165,7 @@ int tfs_cmd_import(int argc, char **argv)
 	const char *images = NULL, *jsonl = NULL, *npz = NULL, *megatron = NULL, *column = NULL;
 	const char *tokens = NULL;
 	struct tfs_media_opts mo = { 0 };
+	struct tfs_media_fields mf = { 0 };
 	int media = 0; /* 'V' or 'A' */
 	double clip = 0, stride = 0;
 	const char *fixed[64];
@@ -320,6 +323,21 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'o':
 			mo.ao.mono = 1;
 			break;
+		case 'E': {
+			const char *eq = strchr(optarg, '=');
+			const char *k = eq ? eq + 1 : "";
+
+			if (!eq || eq == optarg || mf.n == TFS_MEDIA_FIELDS_MAX ||
+			    (strcmp(k, "image") && strcmp(k, "video") && strcmp(k, "audio"))) {
+				tfs_err("--media %s: expected FIELD=image, FIELD=video or "
+					"FIELD=audio (at most %d)",
+					optarg, TFS_MEDIA_FIELDS_MAX);
+				return 2;
+			}
+			mf.name[mf.n] = strndup(optarg, (size_t)(eq - optarg));
+			mf.kind[mf.n++] = k[0] == 'i' ? 'i' : k[0] == 'v' ? 'v' : 'a';
+			break;
+		}
 		case 'F':
 			if (nfixed == sizeof(fixed) / sizeof(fixed[0])) {
 				tfs_err("--fixed: at most 64 columns");
@@ -370,6 +388,17 @@ int tfs_cmd_import(int argc, char **argv)
 			tfs_err("--stride goes with --clip");
 			return 2;
 		}
+	} else if (mf.n) {
+		/* --jsonl --media: the decoders' options */
+		mo.vo.w = io.w;
+		mo.vo.h = io.h;
+		mo.vo.fit = io.fit;
+		mf.io = &io;
+		mf.mo = &mo;
+		if (!jsonl) {
+			tfs_err("--media FIELD=KIND goes with --jsonl FILE");
+			return 2;
+		}
 	} else if (clip || stride || mo.vo.fps || mo.ao.rate || mo.ao.mono) {
 		tfs_err("--clip, --stride, --fps, --rate and --mono are --video's and --audio's");
 		return 2;
@@ -393,6 +422,7 @@ int tfs_cmd_import(int argc, char **argv)
 			.column = column,
 			.tokens = tokens,
 			.media = media ? &mo : NULL,
+			.mf = mf,
 			.webdataset = webdataset,
 			.shards = (const char *const *)argv + optind + 1,
 			.nshards = (size_t)(argc - optind - 1),

@@ -35,7 +35,7 @@ static const char usage_text[] =
 	"  import URL --images DIR         decode JPEG/PNG files into image, path (and label)\n"
 	"         [--size HxW [--resize | --crop | --pad]] [--labels-from-dirs] [--strict]\n"
 	"  import URL --jsonl FILE         JSON Lines: a column per field\n"
-	"         [--fixed COL] [--tokens FIELD] [--strict]\n"
+	"         [--fixed COL] [--tokens FIELD] [--media FIELD=image|video|audio] [--strict]\n"
 	"  import URL --npz FILE           an .npz file: a column per array\n"
 	"  import URL --video SOURCE...    decode videos (FFmpeg) into video, path, start_s,\n"
 	"         [--clip T [--stride S]] [--fps F] [--size HxW [--resize|--crop|--pad]]\n"

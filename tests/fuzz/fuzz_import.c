@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	if (data[0] & 1)
 		rc = tfs_import_webdataset(s, "d", shard, 1, 0, &o, &res, &id);
 	else
-		rc = tfs_import_jsonl(s, "d", src, NULL, 0, NULL, 0, &o, &res, &id);
+		rc = tfs_import_jsonl(s, "d", src, NULL, 0, NULL, NULL, 0, &o, &res, &id);
 	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ENODATA || rc == -ENOMEM || rc == -EIO ||
 		   rc == -E2BIG || rc == -EFBIG);
 	if (!rc) {

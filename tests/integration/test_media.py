@@ -143,3 +143,44 @@ def test_stereo_stays_stereo(lake, mount, media):
     m = mount(lake)
     shapes = np.load(m.path / "st" / "main" / "audio" / "shapes.npy")
     assert shapes.tolist() == [[66150, 2]]
+
+
+def test_jsonl_records_name_their_media(lake, mount, media, tmp_path):
+    """--jsonl FILE --media FIELD=KIND: each record's files are decoded into its row, beside
+    its other fields; a record whose file does not decode is a bad row, named."""
+    import json
+
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    (tmp_path / "img").mkdir()
+    pics = []
+    for i in range(3):
+        a = rng.integers(0, 255, (20 + i, 30, 3), dtype=np.uint8)
+        Image.fromarray(a).save(tmp_path / "img" / f"{i}.png")
+        pics.append(a)
+    recs = [{"caption": f"clip {i}", "img": f"img/{i}.png",
+             "clip": str(media / "tree" / "cat" / "a.mp4"), "wav": str(media / "a.wav"),
+             "score": i / 2} for i in range(3)]
+    recs.append(dict(recs[0], img="img/missing.png"))
+    with open(tmp_path / "m.jsonl", "w") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+    lake.create("mm")
+    p = lake.import_("mm", {}, "--jsonl", tmp_path / "m.jsonl", "--media", "img=image",
+                     "--media", "clip=video", "--media", "wav=audio", "--rate", "8000",
+                     "--mono", "--size", "16x24")
+    assert "imported 3 rows, skipped 1" in p.stdout and "missing.png" in p.stdout, p.stdout
+    m = mount(lake)
+    d = m.path / "mm" / "main"
+    import tensorfs
+    cols = tensorfs.open(d)
+    for i in range(3):
+        ref = np.asarray(Image.fromarray(pics[i]).resize((24, 16), Image.BILINEAR))
+        assert np.array_equal(cols["img"][i], ref)
+    clip = cols["clip"][0]
+    assert clip.shape == (60, 16, 24, 3)
+    assert np.array_equal(clip, ffraw(media / "tree" / "cat" / "a.mp4",
+                                      "scale=24:16:flags=bilinear", 16, 24))
+    assert cols["wav"][0].shape == (12000, 1) and cols["wav"][0].dtype == np.float32
+    assert list(cols["caption"]) == ["clip 0", "clip 1", "clip 2"]

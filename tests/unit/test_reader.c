@@ -60,7 +60,7 @@ static int setup(void **state)
 	if (tfs_store_open(url, TFS_STORE_CREATE, &store) || tfs_dataset_create(store, "j") ||
 	    tfs_dataset_create(store, "w"))
 		return -1;
-	if (tfs_import_jsonl(store, "j", path, NULL, 0, NULL, 1, &o, &res, &id) ||
+	if (tfs_import_jsonl(store, "j", path, NULL, 0, NULL, NULL, 1, &o, &res, &id) ||
 	    tfs_version_open(store, "j", &id, &vj))
 		return -1;
 	/* A WebDataset shard: cls (fixed int64) and bin (bytes, 0..300 of them). */
