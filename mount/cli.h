@@ -7,8 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Print the usage text (to stdout for rc 0, else stderr); returns rc. */
+/* help.c: print the usage text (to stdout for rc 0, else stderr); returns rc. */
 int tfs_cli_usage(int rc);
+/* `tensorfs help [COMMAND]`, `tensorfs COMMAND --help`: the command's lines of the usage text,
+ * an example, and the notes for every command. */
+int tfs_cmd_help(const char *name);
 
 /* `tensorfs mount LAKE_URL MOUNTPOINT ...`, also as mount.tensorfs and as mount.fuse runs it;
  * argv[0] is the command's name. Returns the exit status. */

@@ -25,115 +25,6 @@
 #include "cli.h"
 #include "top.h"
 
-static const char usage_text[] =
-	"usage: tensorfs [--config FILE] COMMAND [ARGS]\n"
-	"\n"
-	"  create URL                      create a dataset (URL = LAKE_URL/DATASET)\n"
-	"  import URL COL=SOURCE ...       append rows to columns and commit; SOURCE is\n"
-	"                                  FILE.npy (its rows), FILE.txt (a text column,\n"
-	"                                  a row a line) or DIR/ (.npy files, a row each)\n"
-	"  import URL --images DIR         decode JPEG/PNG files into image, path (and label)\n"
-	"         [--size HxW [--resize | --crop | --pad]] [--labels-from-dirs] [--strict]\n"
-	"  import URL --jsonl FILE         JSON Lines: a column per field\n"
-	"         [--fixed COL] [--tokens FIELD] [--media FIELD=image|video|audio] [--strict]\n"
-	"  import URL --npz FILE           an .npz file: a column per array\n"
-	"  import URL --video SOURCE...    decode videos (FFmpeg) into video, path, start_s,\n"
-	"         [--clip T [--stride S]] [--fps F] [--size HxW [--resize|--crop|--pad]]\n"
-	"                                  fps (and label) columns: a clip of T frames a row\n"
-	"  import URL --audio SOURCE...    decode audio into float32 audio, path, start_s, rate\n"
-	"         [--rate HZ] [--mono] [--clip SECONDS [--stride SECONDS]] [--labels-from-dirs]\n"
-	"  import URL --megatron PREFIX    Megatron-LM's PREFIX.bin + PREFIX.idx: a token\n"
-	"         [--column NAME]          column (default: tokens)\n"
-	"  import URL --webdataset SHARD.tar ...\n"
-	"                                  WebDataset samples: a column per extension\n"
-	"         [--strict]\n"
-	"                                  any FILE, DIR or SHARD may be an s3:// or\n"
-	"                                  http(s):// URL (DIR/ of .npy files: local only)\n"
-	"         [-m MSG] [--branch B] [--chunk-size SIZE] [--codec zstd|raw]\n"
-	"         [--level N] [--frame-size SIZE] [--threads N] [--progress | --quiet]\n"
-	"         [--session ID --part I]  write the rows as part I of a write session\n"
-	"                                  instead of committing (any machine, any order)\n"
-	"  commit URL --session ID [--parts N] [-m MSG] [--branch B]\n"
-	"                                  commit a session's parts, in part order, at once\n"
-	"  session ls URL                  the sessions being written: parts, rows, age\n"
-	"  session abort URL ID            forget a session (gc removes its chunks)\n"
-	"  sql URL[@REF] \"SELECT ... FROM t ...\" [--csv | --json] [--stats]\n"
-	"                                  SQL (SQLite) over a version's columns: table t,\n"
-	"                                  rowid = row number, NAME_shape and NAME_len of\n"
-	"                                  tensors; filters on scalars read only their columns\n"
-	"         [--near COL=Q.npy [--k K] [--metric cosine|l2|ip] [--per-query] [--nprobe P]]\n"
-	"         [--vector NAME=V.npy] [--save NAME]\n"
-	"  query save URL[@REF] NAME \"SELECT rowid ...\" [--near ...]\n"
-	"                                  save the rows a query selects, pinned to the\n"
-	"                                  commit: REF/queries/NAME/ in the mount\n"
-	"  query ls URL | query show|log|rm URL NAME\n"
-	"  vector index URL[@REF] COLUMN --ivf NLIST [--pq M] [--metric cosine|l2|ip]\n"
-	"                                  an IVF index of an embedding column (FAISS), kept\n"
-	"                                  beside it for its commit: sql --near --nprobe P\n"
-	"  vector ls URL                   the indexed columns\n"
-	"  export URL COLUMN --megatron PREFIX [--ref REF]\n"
-	"                                  write a token column as PREFIX.bin + PREFIX.idx\n"
-	"  mix create|update LAKE_URL NAME DATASET[@REF][:COL]=WEIGHT ... [--seed N]\n"
-	"                                  record a weighted mixture of token columns\n"
-	"                                  (pinned to commits); the mount shows it as\n"
-	"                                  mixes/NAME/views/pack=S,.../\n"
-	"  mix ls LAKE_URL | mix show|log LAKE_URL NAME\n"
-	"                                  the mixtures; one's newest version, or all\n"
-	"  ls LAKE_URL                     list the datasets of a lake\n"
-	"  info URL [--ref REF] [--json]   show a dataset version's schema\n"
-	"  mount LAKE_URL MOUNTPOINT [-f] [-d] [--force] [-o OPT[,OPT...]]\n"
-	"                                  mount a lake (daemonises unless -f; --force\n"
-	"                                  first unmounts a dead mount left there)\n"
-	"      options: cache_mem=SIZE (default 512M), ref_ttl=SECONDS (default 5),\n"
-	"               evict=min (drop the chunk view readers need furthest ahead),\n"
-	"               epoch_warm=1 (load the next epoch's first window of a shuffled\n"
-	"               view ahead, as a reader nears the end of an epoch),\n"
-	"               prefetch_threads=N (default: one per CPU for local lakes; for\n"
-	"               remote ones 3/4 of [http] max_inflight, 24; 0 disables),\n"
-	"               readahead_kb=N (kernel readahead, default 1024, needs root),\n"
-	"               splice (reply through a pipe instead of writev),\n"
-	"               cache_dir=DIR,cache_disk=SIZE (disk cache of fetched objects,\n"
-	"               default size 8G),\n"
-	"               config=FILE (remotes and credentials, see README),\n"
-	"               log=FILE, threads=N, nonempty (mount over a non-empty\n"
-	"               directory), and libfuse options such as allow_other\n"
-	"  branch URL NAME [--from REF]    create a branch (default: from main)\n"
-	"  tag URL NAME [--at REF]         create a tag; tags never move\n"
-	"  log URL [REF] [-n N]            history of a ref (default main), newest first\n"
-	"  diff URL REF1 REF2              columns and row ranges that differ\n"
-	"  update URL COL ROWSTART=FILE.npy [-m MSG] [--branch B]\n"
-	"                                  overwrite rows of a column and commit\n"
-	"  drop URL COL [-m MSG] [--branch B]\n"
-	"                                  remove a column and commit\n"
-	"  view URL [--ref REF] [--seed N] [--epoch N] [--rank R --world W] [--block N]\n"
-	"       [--start N] [--drop-last] [--where EXPR] [-n N]\n"
-	"                                  a view's row count and first rows, without mounting\n"
-	"  verify URL [--progress | --quiet]\n"
-	"                                  re-read and check everything every ref reaches\n"
-	"  gc URL [--grace SECONDS] [--dry-run] [--progress | --quiet]\n"
-	"                                  delete objects no ref reaches (default grace 86400)\n"
-	"                                  and sessions not written to within the grace\n"
-	"  index LAKE_URL                  write the listing files a lake served over\n"
-	"                                  http(s):// needs (run again after writes)\n"
-	"  top MOUNTPOINT [-d SECONDS] [-n COUNT]\n"
-	"                                  a live view of a mount's reads, cache, prefetch,\n"
-	"                                  store and staging (one line per interval when\n"
-	"                                  not on a terminal); keys: s sort, q quit\n"
-	"  stats MOUNTPOINT [--json]       the mount's counters once (--json: as\n"
-	"                                  .tensorfs/stats; Prometheus: .tensorfs/metrics)\n"
-	"  version                         print the version\n"
-	"\n"
-	"LAKE_URL: file:///absolute/path, s3://[REMOTE@]BUCKET[/PREFIX] or http(s)://HOST/PATH\n"
-	"(read-only). Unmount with `fusermount3 -u MOUNTPOINT`.\n"
-	"import, verify and gc show a progress line when stderr is a terminal; --progress\n"
-	"shows it anyway (a line a second), --quiet never.\n";
-
-int tfs_cli_usage(int rc)
-{
-	fputs(usage_text, rc ? stderr : stdout);
-	return rc;
-}
-
 /* A command allocates buffers of a few hundred KiB to a few MiB (a sample, a chunk) and frees
  * them as fast: freed memory is kept for the next one instead of each being mapped, zeroed page
  * by page and unmapped (which cost as much as the resize of a 256x256 image, and most of an
@@ -673,6 +564,12 @@ int main(int argc, char **argv)
 		return tfs_cli_usage(2);
 	argc--;
 	argv++;
+	/* tensorfs help [COMMAND], tensorfs COMMAND --help */
+	if (!strcmp(argv[0], "help") || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
+		return tfs_cmd_help(argc > 1 ? argv[1] : NULL);
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return tfs_cmd_help(argv[0]);
 	if (!strcmp(argv[0], "--config") || !strncmp(argv[0], "--config=", 9)) {
 		const char *path = argv[0][8] == '=' ? argv[0] + 9 : argv[1];
 		int used = argv[0][8] == '=' ? 1 : 2;

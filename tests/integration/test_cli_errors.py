@@ -166,3 +166,25 @@ def test_mount_errors(lake, tmp_path, foreground):
                                              *fg], mnt, tmp_path, "opencfg")
     assert rc != 0 and not is_mounted(mnt)
     assert "chmod 600" in err and "planted-secret" not in err, err
+
+
+def test_help():
+    # help for one command: its lines of the usage text and an example, on stdout, status 0
+    for argv in (["help", "import"], ["import", "--help"], ["import", "-h"]):
+        rc, out, err = tfs(*argv)
+        assert rc == 0, (argv, err)
+        assert "--video SOURCE" in out and "--jsonl FILE" in out and "example:" in out, argv
+        assert "  mount LAKE_URL" not in out and "  sql URL" not in out, argv
+    rc, out, err = tfs("sql", "file:///nowhere/x", "--help")
+    assert rc == 0 and "--near COL=Q.npy" in out and "  import URL" not in out
+    # the whole text, asked for, goes to stdout; without a command it is a usage error
+    rc, out, err = tfs("--help")
+    assert rc == 0 and "  mount LAKE_URL" in out and "  sql URL" in out and not err
+    rc, out, err = tfs()
+    assert rc == 2 and "usage:" in err and not out
+    # an unknown command: status 2, a message, nothing on stdout
+    rc, out, err = tfs("help", "nope")
+    assert rc == 2 and "no command 'nope'" in err and not out
+    # after `--` a --help is an argument, not a request for help
+    rc, out, err = tfs("sql", "file:///nowhere/x", "--", "--help")
+    assert rc != 0 and "example:" not in out
