@@ -57,6 +57,9 @@ struct tfs_column {
 	uint64_t text_bytes; /* text columns: bytes of the escaped one-row-a-line text */
 	/* Columns of another kind than fixed: the indices of their parts in the manifest. */
 	size_t data, offsets, shapes;
+	/* A label column's class names: label i is classes[i] (integer scalar columns only). */
+	char **classes;
+	size_t nclasses;
 };
 
 /* Chunk geometry, for uniform and listed chunks alike: the chunk holding row r (r < rows; O(1),
@@ -151,6 +154,13 @@ const struct tfs_column *tfs_manifest_column(const struct tfs_manifest *m, const
 /* Deep copy of a column (for building a new manifest from an old one). */
 int tfs_column_copy(struct tfs_column *dst, const struct tfs_column *src);
 void tfs_column_free(struct tfs_column *c);
+/* Rows labelled with these n class names go to label column c, which held rows_before rows:
+ * the column takes the names when it has none and held no rows, keeps its own when they are
+ * the same, takes the new ones when its own come first (its labels keep their meaning), and
+ * refuses otherwise (-EINVAL, the reason in err). A column that held rows without names keeps
+ * none. */
+int tfs_column_classes_merge(struct tfs_column *c, uint64_t rows_before, char *const *names,
+			     size_t n, char *err, size_t err_cap);
 
 /* Commits. */
 int tfs_commit_serialize(const struct tfs_commit *c, struct tfs_buf *out);

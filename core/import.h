@@ -204,6 +204,9 @@ void tfs_txn_end(struct tfs_txn *t);
 int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
 		      const struct tfs_dtype *dt, unsigned ndim, const uint64_t *shape,
 		      const struct tfs_import_opts *o, const char *what, size_t *at);
+/* The class names of the rows an import adds to label column c (before any are added):
+ * tfs_column_classes_merge, its refusal logged naming `what`. */
+int tfs_import_classes(struct tfs_column *c, char *const *names, size_t n, const char *what);
 /* Every column of m has rows rows (the dataset's before and those `what` added), else -EINVAL
  * with a message naming the first that does not. */
 int tfs_import_same_rows(const struct tfs_manifest *m, uint64_t rows, const char *what);

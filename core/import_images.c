@@ -330,6 +330,8 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		rc = column_for(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, dir, &col[1]);
 	if (!rc && io->labels)
 		rc = column_for(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, dir, &col[2]);
+	if (!rc && io->labels)
+		rc = tfs_import_classes(&m.cols[col[2]], classes, nclasses, dir);
 	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)
 		rc = tfs_rowcol_begin(s, ds, &m, col[i], &w[i]);
 	if (rc)

@@ -108,6 +108,31 @@ static void free_names(char **v, size_t n)
 	free(v);
 }
 
+/* The class directories of dir, sorted: label i is (*out)[i]. */
+static int class_dirs(const char *dir, char ***out, size_t *n)
+{
+	size_t k = 0;
+	int rc = entries(dir, out, n);
+
+	for (size_t i = 0; !rc && i < *n; i++) {
+		char *sub = NULL;
+		struct stat st;
+
+		if (asprintf(&sub, "%s/%s", dir, (*out)[i]) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (!stat(sub, &st) && S_ISDIR(st.st_mode))
+			(*out)[k++] = (*out)[i];
+		else
+			free((*out)[i]);
+		free(sub);
+	}
+	if (!rc)
+		*n = k;
+	return rc;
+}
+
 /* Every media file under path (a file, or a directory walked in sorted order). */
 static int walk(const char *path, int video, int64_t label, struct files *fs)
 {
@@ -299,14 +324,13 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 			goto out;
 		}
 		ad.root = sources[0];
-		rc = entries(sources[0], &classes, &nclasses);
+		rc = class_dirs(sources[0], &classes, &nclasses);
 		for (size_t i = 0; !rc && i < nclasses; i++) {
 			char *sub = NULL;
-			struct stat st;
 
 			if (asprintf(&sub, "%s/%s", sources[0], classes[i]) < 0)
 				rc = -ENOMEM;
-			else if (!stat(sub, &st) && S_ISDIR(st.st_mode))
+			else
 				rc = walk(sub, mo->video, (int64_t)i, &fs);
 			free(sub);
 		}
@@ -348,6 +372,8 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 			    &col[3]);
 	if (!rc && mo->labels)
 		rc = column(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, what, &col[4]);
+	if (!rc && mo->labels)
+		rc = tfs_import_classes(&m.cols[col[4]], classes, nclasses, what);
 	for (size_t i = 0; !rc && i < ncols; i++)
 		rc = tfs_rowcol_begin(s, ds, &m, col[i], &ad.w[i]);
 	if (!rc)

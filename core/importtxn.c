@@ -117,6 +117,19 @@ int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kin
 	return 0;
 }
 
+int tfs_import_classes(struct tfs_column *c, char *const *names, size_t n, const char *what)
+{
+	char err[512];
+	int rc = tfs_column_classes_merge(c, c->rows, names, n, err, sizeof(err));
+
+	if (rc == -EINVAL)
+		tfs_err("%s: %s", what, err);
+	else if (!rc && n && c->rows && !c->nclasses)
+		tfs_warn("%s: column %s holds rows labelled without class names; none are recorded",
+			 what, c->name);
+	return rc;
+}
+
 int tfs_import_same_rows(const struct tfs_manifest *m, uint64_t rows, const char *what)
 {
 	for (size_t i = 0; i < m->ncols; i++)

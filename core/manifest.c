@@ -12,10 +12,13 @@
 
 /* Manifests holding only fixed columns are written as version 1, which older readers take;
  * column kinds need version 2; fixed columns (or parts) whose chunks are listed, as a commit of
- * parts makes them, need version 3. */
+ * parts makes them, need version 3; class names on a label column, version 4. */
 #define MANIFEST_V1 1
 #define MANIFEST_V2 2
 #define MANIFEST_V3 3
+#define MANIFEST_V4 4
+/* More class names than this in one column is a malformed manifest. */
+#define MAX_CLASSES (1u << 24)
 
 static const char *const kind_names[TFS_COL_NKINDS] = {
 	[TFS_COL_FIXED] = "fixed",
@@ -109,12 +112,51 @@ static int manifest_version(const struct tfs_manifest *m)
 	for (size_t i = 0; i < m->ncols; i++) {
 		const struct tfs_column *c = &m->cols[i];
 
+		if (c->nclasses)
+			return MANIFEST_V4;
 		if (c->kind == TFS_COL_FIXED && c->part != TFS_PART_DATA && !c->rows_per_chunk)
-			return MANIFEST_V3;
-		if (c->kind != TFS_COL_FIXED || c->part != TFS_PART_NONE)
+			v = MANIFEST_V3;
+		else if ((c->kind != TFS_COL_FIXED || c->part != TFS_PART_NONE) && v < MANIFEST_V2)
 			v = MANIFEST_V2;
 	}
 	return v;
+}
+
+/* A class name as a line: '\\' as "\\\\", newline as "\\n", carriage return as "\\r". */
+static int put_escaped(struct tfs_buf *out, const char *s)
+{
+	int rc = 0;
+
+	for (; !rc && *s; s++)
+		rc = *s == '\\'	  ? tfs_buf_append(out, "\\\\", 2)
+		     : *s == '\n' ? tfs_buf_append(out, "\\n", 2)
+		     : *s == '\r' ? tfs_buf_append(out, "\\r", 2)
+				  : tfs_buf_append(out, s, 1);
+	return rc ? rc : tfs_buf_append(out, "\n", 1);
+}
+
+/* The line back into a name, in place; -1 for an escape that is not one of those. */
+static int unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (*s != '\\') {
+			*w++ = *s;
+			continue;
+		}
+		s++;
+		if (*s == '\\')
+			*w++ = '\\';
+		else if (*s == 'n')
+			*w++ = '\n';
+		else if (*s == 'r')
+			*w++ = '\r';
+		else
+			return -1;
+	}
+	*w = 0;
+	return 0;
 }
 
 static int serialize_column(const struct tfs_column *c, struct tfs_buf *out)
@@ -152,6 +194,10 @@ static int serialize_column(const struct tfs_column *c, struct tfs_buf *out)
 		if (!rc)
 			rc = tfs_buf_append(out, "\n", 1);
 	}
+	if (!rc && c->nclasses)
+		rc = tfs_buf_printf(out, "classes %zu\n", c->nclasses);
+	for (size_t k = 0; !rc && k < c->nclasses; k++)
+		rc = put_escaped(out, c->classes[k]);
 	return rc ? rc : tfs_buf_printf(out, "end\n");
 }
 
@@ -209,8 +255,79 @@ static int line_u64(struct cursor *c, const char *key, uint64_t *v)
 	return 0;
 }
 
+static void free_classes(char **names, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		free(names[k]);
+	free(names);
+}
+
+/* A copy of n names (NULL for none). */
+static int copy_classes(char *const *names, size_t n, char ***out)
+{
+	char **c = n ? calloc(n, sizeof(*c)) : NULL;
+
+	*out = NULL;
+	if (n && !c)
+		return -ENOMEM;
+	for (size_t k = 0; k < n; k++)
+		if (!(c[k] = strdup(names[k]))) {
+			free_classes(c, n);
+			return -ENOMEM;
+		}
+	*out = c;
+	return 0;
+}
+
+int tfs_column_classes_merge(struct tfs_column *c, uint64_t rows_before, char *const *names,
+			     size_t n, char *err, size_t err_cap)
+{
+	size_t k = 0;
+
+	if (!n)
+		return 0;
+	if (!c->nclasses) {
+		if (rows_before)
+			return 0;
+		if (copy_classes(names, n, &c->classes))
+			return -ENOMEM;
+		c->nclasses = n;
+		return 0;
+	}
+	while (k < n && k < c->nclasses && !strcmp(names[k], c->classes[k]))
+		k++;
+	if (k == n && k == c->nclasses)
+		return 0;
+	if (k == c->nclasses) {
+		/* New classes after the column's: its labels keep their meaning. */
+		char **more = realloc(c->classes, n * sizeof(*more));
+
+		if (!more)
+			return -ENOMEM;
+		c->classes = more;
+		for (; k < n; k++) {
+			if (!(c->classes[k] = strdup(names[k])))
+				return -ENOMEM;
+			c->nclasses = k + 1;
+		}
+		return 0;
+	}
+	if (k < n && k < c->nclasses)
+		snprintf(err, err_cap,
+			 "column %s: label %zu is class '%s' there, '%s' here; the classes must be "
+			 "the same, or the column's followed by new ones",
+			 c->name, k, c->classes[k], names[k]);
+	else
+		snprintf(err, err_cap,
+			 "column %s has %zu classes, here there are %zu, the first %zu of them its "
+			 "own; the classes must be the same, or the column's followed by new ones",
+			 c->name, c->nclasses, n, k);
+	return -EINVAL;
+}
+
 void tfs_column_free(struct tfs_column *c)
 {
+	free_classes(c->classes, c->nclasses);
 	free(c->name);
 	free(c->chunks);
 	free(c->chunk_end);
@@ -233,7 +350,8 @@ int tfs_column_copy(struct tfs_column *dst, const struct tfs_column *src)
 	dst->name = strdup(src->name);
 	dst->chunks = malloc(n * sizeof(*src->chunks));
 	dst->chunk_end = src->chunk_end ? malloc(n * sizeof(*src->chunk_end)) : NULL;
-	if (!dst->name || !dst->chunks || (src->chunk_end && !dst->chunk_end)) {
+	if (!dst->name || !dst->chunks || (src->chunk_end && !dst->chunk_end) ||
+	    copy_classes(src->classes, src->nclasses, &dst->classes)) {
 		free(dst->name);
 		free(dst->chunks);
 		free(dst->chunk_end);
@@ -274,6 +392,25 @@ static int parse_header(struct cursor *cur, struct tfs_column *c, char *err, siz
 	if (line_u64(cur, "rows", &c->rows) ||
 	    (c->kind == TFS_COL_TEXT && line_u64(cur, "text_bytes", &c->text_bytes)))
 		return -1;
+	return next_line(cur) || strcmp(cur->line, "end") ? -1 : 0;
+}
+
+/* "classes K" (the cursor's line), K names a line each, and "end": an integer scalar column's. */
+static int parse_classes(struct cursor *cur, struct tfs_column *c)
+{
+	uint64_t n;
+	char extra;
+
+	if (sscanf(cur->line, "classes %" SCNu64 " %c", &n, &extra) != 1 || !n || n > MAX_CLASSES ||
+	    c->part != TFS_PART_NONE || c->ndim || (c->dtype.kind != 'i' && c->dtype.kind != 'u'))
+		return -1;
+	if (!(c->classes = calloc((size_t)n, sizeof(*c->classes))))
+		return -1;
+	for (size_t k = 0; k < n; k++) {
+		if (next_line(cur) || unescape(cur->line) || !(c->classes[k] = strdup(cur->line)))
+			return -1;
+		c->nclasses = k + 1;
+	}
 	return next_line(cur) || strcmp(cur->line, "end") ? -1 : 0;
 }
 
@@ -354,9 +491,11 @@ static int parse_fixed(struct cursor *cur, unsigned version, struct tfs_column *
 	}
 	if (!c->rows_per_chunk && (c->nchunks ? c->chunk_end[c->nchunks - 1] : 0) != c->rows)
 		return -1;
-	if (next_line(cur) || strcmp(cur->line, "end"))
+	if (next_line(cur))
 		return -1;
-	return 0;
+	if (version >= MANIFEST_V4 && !strncmp(cur->line, "classes ", 8))
+		return parse_classes(cur, c);
+	return strcmp(cur->line, "end") ? -1 : 0;
 }
 
 /* The parts of header h (at index i) follow it, each as its kind wants them. */
@@ -463,7 +602,7 @@ int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, cha
 	err[0] = 0;
 	if (next_line(&cur) || sscanf(cur.line, "tensorfs-manifest %u", &version) != 1)
 		goto bad;
-	if (version > MANIFEST_V3) {
+	if (version > MANIFEST_V4) {
 		snprintf(err, err_cap, "manifest format version %u is newer than this tensorfs",
 			 version);
 		return -EPROTO;

@@ -96,6 +96,16 @@ static int column_json(const struct tfs_manifest *m, size_t i, struct tfs_buf *o
 		if (!rc && col->kind == TFS_COL_TEXT)
 			rc = tfs_buf_printf(out, "\"text_bytes\": %" PRIu64 ", ", col->text_bytes);
 	}
+	if (!rc && col->nclasses) {
+		rc = tfs_buf_printf(out, "\"classes\": [");
+		for (size_t k = 0; !rc && k < col->nclasses; k++) {
+			rc = k ? tfs_buf_printf(out, ", ") : 0;
+			if (!rc)
+				rc = json_str(out, col->classes[k]);
+		}
+		if (!rc)
+			rc = tfs_buf_printf(out, "], ");
+	}
 	if (!rc)
 		rc = tfs_buf_printf(out,
 				    "\"chunk_bytes\": %" PRIu64

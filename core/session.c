@@ -384,7 +384,14 @@ static int append_part(struct tfs_store *s, const char *ds, struct tfs_manifest 
 			continue;
 		x = (struct tfs_column *)tfs_manifest_column(m, y->name);
 		if (x->kind == TFS_COL_FIXED) {
-			rc = concat_chunks(x, y);
+			char err[512];
+
+			rc = tfs_column_classes_merge(x, x->rows, y->classes, y->nclasses, err,
+						      sizeof(err));
+			if (rc == -EINVAL)
+				tfs_err("%s: %s", ds, err);
+			if (!rc)
+				rc = concat_chunks(x, y);
 			continue;
 		}
 		rc = append_offsets(s, ds, m, x->offsets, &p->cols[y->offsets],
@@ -451,9 +458,9 @@ static int to_ragged(struct tfs_store *s, const char *ds, struct tfs_manifest *m
 			rc = -ENOMEM;
 		for (size_t k = 0; !rc && k < x->nchunks; k++) {
 			data->chunks[k] = x->chunks[k];
-			data->chunk_end[k] = (tfs_column_chunk_first(x, k) +
-					      tfs_column_chunk_rows(x, k)) *
-					     x->row_bytes;
+			data->chunk_end[k] =
+				(tfs_column_chunk_first(x, k) + tfs_column_chunk_rows(x, k)) *
+				x->row_bytes;
 		}
 		if (!rc) {
 			data->nchunks = x->nchunks;

@@ -167,6 +167,17 @@ static void print_info(const struct tfs_version *v)
 		       c->rows_per_chunk ? chunk_rows : "listed", tfs_codec_by_id(c->codec)->name,
 		       stored);
 	}
+	/* Class names: the first ten (schema.json and --json give all). */
+	for (size_t i = 0; i < m->ncols; i++) {
+		const struct tfs_column *c = &m->cols[i];
+
+		if (!c->nclasses)
+			continue;
+		printf("\n  %s: %zu classes:", c->name, c->nclasses);
+		for (size_t k = 0; k < c->nclasses && k < 10; k++)
+			printf(" %zu=%s", k, c->classes[k]);
+		printf("%s\n", c->nclasses > 10 ? " ..." : "");
+	}
 }
 
 static int cmd_info(int argc, char **argv)

@@ -2,7 +2,9 @@
 """`tensorfs import --images`: JPEG and PNG decoded once, equal to PIL's decode (and resize) of
 the same files, labels equal to torchvision's ImageFolder, bad files skipped and named."""
 
+import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -98,6 +100,10 @@ def test_images_equal_pil_and_labels_equal_imagefolder(lake, mount, tmp_path):
         assert int(np.abs(got.astype(int) - want).max()) <= tol, path
     schema = (m / "d" / "main" / "schema.json").read_text()
     assert '"name": "image", "kind": "ragged"' in schema
+    # the class names, in label order, on the label column
+    label = [c for c in json.loads(schema)["columns"] if c["name"] == "label"][0]
+    assert label["classes"] == ref.classes
+    assert cols.classes == {"label": ref.classes}
 
 
 @pytest.mark.parametrize("fit", ["resize", "crop", "pad"])
@@ -161,6 +167,27 @@ def test_images_appended_and_other_columns_refused(lake, tmp_path):
     lake.import_("d", {}, "--images", root, "--labels-from-dirs")
     info = lake.info("d")
     assert info["rows"] == 24
+    classes = [c for c in info["columns"] if c["name"] == "label"][0]["classes"]
+    assert classes == sorted(p.name for p in root.iterdir() if p.is_dir())
+    # a tree whose classes come after the column's adds them; one whose label 0 means another
+    # class is refused, and nothing changes
+    more = tmp_path / "more"
+    for name in (*classes, "zz new"):
+        (more / name).mkdir(parents=True)
+    shutil.copy(next((root / classes[0]).glob("*.png")), more / "zz new" / "x.png")
+    lake.import_("d", {}, "--images", more, "--labels-from-dirs")
+    info = lake.info("d")
+    assert [c for c in info["columns"] if c["name"] == "label"][0]["classes"] == \
+        [*classes, "zz new"]
+    assert info["rows"] == 25
+    other = tmp_path / "other"
+    (other / "aardvark").mkdir(parents=True)
+    shutil.copy(next((root / classes[0]).glob("*.png")), other / "aardvark" / "x.png")
+    before = lake.snapshot("d")
+    p = lake.import_("d", {}, "--images", other, "--labels-from-dirs", check=False)
+    assert p.returncode != 0 and f"label 0 is class '{classes[0]}' there, 'aardvark' here" \
+        in p.stderr, p.stderr
+    assert lake.snapshot("d") == before
     # ragged rows cannot go into the fixed image column of another dataset, and a dataset with
     # other columns would lose its equal row counts
     lake.create("e")
@@ -229,3 +256,30 @@ def test_images_same_whatever_the_threads(lake, tmp_path):
                             if parse_object_header(path.read_bytes())["type"] == 1)
     assert len(chunks[1]) > 3
     assert chunks[1] == chunks[2] == chunks[5]
+
+
+def test_classes_through_a_write_session(lake, tmp_path):
+    # parts written apart keep their class names; a part whose labels mean other classes
+    # fails the commit, and nothing changes
+    a, b = tmp_path / "a", tmp_path / "b"
+    rng = np.random.default_rng(3)
+    for root, names in ((a, ("cat", "dog")), (b, ("cat", "dog", "emu"))):
+        for n in names:
+            (root / n).mkdir(parents=True)
+            Image.fromarray(synthetic(rng, 8, 8)).save(root / n / "x.png")
+    lake.create("d")
+    lake.import_("d", {}, "--images", b, "--labels-from-dirs", "--session", "s", "--part", "1")
+    lake.import_("d", {}, "--images", a, "--labels-from-dirs", "--session", "s", "--part", "0")
+    run_proc(["commit", lake.ds_url("d"), "--session", "s", "--parts", "2"], check=True)
+    info = lake.info("d")
+    assert info["rows"] == 5
+    assert [c for c in info["columns"] if c["name"] == "label"][0]["classes"] == \
+        ["cat", "dog", "emu"]
+    c = tmp_path / "c"
+    (c / "bee").mkdir(parents=True)
+    Image.fromarray(synthetic(rng, 8, 8)).save(c / "bee" / "x.png")
+    lake.import_("d", {}, "--images", c, "--labels-from-dirs", "--session", "t", "--part", "0")
+    before = lake.snapshot("d")
+    p = run_proc(["commit", lake.ds_url("d"), "--session", "t", "--parts", "1"])
+    assert p.returncode != 0 and "label 0 is class 'cat' there, 'bee' here" in p.stderr, p.stderr
+    assert lake.snapshot("d") == before

@@ -5,6 +5,7 @@ frames and samples the `ffmpeg` command gives for the same file and scaling, byt
 their path, start time, rate and label; a damaged file is skipped and named, or fails the
 import with --strict; clip columns read through views and stage like any fixed column. Media
 are made here with the ffmpeg command, never downloaded."""
+import json
 import subprocess
 
 import numpy as np
@@ -36,6 +37,7 @@ def media(tmp_path_factory):
     ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=30:duration=3", "-vf",
        "setpts='N/30/TB+gte(N,40)*0.37/TB+gte(N,70)*0.11/TB'", "-fps_mode", "vfr",
        "-c:v", "libx264", "-pix_fmt", "yuv420p", d / "vfr.mp4")
+    (d / "tree" / "notes.txt").write_text("a file beside the class directories is no class\n")
     good = (d / "tree" / "cat" / "a.mp4").read_bytes()
     (d / "bad").mkdir()
     (d / "bad" / "cut.mp4").write_bytes(good[:len(good) // 3])
@@ -71,6 +73,8 @@ def test_clips_equal_ffmpeg(lake, mount, media):
         assert (np.load(d / "label.npy")[rows:rows + len(starts)] == label).all()
         rows += len(starts)
     assert rows == len(video)
+    schema = json.loads((d / "schema.json").read_text())
+    assert [c for c in schema["columns"] if c["name"] == "label"][0]["classes"] == ["cat", "dog"]
     # a clip column is a fixed column: a view shuffles it, row for row
     view = np.load(d / "views" / "seed=4" / "video.npy")
     assert sorted(map(bytes, view)) == sorted(map(bytes, video))

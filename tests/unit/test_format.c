@@ -727,7 +727,7 @@ static void test_manifest_parse_newer_version_is_eproto(void **state)
 	struct tfs_manifest m;
 
 	(void)state;
-	t = replace(text, "tensorfs-manifest 1", "tensorfs-manifest 4");
+	t = replace(text, "tensorfs-manifest 1", "tensorfs-manifest 5");
 	assert_int_equal(parse_text(t, &m, err, sizeof(err)), -EPROTO);
 	assert_true(err[0] != 0);
 	free(t);
@@ -735,6 +735,82 @@ static void test_manifest_parse_newer_version_is_eproto(void **state)
 	assert_int_equal(parse_text(t, &m, err, sizeof(err)), -EPROTO);
 	free(t);
 	free(text);
+}
+
+static void test_manifest_classes(void **state)
+{
+	static const uint64_t shape[] = { 2 };
+	char *const names[] = { "a b", "back\\slash", "two\nlines\r", "", "z" };
+	char *const other[] = { "a b", "cat" };
+	struct tfs_manifest m, back;
+	struct tfs_column copy;
+	char *text, *t, err[256] = "";
+	size_t len;
+
+	(void)state;
+	make_manifest(&m, 10, 2);
+	make_column(&m.cols[0], "label", "<i8", 0, NULL, 10, 4, TFS_CODEC_ZSTD, 3);
+	make_column(&m.cols[1], "x", "<f4", 1, shape, 10, 4, TFS_CODEC_ZSTD, 3);
+	/* A column that held no rows takes the names. */
+	assert_int_equal(tfs_column_classes_merge(&m.cols[0], 0, names, 3, err, sizeof(err)), 0);
+	assert_int_equal(m.cols[0].nclasses, 3);
+	/* The same names again, or the column's followed by more: kept, extended. */
+	assert_int_equal(tfs_column_classes_merge(&m.cols[0], 10, names, 3, err, sizeof(err)), 0);
+	assert_int_equal(tfs_column_classes_merge(&m.cols[0], 10, names, 5, err, sizeof(err)), 0);
+	assert_int_equal(m.cols[0].nclasses, 5);
+	/* Others, or fewer: refused, the column unchanged. */
+	assert_int_equal(tfs_column_classes_merge(&m.cols[0], 10, other, 2, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "'back\\slash' there, 'cat' here"));
+	assert_int_equal(tfs_column_classes_merge(&m.cols[0], 10, names, 2, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(m.cols[0].nclasses, 5);
+	/* A column that held rows without names keeps none. */
+	assert_int_equal(tfs_column_classes_merge(&m.cols[1], 10, names, 2, err, sizeof(err)), 0);
+	assert_int_equal(m.cols[1].nclasses, 0);
+
+	/* Written as version 4, a name a line, escaped; read back the same. */
+	text = serialize_manifest(&m, &len);
+	assert_non_null(strstr(text, "tensorfs-manifest 4\n"));
+	assert_non_null(strstr(text, "classes 5\na b\nback\\\\slash\ntwo\\nlines\\r\n\nz\nend\n"));
+	assert_int_equal(parse_text(text, &back, err, sizeof(err)), 0);
+	assert_manifests_equal(&m, &back);
+	assert_int_equal(back.cols[0].nclasses, 5);
+	for (size_t k = 0; k < 5; k++)
+		assert_string_equal(back.cols[0].classes[k], names[k]);
+	assert_int_equal(back.cols[1].nclasses, 0);
+	/* A deep copy. */
+	assert_int_equal(tfs_column_copy(&copy, &back.cols[0]), 0);
+	tfs_manifest_free(&back);
+	assert_int_equal(copy.nclasses, 5);
+	assert_string_equal(copy.classes[2], "two\nlines\r");
+	tfs_column_free(&copy);
+
+	/* Damage: names in an older version, a bad escape, fewer lines than counted, none. */
+	t = replace(text, "tensorfs-manifest 4", "tensorfs-manifest 3");
+	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
+	free(t);
+	t = replace(text, "two\\nlines", "two\\tlines");
+	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
+	free(t);
+	t = replace(text, "classes 5", "classes 6");
+	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
+	free(t);
+	t = replace(text, "classes 5", "classes 0");
+	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
+	free(t);
+	t = replace(text, "classes 5", "classes 99999999999999999999");
+	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
+	free(t);
+	free(text);
+	/* Only on an integer column of scalars. */
+	tfs_column_free(&m.cols[0]);
+	make_column(&m.cols[0], "label", "<f8", 0, NULL, 10, 4, TFS_CODEC_ZSTD, 3);
+	assert_int_equal(tfs_column_classes_merge(&m.cols[0], 0, names, 1, err, sizeof(err)), 0);
+	text = serialize_manifest(&m, &len);
+	assert_int_equal(parse_text(text, &back, err, sizeof(err)), -EIO);
+	free(text);
+	tfs_manifest_free(&m);
 }
 
 static void test_column_copy_is_deep(void **state)
@@ -1604,6 +1680,7 @@ int main(void)
 		cmocka_unit_test(test_manifest_listed_fixed_is_v3),
 		cmocka_unit_test(test_manifest_kinds_round_trip),
 		cmocka_unit_test(test_manifest_kinds_rejected),
+		cmocka_unit_test(test_manifest_classes),
 		cmocka_unit_test(test_column_copy_is_deep),
 		cmocka_unit_test(test_commit_round_trip),
 		cmocka_unit_test(test_commit_parse_negative_time),

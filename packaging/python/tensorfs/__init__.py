@@ -110,26 +110,26 @@ class Bytes(_Rows):
         return bytes(raw)
 
 
-def _kinds(path):
-    """{column: (kind, dtype)} of the column directories, from schema.json (or from the version
-    directory's, for a view)."""
+def _schema_columns(path):
+    """The columns of schema.json (or of the version directory's, for a view)."""
     for p in (path, os.path.dirname(os.path.dirname(path))):
         try:
             with builtins_open(os.path.join(p, "schema.json"), "rb") as f:
-                schema = json.load(f)
+                return json.load(f)["columns"]
         except OSError:
             continue
-        return {c["name"]: (c.get("kind", "fixed"), c["dtype"]) for c in schema["columns"]}
-    return {}
+    return []
 
 
 class Columns(dict):
     """Column name -> a read-only numpy memmap (fixed columns) or a sequence of rows (ragged,
     text, bytes), all with the same number of rows."""
 
-    def __init__(self, path, arrays):
+    def __init__(self, path, arrays, classes=None):
         super().__init__(arrays)
         self.path = path
+        #: {label column: its class names, label i is names[i]} (import --labels-from-dirs)
+        self.classes = classes or {}
 
     @property
     def rows(self):
@@ -183,7 +183,9 @@ def open(path, columns=None):  # noqa: A001 - the package's entry point, as tens
         if missing:
             raise KeyError(f"{path}: no column {', '.join(missing)} (has {', '.join(every)})")
         every = list(columns)
-    kinds = _kinds(path) if dirs & set(every) else {}
+    schema = _schema_columns(path)
+    kinds = {c["name"]: (c.get("kind", "fixed"), c["dtype"]) for c in schema}
+    classes = {c["name"]: c["classes"] for c in schema if "classes" in c and c["name"] in every}
     out = {}
     for n in every:
         if n in names:
@@ -193,7 +195,7 @@ def open(path, columns=None):  # noqa: A001 - the package's entry point, as tens
         cls = {"ragged": Ragged, "text": Text}.get(kind, Bytes)
         out[n] = Ragged(os.path.join(path, n), dtype) if cls is Ragged \
             else cls(os.path.join(path, n))
-    return Columns(path, out)
+    return Columns(path, out, classes)
 
 
 def _load(path):
