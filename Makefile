@@ -349,6 +349,15 @@ build/man/%: packaging/man/% VERSION
 	@mkdir -p $(dir $@)
 	sed -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
+# tensorfs(1)'s COMMANDS section is the usage text (mount/help.c), rendered by the binary: the
+# page and `tensorfs --help` cannot tell different stories.
+build/man/tensorfs.1: packaging/man/tensorfs.1 VERSION $(BIN)
+	@mkdir -p $(dir $@)
+	$(BIN) help --man > $@.commands
+	sed -e 's|@VERSION@|$(VERSION)|g' -e '/^@COMMANDS@$$/{r $@.commands' -e 'd}' $< > $@.tmp
+	rm -f $@.commands
+	mv -f $@.tmp $@
+
 # PYTHONDIR: where /usr/bin/python3 finds packages (dist-packages for a Debian install).
 PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 SUBST    = sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|'

@@ -12,6 +12,9 @@ int tfs_cli_usage(int rc);
 /* `tensorfs help [COMMAND]`, `tensorfs COMMAND --help`: the command's lines of the usage text,
  * an example, and the notes for every command. */
 int tfs_cmd_help(const char *name);
+/* The usage text as the man page's COMMANDS section (roff), with the examples:
+ * `tensorfs help --man`, which the build puts into tensorfs.1. */
+void tfs_cmd_help_man(FILE *out);
 
 /* `tensorfs mount LAKE_URL MOUNTPOINT ...`, also as mount.tensorfs and as mount.fuse runs it;
  * argv[0] is the command's name. Returns the exit status. */

@@ -20,12 +20,14 @@ static const char usage_text[] =
 	"         [--fixed COL] [--tokens FIELD] [--media FIELD=image|video|audio] [--strict]\n"
 	"  import URL --npz FILE           an .npz file: a column per array\n"
 	"  import URL --video SOURCE...    decode videos (FFmpeg) into video, path, start_s,\n"
-	"         [--clip T [--stride S]] [--fps F] [--size HxW [--resize|--crop|--pad]]\n"
 	"                                  fps (and label) columns: a clip of T frames a row\n"
+	"         [--clip T [--stride S]] [--fps F] [--size HxW [--resize|--crop|--pad]]\n"
+	"         [--labels-from-dirs] [--strict]\n"
 	"  import URL --audio SOURCE...    decode audio into float32 audio, path, start_s, rate\n"
 	"         [--rate HZ] [--mono] [--clip SECONDS [--stride SECONDS]] [--labels-from-dirs]\n"
 	"  import URL --megatron PREFIX    Megatron-LM's PREFIX.bin + PREFIX.idx: a token\n"
-	"         [--column NAME]          column (default: tokens)\n"
+	"                                  column (default: tokens)\n"
+	"         [--column NAME]\n"
 	"  import URL --webdataset SHARD.tar ...\n"
 	"                                  WebDataset samples: a column per extension\n"
 	"         [--strict]\n"
@@ -179,6 +181,10 @@ int tfs_cmd_help(const char *name)
 		fputs(usage_text, stdout);
 		return 0;
 	}
+	if (!strcmp(name, "--man")) {
+		tfs_cmd_help_man(stdout);
+		return 0;
+	}
 	if (!command_lines(name, NULL)) {
 		fprintf(stderr, "tensorfs: no command '%s'\n", name);
 		return tfs_cli_usage(2);
@@ -191,6 +197,113 @@ int tfs_cmd_help(const char *name)
 	if (tail)
 		fputs(tail + 1, stdout);
 	return 0;
+}
+
+/* --- the man page's COMMANDS section ---------------------------------------------------------- */
+
+/* Where a usage line's description starts: the column after the synopsis. */
+#define DESC_COL 34
+
+/* Text for roff: backslashes and dashes escaped, a control character at the start guarded. */
+static void roff_text(const char *p, size_t n, FILE *out)
+{
+	if (n && (*p == '.' || *p == '\''))
+		fputs("\\&", out);
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == '\\')
+			fputs("\\e", out);
+		else if (p[i] == '-')
+			fputs("\\-", out);
+		else
+			fputc(p[i], out);
+}
+
+/* p[0, n) without the spaces around it. */
+static void trim(const char **p, size_t *n)
+{
+	while (*n && **p == ' ')
+		(*p)++, (*n)--;
+	while (*n && (*p)[*n - 1] == ' ')
+		(*n)--;
+}
+
+static void man_example(const char *name, size_t n, FILE *out)
+{
+	for (size_t i = 0; i < sizeof(examples) / sizeof(examples[0]); i++) {
+		if (strlen(examples[i].name) != n || strncmp(examples[i].name, name, n))
+			continue;
+		fputs(".IP\nExample:\n.nf\n", out);
+		roff_text(examples[i].text, strlen(examples[i].text), out);
+		fputs("\n.fi\n", out);
+	}
+}
+
+/* The command word of a line that starts a command, and its length. */
+static size_t command_word(const char *line, const char **word)
+{
+	*word = line + 2;
+	return strcspn(*word, " \n");
+}
+
+void tfs_cmd_help_man(FILE *out)
+{
+	const char *p = strstr(usage_text, "\n\n") + 2, *tail = strstr(usage_text, "\n\nLAKE_URL:");
+	const char *cmd = NULL;
+	size_t cmd_len = 0;
+	int in_body = 0, after_syn = 0;
+
+	fputs(".\\\" Made from the usage text of mount/help.c by `tensorfs help --man`.\n.nh\n",
+	      out);
+	while (p < tail) {
+		const char *nl = strchr(p, '\n'), *syn = p, *desc = NULL;
+		const size_t len = (size_t)(nl - p);
+		size_t syn_len = len, desc_len = 0;
+		const int starts = starts_command(p, NULL);
+
+		/* A synopsis (from column 2, or "[" continuing one), a description, or both. */
+		if (len > DESC_COL && p[DESC_COL - 1] == ' ' && p[DESC_COL] != ' ' &&
+		    p[DESC_COL - 2] == ' ') {
+			desc = p + DESC_COL;
+			desc_len = len - DESC_COL;
+			syn_len = DESC_COL;
+		}
+		trim(&syn, &syn_len);
+		if (!desc && !starts && (!syn_len || *syn != '[')) {
+			/* All description. */
+			desc = syn;
+			desc_len = syn_len;
+			syn_len = 0;
+		}
+		if (starts) {
+			const char *w;
+			const size_t wl = command_word(p, &w);
+
+			if (cmd && (wl != cmd_len || strncmp(w, cmd, wl)))
+				man_example(cmd, cmd_len, out);
+			cmd = w;
+			cmd_len = wl;
+			fputs(".TP\n\\fB", out);
+			in_body = 0;
+		} else if (syn_len) {
+			fputs(in_body ? ".br\n\\fB" : ".TQ\n\\fB", out);
+		}
+		if (syn_len) {
+			roff_text(syn, syn_len, out);
+			fputs("\\fP\n", out);
+		}
+		if (desc_len) {
+			if (in_body && (syn_len || after_syn))
+				fputs(".br\n", out);
+			roff_text(desc, desc_len, out);
+			fputc('\n', out);
+			in_body = 1;
+		}
+		after_syn = syn_len && !desc_len;
+		p = nl + 1;
+	}
+	if (cmd)
+		man_example(cmd, cmd_len, out);
+	fputs(".hy\n", out);
 }
 
 int tfs_cli_usage(int rc)

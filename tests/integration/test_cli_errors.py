@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import (SLOW, TENSORFS_BIN, is_mounted, kill_pids, pids_for_path, tfs,
+from conftest import (REPO_ROOT, SLOW, TENSORFS_BIN, is_mounted, kill_pids, pids_for_path, tfs,
                       unmount)
 
 
@@ -188,3 +188,23 @@ def test_help():
     # after `--` a --help is an argument, not a request for help
     rc, out, err = tfs("sql", "file:///nowhere/x", "--", "--help")
     assert rc != 0 and "example:" not in out
+
+
+def test_man_page_is_the_usage_text():
+    """tensorfs(1)'s COMMANDS section is the usage text rendered: every command form of
+    `tensorfs --help` is in it, and the page the build made holds it word for word."""
+    rc, usage, _ = tfs("--help")
+    rc2, roff, err = tfs("help", "--man")
+    assert rc == 0 and rc2 == 0, err
+    forms = [ln[2:34].rstrip() for ln in usage.splitlines()
+             if ln.startswith("  ") and ln[2:3].islower()]
+    assert len(forms) > 30
+    for form in forms:
+        esc = form.replace("\\", "\\e").replace("-", "\\-")
+        assert f"\\fB{esc}" in roff, form
+    # the examples go with their commands
+    assert "tensorfs mix create file:///data/lake lm" in roff
+    page = REPO_ROOT / "build" / "man" / "tensorfs.1"
+    assert page.is_file(), "make builds build/man/tensorfs.1"
+    text = page.read_text()
+    assert roff in text and "@COMMANDS@" not in text and "@VERSION@" not in text
