@@ -13,7 +13,9 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/channel_layout.h>
+#include <libavutil/display.h>
 #include <libavutil/opt.h>
+#include <libavutil/pixdesc.h>
 #include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
 
@@ -24,11 +26,18 @@ struct dec {
 	AVCodecContext *cc;
 	AVPacket *pkt;
 	AVFrame *frame;
+	AVFrame *turned; /* the frame turned upright, when the stream says to */
+	AVFrame *rgb;	 /* the frame as RGB first, for a format the turn cannot take */
+	struct SwsContext *to_rgb;
 	int stream;
+	int turn; /* clockwise degrees the frames are turned by: 0, 90, 180 or 270 */
 };
 
 static void dec_close(struct dec *d)
 {
+	sws_freeContext(d->to_rgb);
+	av_frame_free(&d->rgb);
+	av_frame_free(&d->turned);
 	av_frame_free(&d->frame);
 	av_packet_free(&d->pkt);
 	avcodec_free_context(&d->cc);
@@ -114,6 +123,154 @@ static int dec_next(struct dec *d, char *err, size_t cap)
 
 /* --- video ------------------------------------------------------------------------------------ */
 
+/* How the stream's display matrix turns its frames, as the ffmpeg command's autorotation reads
+ * it: 90, 180 or 270 degrees clockwise, else 0 (a turn by another angle is not applied). */
+static int stream_turn(const AVStream *st)
+{
+	const int32_t *m = NULL;
+	double theta;
+
+#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 31, 100)
+	const AVPacketSideData *sd = av_packet_side_data_get(st->codecpar->coded_side_data,
+							     st->codecpar->nb_coded_side_data,
+							     AV_PKT_DATA_DISPLAYMATRIX);
+
+	if (sd && sd->size >= 9 * sizeof(int32_t))
+		m = (const int32_t *)sd->data;
+#else
+	size_t size = 0;
+	const uint8_t *sd = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
+
+	if (sd && size >= 9 * sizeof(int32_t))
+		m = (const int32_t *)sd;
+#endif
+	if (!m)
+		return 0;
+	theta = -round(av_display_rotation_get(m));
+	if (isnan(theta))
+		return 0;
+	theta -= 360 * floor(theta / 360 + 0.9 / 360);
+	return fabs(theta - 90) < 1    ? 90
+	       : fabs(theta - 180) < 1 ? 180
+	       : fabs(theta - 270) < 1 ? 270
+				       : 0;
+}
+
+/* Turn frame in by turn degrees clockwise into out, plane by plane, as ffmpeg's transpose
+ * (clock, cclock) and hflip + vflip filters do: the same bytes. -ENOTSUP for a format they
+ * would not take as it is (a palette, or chroma subsampled unevenly for a quarter turn). */
+static int turn_frame(const AVFrame *in, AVFrame *out, int turn)
+{
+	const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(in->format);
+	const int quarter = turn != 180;
+
+	if (!desc ||
+	    (desc->flags &
+	     (AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL)) ||
+	    (quarter && desc->log2_chroma_w != desc->log2_chroma_h))
+		return -ENOTSUP;
+	if (out->format != in->format || out->width != (quarter ? in->height : in->width) ||
+	    out->height != (quarter ? in->width : in->height)) {
+		av_frame_unref(out);
+		out->format = in->format;
+		out->width = quarter ? in->height : in->width;
+		out->height = quarter ? in->width : in->height;
+		if (av_frame_get_buffer(out, 0) < 0)
+			return -ENOMEM;
+	}
+	for (int p = 0; p < 4 && in->data[p]; p++) {
+		int elem = 0, chroma = 0, iw, ih, ow, oh;
+
+		for (int c = 0; c < desc->nb_components; c++) {
+			if (desc->comp[c].plane != p)
+				continue;
+			elem = desc->comp[c].step > elem ? desc->comp[c].step : elem;
+			chroma |= (c == 1 || c == 2) && desc->nb_components >= 3 &&
+				  !(desc->flags & AV_PIX_FMT_FLAG_RGB);
+		}
+		if (!elem)
+			return -ENOTSUP;
+		iw = chroma ? AV_CEIL_RSHIFT(in->width, desc->log2_chroma_w) : in->width;
+		ih = chroma ? AV_CEIL_RSHIFT(in->height, desc->log2_chroma_h) : in->height;
+		ow = quarter ? ih : iw;
+		oh = quarter ? iw : ih;
+		for (int r = 0; r < oh; r++) {
+			uint8_t *dst = out->data[p] + (ptrdiff_t)r * out->linesize[p];
+
+			for (int c = 0; c < ow; c++) {
+				const int sr = turn == 90    ? ih - 1 - c
+					       : turn == 270 ? c
+							     : ih - 1 - r;
+				const int sc = turn == 90    ? r
+					       : turn == 270 ? iw - 1 - r
+							     : iw - 1 - c;
+
+				memcpy(dst + (size_t)c * elem,
+				       in->data[p] + (ptrdiff_t)sr * in->linesize[p] +
+					       (size_t)sc * elem,
+				       (size_t)elem);
+			}
+		}
+	}
+	return 0;
+}
+
+/* The decoded frame upright: itself, or turned as the stream says (converted first when the
+ * turn does not take its format; scaled: whether the frame is scaled after). */
+static const AVFrame *upright(struct dec *d, int scaled, int *rc)
+{
+	const AVFrame *f = d->frame;
+
+	*rc = 0;
+	if (!d->turn)
+		return f;
+	if (!d->turned && !(d->turned = av_frame_alloc())) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	*rc = turn_frame(f, d->turned, d->turn);
+	if (*rc == -ENOTSUP) {
+		/* As the ffmpeg command's graph converts it for the turn (its default scaler,
+		 * bicubic): to RGB when nothing scales after the turn (the output's format
+		 * reaches back to it), else 8-bit YUV to 4:4:4 and anything else to RGB. */
+		const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(f->format);
+		const enum AVPixelFormat to =
+			scaled && desc &&
+					!(desc->flags &
+					  (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL)) &&
+					desc->nb_components >= 3 && desc->comp[0].depth == 8
+				? AV_PIX_FMT_YUV444P
+				: AV_PIX_FMT_RGB24;
+
+		if (!d->rgb && !(d->rgb = av_frame_alloc())) {
+			*rc = -ENOMEM;
+			return NULL;
+		}
+		if (d->rgb->width != f->width || d->rgb->height != f->height ||
+		    d->rgb->format != to) {
+			av_frame_unref(d->rgb);
+			d->rgb->format = to;
+			d->rgb->width = f->width;
+			d->rgb->height = f->height;
+			if (av_frame_get_buffer(d->rgb, 0) < 0) {
+				*rc = -ENOMEM;
+				return NULL;
+			}
+		}
+		d->to_rgb =
+			sws_getCachedContext(d->to_rgb, f->width, f->height, f->format, f->width,
+					     f->height, to, SWS_BICUBIC, NULL, NULL, NULL);
+		if (!d->to_rgb) {
+			*rc = -EINVAL;
+			return NULL;
+		}
+		sws_scale(d->to_rgb, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
+			  d->rgb->data, d->rgb->linesize);
+		*rc = turn_frame(d->rgb, d->turned, d->turn);
+	}
+	return *rc ? NULL : d->turned;
+}
+
 struct vout {
 	struct tfs_video *v;
 	uint64_t cap;
@@ -146,11 +303,10 @@ static int push_frame(struct vout *o, const uint8_t *px, double t)
 	return 0;
 }
 
-/* The frame in d, converted to the output's size and fit, into dst (h x w x 3). */
-static int convert(struct dec *d, struct SwsContext **sws, const struct tfs_video_opts *o,
-		   uint32_t w, uint32_t h, uint8_t *dst, uint8_t *tmp)
+/* Frame f, converted to the output's size and fit, into dst (h x w x 3). */
+static int convert(const AVFrame *f, struct SwsContext **sws, const struct tfs_video_opts *o,
+		   uint32_t w, uint32_t h, uint8_t *dst, uint8_t **tmp, size_t *tmp_cap)
 {
-	const AVFrame *f = d->frame;
 	uint32_t sw = w, sh = h, top = 0, left = 0;
 	uint8_t *to = dst;
 	int stride;
@@ -167,11 +323,25 @@ static int convert(struct dec *d, struct SwsContext **sws, const struct tfs_vide
 		}
 		top = (uint32_t)nearbyint((sh - h) / 2.0);
 		left = (uint32_t)nearbyint((sw - w) / 2.0);
-		to = tmp;
 	} else if (o->w && o->fit == TFS_FIT_PAD) {
 		sw = (uint32_t)f->width;
 		sh = (uint32_t)f->height;
-		to = tmp;
+	}
+	if (o->w && (o->fit == TFS_FIT_CROP || o->fit == TFS_FIT_PAD)) {
+		/* Scaled whole first, then cut or placed: room for that, frame sizes may change. */
+		const size_t need = (size_t)sw * sh * 3 + 1;
+
+		if ((uint64_t)sw * sh > TFS_IMAGE_MAX_PIXELS)
+			return -EINVAL;
+		if (need > *tmp_cap) {
+			uint8_t *g = realloc(*tmp, need);
+
+			if (!g)
+				return -ENOMEM;
+			*tmp = g;
+			*tmp_cap = need;
+		}
+		to = *tmp;
 	}
 	*sws = sws_getCachedContext(*sws, f->width, f->height, f->format, (int)sw, (int)sh,
 				    AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
@@ -181,12 +351,12 @@ static int convert(struct dec *d, struct SwsContext **sws, const struct tfs_vide
 	sws_scale(*sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, &to, &stride);
 	if (o->w && o->fit == TFS_FIT_CROP) {
 		for (uint32_t y = 0; y < h; y++)
-			memcpy(dst + (size_t)y * w * 3, tmp + ((size_t)(y + top) * sw + left) * 3,
+			memcpy(dst + (size_t)y * w * 3, *tmp + ((size_t)(y + top) * sw + left) * 3,
 			       (size_t)w * 3);
 	} else if (o->w && o->fit == TFS_FIT_PAD) {
 		memset(dst, 0, (size_t)w * h * 3);
 		for (uint32_t y = 0; y < h && y < sh; y++)
-			memcpy(dst + (size_t)y * w * 3, tmp + (size_t)y * sw * 3,
+			memcpy(dst + (size_t)y * w * 3, *tmp + (size_t)y * sw * 3,
 			       (size_t)(sw < w ? sw : w) * 3);
 	}
 	return 0;
@@ -199,6 +369,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 	struct SwsContext *sws = NULL;
 	struct vout vo = { out, 0, NULL, 0 };
 	uint8_t *tmp = NULL, *frame = NULL;
+	size_t tmp_cap = 0;
 	int64_t start = AV_NOPTS_VALUE, emitted = 0, end = AV_NOPTS_VALUE;
 	AVRational tb, rate;
 	int rc, got;
@@ -210,33 +381,36 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 	tb = d.fmt->streams[d.stream]->time_base;
 	rate = o->fps > 0 ? av_d2q(o->fps, 1000000) : d.fmt->streams[d.stream]->avg_frame_rate;
 	out->fps = o->fps > 0 ? o->fps : rate.num && rate.den ? av_q2d(rate) : 0;
+	d.turn = stream_turn(d.fmt->streams[d.stream]);
 	while ((got = dec_next(&d, err, err_cap)) == 1) {
 		const int64_t ts = d.frame->best_effort_timestamp != AV_NOPTS_VALUE
 					   ? d.frame->best_effort_timestamp
 					   : d.frame->pts;
+		const AVFrame *f = upright(&d, o->w != 0, &rc);
 		double t;
 
+		if (!f) {
+			snprintf(err, err_cap, "cannot turn its frames upright: %s", strerror(-rc));
+			goto out;
+		}
 		if (!out->w) { /* the size of the first frame sets the video's */
-			out->w = o->w ? o->w : (uint32_t)d.frame->width;
-			out->h = o->w ? o->h : (uint32_t)d.frame->height;
+			out->w = o->w ? o->w : (uint32_t)f->width;
+			out->h = o->w ? o->h : (uint32_t)f->height;
 			if ((uint64_t)out->w * out->h > TFS_IMAGE_MAX_PIXELS) {
 				snprintf(err, err_cap, "%ux%u pixels a frame, past the limit",
 					 out->w, out->h);
 				rc = -EINVAL;
 				goto out;
 			}
-			frame = malloc((size_t)out->w * out->h * 3 + 1);
-			tmp = malloc((size_t)d.frame->width * d.frame->height * 3 * 2 + 1);
-			if (!frame || !tmp) {
+			if (!(frame = malloc((size_t)out->w * out->h * 3 + 1))) {
 				rc = -ENOMEM;
 				goto out;
 			}
 		}
-		if (d.frame->width * d.frame->height * 2 > 0 && !o->w &&
-		    ((uint32_t)d.frame->width != out->w || (uint32_t)d.frame->height != out->h)) {
+		if (!o->w && ((uint32_t)f->width != out->w || (uint32_t)f->height != out->h)) {
 			snprintf(err, err_cap,
 				 "its frame size changes (%dx%d after %ux%u): give --size",
-				 d.frame->width, d.frame->height, out->w, out->h);
+				 f->width, f->height, out->w, out->h);
 			rc = -EINVAL;
 			goto out;
 		}
@@ -249,7 +423,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 					    : (rate.num ? av_rescale_q(1, av_inv_q(rate), tb) : 0));
 		t = ts == AV_NOPTS_VALUE ? (double)out->n / (out->fps > 0 ? out->fps : 25)
 					 : (double)(ts - start) * av_q2d(tb);
-		rc = convert(&d, &sws, o, out->w, out->h, frame, tmp);
+		rc = convert(f, &sws, o, out->w, out->h, frame, &tmp, &tmp_cap);
 		if (rc) {
 			snprintf(err, err_cap, "cannot convert its pixel format");
 			goto out;

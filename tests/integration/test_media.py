@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Video and audio decoded once: `import --video` and `--audio` (FFmpeg's libraries) give the
 frames and samples the `ffmpeg` command gives for the same file and scaling, byte for byte
-(H.264 in mp4, VP9 in webm, a variable-frame-rate file sampled by --fps); clips are rows with
+(H.264 in mp4, VP9 in webm, a variable-frame-rate file sampled by --fps, files turned by
+their display matrix); clips are rows with
 their path, start time, rate and label; a damaged file is skipped and named, or fails the
 import with --strict; clip columns read through views and stage like any fixed column. Media
 are made here with the ffmpeg command, never downloaded."""
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import run_proc
+
+import tensorfs  # noqa: E402
 
 
 def ff(*args):
@@ -38,6 +41,22 @@ def media(tmp_path_factory):
        "setpts='N/30/TB+gte(N,40)*0.37/TB+gte(N,70)*0.11/TB'", "-fps_mode", "vfr",
        "-c:v", "libx264", "-pix_fmt", "yuv420p", d / "vfr.mp4")
     (d / "tree" / "notes.txt").write_text("a file beside the class directories is no class\n")
+    # turned by the container's display matrix (the phone's way): the same stream, upright
+    # only when the matrix is read; 4:4:4 too, and 4:2:2 (chroma halved one way only)
+    (d / "turned").mkdir()
+    ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=30:duration=1", "-c:v", "libx264",
+       "-pix_fmt", "yuv420p", d / "turned" / "flat.mp4")
+    ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=30:duration=1", "-c:v", "libx264",
+       "-pix_fmt", "yuv444p", d / "turned" / "flat444.mp4")
+    ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=30:duration=1", "-c:v", "libx264",
+       "-pix_fmt", "yuv422p", d / "turned" / "flat422.mp4")
+    ff("-i", d / "turned" / "flat422.mp4", "-c", "copy", "-metadata:s:v:0", "rotate=90",
+       d / "turned" / "r90_422.mp4")
+    for deg in (90, 180, 270):
+        ff("-i", d / "turned" / "flat.mp4", "-c", "copy", "-metadata:s:v:0", f"rotate={deg}",
+           d / "turned" / f"r{deg}.mp4")
+    ff("-i", d / "turned" / "flat444.mp4", "-c", "copy", "-metadata:s:v:0", "rotate=90",
+       d / "turned" / "r90_444.mp4")
     good = (d / "tree" / "cat" / "a.mp4").read_bytes()
     (d / "bad").mkdir()
     (d / "bad" / "cut.mp4").write_bytes(good[:len(good) // 3])
@@ -106,6 +125,29 @@ def test_crop_and_native_size(lake, mount, media):
     m2 = mount(lake, name="m2")
     shapes = np.load(m2.path / "n" / "main" / "video" / "shapes.npy")
     assert shapes.tolist() == [[50, 60, 80, 3]]
+
+
+@pytest.mark.parametrize("name,turns", [("r90.mp4", 1), ("r180.mp4", 2), ("r270.mp4", 3),
+                                        ("r90_444.mp4", 1), ("r90_422.mp4", 1)])
+def test_turned_video_upright_as_ffmpeg(lake, mount, media, name, turns):
+    src = media / "turned" / name
+    h, w = (64, 96) if turns == 2 else (96, 64)
+    lake.create("t")
+    lake.import_("t", {}, "--video", src)
+    lake.create("s")
+    lake.import_("s", {}, "--video", src, "--size", "40x30", "--resize")
+    m = mount(lake)
+    native = tensorfs.open(m.path / "t" / "main")["video"][0]
+    sized = tensorfs.open(m.path / "s" / "main")["video"][0]
+    # the ffmpeg command turns it upright by itself (autorotate): the same bytes
+    ref = ffraw(src, "null", h, w)
+    assert native.shape == ref.shape and np.array_equal(native, ref), name
+    assert np.array_equal(sized, ffraw(src, "scale=30:40:flags=bilinear", 40, 30)), name
+    # and upright as the matrix says (rotate=90: a quarter turn counter-clockwise, as ffprobe's
+    # rotation=90): turned back, it is the flat file's frames
+    flat = ffraw(media / "turned" / ("flat" + name[4:] if "_" in name else "flat.mp4"),
+                 "null", 64, 96)
+    assert np.array_equal(np.rot90(native, k=-turns, axes=(1, 2)), flat), name
 
 
 def test_damaged_video_skipped_or_strict(lake, media):
