@@ -216,6 +216,39 @@ def test_cuda_ragged_and_text_batches_equal_host(lake, mount, tmp_path):
         loader.close()
 
 
+def test_cuda_clip_batches_equal_host(lake, mount, tmp_path):
+    """Video clips as the importer writes them: a fixed (T, H, W, 3) uint8 column over a
+    shuffled view, and a ragged one of whole videos (frames, H, W, 3), staged to the device
+    equal to the host backend's batches."""
+    rng = np.random.default_rng(12)
+    clips = rng.integers(0, 256, size=(300, 8, 24, 32, 3), dtype=np.uint8)
+    (tmp_path / "v").mkdir()
+    videos = [rng.integers(0, 256, size=(int(rng.integers(1, 20)), 24, 32, 3), dtype=np.uint8)
+              for _ in range(300)]
+    for i, a in enumerate(videos):
+        np.save(tmp_path / "v" / f"{i:05d}.npy", a)
+    lake.build("c", {"clip": clips, "video": tmp_path / "v"}, "--chunk-size", "1M")
+    m = mount(lake)
+    loader = Loader()
+    target = "c/main/views/seed=6"
+    with tensorfs.Stager(m.path, target, ["clip", "video"], device="host",
+                         batch_size=32) as h, \
+         tensorfs.Stager(m.path, target, ["clip", "video"], device="cuda:0",
+                         batch_size=32) as g:
+        for _ in range(8):
+            rows = rng.integers(0, 300, size=32)
+            hb = h.stage(rows)
+            f, c = raw(g, f"stage stream={g.stream} rows=" + ",".join(map(str, rows)))
+            got = loader.read(f, c)
+            assert np.array_equal(got["clip"], hb["clip"])
+            assert np.array_equal(got["video.offsets"], hb["video"].offsets)
+            assert np.array_equal(got["video.shapes"], hb["video"].shapes)
+            assert got["video.data"].tobytes() == hb["video"].data.tobytes()
+            hb.release()
+            g.release(int(f["slot"]))
+        loader.close()
+
+
 CHILD = r"""
 import ctypes, sys, numpy as np
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])

@@ -230,3 +230,33 @@ def test_jsonl_records_name_their_media(lake, mount, media, tmp_path):
                                       "scale=24:16:flags=bilinear", 16, 24))
     assert cols["wav"][0].shape == (12000, 1) and cols["wav"][0].dtype == np.float32
     assert list(cols["caption"]) == ["clip 0", "clip 1", "clip 2"]
+
+
+def test_clips_stage_through_the_control_file(lake, mount, media):
+    """Clip columns stage as any column: fixed clips (T, H, W, 3) over a shuffled view, and a
+    ragged column of whole videos (frames, H, W, 3), batch rows equal to the view's rows."""
+    lake.create("c")
+    lake.import_("c", {}, "--video", media / "tree", "--size", "24x32", "--crop", "--clip",
+                 "4", "--labels-from-dirs")
+    lake.create("w")
+    lake.import_("w", {}, "--video", media / "tree" / "cat", media / "vfr.mp4", "--fps", "5")
+    m = mount(lake)
+    view = "c/main/views/seed=3"
+    want = np.load(m.path / view / "video.npy")
+    labels = np.load(m.path / view / "label.npy")
+    with tensorfs.Stager(m.path, view, ["video", "label"], batch_size=5) as st:
+        seen = 0
+        for b in st.batches():
+            assert b["video"].shape == (b.rows, 4, 24, 32, 3)
+            assert np.array_equal(b["video"], want[seen:seen + b.rows])
+            assert np.array_equal(b["label"], labels[seen:seen + b.rows])
+            seen += b.rows
+        assert seen == len(want)
+    rows = tensorfs.open(m.path / "w" / "main")["video"]
+    with tensorfs.Stager(m.path, "w/main", ["video"], batch_size=2) as st:
+        b = st.stage([1, 0])
+        assert isinstance(b["video"], tensorfs.Ragged)
+        assert [a.shape for a in b["video"]] == [rows[1].shape, rows[0].shape]
+        assert rows[0].shape[0] != rows[1].shape[0]
+        assert all(np.array_equal(g, rows[i]) for g, i in zip(b["video"], (1, 0)))
+        b.release()
