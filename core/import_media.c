@@ -18,6 +18,7 @@
 
 #include "media.h"
 #include "pipeline.h"
+#include "source.h"
 #include "rowcol.h"
 #include "workpool.h"
 
@@ -59,45 +60,132 @@ static int add_file(struct files *fs, const char *path, int64_t label)
 	return fs->f[fs->n].path ? (fs->n++, 0) : -ENOMEM;
 }
 
+/* An entry of a directory: its name, and whether it is a directory. */
+struct ent {
+	char *name;
+	int dir;
+};
+
+struct ents {
+	struct ent *e;
+	size_t n, cap;
+};
+
 static int by_name(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	return strcmp(((const struct ent *)a)->name, ((const struct ent *)b)->name);
 }
 
-/* The sorted entries of dir (names not starting with '.'), *n of them. */
-static int entries(const char *dir, char ***out, size_t *n)
+static void free_ents(struct ents *es)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	size_t cap = 0;
+	for (size_t i = 0; i < es->n; i++)
+		free(es->e[i].name);
+	free(es->e);
+	memset(es, 0, sizeof(*es));
+}
+
+static int add_ent(void *arg, const char *name, int dir)
+{
+	struct ents *es = arg;
+
+	if (name[0] == '.')
+		return 0;
+	if (es->n == es->cap) {
+		struct ent *g = realloc(es->e, (es->cap = es->cap ? 2 * es->cap : 32) * sizeof(*g));
+
+		if (!g)
+			return -ENOMEM;
+		es->e = g;
+	}
+	if (!(es->e[es->n].name = strdup(name)))
+		return -ENOMEM;
+	es->e[es->n++].dir = dir;
+	return 0;
+}
+
+/* dir/name, without doubling a '/' that ends dir. */
+static char *join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir);
+	char *out = NULL;
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return asprintf(&out, "%.*s/%s", (int)n, dir, name) < 0 ? NULL : out;
+}
+
+/* The sorted entries of dir (names not starting with '.'): a local directory, or a prefix
+ * under a URL (listed through the source's store). */
+static int entries(const char *dir, struct ents *es)
+{
 	int rc = 0;
+
+	memset(es, 0, sizeof(*es));
+	if (tfs_source_is_url(dir)) {
+		struct tfs_store *tree;
+
+		rc = tfs_source_open_tree(dir, &tree);
+		if (rc)
+			return rc;
+		rc = tfs_store_list(tree, "", add_ent, es);
+		if (rc && rc != -ENOMEM)
+			tfs_err("%s: cannot list: %s", dir, strerror(-rc));
+		tfs_store_close(tree);
+	} else {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		if (!d) {
+			rc = -errno;
+			tfs_err("%s: %s", dir, strerror(-rc));
+			return rc;
+		}
+		while (!rc && (de = readdir(d))) {
+			char *sub = join(dir, de->d_name);
+			struct stat st;
+
+			if (!sub)
+				rc = -ENOMEM;
+			else
+				rc = add_ent(es, de->d_name,
+					     !stat(sub, &st) && S_ISDIR(st.st_mode));
+			free(sub);
+		}
+		closedir(d);
+	}
+	if (es->n)
+		qsort(es->e, es->n, sizeof(*es->e), by_name);
+	if (rc)
+		free_ents(es);
+	return rc;
+}
+
+/* Whether source names a directory (a URL: a prefix, unless it ends in a media file's name). */
+static int is_tree(const char *source, int video)
+{
+	struct stat st;
+
+	if (tfs_source_is_url(source))
+		return !is_media(source, video);
+	return !stat(source, &st) && S_ISDIR(st.st_mode);
+}
+
+/* The class directories of dir, sorted: label i is (*out)[i]. */
+static int class_dirs(const char *dir, char ***out, size_t *n)
+{
+	struct ents es;
+	int rc = entries(dir, &es);
 
 	*out = NULL;
 	*n = 0;
-	if (!d) {
-		tfs_err("%s: %s", dir, strerror(errno));
-		return -errno;
-	}
-	while (!rc && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (*n == cap) {
-			char **g = realloc(*out, (cap = cap ? 2 * cap : 32) * sizeof(*g));
-
-			if (!g) {
-				rc = -ENOMEM;
-				break;
-			}
-			*out = g;
+	if (!rc && !(*out = calloc(es.n ? es.n : 1, sizeof(**out))))
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < es.n; i++)
+		if (es.e[i].dir) {
+			(*out)[(*n)++] = es.e[i].name;
+			es.e[i].name = NULL;
 		}
-		if (!((*out)[*n] = strdup(de->d_name)))
-			rc = -ENOMEM;
-		else
-			(*n)++;
-	}
-	closedir(d);
-	if (*n)
-		qsort(*out, *n, sizeof(**out), by_name);
+	free_ents(&es);
 	return rc;
 }
 
@@ -108,58 +196,36 @@ static void free_names(char **v, size_t n)
 	free(v);
 }
 
-/* The class directories of dir, sorted: label i is (*out)[i]. */
-static int class_dirs(const char *dir, char ***out, size_t *n)
-{
-	size_t k = 0;
-	int rc = entries(dir, out, n);
-
-	for (size_t i = 0; !rc && i < *n; i++) {
-		char *sub = NULL;
-		struct stat st;
-
-		if (asprintf(&sub, "%s/%s", dir, (*out)[i]) < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-		if (!stat(sub, &st) && S_ISDIR(st.st_mode))
-			(*out)[k++] = (*out)[i];
-		else
-			free((*out)[i]);
-		free(sub);
-	}
-	if (!rc)
-		*n = k;
-	return rc;
-}
-
 /* Every media file under path (a file, or a directory walked in sorted order). */
 static int walk(const char *path, int video, int64_t label, struct files *fs)
 {
-	struct stat st;
-	char **names;
-	size_t n;
+	struct ents es;
 	int rc;
 
-	if (stat(path, &st)) {
-		tfs_err("%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	if (!S_ISDIR(st.st_mode))
-		return add_file(fs, path, label);
-	rc = entries(path, &names, &n);
-	for (size_t i = 0; !rc && i < n; i++) {
-		char *sub = NULL;
+	if (!tfs_source_is_url(path)) {
+		struct stat st;
 
-		if (asprintf(&sub, "%s/%s", path, names[i]) < 0)
+		if (stat(path, &st)) {
+			rc = -errno;
+			tfs_err("%s: %s", path, strerror(-rc));
+			return rc;
+		}
+	}
+	if (!is_tree(path, video))
+		return add_file(fs, path, label);
+	rc = entries(path, &es);
+	for (size_t i = 0; !rc && i < es.n; i++) {
+		char *sub = join(path, es.e[i].name);
+
+		if (!sub)
 			rc = -ENOMEM;
-		else if (!stat(sub, &st) && S_ISDIR(st.st_mode))
+		else if (es.e[i].dir)
 			rc = walk(sub, video, label, fs);
-		else if (is_media(names[i], video))
+		else if (is_media(es.e[i].name, video))
 			rc = add_file(fs, sub, label);
 		free(sub);
 	}
-	free_names(names, n);
+	free_ents(&es);
 	return rc;
 }
 
@@ -177,10 +243,26 @@ static int decode_run(void *item)
 {
 	struct job *j = item;
 
+	const char *path = j->f->path;
+	char fdpath[32];
+	int fd = -1;
+
 	j->err[0] = 0;
-	j->rc = j->mo->video
-			? tfs_video_decode(j->f->path, &j->mo->vo, &j->v, j->err, sizeof(j->err))
-			: tfs_audio_decode(j->f->path, &j->mo->ao, &j->a, j->err, sizeof(j->err));
+	if (tfs_source_is_url(path)) {
+		/* Fetched into memory (never to disk) and decoded from there. */
+		fd = tfs_source_open_file(path);
+		if (fd < 0) {
+			j->rc = fd;
+			snprintf(j->err, sizeof(j->err), "cannot fetch: %s", strerror(-fd));
+			return 0;
+		}
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+		path = fdpath;
+	}
+	j->rc = j->mo->video ? tfs_video_decode(path, &j->mo->vo, &j->v, j->err, sizeof(j->err))
+			     : tfs_audio_decode(path, &j->mo->ao, &j->a, j->err, sizeof(j->err));
+	if (fd >= 0)
+		close(fd);
 	return 0;
 }
 
@@ -326,17 +408,14 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		ad.root = sources[0];
 		rc = class_dirs(sources[0], &classes, &nclasses);
 		for (size_t i = 0; !rc && i < nclasses; i++) {
-			char *sub = NULL;
+			char *sub = join(sources[0], classes[i]);
 
-			if (asprintf(&sub, "%s/%s", sources[0], classes[i]) < 0)
-				rc = -ENOMEM;
-			else
-				rc = walk(sub, mo->video, (int64_t)i, &fs);
+			rc = sub ? walk(sub, mo->video, (int64_t)i, &fs) : -ENOMEM;
 			free(sub);
 		}
 		res->classes = nclasses;
 	} else {
-		if (nsources == 1)
+		if (nsources == 1 && is_tree(sources[0], mo->video))
 			ad.root = sources[0];
 		for (size_t i = 0; !rc && i < nsources; i++)
 			rc = walk(sources[i], mo->video, 0, &fs);
@@ -438,10 +517,26 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 	struct tfs_image img = { 0 }, fit = { 0 };
 	struct tfs_video v = { 0 };
 	struct tfs_audio a = { 0 };
-	int rc;
+	int rc, url_fd = -1;
 
 	if (asprintf(&path, "%s%s%s", rel[0] == '/' ? "" : base, rel[0] == '/' ? "" : "/", rel) < 0)
 		return -ENOMEM;
+	if (tfs_source_is_url(path)) {
+		/* Beside a manifest read from a URL: fetched into memory, read from there. */
+		char *url = path;
+
+		url_fd = tfs_source_open_file(url);
+		path = NULL;
+		if (url_fd < 0 || asprintf(&path, "/proc/self/fd/%d", url_fd) < 0) {
+			rc = url_fd < 0 ? url_fd : -ENOMEM;
+			snprintf(why, why_cap, "%.100s: %s", rel, strerror(-rc));
+			free(url);
+			if (url_fd >= 0)
+				close(url_fd);
+			return rc == -ENOMEM ? rc : -EINVAL;
+		}
+		free(url);
+	}
 	if (kind == 'i') {
 		struct tfs_buf file = { 0 };
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -478,6 +573,8 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 	tfs_video_free(&v);
 	tfs_audio_free(&a);
 	free(path);
+	if (url_fd >= 0)
+		close(url_fd);
 	return rc;
 }
 

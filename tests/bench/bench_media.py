@@ -7,7 +7,9 @@ each) in a scratch directory.
 
   import      `tensorfs import --video DIR --clip 16 --size 112x112` at --threads 1 and every
               CPU, clips/s, against PyAV (python3-av) decoding the same files into the same
-              clips (frames to RGB 112x112, bilinear) in one process: clips/s per core
+              clips (frames to RGB 112x112, bilinear) in one process, and against
+              torchvision.io.read_video (python3-torchvision; frames resized by
+              torch.nn.functional.interpolate, bilinear): clips/s per core
   read        an epoch of clips through a shuffled view (views/seed=1/video.npy by mmap), against
               what a loader without tensorfs does each step: open the file, seek, decode 16
               frames with PyAV; clips/s, both
@@ -40,6 +42,18 @@ def pyav_clips(path):
             frames.append(f.to_ndarray(width=SIZE, height=SIZE, format="rgb24",
                                        interpolation="BILINEAR"))
     return [np.stack(frames[s:s + CLIP]) for s in range(0, len(frames) - CLIP + 1, CLIP)]
+
+
+def torchvision_clips(path):
+    import torch
+    from torchvision.io import read_video
+
+    torch.set_num_threads(1)  # one core, as the others
+    frames, _, _ = read_video(str(path), pts_unit="sec", output_format="TCHW")
+    small = torch.nn.functional.interpolate(frames.float(), size=(SIZE, SIZE), mode="bilinear",
+                                            align_corners=False)
+    small = small.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    return [small[s:s + CLIP] for s in range(0, len(small) - CLIP + 1, CLIP)]
 
 
 def pyav_one_clip(path, start_s):
@@ -84,11 +98,23 @@ def main():
         t = time.perf_counter()
         n = sum(len(pyav_clips(f)) for f in sorted(src.iterdir()))
         t_av = time.perf_counter() - t
+        try:
+            t = time.perf_counter()
+            n_tv = sum(len(torchvision_clips(f)) for f in sorted(src.iterdir()))
+            t_tv = time.perf_counter() - t
+            assert n_tv == n, (n_tv, n)
+        except ImportError:
+            t_tv = None
         print(f"{a.videos} videos of {a.seconds:g} s, {n} clips of {CLIP} frames at {SIZE}x{SIZE}")
         print(f"import: PyAV decode, 1 process {n / t_av:8.1f} clips/s")
+        if t_tv:
+            print(f"        torchvision.io, 1 process {n / t_tv:6.1f} clips/s")
+        else:
+            print("        torchvision.io: not installed (python3-torchvision)")
         for th, t in rates.items():
             print(f"        tensorfs --threads {th:2d}    {n / t:8.1f} clips/s  "
-                  f"{n / t / th / (n / t_av):.2f}x PyAV per core")
+                  f"{n / t / th / (n / t_av):.2f}x PyAV per core" +
+                  (f", {n / t / th / (n / t_tv):.2f}x torchvision.io per core" if t_tv else ""))
         run("mount", lake, work / "mnt")
         try:
             view = work / "mnt" / f"v{cores}" / "main" / "views" / "seed=1"

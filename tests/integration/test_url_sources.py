@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""Import sources named by URL: .npy, .txt, JSON Lines, .npz, WebDataset shards and image trees
-read from an S3 bucket (s3rver) and from an HTTP server (nginx) on loopback make the same
-dataset, byte for byte, as the same files imported from the local disk."""
+"""Import sources named by URL: .npy, .txt, JSON Lines, .npz, WebDataset shards, image trees
+and (from S3) video trees, audio files and a JSON Lines manifest naming media, read from an S3
+bucket (s3rver) and from an HTTP server (nginx) on loopback make the same dataset, byte for
+byte, as the same files imported from the local disk."""
 
 import json
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -29,6 +31,17 @@ def write_sources(root):
     write_tar(root / "shard-0.tar", ((f"{i:04d}{ext}", data) for i in range(30)
                                      for ext, data in ((".cls", str(i).encode()),
                                                        (".txt", f"t{i}".encode()))))
+    def ff(*args):
+        subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *map(str, args)], check=True)
+
+    for cls, src in (("cat", "testsrc"), ("dog", "testsrc2")):
+        (root / "vid" / cls).mkdir(parents=True)
+        ff("-f", "lavfi", "-i", f"{src}=size=48x32:rate=10:duration=1", "-c:v", "libx264",
+           "-pix_fmt", "yuv420p", root / "vid" / cls / "v.mp4")
+    ff("-f", "lavfi", "-i", "sine=frequency=300:sample_rate=8000:duration=0.5", root / "a.wav")
+    (root / "media.jsonl").write_text("".join(
+        json.dumps({"cap": f"clip {c}", "clip": f"vid/{c}/v.mp4", "wav": "a.wav"}) + "\n"
+        for c in ("dog", "cat")))
     for cls in ("cat", "dog"):
         (root / "img" / cls).mkdir(parents=True)
         for i in range(6):
@@ -36,7 +49,7 @@ def write_sources(root):
             Image.fromarray(a).save(root / "img" / cls / f"{i}.png")
 
 
-def import_all(lake, base, suffix):
+def import_all(lake, base, suffix, media=False):
     """One dataset per source form, named FORM-suffix, from base (a directory or a URL)."""
     def imp(ds, cols, *opts):
         lake.create(f"{ds}-{suffix}")
@@ -48,6 +61,12 @@ def import_all(lake, base, suffix):
     imp("npz", {}, "--npz", f"{base}/a.npz")
     imp("wds", {}, "--webdataset", f"{base}/shard-0.tar")
     imp("img", {}, "--images", f"{base}/img/", "--labels-from-dirs")
+    if media:
+        imp("vid", {}, "--video", f"{base}/vid/", "--clip", "4", "--size", "16x24",
+            "--labels-from-dirs")
+        imp("aud", {}, "--audio", f"{base}/a.wav", "--rate", "4000", "--mono")
+        imp("mm", {}, "--jsonl", f"{base}/media.jsonl", "--media", "clip=video", "--media",
+            "wav=audio")
 
 
 def tree_bytes(top):
@@ -60,12 +79,14 @@ def tree_bytes(top):
     return out
 
 
-def check_same(m, a, b):
-    for form in ("cols", "jsonl", "npz", "wds", "img"):
+def check_same(m, a, b, media=False):
+    for form in ("cols", "jsonl", "npz", "wds", "img") + (("vid", "aud", "mm") if media else ()):
         want = tree_bytes(m / f"{form}-{a}" / "main")
         got = tree_bytes(m / f"{form}-{b}" / "main")
         assert sorted(got) == sorted(want), form
         for k in want:
+            if form == "aud" and (k == "schema.json" or k.startswith("path/")):
+                continue  # a file source's path is its name as given: the URL, or the local path
             if k == "schema.json":  # names the dataset
                 assert json.loads(got[k])["columns"] == json.loads(want[k])["columns"]
             else:
@@ -91,8 +112,8 @@ def test_sources_from_s3(lake, mount, tmp_path, monkeypatch):
                 key = os.path.relpath(os.path.join(d, f), src)
                 with open(os.path.join(d, f), "rb") as fh:
                     client.put_object(Bucket="src", Key=f"data/{key}", Body=fh.read())
-        import_all(lake, src, "local")
-        import_all(lake, "s3://src/data", "s3")
+        import_all(lake, src, "local", media=True)
+        import_all(lake, "s3://src/data", "s3", media=True)
         # A missing object is an error naming it; the dataset stays as it was.
         lake.create("bad")
         p = lake.import_("bad", {}, "--jsonl", "s3://src/data/nope.jsonl", check=False)
@@ -101,7 +122,15 @@ def test_sources_from_s3(lake, mount, tmp_path, monkeypatch):
         rc, out, err = tfs("import", lake.ds_url("bad"), "x=s3://src/data/")
         assert rc == 2 and "local path" in err, err
         m = mount(lake)
-        check_same(m, "local", "s3")
+        check_same(m, "local", "s3", media=True)
+        # video and audio from the bucket: the rows name their files as the local import does
+        assert (m / "vid-s3" / "main" / "path" / "lines.txt").read_text().split() == \
+            ["cat/v.mp4", "cat/v.mp4", "dog/v.mp4", "dog/v.mp4"]
+        assert (m / "aud-s3" / "main" / "path" / "lines.txt").read_text() == \
+            "s3://src/data/a.wav\n"
+        assert lake.info("mm-s3")["rows"] == 2 and lake.info("vid-s3")["rows"] == 4
+        p = lake.import_("bad", {}, "--video", "s3://src/data/vid/cat/none.mp4", check=False)
+        assert p.returncode != 0 and "none.mp4" in p.stderr, p.stderr
         assert sorted(os.listdir(m / "bad" / "main")) == ["schema.json", "views"]
     finally:
         srv.stop()
