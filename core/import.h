@@ -204,6 +204,10 @@ void tfs_txn_end(struct tfs_txn *t);
 int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
 		      const struct tfs_dtype *dt, unsigned ndim, const uint64_t *shape,
 		      const struct tfs_import_opts *o, const char *what, size_t *at);
+/* tfs_import_column with the dtype as numpy's descr ("|u1", "<i8", ...). */
+int tfs_import_column_descr(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
+			    const char *descr, unsigned ndim, const uint64_t *shape,
+			    const struct tfs_import_opts *o, const char *what, size_t *at);
 /* The class names of the rows an import adds to label column c (before any are added):
  * tfs_column_classes_merge, its refusal logged naming `what`. */
 int tfs_import_classes(struct tfs_column *c, char *const *names, size_t n, const char *what);

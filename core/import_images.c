@@ -219,19 +219,6 @@ static void job_clear(void *item)
 	tfs_image_free(&((struct job *)item)->img);
 }
 
-/* Column name of m for rows like these (found and checked, or added). */
-static int column_for(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
-		      const char *descr, unsigned ndim, const uint64_t *shape,
-		      const struct tfs_import_opts *o, const char *dir, size_t *at)
-{
-	struct tfs_dtype dt;
-	char err[128];
-	int big;
-
-	tfs_dtype_parse(descr, &dt, &big, err, sizeof(err));
-	return tfs_import_column(m, name, kind, &dt, ndim, shape, o, dir, at);
-}
-
 /* Where decoded images go, in order. */
 struct adder {
 	struct tfs_rowcol **w;
@@ -321,15 +308,17 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	if (!rc) {
 		const uint64_t shape[3] = { io->h, io->w, 3 };
 
-		rc = io->w ? column_for(&m, "image", TFS_COL_FIXED, "|u1", 3, shape, o, dir,
-					&col[0])
-			   : column_for(&m, "image", TFS_COL_RAGGED, "|u1", 3, NULL, o, dir,
-					&col[0]);
+		rc = io->w ? tfs_import_column_descr(&m, "image", TFS_COL_FIXED, "|u1", 3, shape, o,
+						     dir, &col[0])
+			   : tfs_import_column_descr(&m, "image", TFS_COL_RAGGED, "|u1", 3, NULL, o,
+						     dir, &col[0]);
 	}
 	if (!rc)
-		rc = column_for(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, dir, &col[1]);
+		rc = tfs_import_column_descr(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, dir,
+					     &col[1]);
 	if (!rc && io->labels)
-		rc = column_for(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, dir, &col[2]);
+		rc = tfs_import_column_descr(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, dir,
+					     &col[2]);
 	if (!rc && io->labels)
 		rc = tfs_import_classes(&m.cols[col[2]], classes, nclasses, dir);
 	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)

@@ -366,18 +366,6 @@ static int use_file(void *arg, void *item)
 
 static const struct tfs_pipeline_ops decode_ops = { decode_run, use_file, job_clear };
 
-static int column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
-		  const char *descr, unsigned ndim, const uint64_t *shape,
-		  const struct tfs_import_opts *o, const char *what, size_t *at)
-{
-	struct tfs_dtype dt;
-	char err[128];
-	int big;
-
-	tfs_dtype_parse(descr, &dt, &big, err, sizeof(err));
-	return tfs_import_column(m, name, kind, &dt, ndim, shape, o, what, at);
-}
-
 int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sources,
 		     size_t nsources, const struct tfs_media_opts *mo,
 		     const struct tfs_import_opts *o, struct tfs_import_result *res,
@@ -431,26 +419,33 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 	if (!rc && mo->video && mo->clip && mo->vo.w) {
 		const uint64_t shape[4] = { mo->clip, mo->vo.h, mo->vo.w, 3 };
 
-		rc = column(&m, "video", TFS_COL_FIXED, "|u1", 4, shape, o, what, &col[0]);
+		rc = tfs_import_column_descr(&m, "video", TFS_COL_FIXED, "|u1", 4, shape, o, what,
+					     &col[0]);
 	} else if (!rc && mo->video) {
-		rc = column(&m, "video", TFS_COL_RAGGED, "|u1", 4, NULL, o, what, &col[0]);
+		rc = tfs_import_column_descr(&m, "video", TFS_COL_RAGGED, "|u1", 4, NULL, o, what,
+					     &col[0]);
 	} else if (!rc && mo->clip_s && mo->ao.mono && mo->ao.rate) {
 		/* Clips of a known size: (samples, 1) at the rate asked for. */
 		const uint64_t shape[2] = { (uint64_t)llround(mo->clip_s * mo->ao.rate), 1 };
 
-		rc = column(&m, "audio", TFS_COL_FIXED, "<f4", 2, shape, o, what, &col[0]);
+		rc = tfs_import_column_descr(&m, "audio", TFS_COL_FIXED, "<f4", 2, shape, o, what,
+					     &col[0]);
 	} else if (!rc) {
-		rc = column(&m, "audio", TFS_COL_RAGGED, "<f4", 2, NULL, o, what, &col[0]);
+		rc = tfs_import_column_descr(&m, "audio", TFS_COL_RAGGED, "<f4", 2, NULL, o, what,
+					     &col[0]);
 	}
 	if (!rc)
-		rc = column(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, what, &col[1]);
+		rc = tfs_import_column_descr(&m, "path", TFS_COL_TEXT, "|u1", 0, NULL, o, what,
+					     &col[1]);
 	if (!rc)
-		rc = column(&m, "start_s", TFS_COL_FIXED, "<f8", 0, NULL, o, what, &col[2]);
+		rc = tfs_import_column_descr(&m, "start_s", TFS_COL_FIXED, "<f8", 0, NULL, o, what,
+					     &col[2]);
 	if (!rc)
-		rc = column(&m, mo->video ? "fps" : "rate", TFS_COL_FIXED, "<f8", 0, NULL, o, what,
-			    &col[3]);
+		rc = tfs_import_column_descr(&m, mo->video ? "fps" : "rate", TFS_COL_FIXED, "<f8",
+					     0, NULL, o, what, &col[3]);
 	if (!rc && mo->labels)
-		rc = column(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, what, &col[4]);
+		rc = tfs_import_column_descr(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, what,
+					     &col[4]);
 	if (!rc && mo->labels)
 		rc = tfs_import_classes(&m.cols[col[4]], classes, nclasses, what);
 	for (size_t i = 0; !rc && i < ncols; i++)

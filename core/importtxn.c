@@ -117,6 +117,19 @@ int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kin
 	return 0;
 }
 
+int tfs_import_column_descr(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
+			    const char *descr, unsigned ndim, const uint64_t *shape,
+			    const struct tfs_import_opts *o, const char *what, size_t *at)
+{
+	struct tfs_dtype dt;
+	char err[128];
+	int big;
+
+	if (tfs_dtype_parse(descr, &dt, &big, err, sizeof(err)))
+		return -EINVAL;
+	return tfs_import_column(m, name, kind, &dt, ndim, shape, o, what, at);
+}
+
 int tfs_import_classes(struct tfs_column *c, char *const *names, size_t n, const char *what)
 {
 	char err[512];
