@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Video and audio decoded once: `import --video` and `--audio` (FFmpeg's libraries) give the
 frames and samples the `ffmpeg` command gives for the same file and scaling, byte for byte
-(H.264 in mp4, VP9 in webm, a variable-frame-rate file sampled by --fps, files turned by
+(H.264 in mp4 and mkv, VP9 in webm and mkv, a variable-frame-rate file sampled by --fps, files turned by
 their display matrix); clips are rows with
 their path, start time, rate and label; a damaged file is skipped and named, or fails the
 import with --strict; clip columns read through views and stage like any fixed column. Media
@@ -40,6 +40,10 @@ def media(tmp_path_factory):
     ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=30:duration=3", "-vf",
        "setpts='N/30/TB+gte(N,40)*0.37/TB+gte(N,70)*0.11/TB'", "-fps_mode", "vfr",
        "-c:v", "libx264", "-pix_fmt", "yuv420p", d / "vfr.mp4")
+    (d / "mkv").mkdir()
+    ff("-i", d / "tree" / "dog" / "b.webm", "-c", "copy", d / "mkv" / "vp9.mkv")
+    ff("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=24:duration=1", "-c:v", "libx264",
+       "-pix_fmt", "yuv420p", d / "mkv" / "h264.mkv")
     (d / "tree" / "notes.txt").write_text("a file beside the class directories is no class\n")
     # turned by the container's display matrix (the phone's way): the same stream, upright
     # only when the matrix is read; 4:4:4 too, and 4:2:2 (chroma halved one way only)
@@ -97,6 +101,19 @@ def test_clips_equal_ffmpeg(lake, mount, media):
     # a clip column is a fixed column: a view shuffles it, row for row
     view = np.load(d / "views" / "seed=4" / "video.npy")
     assert sorted(map(bytes, view)) == sorted(map(bytes, video))
+
+
+def test_matroska_as_ffmpeg(lake, mount, media):
+    """H.264 and VP9 in Matroska: whole videos, a row each, in name order, as ffmpeg decodes
+    them."""
+    lake.create("k")
+    lake.import_("k", {}, "--video", media / "mkv", "--size", "24x32", "--resize")
+    m = mount(lake)
+    rows = tensorfs.open(m.path / "k" / "main")["video"]
+    assert len(rows) == 2
+    for got, name in zip(rows, ("h264.mkv", "vp9.mkv")):
+        ref = ffraw(media / "mkv" / name, "scale=32:24:flags=bilinear", 24, 32)
+        assert got.shape == ref.shape and np.array_equal(got, ref), name
 
 
 @pytest.mark.parametrize("fps", ["10", "7.5", "4"])
