@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Video and audio decoded once: `import --video` and `--audio` (FFmpeg's libraries) give the
 frames and samples the `ffmpeg` command gives for the same file and scaling, byte for byte
-(H.264 in mp4 and mkv, VP9 in webm and mkv, a variable-frame-rate file sampled by --fps, files turned by
-their display matrix); clips are rows with
-their path, start time, rate and label; a damaged file is skipped and named, or fails the
-import with --strict; clip columns read through views and stage like any fixed column. Media
-are made here with the ffmpeg command, never downloaded."""
+(H.264 in mp4 and mkv, VP9 in webm and mkv, a variable-frame-rate file sampled by --fps, files
+turned by their display matrix); clips are rows with their path, start time, rate and label;
+a damaged file is skipped and named, or fails the import with --strict; clip columns read
+through views and stage like any fixed column. Media are made here with the ffmpeg command,
+never downloaded."""
 import json
 import subprocess
 
