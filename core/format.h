@@ -60,6 +60,9 @@ struct tfs_column {
 	/* A label column's class names: label i is classes[i] (integer scalar columns only). */
 	char **classes;
 	size_t nclasses;
+	/* A token column's end-of-document id (ragged integer columns of rank 1), when has_eos. */
+	int has_eos;
+	uint64_t eos;
 };
 
 /* Chunk geometry, for uniform and listed chunks alike: the chunk holding row r (r < rows; O(1),

@@ -37,6 +37,10 @@ struct tfs_import_opts {
 	 * its manifest as part `part` of `session` instead of committing; NULL: a commit. */
 	const char *session;
 	uint32_t part;
+	/* A token column this import writes (--tokens, --megatron) and its end-of-document id,
+	 * recorded on the column (the default eos of its pack views); NULL: none. */
+	const char *eos_column;
+	uint64_t eos;
 };
 
 /* Append the rows of every source to its column (creating it with the source's kind, dtype and
@@ -185,6 +189,8 @@ struct tfs_txn {
 	const char *branch;
 	const char *session; /* or NULL */
 	uint32_t part;
+	const char *eos_column; /* the options' */
+	uint64_t eos;
 	struct tfs_id head_id;
 	struct tfs_commit head;
 	struct tfs_manifest old;
@@ -194,8 +200,9 @@ int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds,
 		  const struct tfs_import_opts *o);
 /* Write the commit of manifest m on top of the head and move the branch to it, unless another
  * writer moved it first (-EAGAIN: then nothing is committed). A session's part: record m as the
- * part (commit_id: its manifest). */
-int tfs_txn_commit(struct tfs_txn *t, const struct tfs_manifest *m, const char *message,
+ * part (commit_id: its manifest). The options' eos is recorded on its column of m first (-EINVAL,
+ * logged, when that is no token column, the id does not fit it, or it has another). */
+int tfs_txn_commit(struct tfs_txn *t, struct tfs_manifest *m, const char *message,
 		   struct tfs_id *commit_id);
 void tfs_txn_end(struct tfs_txn *t);
 /* The column rows of this kind, dtype and shape (ndim values, for fixed rows) go to: m's column

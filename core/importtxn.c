@@ -24,6 +24,8 @@ int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds,
 	t->branch = o->branch ? o->branch : "main";
 	t->session = o->session;
 	t->part = o->part;
+	t->eos_column = o->eos_column;
+	t->eos = o->eos;
 	rc = tfs_dataset_check(s, ds);
 	if (rc) {
 		if (rc == -ENOENT)
@@ -42,16 +44,54 @@ int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds,
 	rc = tfs_commit_load(s, ds, &t->head_id, &t->head);
 	if (!rc)
 		rc = tfs_manifest_load(s, ds, &t->head.manifest, &t->old);
+	if (!rc && t->eos_column) {
+		/* Another id on the column is refused before any work. */
+		const struct tfs_column *c = tfs_manifest_column(&t->old, t->eos_column);
+
+		if (c && c->has_eos && c->eos != t->eos) {
+			tfs_err("%s/%s: token column %s has eos %" PRIu64 ", not %" PRIu64, s->url,
+				ds, c->name, c->eos, t->eos);
+			rc = -EINVAL;
+		}
+	}
 	return rc;
+}
+
+/* Record the options' eos on its column of m. */
+static int record_eos(const struct tfs_txn *t, struct tfs_manifest *m)
+{
+	struct tfs_column *c = (struct tfs_column *)tfs_manifest_column(m, t->eos_column);
+
+	if (!c || c->kind != TFS_COL_RAGGED || c->ndim != 1 ||
+	    (c->dtype.kind != 'i' && c->dtype.kind != 'u')) {
+		tfs_err("%s/%s: --eos: %s is no token column (ragged integers of rank 1)",
+			t->s->url, t->ds, t->eos_column);
+		return -EINVAL;
+	}
+	if (!tfs_dtype_holds(&c->dtype, t->eos)) {
+		tfs_err("%s/%s: --eos %" PRIu64 " does not fit column %s's dtype %s", t->s->url,
+			t->ds, t->eos, c->name, c->dtype.descr);
+		return -EINVAL;
+	}
+	if (c->has_eos && c->eos != t->eos) {
+		tfs_err("%s/%s: token column %s has eos %" PRIu64 ", not %" PRIu64, t->s->url,
+			t->ds, c->name, c->eos, t->eos);
+		return -EINVAL;
+	}
+	c->has_eos = 1;
+	c->eos = t->eos;
+	return 0;
 }
 
 /* Write the commit of manifest m on top of the head and move the branch to it, unless another
  * writer moved it first (-EAGAIN: then nothing is committed). */
-int tfs_txn_commit(struct tfs_txn *t, const struct tfs_manifest *m, const char *message,
+int tfs_txn_commit(struct tfs_txn *t, struct tfs_manifest *m, const char *message,
 		   struct tfs_id *commit_id)
 {
-	int rc;
+	int rc = t->eos_column ? record_eos(t, m) : 0;
 
+	if (rc)
+		return rc;
 	if (t->session)
 		return tfs_session_part_put(t->s, t->ds, t->session, t->part, m, commit_id);
 	rc = tfs_commit_write(t->s, t->ds, m, &t->head_id, message, commit_id);

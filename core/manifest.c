@@ -112,7 +112,7 @@ static int manifest_version(const struct tfs_manifest *m)
 	for (size_t i = 0; i < m->ncols; i++) {
 		const struct tfs_column *c = &m->cols[i];
 
-		if (c->nclasses)
+		if (c->nclasses || c->has_eos)
 			return MANIFEST_V4;
 		if (c->kind == TFS_COL_FIXED && c->part != TFS_PART_DATA && !c->rows_per_chunk)
 			v = MANIFEST_V3;
@@ -169,6 +169,8 @@ static int serialize_column(const struct tfs_column *c, struct tfs_buf *out)
 				    kind_names[c->kind], c->dtype.descr, c->ndim, c->rows);
 		if (!rc && c->kind == TFS_COL_TEXT)
 			rc = tfs_buf_printf(out, "text_bytes %" PRIu64 "\n", c->text_bytes);
+		if (!rc && c->has_eos)
+			rc = tfs_buf_printf(out, "eos %" PRIu64 "\n", c->eos);
 		return rc ? rc : tfs_buf_printf(out, "end\n");
 	}
 	if (!rc && c->part != TFS_PART_NONE)
@@ -373,8 +375,9 @@ const struct tfs_column *tfs_manifest_column(const struct tfs_manifest *m, const
 	return NULL;
 }
 
-/* A header's lines after its kind: dtype, ndim, rows, [text_bytes], end. */
-static int parse_header(struct cursor *cur, struct tfs_column *c, char *err, size_t err_cap)
+/* A header's lines after its kind: dtype, ndim, rows, [text_bytes], [eos], end. */
+static int parse_header(struct cursor *cur, unsigned version, struct tfs_column *c, char *err,
+			size_t err_cap)
 {
 	char dtype[16];
 	uint64_t ndim;
@@ -392,6 +395,13 @@ static int parse_header(struct cursor *cur, struct tfs_column *c, char *err, siz
 	if (line_u64(cur, "rows", &c->rows) ||
 	    (c->kind == TFS_COL_TEXT && line_u64(cur, "text_bytes", &c->text_bytes)))
 		return -1;
+	if (version >= MANIFEST_V4 && cur->end - cur->p >= 4 && !memcmp(cur->p, "eos ", 4)) {
+		/* A token column's: ragged integers of rank 1, the id one of them. */
+		if (line_u64(cur, "eos", &c->eos) || c->kind != TFS_COL_RAGGED || c->ndim != 1 ||
+		    !tfs_dtype_holds(&c->dtype, c->eos))
+			return -1;
+		c->has_eos = 1;
+	}
 	return next_line(cur) || strcmp(cur->line, "end") ? -1 : 0;
 }
 
@@ -579,7 +589,7 @@ static int parse_entry(struct cursor *cur, unsigned version, struct tfs_column *
 		if (next_line(cur) || slash || (k = tfs_col_kind_parse(cur->line + 5)) <= 0)
 			return -1;
 		c->kind = (enum tfs_col_kind)k;
-		return parse_header(cur, c, err, err_cap);
+		return parse_header(cur, version, c, err, err_cap);
 	}
 	if (cur->end - cur->p >= 5 && !memcmp(cur->p, "part ", 5)) {
 		if (next_line(cur) || !slash || strcmp(cur->line + 5, slash + 1))

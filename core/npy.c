@@ -73,6 +73,17 @@ int tfs_dtype_parse(const char *descr, struct tfs_dtype *out, int *big_endian, c
 	return 0;
 }
 
+int tfs_dtype_holds(const struct tfs_dtype *dt, uint64_t x)
+{
+	const unsigned bits = 8 * dt->itemsize;
+
+	if (dt->kind != 'u' && dt->kind != 'i')
+		return 0;
+	if (bits >= 64)
+		return dt->kind == 'u' || x <= (uint64_t)INT64_MAX;
+	return dt->kind == 'u' ? x < (1ull << bits) : x < (1ull << (bits - 1));
+}
+
 void tfs_dtype_swap(const struct tfs_dtype *dt, void *buf, size_t n)
 {
 	/* Complex numbers are two floats, each swapped on its own. */

@@ -27,6 +27,9 @@ int tfs_dtype_parse(const char *descr, struct tfs_dtype *out, int *big_endian, c
  * a multiple of the itemsize. */
 void tfs_dtype_swap(const struct tfs_dtype *dt, void *buf, size_t n);
 
+/* Whether integer dtype dt holds the non-negative value x (0 for other kinds). */
+int tfs_dtype_holds(const struct tfs_dtype *dt, uint64_t x);
+
 /* What an NPY header says. shape[0] is the row count. */
 struct tfs_npy_info {
 	unsigned major, minor;

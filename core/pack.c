@@ -90,16 +90,6 @@ int tfs_pack_find_column(const struct tfs_manifest *m, const char *name, size_t 
 	return 0;
 }
 
-/* Whether the column's dtype holds token x. */
-static int holds(const struct tfs_dtype *dt, uint64_t x)
-{
-	const unsigned bits = 8 * dt->itemsize;
-
-	if (bits >= 64)
-		return dt->kind == 'u' || x <= (uint64_t)INT64_MAX;
-	return dt->kind == 'u' ? x < (1ull << bits) : x < (1ull << (bits - 1));
-}
-
 /* Tokens document d puts in the stream (its own, and the eos). */
 static uint64_t doc_tokens(const struct tfs_pack *p, uint64_t d)
 {
@@ -131,10 +121,11 @@ int tfs_pack_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 	p->data = c->data;
 	p->dtype = c->dtype;
 	p->seq = pp->seq;
-	p->has_eos = pp->has_eos;
-	p->eos = pp->eos;
+	/* The view's eos=, else the one recorded on the column at import. */
+	p->has_eos = pp->has_eos || c->has_eos;
+	p->eos = pp->has_eos ? pp->eos : c->eos;
 	p->ndocs = c->rows;
-	if (p->has_eos && !holds(&p->dtype, p->eos)) {
+	if (p->has_eos && !tfs_dtype_holds(&p->dtype, p->eos)) {
 		set_err(err, err_cap, "pack: eos=%" PRIu64 " does not fit column %s's dtype %s",
 			p->eos, c->name, p->dtype.descr);
 		rc = -EINVAL;

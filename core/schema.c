@@ -81,6 +81,8 @@ static int column_json(const struct tfs_manifest *m, size_t i, struct tfs_buf *o
 								 : dtype_name(&col->dtype));
 	if (!rc && col->kind == TFS_COL_RAGGED)
 		rc = tfs_buf_printf(out, "\"ndim\": %u, ", col->ndim);
+	if (!rc && col->has_eos)
+		rc = tfs_buf_printf(out, "\"eos\": %" PRIu64 ", ", col->eos);
 	if (!rc && col->kind == TFS_COL_FIXED) {
 		rc = tfs_buf_printf(out, "\"shape\": [");
 		for (unsigned d = 0; !rc && d < col->ndim; d++)

@@ -394,6 +394,15 @@ static int append_part(struct tfs_store *s, const char *ds, struct tfs_manifest 
 				rc = concat_chunks(x, y);
 			continue;
 		}
+		if (y->has_eos && x->has_eos && x->eos != y->eos) {
+			tfs_err("%s: token column %s has eos %" PRIu64 ", a part %" PRIu64, ds,
+				x->name, x->eos, y->eos);
+			return -EINVAL;
+		}
+		if (y->has_eos) {
+			x->has_eos = 1;
+			x->eos = y->eos;
+		}
 		rc = append_offsets(s, ds, m, x->offsets, &p->cols[y->offsets],
 				    m->cols[x->data].rows);
 		if (!rc)

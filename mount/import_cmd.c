@@ -139,6 +139,7 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "megatron", required_argument, NULL, 'G' },
 		{ "column", required_argument, NULL, 'N' },
 		{ "tokens", required_argument, NULL, 'T' },
+		{ "eos", required_argument, NULL, 'O' },
 		{ "video", no_argument, NULL, 'V' },
 		{ "audio", no_argument, NULL, 'A' },
 		{ "clip", required_argument, NULL, 'k' },
@@ -170,7 +171,8 @@ int tfs_cmd_import(int argc, char **argv)
 	double clip = 0, stride = 0;
 	const char *fixed[64];
 	size_t nfixed = 0;
-	int webdataset = 0, have_part = 0;
+	int webdataset = 0, have_part = 0, have_eos = 0;
+	char eos_column[256];
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
 	size_t n = 0;
@@ -295,6 +297,18 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'T':
 			tokens = optarg;
 			break;
+		case 'O': {
+			char *end;
+
+			errno = 0;
+			o.eos = strtoull(optarg, &end, 10);
+			if (*end || end == optarg || optarg[0] == '-' || errno) {
+				tfs_err("--eos %s: expected a token id", optarg);
+				return 2;
+			}
+			have_eos = 1;
+			break;
+		}
 		case 'V':
 		case 'A':
 			media = opt;
@@ -412,6 +426,19 @@ int tfs_cmd_import(int argc, char **argv)
 			"token "
 			"documents");
 		return 2;
+	}
+	if (have_eos && !tokens && !megatron) {
+		tfs_err("--eos records the end-of-document id of a token column: it goes with "
+			"--tokens or --megatron");
+		return 2;
+	}
+	if (have_eos) {
+		/* The token column: --megatron's, or --tokens' (FIELD[:DTYPE] or COL). */
+		snprintf(eos_column, sizeof(eos_column), "%.*s",
+			 megatron ? (int)strlen(column ? column : "tokens")
+				  : (int)strcspn(tokens, ":"),
+			 megatron ? (column ? column : "tokens") : tokens);
+		o.eos_column = eos_column;
 	}
 	if (images || jsonl || npz || megatron || webdataset || media) {
 		const struct one_source one = {

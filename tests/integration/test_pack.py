@@ -236,3 +236,46 @@ def test_bad_token_directories_are_refused(lake, tmp_path, arrays, why):
     p = lake.import_("b", {"tok": write_dir(tmp_path / "d", arrays)}, "--tokens", "tok",
                      check=False)
     assert p.returncode != 0 and why in p.stderr, p.stderr
+
+
+def test_eos_recorded_at_import_is_the_views_default(lake, mount, tmp_path):
+    """--eos ID records a token column's end-of-document id (schema.json "eos"): its pack views
+    use it unless their name says another; a second import must agree, an id the dtype cannot
+    hold and a column that is no token column are refused, and nothing changes."""
+    import json
+    docs = documents(4, 40, np.uint16)
+    lake.create("e")
+    lake.import_("e", {"tok": write_dir(tmp_path / "d", docs)}, "--tokens", "tok", "--eos", "9")
+    info = lake.info("e")
+    assert [c for c in info["columns"] if c["name"] == "tok"][0]["eos"] == 9
+    m = mount(lake)
+    got = load(m, "e", "pack=12,seed=2")
+    for g, w in zip(got, pack(docs, 12, eos=9, seed=2)[:3]):
+        assert np.array_equal(g, w)
+    # the view's own eos= wins
+    for g, w in zip(load(m, "e", "pack=12,seed=2,eos=5"), pack(docs, 12, eos=5, seed=2)[:3]):
+        assert np.array_equal(g, w)
+    # the same id again: appended; another, or one uint16 cannot hold: refused, unchanged
+    lake.import_("e", {"tok": write_dir(tmp_path / "d2", docs[:3])}, "--tokens", "tok",
+                 "--eos", "9")
+    before = lake.snapshot("e")
+    for eos, why in (("8", "token column tok has eos 9, not 8"),):
+        p = lake.import_("e", {"tok": write_dir(tmp_path / "d3", docs[:2])}, "--tokens", "tok",
+                         "--eos", eos, check=False)
+        assert p.returncode != 0 and why in p.stderr, p.stderr
+    lake.create("f")
+    p = lake.import_("f", {"tok": write_dir(tmp_path / "d4", docs)}, "--tokens", "tok",
+                     "--eos", "70000", check=False)
+    assert p.returncode != 0 and "--eos 70000 does not fit column tok's dtype <u2" in p.stderr
+    assert lake.snapshot("e") == before and lake.info("f")["rows"] == 0
+    # --eos without a token column to put it on is a usage error
+    p = lake.import_("f", {"x": write_dir(tmp_path / "d5", docs)}, "--eos", "1", check=False)
+    assert p.returncode == 2 and "--eos records" in p.stderr
+    # JSON Lines: the token field's column
+    with open(tmp_path / "c.jsonl", "w") as f:
+        for d in docs:
+            f.write(json.dumps({"ids": d.tolist()}) + "\n")
+    lake.create("j")
+    lake.import_("j", {}, "--jsonl", tmp_path / "c.jsonl", "--tokens", "ids:uint16", "--eos",
+                 "0")
+    assert [c for c in lake.info("j")["columns"] if c["name"] == "ids"][0]["eos"] == 0

@@ -642,6 +642,64 @@ static void test_manifest_kinds_round_trip(void **state)
 	tfs_manifest_free(&m);
 }
 
+/* A version-4 token column: ragged uint16 of rank 1 with its end-of-document id. */
+static const char eos_text[] =
+	"tensorfs-manifest 4\nrows 2\n"
+	"column tok\nkind ragged\ndtype <u2\nndim 1\nrows 2\neos 7\nend\n"
+	"column tok/data\npart data\ndtype |u1\nshape\nrow_bytes 1\nrows 6\n"
+	"rows_per_chunk 0\nchunk_bytes 64\ncodec raw 0\nchunks 1\n"
+	"4444444444444444444444444444444444444444444444444444444444444444 54 6\nend\n"
+	"column tok/offsets\npart offsets\ndtype <u8\nshape\nrow_bytes 8\nrows 3\n"
+	"rows_per_chunk 512\nchunk_bytes 4096\ncodec raw 0\nchunks 1\n"
+	"5555555555555555555555555555555555555555555555555555555555555555 72\nend\n"
+	"column tok/shapes\npart shapes\ndtype <i8\nshape 1\nrow_bytes 8\nrows 2\n"
+	"rows_per_chunk 512\nchunk_bytes 4096\ncodec raw 0\nchunks 1\n"
+	"6666666666666666666666666666666666666666666666666666666666666666 64\nend\n";
+
+static void test_manifest_eos(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "tensorfs-manifest 4", "tensorfs-manifest 3" }, /* eos needs version 4 */
+		{ "eos 7", "eos 65536" },			  /* more than uint16 holds */
+		{ "eos 7", "eos -1" },
+		{ "eos 7", "eos 7 8" },
+	};
+	struct tfs_manifest m;
+	struct tfs_buf out = { 0 };
+	char err[256], *t;
+
+	(void)state;
+	assert_int_equal(parse_text(eos_text, &m, err, sizeof(err)), 0);
+	assert_true(m.cols[0].has_eos);
+	assert_int_equal(m.cols[0].eos, 7);
+	/* Written back byte for byte; without the id, at the older version. */
+	assert_int_equal(tfs_manifest_serialize(&m, &out), 0);
+	assert_int_equal(out.len, strlen(eos_text));
+	assert_memory_equal(out.data, eos_text, out.len);
+	tfs_buf_free(&out);
+	m.cols[0].has_eos = 0;
+	assert_int_equal(tfs_manifest_serialize(&m, &out), 0);
+	assert_non_null(strstr((char *)out.data, "tensorfs-manifest 2\n"));
+	assert_null(strstr((char *)out.data, "eos"));
+	tfs_buf_free(&out);
+	tfs_manifest_free(&m);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		t = replace(eos_text, bad[i][0], bad[i][1]);
+		if (parse_text(t, &m, err, sizeof(err)) != -EIO)
+			fail_msg("'%s' for '%s' was taken", bad[i][1], bad[i][0]);
+		free(t);
+	}
+	/* Only on a token column: not on text, nor on ragged tensors of rank 3. */
+	t = replace(kinds_text, "text_bytes 14\nend", "text_bytes 14\neos 1\nend");
+	t[strlen("tensorfs-manifest ")] = '4';
+	assert_int_equal(parse_text(t, &m, err, sizeof(err)), -EIO);
+	free(t);
+	t = replace(kinds_text, "ndim 3\nrows 3\nend", "ndim 3\nrows 3\neos 1\nend");
+	t[strlen("tensorfs-manifest ")] = '4';
+	assert_int_equal(parse_text(t, &m, err, sizeof(err)), -EIO);
+	free(t);
+}
+
 static void test_manifest_kinds_rejected(void **state)
 {
 	static const char *const bad[][2] = {
@@ -1680,6 +1738,7 @@ int main(void)
 		cmocka_unit_test(test_manifest_listed_fixed_is_v3),
 		cmocka_unit_test(test_manifest_kinds_round_trip),
 		cmocka_unit_test(test_manifest_kinds_rejected),
+		cmocka_unit_test(test_manifest_eos),
 		cmocka_unit_test(test_manifest_classes),
 		cmocka_unit_test(test_column_copy_is_deep),
 		cmocka_unit_test(test_commit_round_trip),
