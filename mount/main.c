@@ -167,10 +167,12 @@ static void print_info(const struct tfs_version *v)
 		       c->rows_per_chunk ? chunk_rows : "listed", tfs_codec_by_id(c->codec)->name,
 		       stored);
 	}
-	/* Class names: the first ten (schema.json and --json give all). */
+	/* Class names (the first ten: schema.json and --json give all) and end-of-document ids. */
 	for (size_t i = 0; i < m->ncols; i++) {
 		const struct tfs_column *c = &m->cols[i];
 
+		if (c->has_eos)
+			printf("\n  %s: end of document %" PRIu64 "\n", c->name, c->eos);
 		if (!c->nclasses)
 			continue;
 		printf("\n  %s: %zu classes:", c->name, c->nclasses);
