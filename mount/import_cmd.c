@@ -167,6 +167,7 @@ int tfs_cmd_import(int argc, char **argv)
 	const char *tokens = NULL;
 	struct tfs_media_opts mo = { 0 };
 	struct tfs_media_fields mf = { 0 };
+	char media_names[TFS_MEDIA_FIELDS_MAX][256];
 	int media = 0; /* 'V' or 'A' */
 	double clip = 0, stride = 0;
 	const char *fixed[64];
@@ -342,13 +343,16 @@ int tfs_cmd_import(int argc, char **argv)
 			const char *k = eq ? eq + 1 : "";
 
 			if (!eq || eq == optarg || mf.n == TFS_MEDIA_FIELDS_MAX ||
+			    (size_t)(eq - optarg) >= sizeof(media_names[0]) ||
 			    (strcmp(k, "image") && strcmp(k, "video") && strcmp(k, "audio"))) {
 				tfs_err("--media %s: expected FIELD=image, FIELD=video or "
 					"FIELD=audio (at most %d)",
 					optarg, TFS_MEDIA_FIELDS_MAX);
 				return 2;
 			}
-			mf.name[mf.n] = strndup(optarg, (size_t)(eq - optarg));
+			snprintf(media_names[mf.n], sizeof(media_names[0]), "%.*s",
+				 (int)(eq - optarg), optarg);
+			mf.name[mf.n] = media_names[mf.n];
 			mf.kind[mf.n++] = k[0] == 'i' ? 'i' : k[0] == 'v' ? 'v' : 'a';
 			break;
 		}
