@@ -285,6 +285,18 @@ def test_default_shuffle_mixes_class_sorted_data(lake, mount):
     assert 20 <= np.mean(counts) < 60, (min(counts), np.mean(counts))
 
 
+def settle(m, deadline):
+    """The warm-up's line is logged once its loads are queued: wait until they land (slow under
+    sanitizers), nothing in flight and the loaded count still for a quarter of a second."""
+    last, still = None, 0
+    while time.time() < deadline and still < 5:
+        pf = json.loads((m.path / ".tensorfs" / "stats").read_text())["prefetch"]
+        now = (pf["loaded"], pf["inflight_bytes"])
+        still = still + 1 if now == last and not pf["inflight_bytes"] else 0
+        last = now
+        time.sleep(0.05)
+
+
 def test_epoch_warm_loads_the_next_epoch(lake, mount):
     """-o epoch_warm=1: reading the last window of epoch 0 has the next epoch's view built and
     its first chunks loaded; its rows are then read from the cache, and equal the view's."""
@@ -297,6 +309,7 @@ def test_epoch_warm_loads_the_next_epoch(lake, mount):
     while "epoch_warm: seed=4,epoch=1: column image" not in m.log() and time.time() < deadline:
         time.sleep(0.1)
     assert "epoch_warm: seed=4,epoch=1: column image" in m.log(), m.log()[-2000:]
+    settle(m, deadline)
     before = json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]
     e1 = np.load(m.path / "w" / "main" / "views" / "seed=4,epoch=1" / "image.npy")
     after = json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]
@@ -319,6 +332,7 @@ def test_epoch_warm_with_min_keeps_the_next_epoch(lake, mount):
     while "epoch_warm: seed=4,epoch=1: column image" not in m.log() and time.time() < deadline:
         time.sleep(0.1)
     assert "epoch_warm: seed=4,epoch=1: column image" in m.log(), m.log()[-2000:]
+    settle(m, deadline)
     before = json.loads((m.path / ".tensorfs" / "stats").read_text())["cache"]
     rows = 1024  # the first quarter of the 16 MiB window
     with open(views / "seed=4,epoch=1" / "image.npy", "rb", buffering=0) as f:
