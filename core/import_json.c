@@ -360,6 +360,7 @@ static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct 
 		const char *tokens, unsigned tsize)
 {
 	struct scanned sc = { f, INT64_MAX, INT64_MIN };
+	struct field f0[MAX_FIELDS];
 	struct lines l = { data, data ? data + len : NULL, 0 }; /* an empty file: NULL */
 	struct tfs_pipeline *pipe = NULL;
 	const char *line, *key, *at;
@@ -393,6 +394,9 @@ static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct 
 	}
 	if (!*first)
 		return -EINVAL;
+	/* The blocks start from the first object's kinds, a copy of their own: f is widened by
+	 * their results as they come in, while later blocks are scanned. */
+	memcpy(f0, f, *nf * sizeof(*f));
 	rc = tfs_pipeline_create(pool, sizeof(struct block), 2 * tfs_workpool_threads(pool) + 2,
 				 &scan_ops, &sc, &pipe);
 	at = l.p;
@@ -401,7 +405,7 @@ static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct 
 
 		if (!b || !next_block(&at, l.end, &b->p, &b->end))
 			break;
-		b->f = f;
+		b->f = f0;
 		b->nf = *nf;
 		tfs_pipeline_submit(pipe);
 	}
