@@ -17,8 +17,10 @@
 #define MANIFEST_V2 2
 #define MANIFEST_V3 3
 #define MANIFEST_V4 4
-/* More class names than this in one column is a malformed manifest. */
+/* More class names than this in one column is a malformed manifest; a name is a line of at
+ * most this many bytes, escaped (a line of the text fits the parser's buffer). */
 #define MAX_CLASSES (1u << 24)
+#define MAX_CLASS_LINE 1000
 
 static const char *const kind_names[TFS_COL_NKINDS] = {
 	[TFS_COL_FIXED] = "fixed",
@@ -217,6 +219,7 @@ struct cursor {
 	const char *p, *end;
 	int lineno;
 	int overlong;	 /* set when a line did not fit: the text is malformed */
+	size_t len;	 /* of the line, which may hold a NUL */
 	char line[1024]; /* a shape line of 31 dimensions of 20 digits fits */
 };
 
@@ -237,6 +240,7 @@ static int next_line(struct cursor *c)
 	}
 	memcpy(c->line, c->p, n);
 	c->line[n] = 0;
+	c->len = n;
 	c->p += n + (nl ? 1 : 0);
 	c->lineno++;
 	return 0;
@@ -288,6 +292,17 @@ int tfs_column_classes_merge(struct tfs_column *c, uint64_t rows_before, char *c
 
 	if (!n)
 		return 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t esc = 0;
+
+		for (const char *p = names[i]; *p; p++)
+			esc += *p == '\\' || *p == '\n' || *p == '\r' ? 2 : 1;
+		if (esc > MAX_CLASS_LINE) {
+			snprintf(err, err_cap, "column %s: a class name of %zu bytes, over %d",
+				 c->name, strlen(names[i]), MAX_CLASS_LINE);
+			return -EINVAL;
+		}
+	}
 	if (!c->nclasses) {
 		if (rows_before)
 			return 0;
@@ -417,7 +432,9 @@ static int parse_classes(struct cursor *cur, struct tfs_column *c)
 	if (!(c->classes = calloc((size_t)n, sizeof(*c->classes))))
 		return -1;
 	for (size_t k = 0; k < n; k++) {
-		if (next_line(cur) || unescape(cur->line) || !(c->classes[k] = strdup(cur->line)))
+		/* As written: no NUL, no bare carriage return (written as "\\r"). */
+		if (next_line(cur) || strlen(cur->line) != cur->len || strchr(cur->line, '\r') ||
+		    unescape(cur->line) || !(c->classes[k] = strdup(cur->line)))
 			return -1;
 		c->nclasses = k + 1;
 	}

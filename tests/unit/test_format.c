@@ -860,7 +860,22 @@ static void test_manifest_classes(void **state)
 	t = replace(text, "classes 5", "classes 99999999999999999999");
 	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
 	free(t);
+	/* A bare carriage return is not how a name is written (it would come back longer). */
+	t = replace(text, "\nz\nend", "\nz\rz\nend");
+	assert_int_equal(parse_text(t, &back, err, sizeof(err)), -EIO);
+	free(t);
 	free(text);
+	{
+		/* A name whose escaped line would not fit a manifest line: refused. */
+		char big[700], *const longer[] = { big };
+
+		memset(big, '\n', sizeof(big) - 1);
+		big[sizeof(big) - 1] = 0;
+		assert_int_equal(
+			tfs_column_classes_merge(&m.cols[1], 0, longer, 1, err, sizeof(err)),
+			-EINVAL);
+		assert_non_null(strstr(err, "a class name of 699 bytes"));
+	}
 	/* Only on an integer column of scalars. */
 	tfs_column_free(&m.cols[0]);
 	make_column(&m.cols[0], "label", "<f8", 0, NULL, 10, 4, TFS_CODEC_ZSTD, 3);
