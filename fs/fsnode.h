@@ -197,6 +197,11 @@ extern const struct tfs_fs_kind tfs_fs_column_kind, tfs_fs_view_column_kind, tfs
 extern const struct tfs_fs_kind tfs_fs_coldir_kind, tfs_fs_view_coldir_kind;
 /* viewdir.c */
 extern const struct tfs_fs_kind tfs_fs_views_kind, tfs_fs_view_kind, tfs_fs_view_readme_kind;
+/* A views/ directory's child: README, or a node of kind whose name must make a view (checked
+ * by opening it); and its listing, README alone (views are named by their parameters). */
+int tfs_fs_views_child(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+		       const struct tfs_fs_kind *kind, struct tfs_fs_node **child);
+int tfs_fs_views_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d);
 /* admindir.c */
 extern const struct tfs_fs_kind tfs_fs_admin_kind;
 /* mixdir.c */

@@ -365,16 +365,11 @@ static int mixviews_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const cha
 	return rc;
 }
 
-static int mixviews_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
-{
-	return tfs_fs_dir_add_child(fs, d, dir, "README", "README", &tfs_fs_view_readme_kind, NULL);
-}
-
 static const struct tfs_fs_kind mixviews_kind = {
 	.name = "mixture views",
 	.mode = S_IFDIR | 0555,
 	.lookup = mixviews_lookup,
-	.list = mixviews_list,
+	.list = tfs_fs_views_list,
 };
 
 /* --- mixes/NAME/mix.txt: the newest version's text ---------------------------------------------

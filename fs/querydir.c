@@ -56,33 +56,14 @@ int tfs_fs_query_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_vers
 static int qviews_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
 			 struct tfs_fs_node **child)
 {
-	struct tfs_lake_view *f;
-	struct tfs_version *v;
-	int rc;
-
-	if (!strcmp(name, "README")) {
-		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_view_readme_kind, NULL);
-		return *child ? 0 : -ENOMEM;
-	}
-	*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_query_view_kind, NULL);
-	if (!*child)
-		return -ENOMEM;
-	rc = tfs_fs_node_view(fs, *child, &v, &f); /* the name must make a view */
-	tfs_lake_view_put(fs->lake, f);
-	tfs_version_put(v);
-	return rc;
-}
-
-static int qviews_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
-{
-	return tfs_fs_dir_add_child(fs, d, dir, "README", "README", &tfs_fs_view_readme_kind, NULL);
+	return tfs_fs_views_child(fs, dir, name, &tfs_fs_query_view_kind, child);
 }
 
 const struct tfs_fs_kind tfs_fs_query_views_kind = {
 	.name = "query views",
 	.mode = S_IFDIR | 0555,
 	.lookup = qviews_lookup,
-	.list = qviews_list,
+	.list = tfs_fs_views_list,
 };
 
 /* --- REF/queries/ -------------------------------------------------------------------------- */

@@ -62,8 +62,8 @@ struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n)
 
 /* --- REF/views/ ----------------------------------------------------------------------------- */
 
-static int views_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
-			struct tfs_fs_node **child)
+int tfs_fs_views_child(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+		       const struct tfs_fs_kind *kind, struct tfs_fs_node **child)
 {
 	struct tfs_lake_view *f;
 	struct tfs_version *v;
@@ -73,7 +73,7 @@ static int views_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *
 		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_view_readme_kind, NULL);
 		return *child ? 0 : -ENOMEM;
 	}
-	*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_view_kind, NULL);
+	*child = tfs_fs_node_child(fs, dir, name, kind, NULL);
 	if (!*child)
 		return -ENOMEM;
 	/* The name must make a view. */
@@ -83,8 +83,14 @@ static int views_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *
 	return rc;
 }
 
+static int views_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const char *name,
+			struct tfs_fs_node **child)
+{
+	return tfs_fs_views_child(fs, dir, name, &tfs_fs_view_kind, child);
+}
+
 /* Views are named by their parameters: nothing to list but the grammar. */
-static int views_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
+int tfs_fs_views_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
 {
 	return tfs_fs_dir_add_child(fs, d, dir, "README", "README", &tfs_fs_view_readme_kind, NULL);
 }
@@ -93,7 +99,7 @@ const struct tfs_fs_kind tfs_fs_views_kind = {
 	.name = "views",
 	.mode = S_IFDIR | 0555,
 	.lookup = views_lookup,
-	.list = views_list,
+	.list = tfs_fs_views_list,
 };
 
 /* --- REF/views/PARAMS/ ---------------------------------------------------------------------- */
