@@ -134,6 +134,7 @@ def main():
             print(f"read an epoch: shuffled view {len(mm) / t_view:9.1f} clips/s; decoding each "
                   f"step (PyAV seek + 16 frames) {len(order) / t_dec:7.1f} clips/s: "
                   f"{t_dec / t_view:.1f}x")
+            del mm  # the mapping holds the file open: the mount could not go
         finally:
             unmount(work / "mnt")
 
