@@ -340,7 +340,7 @@ fuzz: $(FUZZ_BIN)
 		exit 1; \
 	fi
 
--include $(FUZZ_CORE_OBJ:.o=.d) $(FUZZ_BIN:=.d)
+-include $(FUZZ_CORE_OBJ:.o=.d) $(FUZZ_GPU_OBJ:.o=.d) $(FUZZ_BIN:=.d)
 
 $(PYVERSION): VERSION
 	printf '# Written by make from the VERSION file.\n__version__ = "%s"\n' '$(VERSION)' > $@

@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -17,12 +19,14 @@
 #include "fuzz_common.h"
 #include "import.h"
 #include "npy.h"
+#include "pack.h"
 #include "store.h"
 #include "version.h"
 #include "view.h"
 
 /* A small real file:// lake, built once: a filter reads its scalar columns through the cache
- * (several chunks each, so the block shuffle has groups to move). */
+ * (several chunks each, so the block shuffle has groups to move); pack= views pack its token
+ * column's documents (0 to 22 tokens each). */
 #define ROWS 1000
 #define CHUNK_BYTES 512
 
@@ -160,6 +164,41 @@ static void fill_cplx(uint64_t i, uint8_t *p)
 	memcpy(p, v, sizeof(v));
 }
 
+/* The token column's documents: a directory of ROWS 1-D uint16 arrays, into path. */
+static void write_token_dir(char *path, size_t cap)
+{
+	struct tfs_dtype dt;
+	char hdr[TFS_NPY_ALIGN], err[128], file[256];
+	int big, rc = tfs_dtype_parse("<u2", &dt, &big, err, sizeof(err));
+
+	if (rc)
+		die(err, rc);
+	snprintf(path, cap, "%s/tok", tmpdir);
+	if (mkdir(path, 0700))
+		die(path, errno);
+	for (uint64_t i = 0; i < ROWS; i++) {
+		const uint64_t n = (i * 7) % 23;
+		uint16_t doc[23];
+		int fd;
+
+		for (uint64_t j = 0; j < n; j++)
+			doc[j] = (uint16_t)((i + j) % 1000);
+		rc = tfs_npy_header_build(&dt, n, 0, NULL, hdr);
+		if (rc)
+			die("npy header", rc);
+		snprintf(file, sizeof(file), "%s/%06" PRIu64 ".npy", path, i);
+		fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0)
+			die(file, errno);
+		rc = tfs_write_full(fd, hdr, sizeof(hdr));
+		if (!rc && n)
+			rc = tfs_write_full(fd, doc, n * sizeof(doc[0]));
+		if (rc)
+			die(file, rc);
+		close(fd);
+	}
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -176,8 +215,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		{ "u", "<u2", 0, NULL, fill_u16 },	 { "vec", "<f4", 1, two, fill_vec },
 		{ "z", "<c8", 0, NULL, fill_cplx },
 	};
-	struct tfs_import_src src[sizeof(cols) / sizeof(cols[0])];
-	char paths[sizeof(cols) / sizeof(cols[0])][128], url[128];
+	struct tfs_import_src src[sizeof(cols) / sizeof(cols[0]) + 1];
+	char paths[sizeof(cols) / sizeof(cols[0]) + 1][128], url[128];
+	const size_t ncols = sizeof(cols) / sizeof(cols[0]);
 	struct tfs_import_opts opts = { .message = "fuzz",
 					.chunk_bytes = CHUNK_BYTES,
 					.codec = TFS_CODEC_ZSTD,
@@ -206,7 +246,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			  paths[i], sizeof(paths[i]));
 		src[i] = (struct tfs_import_src){ cols[i].name, paths[i], TFS_SRC_NPY, 0 };
 	}
-	rc = tfs_import(store, "ds", src, sizeof(cols) / sizeof(cols[0]), &opts, &id);
+	write_token_dir(paths[ncols], sizeof(paths[ncols]));
+	src[ncols] = (struct tfs_import_src){ "tok", paths[ncols], TFS_SRC_NPY_DIR, 1 };
+	rc = tfs_import(store, "ds", src, ncols + 1, &opts, &id);
 	if (rc)
 		die("import", rc);
 	rc = tfs_ref_resolve(store, "ds", "main", &id);
@@ -224,11 +266,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void check_view(const struct tfs_view_params *p, const struct tfs_view *v)
 {
-	const uint64_t total = version->manifest.rows;
+	/* A pack view's rows are its samples, in an order of their own. */
+	const uint64_t total = v->pack ? tfs_pack_rows(v->pack) : version->manifest.rows;
 	unsigned __int128 per;
 	uint64_t first;
-	uint8_t seen[ROWS];
+	uint8_t *seen = calloc(total ? total : 1, 1);
 	int padded;
+
+	FUZZ_CHECK(seen);
+	FUZZ_CHECK(!v->pack == !p->pack);
 
 	FUZZ_CHECK(v->matched <= total);
 	if (!p->where)
@@ -252,7 +298,6 @@ static void check_view(const struct tfs_view_params *p, const struct tfs_view *v
 		 (p->stride ? v->matched - (p->start < v->matched ? p->start : v->matched)
 			    : v->matched) %
 			 p->world;
-	memset(seen, 0, sizeof(seen));
 	for (uint64_t i = 0; i < v->n; i++) {
 		FUZZ_CHECK(v->rows[i] < total);
 		/* Without padding every row of the order appears once across all shards. */
@@ -262,9 +307,10 @@ static void check_view(const struct tfs_view_params *p, const struct tfs_view *v
 		/* Unshuffled, the order is the row order, until padding wraps to its start: when
 		 * the rows dealt out (all matched; strided: those after start) do not split evenly.
 		 */
-		if (!p->shuffle && i && !padded && (!p->stride || i % p->stride))
+		if (!p->shuffle && !v->pack && i && !padded && (!p->stride || i % p->stride))
 			FUZZ_CHECK(v->rows[i - 1] < v->rows[i]);
 	}
+	free(seen);
 }
 
 /* Build a view and check it; returns the build's rc. */
@@ -276,8 +322,8 @@ static int build(const struct tfs_view_params *p, struct tfs_view **out)
 	err[0] = 0;
 	*out = NULL;
 	rc = tfs_view_build(version, cache, p, out, err, sizeof(err));
-	/* The lake is sound: a filter is right or wrong, a pack view needs a token column and a
-	 * query view a saved query, which this lake does not have; nothing else may fail. */
+	/* The lake is sound: a filter is right or wrong, a pack view's col= and eos= are, and a
+	 * query view needs a saved query, which this lake does not have; nothing else may fail. */
 	if (rc && rc != -EINVAL)
 		fprintf(stderr, "build: %s (%d)\n", err, rc);
 	FUZZ_CHECK(rc == 0 || (rc == -EINVAL && (p->where || p->pack || p->query)));
