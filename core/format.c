@@ -191,36 +191,24 @@ int tfs_dataset_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg)
 	return tfs_store_list(s, "", lake_list_one, &c);
 }
 
-int tfs_ref_read(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
-		 struct tfs_id *id)
+int tfs_id_line_read(struct tfs_store *s, const char *key, struct tfs_id *id)
 {
-	char key[TFS_KEY_MAX];
 	struct tfs_buf b = { 0 };
-	int rc;
+	int rc = tfs_store_get(s, key, &b);
 
-	if (!tfs_name_valid(name))
-		return -ENOENT;
-	ref_key(ds, kind, name, key);
-	rc = tfs_store_get(s, key, &b);
-	if (rc)
-		goto out;
-	if (b.len < TFS_ID_HEX - 1 || tfs_id_parse((char *)b.data, id)) {
-		tfs_err("%s/%s: ref is damaged", s->url, key);
+	if (!rc && (b.len < TFS_ID_HEX - 1 || tfs_id_parse((char *)b.data, id))) {
+		tfs_err("%s/%s: damaged (it holds no object id)", s->url, key);
 		rc = -EIO;
 	}
-out:
 	tfs_buf_free(&b);
 	return rc;
 }
 
-int tfs_ref_update(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
-		   const struct tfs_id *old, const struct tfs_id *new_id)
+int tfs_id_line_swap(struct tfs_store *s, const char *key, const struct tfs_id *old,
+		     const struct tfs_id *new_id)
 {
-	char key[TFS_KEY_MAX], oldhex[TFS_ID_HEX + 1], newhex[TFS_ID_HEX + 1];
+	char oldhex[TFS_ID_HEX], newhex[TFS_ID_HEX];
 
-	if (!tfs_name_valid(name))
-		return -EINVAL;
-	ref_key(ds, kind, name, key);
 	tfs_id_hex(new_id, newhex);
 	newhex[TFS_ID_HEX - 1] = '\n';
 	if (old) {
@@ -228,6 +216,28 @@ int tfs_ref_update(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, 
 		oldhex[TFS_ID_HEX - 1] = '\n';
 	}
 	return tfs_store_cas(s, key, old ? oldhex : NULL, TFS_ID_HEX, newhex, TFS_ID_HEX);
+}
+
+int tfs_ref_read(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
+		 struct tfs_id *id)
+{
+	char key[TFS_KEY_MAX];
+
+	if (!tfs_name_valid(name))
+		return -ENOENT;
+	ref_key(ds, kind, name, key);
+	return tfs_id_line_read(s, key, id);
+}
+
+int tfs_ref_update(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,
+		   const struct tfs_id *old, const struct tfs_id *new_id)
+{
+	char key[TFS_KEY_MAX];
+
+	if (!tfs_name_valid(name))
+		return -EINVAL;
+	ref_key(ds, kind, name, key);
+	return tfs_id_line_swap(s, key, old, new_id);
 }
 
 int tfs_ref_list(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, tfs_store_list_fn fn,

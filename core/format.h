@@ -123,6 +123,13 @@ int tfs_dataset_check(struct tfs_store *s, const char *ds);
 /* Calls fn for every dataset in the lake, in no particular order. */
 int tfs_dataset_list(struct tfs_store *s, tfs_store_list_fn fn, void *arg);
 
+/* An id kept under key as a line of hex, as refs and the HEAD of a versioned object are: read
+ * (-ENOENT for none; -EIO, logged naming the key, when it holds no id), and moved from old
+ * (NULL: key must not exist) to new_id by compare-and-swap (-EAGAIN when it moved meanwhile). */
+int tfs_id_line_read(struct tfs_store *s, const char *key, struct tfs_id *id);
+int tfs_id_line_swap(struct tfs_store *s, const char *key, const struct tfs_id *old,
+		     const struct tfs_id *new_id);
+
 /* Refs. Branches live under refs/heads, tags under refs/tags. */
 enum tfs_ref_kind { TFS_REF_BRANCH, TFS_REF_TAG };
 int tfs_ref_read(struct tfs_store *s, const char *ds, enum tfs_ref_kind kind, const char *name,

@@ -9,32 +9,23 @@
 #include "format.h"
 #include "util.h"
 
-static void key_of(const char *prefix, const char *what, const struct tfs_id *id, char *out)
+/* PREFIX/WHAT[/ID]: 0, or -ENAMETOOLONG when it does not fit a key. */
+static int key_of(const char *prefix, const char *what, const struct tfs_id *id, char *out)
 {
 	char hex[TFS_ID_HEX];
+	int n;
 
-	if (!id) {
-		snprintf(out, TFS_KEY_MAX, "%s/%s", prefix, what);
-		return;
-	}
-	tfs_id_hex(id, hex);
-	snprintf(out, TFS_KEY_MAX, "%s/%s/%s", prefix, what, hex);
+	if (id)
+		tfs_id_hex(id, hex);
+	n = snprintf(out, TFS_KEY_MAX, "%s/%s%s%s", prefix, what, id ? "/" : "", id ? hex : "");
+	return n < TFS_KEY_MAX ? 0 : -ENAMETOOLONG;
 }
 
 int tfs_verobj_head(struct tfs_store *s, const char *prefix, struct tfs_id *id)
 {
 	char key[TFS_KEY_MAX];
-	struct tfs_buf b = { 0 };
-	int rc;
 
-	key_of(prefix, "HEAD", NULL, key);
-	rc = tfs_store_get(s, key, &b);
-	if (!rc && (b.len < TFS_ID_HEX - 1 || tfs_id_parse((char *)b.data, id))) {
-		tfs_err("%s: damaged", key);
-		rc = -EIO;
-	}
-	tfs_buf_free(&b);
-	return rc;
+	return key_of(prefix, "HEAD", NULL, key) ?: tfs_id_line_read(s, key, id);
 }
 
 int tfs_verobj_load(struct tfs_store *s, const char *prefix, const struct tfs_id *id,
@@ -42,10 +33,10 @@ int tfs_verobj_load(struct tfs_store *s, const char *prefix, const struct tfs_id
 {
 	char key[TFS_KEY_MAX];
 	struct tfs_id got;
-	int rc;
+	int rc = key_of(prefix, "versions", id, key);
 
-	key_of(prefix, "versions", id, key);
-	rc = tfs_store_get(s, key, out);
+	if (!rc)
+		rc = tfs_store_get(s, key, out);
 	if (!rc) {
 		tfs_id_of(out->data, out->len, &got);
 		if (!tfs_id_eq(&got, id)) {
@@ -59,30 +50,23 @@ int tfs_verobj_load(struct tfs_store *s, const char *prefix, const struct tfs_id
 int tfs_verobj_put(struct tfs_store *s, const char *prefix, const void *text, size_t len,
 		   const struct tfs_id *old, struct tfs_id *id)
 {
-	char key[TFS_KEY_MAX], oldhex[TFS_ID_HEX], newhex[TFS_ID_HEX];
+	char key[TFS_KEY_MAX];
 	int rc;
 
 	tfs_id_of(text, len, id);
-	key_of(prefix, "versions", id, key);
-	rc = tfs_store_put(s, key, text, len);
+	rc = key_of(prefix, "versions", id, key);
+	if (!rc)
+		rc = tfs_store_put(s, key, text, len);
 	if (rc)
 		return rc;
-	key_of(prefix, "HEAD", NULL, key);
-	tfs_id_hex(id, newhex);
-	newhex[TFS_ID_HEX - 1] = '\n';
-	if (old) {
-		tfs_id_hex(old, oldhex);
-		oldhex[TFS_ID_HEX - 1] = '\n';
-	}
-	return tfs_store_cas(s, key, old ? oldhex : NULL, TFS_ID_HEX, newhex, TFS_ID_HEX);
+	return key_of(prefix, "HEAD", NULL, key) ?: tfs_id_line_swap(s, key, old, id);
 }
 
 int tfs_verobj_remove(struct tfs_store *s, const char *prefix)
 {
 	char key[TFS_KEY_MAX];
 
-	key_of(prefix, "HEAD", NULL, key);
-	return tfs_store_del(s, key);
+	return key_of(prefix, "HEAD", NULL, key) ?: tfs_store_del(s, key);
 }
 
 struct list_ctx {
