@@ -409,13 +409,9 @@ static int view_column_open(struct tfs_fs *fs, struct tfs_fs_node *n, const stru
 	int rc;
 
 	(void)who;
-	h->acct = tfs_fs_version_acct(fs, n);
-	rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), &h->ver, &h->view);
+	rc = tfs_fs_view_file_open(fs, n, h);
 	if (rc)
 		return rc;
-	/* The branch moved since this name was looked up: look it up again. */
-	if (!tfs_id_eq(&h->ver->commit.id, &n->commit))
-		return -ESTALE;
 	if (tfs_version_column(h->ver, n->name) < 0)
 		return -ENOENT;
 	h->col = (size_t)tfs_version_column(h->ver, n->name);

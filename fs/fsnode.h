@@ -317,6 +317,10 @@ int tfs_fs_pack_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_vers
  * (two references for the caller). A bad name is ENOENT, with the reason in .tensorfs/errors. */
 int tfs_fs_node_view(struct tfs_fs *fs, struct tfs_fs_node *vn, struct tfs_version **vout,
 		     struct tfs_lake_view **fout);
+/* Opening file n under a views/PARAMS directory: the handle takes the version and view (and
+ * the version's accounting); -ESTALE when the branch moved since n was looked up (the kernel
+ * looks it up again). */
+int tfs_fs_view_file_open(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_handle *h);
 
 /* --- coldir.c ------------------------------------------------------------------------------- */
 

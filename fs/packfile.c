@@ -47,12 +47,9 @@ static int pack_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse
 	int rc;
 
 	(void)who;
-	h->acct = tfs_fs_version_acct(fs, n);
-	rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), &h->ver, &h->view);
+	rc = tfs_fs_view_file_open(fs, n, h);
 	if (rc)
 		return rc;
-	if (!tfs_id_eq(&h->ver->commit.id, &n->commit))
-		return -ESTALE;
 	p = h->view->view->pack;
 	if (!p || file_of(n->name) < 0)
 		return -ENOENT;

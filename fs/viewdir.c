@@ -52,6 +52,17 @@ made:
 	return 0;
 }
 
+int tfs_fs_view_file_open(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_handle *h)
+{
+	int rc;
+
+	h->acct = tfs_fs_version_acct(fs, n);
+	rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), &h->ver, &h->view);
+	if (!rc && !tfs_id_eq(&h->ver->commit.id, &n->commit))
+		rc = -ESTALE;
+	return rc;
+}
+
 struct tfs_fs_node *tfs_fs_view_dir_of(struct tfs_fs_node *n)
 {
 	while (n && n->kind != &tfs_fs_view_kind && n->kind != &tfs_fs_query_kind &&
