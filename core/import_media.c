@@ -4,7 +4,6 @@
  * class directories, its label. */
 #include "import.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -114,45 +113,20 @@ static char *join(const char *dir, const char *name)
 	return asprintf(&out, "%.*s/%s", (int)n, dir, name) < 0 ? NULL : out;
 }
 
-/* The sorted entries of dir (names not starting with '.'): a local directory, or a prefix
- * under a URL (listed through the source's store). */
+/* The sorted entries of dir (names not starting with '.'): a local directory or a prefix under
+ * a URL, listed through the source's store as image trees are. */
 static int entries(const char *dir, struct ents *es)
 {
-	int rc = 0;
+	struct tfs_store *tree;
+	int rc = tfs_source_open_tree(dir, &tree);
 
 	memset(es, 0, sizeof(*es));
-	if (tfs_source_is_url(dir)) {
-		struct tfs_store *tree;
-
-		rc = tfs_source_open_tree(dir, &tree);
-		if (rc)
-			return rc;
-		rc = tfs_store_list(tree, "", add_ent, es);
-		if (rc && rc != -ENOMEM)
-			tfs_err("%s: cannot list: %s", dir, strerror(-rc));
-		tfs_store_close(tree);
-	} else {
-		DIR *d = opendir(dir);
-		struct dirent *de;
-
-		if (!d) {
-			rc = -errno;
-			tfs_err("%s: %s", dir, strerror(-rc));
-			return rc;
-		}
-		while (!rc && (de = readdir(d))) {
-			char *sub = join(dir, de->d_name);
-			struct stat st;
-
-			if (!sub)
-				rc = -ENOMEM;
-			else
-				rc = add_ent(es, de->d_name,
-					     !stat(sub, &st) && S_ISDIR(st.st_mode));
-			free(sub);
-		}
-		closedir(d);
-	}
+	if (rc)
+		return rc;
+	rc = tfs_store_list(tree, "", add_ent, es);
+	if (rc && rc != -ENOMEM)
+		tfs_err("%s: cannot list: %s", dir, strerror(-rc));
+	tfs_store_close(tree);
 	if (es->n)
 		qsort(es->e, es->n, sizeof(*es->e), by_name);
 	if (rc)
