@@ -12,28 +12,36 @@
 
 #include "cache.h"
 
-/* The view and version a file under views/PARAMS/COLUMN/ shows, and its rows (kept with the
- * view: valid while *f is held). */
-static int file_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_version **v,
-		     struct tfs_lake_view **f, const struct tfs_view_spans **r, int lines)
+/* The rows of the column a file under views/PARAMS/COLUMN/ belongs to, in view v of version ver
+ * (kept with the view: valid while it is held). */
+static int column_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_version *ver,
+		       struct tfs_lake_view *v, int lines, const struct tfs_view_spans **r)
 {
-	const struct tfs_column *h;
-	int rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), v, f);
+	const struct tfs_column *c = tfs_fs_column_header(ver, n->parent->name);
 
-	if (rc)
-		return rc;
-	h = tfs_fs_column_header(*v, n->parent->name);
-	if (!h)
+	if (!c)
 		return -ENOENT;
-	return tfs_lake_view_spans(fs->lake, *f, (size_t)(h - (*v)->manifest.cols), lines, r);
+	return tfs_lake_view_spans(fs->lake, v, (size_t)(c - ver->manifest.cols), lines, r);
 }
 
-/* file_rows for an open handle: the handle holds the view, and so its rows (h->priv). */
+/* The view and version a file under views/PARAMS/COLUMN/ shows, and its rows. */
+static int file_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_version **ver,
+		     struct tfs_lake_view **v, const struct tfs_view_spans **r, int lines)
+{
+	int rc = tfs_fs_node_view(fs, tfs_fs_view_dir_of(n), ver, v);
+
+	return rc ? rc : column_rows(fs, n, *ver, *v, lines, r);
+}
+
+/* The same for an open handle, which holds the view and so its rows (h->priv). A file of a
+ * commit its branch has left is stale, as every view file is (tfs_fs_view_file_open). */
 static int open_rows(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_handle *h, int lines,
 		     const struct tfs_view_spans **r)
 {
-	int rc = file_rows(fs, n, &h->ver, &h->view, r, lines);
+	int rc = tfs_fs_view_file_open(fs, n, h);
 
+	if (!rc)
+		rc = column_rows(fs, n, h->ver, h->view, lines, r);
 	if (!rc)
 		h->priv = (void *)*r;
 	return rc;

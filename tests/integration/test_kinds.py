@@ -2,6 +2,7 @@
 """Ragged, text and bytes columns: imported from text files and directories of .npy files,
 mounted as COLUMN/ with data.bin, offsets.npy, shapes.npy and lines.txt, byte for byte."""
 
+import errno
 import os
 import random
 import subprocess
@@ -633,3 +634,38 @@ def test_jsonl_and_webdataset_append(lake, mount, tmp_path):
         [[5], [6], [7]]
     w = tensorfs.open(m / "w" / "main")
     assert w["cls"].tolist() == list(range(6)) and list(w["key"]) == [f"{k:04d}" for k in range(6)]
+
+
+def test_view_column_files_follow_the_branch_together(lake, mount, tmp_path):
+    """A view's COLUMN/ files of a branch that moved show the new commit, all of them: data.bin
+    read after the move agrees with offsets.npy and y.npy read after it; a file of the old
+    commit opened through a directory held from before is refused as stale (as a view's
+    COLUMN.npy is), never served from the new commit."""
+    texts = [f"first {i} " + "é" * (i % 5) for i in range(200)]
+    lake.build("d", {"cap": write_text(tmp_path / "a.txt", texts),
+                     "y": np.arange(200, dtype=np.int64)}, "--chunk-size", "1k")
+    m = mount(lake, opts=("ref_ttl=0",))
+    view = m / "d" / "main" / "views" / "seed=4"
+    order = np.load(view / "y.npy").tolist()
+    assert [r.decode() for r in read_rows(view / "cap")] == [texts[i] for i in order]
+    size = os.stat(view / "cap" / "data.bin").st_size
+    held = os.open(view / "cap", os.O_RDONLY | os.O_DIRECTORY)  # a directory of the old commit
+    more = [f"second {i} " + "ü" * (i % 3) for i in range(300)]
+    lake.import_("d", {"cap": write_text(tmp_path / "b.txt", more),
+                       "y": np.arange(200, 500, dtype=np.int64)})
+    every = texts + more
+    for _ in range(3):
+        order = np.load(view / "y.npy").tolist()
+        assert sorted(order) == list(range(500))
+        assert [r.decode() for r in read_rows(view / "cap")] == [every[i] for i in order]
+        lines = (view / "cap" / "lines.txt").read_bytes()
+        assert lines == "".join(escape(every[i]) + "\n" for i in order).encode()
+    # the old commit's directory, held across the move: its files are stale, not the new
+    # commit's bytes under the old commit's size (and the kernel's cache of them)
+    try:
+        for name in ("data.bin", "offsets.npy", "lines.txt"):
+            with pytest.raises(OSError) as e:
+                os.close(os.open(name, os.O_RDONLY, dir_fd=held))
+            assert e.value.errno == errno.ESTALE, (name, e.value)
+    finally:
+        os.close(held)
