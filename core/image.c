@@ -570,6 +570,10 @@ int tfs_image_fit(const struct tfs_image *in, uint32_t w, uint32_t h, enum tfs_i
 	rc = tfs_image_resize(in, rw, rh, &big);
 	if (rc)
 		return rc;
+	if (rw == w && rh == h) { /* nothing to crop */
+		*out = big;
+		return 0;
+	}
 	top = (uint32_t)nearbyint((rh - h) / 2.0);
 	left = (uint32_t)nearbyint((rw - w) / 2.0);
 	rc = image_alloc(out, w, h);

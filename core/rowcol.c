@@ -91,8 +91,10 @@ static int settle(struct tfs_rowcol *w)
 	return rc;
 }
 
+/* give: NULL, or where the caller keeps raw, which it hands to a put on the pool instead of a copy
+ * (*give is NULL after; it stays the caller's where the chunk is written on this thread). */
 static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw, size_t len,
-		     uint64_t rows)
+		     uint64_t rows, uint8_t **give)
 {
 	struct tfs_chunk_ref *chunks = realloc(c->chunks, (c->nchunks + 1) * sizeof(*chunks));
 	int rc;
@@ -109,16 +111,21 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 		end[c->nchunks] = (c->nchunks ? end[c->nchunks - 1] : 0) + rows;
 	}
 	if (w->puts.pool) {
-		/* Encoded and written on the pool from a copy; the ref is copied in later. */
+		/* Encoded and written on the pool from the bytes given or a copy; the ref is copied
+		 * in later. */
 		struct put_job *j = calloc(1, sizeof(*j));
-		uint8_t *copy = malloc(len ? len : 1);
+		uint8_t *copy = give ? *give : malloc(len ? len : 1);
 
 		if (!j || !copy) {
 			free(j);
-			free(copy);
+			if (!give)
+				free(copy);
 			return -ENOMEM;
 		}
-		memcpy(copy, raw, len);
+		if (give)
+			*give = NULL;
+		else
+			memcpy(copy, raw, len);
 		*j = (struct put_job){ .work = { .run = put_run },
 				       .w = w,
 				       .c = c,
@@ -177,12 +184,15 @@ static int fixed_add(struct tfs_rowcol *w, struct fixed_w *f, const void *row)
 {
 	struct tfs_column *c = f->c;
 
+	/* A full chunk's buffer goes to its put on the pool: the next rows start a new one. */
+	if (!f->buf && !(f->buf = malloc(f->rpc * c->row_bytes + 1)))
+		return -ENOMEM;
 	memcpy(f->buf + f->have * c->row_bytes, row, c->row_bytes);
 	c->rows++;
 	if (++f->have < f->rpc)
 		return 0;
 	f->have = 0;
-	return put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc);
+	return put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc, &f->buf);
 }
 
 static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
@@ -190,7 +200,7 @@ static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
 	int rc = 0;
 
 	if (f->c && f->have)
-		rc = put_chunk(w, f->c, f->buf, f->have * f->c->row_bytes, f->have);
+		rc = put_chunk(w, f->c, f->buf, f->have * f->c->row_bytes, f->have, NULL);
 	if (!rc)
 		f->have = 0;
 	return rc;
@@ -204,7 +214,7 @@ static int data_flush(struct tfs_rowcol *w)
 	int rc = 0;
 
 	if (d->buf.len)
-		rc = put_chunk(w, d->c, d->buf.data, d->buf.len, d->buf.len);
+		rc = put_chunk(w, d->c, d->buf.data, d->buf.len, d->buf.len, NULL);
 	d->buf.len = 0;
 	return rc;
 }
@@ -220,7 +230,7 @@ static int data_add(struct tfs_rowcol *w, const void *row, size_t len)
 	if (d->buf.len && d->buf.len + len > d->c->chunk_bytes)
 		rc = data_flush(w);
 	if (!rc && len >= d->c->chunk_bytes) {
-		rc = put_chunk(w, d->c, row, len, len);
+		rc = put_chunk(w, d->c, row, len, len, NULL);
 	} else if (!rc) {
 		rc = tfs_buf_append(&d->buf, row, len);
 	}
