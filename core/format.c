@@ -48,20 +48,27 @@ int tfs_object_key_parse(const char *key, struct tfs_id *id)
 	return tfs_id_parse(hex, id) == 0;
 }
 
-int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj, size_t len,
-			   struct tfs_id *id)
+int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void *obj, size_t len,
+				 struct tfs_id *id, struct tfs_store_put **put)
 {
 	char key[TFS_KEY_MAX];
 	int rc;
 
 	tfs_id_of(obj, len, id);
 	tfs_object_key(ds, id, key);
-	rc = tfs_store_put_new(s, key, obj, len);
+	rc = put ? tfs_store_put_new_begin(s, key, obj, len, put)
+		 : tfs_store_put_new(s, key, obj, len);
 	if (rc == -EEXIST)
 		rc = 0; /* content-addressed: same key, same bytes */
 	if (rc)
 		tfs_err("%s/%s: cannot write object: %s", s->url, key, strerror(-rc));
 	return rc;
+}
+
+int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj, size_t len,
+			   struct tfs_id *id)
+{
+	return tfs_object_put_encoded_begin(s, ds, obj, len, id, NULL);
 }
 
 int tfs_object_put(struct tfs_store *s, const char *ds, enum tfs_obj_type type,

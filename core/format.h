@@ -110,6 +110,11 @@ int tfs_object_put(struct tfs_store *s, const char *ds, enum tfs_obj_type type,
 /* Put an already encoded object. */
 int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj, size_t len,
 			   struct tfs_id *id);
+/* The same in two steps (tfs_store_put_new_begin): *put, when not NULL, is to be ended with
+ * tfs_store_put_new_end, in a batch, before anything refers to the object. put NULL: as
+ * tfs_object_put_encoded. */
+int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void *obj, size_t len,
+				 struct tfs_id *id, struct tfs_store_put **put);
 /* Fetch and decode a whole object; the buffer (NUL-terminated) is handed to the caller. A
  * damaged object is -EIO with a log line naming it. */
 int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,

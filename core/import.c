@@ -31,7 +31,7 @@ struct source {
 /* Chunks are encoded and written on a worker pool while the main thread reads ahead. */
 struct job {
 	struct tfs_work work;
-	const struct pool *p;
+	struct pool *p;
 	uint8_t *raw;
 	size_t len;
 	enum tfs_codec_id codec;
@@ -46,6 +46,12 @@ struct pool {
 	struct tfs_store *s;
 	const char *ds;
 	struct tfs_progress *progress; /* source bytes submitted */
+	/* Objects the jobs have begun to put, ended (durable, at their keys) a batch at a time by
+	 * the submitting thread once max_queued have gathered: fewer than 2 * max_queued at once
+	 * (those and the jobs under way). */
+	pthread_mutex_t lock;
+	struct tfs_store_put **begun; /* 2 * max_queued; protected by lock */
+	size_t nbegun;		      /* protected by lock */
 };
 
 static int job_run(struct tfs_work *w)
@@ -54,12 +60,44 @@ static int job_run(struct tfs_work *w)
 	struct tfs_buf obj = { 0 };
 	int rc = tfs_chunk_encode(j->codec, j->level, tfs_chunk_frame_get(), j->raw, j->len, &obj);
 
+	struct tfs_store_put *put = NULL;
+	struct pool *p = j->p;
+
 	if (!rc)
-		rc = tfs_object_put_encoded(j->p->s, j->p->ds, obj.data, obj.len, &j->dst->id);
+		rc = tfs_object_put_encoded_begin(p->s, p->ds, obj.data, obj.len, &j->dst->id, &put);
 	j->dst->stored_size = obj.len;
 	tfs_buf_free(&obj);
 	free(j->raw);
 	free(j);
+	if (put) {
+		pthread_mutex_lock(&p->lock);
+		if (p->nbegun < 2 * (size_t)p->max_queued) {
+			p->begun[p->nbegun++] = put;
+			put = NULL;
+		}
+		pthread_mutex_unlock(&p->lock);
+	}
+	/* Not reached while pool_submit keeps to the bound; ended alone if it ever is. */
+	return put ? tfs_store_put_new_end(p->s, &put, 1) : rc;
+}
+
+/* End the puts the jobs have begun, as one batch. The submitting thread's. */
+static int pool_end_begun(struct pool *p)
+{
+	struct tfs_store_put **batch;
+	size_t n;
+	int rc;
+
+	batch = calloc(2 * (size_t)p->max_queued, sizeof(*batch));
+	if (!batch)
+		return -ENOMEM;
+	pthread_mutex_lock(&p->lock);
+	n = p->nbegun;
+	memcpy(batch, p->begun, n * sizeof(*batch));
+	p->nbegun = 0;
+	pthread_mutex_unlock(&p->lock);
+	rc = tfs_store_put_new_end(p->s, batch, n);
+	free(batch);
 	return rc;
 }
 
@@ -79,7 +117,9 @@ static int pool_start(struct pool *p, const struct tfs_import_opts *o)
 		return rc;
 	tfs_workgroup_init(&p->jobs, p->wp);
 	p->max_queued = tfs_workpool_threads(p->wp) + 1;
-	return 0;
+	p->begun = calloc(2 * (size_t)p->max_queued, sizeof(*p->begun));
+	pthread_mutex_init(&p->lock, NULL);
+	return p->begun ? 0 : -ENOMEM;
 }
 
 /* Queue a chunk (the pool takes raw); waits while the pool is full, helping with the work. */
@@ -88,7 +128,13 @@ static int pool_submit(struct pool *p, uint8_t *raw, size_t len, enum tfs_codec_
 {
 	struct job *j = calloc(1, sizeof(*j));
 	int rc = j ? tfs_workgroup_wait_below(&p->jobs, p->max_queued - 1) : -ENOMEM;
+	size_t begun;
 
+	pthread_mutex_lock(&p->lock);
+	begun = p->nbegun;
+	pthread_mutex_unlock(&p->lock);
+	if (!rc && begun >= p->max_queued)
+		rc = pool_end_begun(p);
 	if (rc) {
 		free(raw);
 		free(j);
@@ -107,7 +153,9 @@ static int pool_submit(struct pool *p, uint8_t *raw, size_t len, enum tfs_codec_
 
 static int pool_drain(struct pool *p)
 {
-	return tfs_workgroup_wait(&p->jobs);
+	int rc = tfs_workgroup_wait(&p->jobs), rc2 = pool_end_begun(p);
+
+	return rc ? rc : rc2;
 }
 
 static void pool_stop(struct pool *p)
@@ -118,6 +166,11 @@ static void pool_stop(struct pool *p)
 	tfs_workgroup_destroy(&p->jobs);
 	tfs_workpool_destroy(p->wp);
 	p->wp = NULL;
+	if (p->begun)
+		pool_end_begun(p); /* what was begun is ended, never left as temporaries */
+	free(p->begun);
+	p->begun = NULL;
+	pthread_mutex_destroy(&p->lock);
 }
 
 /* Copy rows [r0, r0+nr) of a Fortran-ordered array into dst in C order. In Fortran order the row

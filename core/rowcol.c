@@ -32,6 +32,7 @@ struct put_job {
 	uint8_t *raw; /* owned */
 	size_t len;
 	struct tfs_chunk_ref ref; /* the result */
+	struct tfs_store_put *put; /* begun on the pool, ended by settle() */
 	struct put_job *next;	  /* pending list; the writer's thread only */
 };
 
@@ -48,14 +49,15 @@ struct tfs_rowcol {
 	uint64_t end; /* other kinds: bytes of data so far (the last offset) */
 };
 
+/* put: NULL, or where a put begun (tfs_object_put_encoded_begin) is kept. */
 static int encode_put(struct tfs_rowcol *w, const struct tfs_column *c, const void *raw, size_t len,
-		      struct tfs_chunk_ref *ref)
+		      struct tfs_chunk_ref *ref, struct tfs_store_put **put)
 {
 	struct tfs_buf obj = { 0 };
 	int rc = tfs_chunk_encode(c->codec, c->level, tfs_chunk_frame_get(), raw, len, &obj);
 
 	if (!rc)
-		rc = tfs_object_put_encoded(w->s, w->ds, obj.data, obj.len, &ref->id);
+		rc = tfs_object_put_encoded_begin(w->s, w->ds, obj.data, obj.len, &ref->id, put);
 	ref->stored_size = obj.len;
 	tfs_buf_free(&obj);
 	return rc;
@@ -64,21 +66,36 @@ static int encode_put(struct tfs_rowcol *w, const struct tfs_column *c, const vo
 static int put_run(struct tfs_work *work)
 {
 	struct put_job *j = (struct put_job *)work;
-	int rc = encode_put(j->w, j->c, j->raw, j->len, &j->ref);
+	int rc = encode_put(j->w, j->c, j->raw, j->len, &j->ref, &j->put);
 
 	free(j->raw);
 	j->raw = NULL;
 	return rc;
 }
 
-/* Wait for the puts under way and copy their refs in. Returns the first put's error. */
+/* Wait for the puts under way, end them as one batch (durable, then at their keys) and copy
+ * their refs in. Returns the first put's error. */
 static int settle(struct tfs_rowcol *w)
 {
-	int rc;
+	struct tfs_store_put **puts;
+	size_t n = 0;
+	int rc, rc2;
 
 	if (!w->puts.pool)
 		return 0;
 	rc = tfs_workgroup_wait(&w->puts);
+	puts = calloc(w->npending ? w->npending : 1, sizeof(*puts));
+	for (struct put_job *j = w->pending; j; j = j->next) {
+		if (puts) {
+			puts[n++] = j->put;
+			continue;
+		}
+		rc2 = tfs_store_put_new_end(w->s, &j->put, 1); /* no room for a batch */
+		rc = rc ? rc : rc2;
+	}
+	rc2 = tfs_store_put_new_end(w->s, puts, n);
+	rc = rc ? rc : rc2;
+	free(puts);
 	while (w->pending) {
 		struct put_job *j = w->pending;
 
@@ -139,7 +156,7 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 		/* A bounded number of chunks in memory at once. */
 		return ++w->npending >= 2 * tfs_workpool_threads(w->puts.pool) + 2 ? settle(w) : 0;
 	}
-	rc = encode_put(w, c, raw, len, &chunks[c->nchunks]);
+	rc = encode_put(w, c, raw, len, &chunks[c->nchunks], NULL);
 	if (!rc)
 		c->nchunks++;
 	return rc;

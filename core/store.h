@@ -13,6 +13,8 @@
 
 struct tfs_store;
 
+struct tfs_store_put; /* a put_new begun and not yet ended (put_new_begin) */
+
 /* list callback: one call per child of the listed prefix; is_dir says it has children itself.
  * A non-zero return stops the listing and is returned by tfs_store_list. */
 typedef int (*tfs_store_list_fn)(void *arg, const char *name, int is_dir);
@@ -45,6 +47,15 @@ struct tfs_store_ops {
 	/* Create only if absent; -EEXIST (nothing written) when the key exists, in which case its
 	 * modification time is refreshed so a concurrent gc's grace period covers it again. */
 	int (*put_new)(struct tfs_store *s, const char *key, const void *data, size_t len);
+	/* put_new in two steps, for a writer of many objects. begin stores the bytes where key
+	 * does not show them yet and starts writing them out (-EEXIST as put_new: then *put stays
+	 * NULL). end takes a batch of them at once, makes each durable and then visible at its key
+	 * and frees them (entries set NULL); durable as a batch, they cost the file backend a
+	 * journal commit or two where put_new costs two each. NULL, both, for backends where
+	 * put_new serves as well (begin does all of it). */
+	int (*put_new_begin)(struct tfs_store *s, const char *key, const void *data, size_t len,
+			     struct tfs_store_put **put);
+	int (*put_new_end)(struct tfs_store *s, struct tfs_store_put **puts, size_t n);
 	/* Compare-and-swap: replace key's content with data only if it is exactly `old` (old NULL:
 	 * only if the key does not exist). -EAGAIN when the current content differs. */
 	int (*cas)(struct tfs_store *s, const char *key, const void *old, size_t old_len,
@@ -182,6 +193,24 @@ static inline int tfs_store_put_new(struct tfs_store *s, const char *key, const 
 	TFS_STORE_COUNT(s, puts, 1);
 	TFS_STORE_COUNT(s, bytes_written, n);
 	return s->ops->put_new(s, key, d, n);
+}
+
+static inline int tfs_store_put_new_begin(struct tfs_store *s, const char *key, const void *d,
+					  size_t n, struct tfs_store_put **put)
+{
+	*put = NULL;
+	if (!s->ops->put_new_begin)
+		return tfs_store_put_new(s, key, d, n);
+	TFS_STORE_COUNT(s, puts, 1);
+	TFS_STORE_COUNT(s, bytes_written, n);
+	return s->ops->put_new_begin(s, key, d, n, put);
+}
+
+/* The first error of the batch; every entry is NULL after. */
+static inline int tfs_store_put_new_end(struct tfs_store *s, struct tfs_store_put **puts,
+					size_t n)
+{
+	return s->ops->put_new_end ? s->ops->put_new_end(s, puts, n) : 0;
 }
 
 static inline int tfs_store_cas(struct tfs_store *s, const char *key, const void *old,

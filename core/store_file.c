@@ -217,9 +217,10 @@ static int sync_dir(int root_fd, const char *key)
 	return rc;
 }
 
-/* Write data to a fresh temporary file beside key and fsync it. */
-static int write_temp(int root_fd, const char *key, const void *data, size_t len, char *tmp,
-		      size_t tmp_cap)
+/* Write data to a fresh temporary file beside key and fsync it, or (durable 0) only start
+ * writing it out: a later fsync then finds the work done or under way. */
+static int write_temp(int root_fd, const char *key, const void *data, size_t len, int durable,
+		      char *tmp, size_t tmp_cap)
 {
 	char dir[PATH_MAX];
 	int fd, rc;
@@ -235,8 +236,11 @@ static int write_temp(int root_fd, const char *key, const void *data, size_t len
 	if (fd < 0)
 		return -errno;
 	rc = tfs_write_full(fd, data, len);
-	if (!rc && fsync(fd) < 0)
+	if (!rc && durable && fsync(fd) < 0)
 		rc = -errno;
+	/* Its error, if any, is the later fsync's too. */
+	if (!rc && !durable)
+		(void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
 	if (rc)
@@ -251,7 +255,7 @@ static int file_put(struct tfs_store *st, const char *key, const void *data, siz
 
 	if (!key_ok(key))
 		return -EINVAL;
-	rc = write_temp(root, key, data, len, tmp, sizeof(tmp));
+	rc = write_temp(root, key, data, len, 1, tmp, sizeof(tmp));
 	if (rc)
 		return rc;
 	if (renameat(root, tmp, root, key) < 0) {
@@ -262,10 +266,25 @@ static int file_put(struct tfs_store *st, const char *key, const void *data, siz
 	return sync_dir(root, key);
 }
 
-static int file_put_new(struct tfs_store *st, const char *key, const void *data, size_t len)
+/* The durable file tmp at key, unless key is there already (-EEXIST, and key refreshed for gc's
+ * grace period); tmp is removed either way. link() refuses to replace: two writers racing on
+ * the same content-addressed key both succeed in effect, and neither can clobber a file a
+ * reader has open. */
+static int link_new(int root, const char *tmp, const char *key)
 {
-	int root = fs_of(st)->root_fd, rc;
-	char tmp[PATH_MAX];
+	int rc = 0;
+
+	if (linkat(root, tmp, root, key, 0) < 0) {
+		rc = -errno;
+		if (rc == -EEXIST)
+			utimensat(root, key, NULL, 0);
+	}
+	unlinkat(root, tmp, 0);
+	return rc;
+}
+
+static int exists_new(int root, const char *key)
+{
 	struct stat sb;
 
 	if (!key_ok(key))
@@ -274,20 +293,125 @@ static int file_put_new(struct tfs_store *st, const char *key, const void *data,
 		utimensat(root, key, NULL, 0);
 		return -EEXIST;
 	}
-	rc = write_temp(root, key, data, len, tmp, sizeof(tmp));
+	return 0;
+}
+
+static int file_put_new(struct tfs_store *st, const char *key, const void *data, size_t len)
+{
+	int root = fs_of(st)->root_fd, rc = exists_new(root, key);
+	char tmp[PATH_MAX];
+
+	if (!rc)
+		rc = write_temp(root, key, data, len, 1, tmp, sizeof(tmp));
+	if (!rc)
+		rc = link_new(root, tmp, key);
+	return rc ? rc : sync_dir(root, key);
+}
+
+/* A put_new begun: its bytes in tmp beside key, being written out; neither durable nor at key
+ * yet. */
+struct tfs_store_put {
+	char tmp[PATH_MAX];
+	char key[];
+};
+
+static int file_put_new_begin(struct tfs_store *st, const char *key, const void *data, size_t len,
+			      struct tfs_store_put **out)
+{
+	int root = fs_of(st)->root_fd, rc = exists_new(root, key);
+	struct tfs_store_put *p;
+
 	if (rc)
 		return rc;
-	/* link() refuses to replace: two writers racing on the same content-addressed key both
-	 * succeed in effect, and neither can clobber a file a reader has open. */
-	if (linkat(root, tmp, root, key, 0) < 0) {
-		rc = -errno;
-		if (rc == -EEXIST)
-			utimensat(root, key, NULL, 0);
+	p = malloc(sizeof(*p) + strlen(key) + 1);
+	if (!p)
+		return -ENOMEM;
+	strcpy(p->key, key);
+	rc = write_temp(root, key, data, len, 0, p->tmp, sizeof(p->tmp));
+	if (rc) {
+		free(p);
+		return rc;
 	}
-	unlinkat(root, tmp, 0);
-	if (rc)
-		return rc;
-	return sync_dir(root, key);
+	*out = p;
+	return 0;
+}
+
+static int fsync_at(int root, const char *path)
+{
+	int fd = openat(root, path, O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* By key, the NULL entries last: the puts of one directory come together. */
+static int put_cmp(const void *a, const void *b)
+{
+	const struct tfs_store_put *x = *(struct tfs_store_put *const *)a;
+	const struct tfs_store_put *y = *(struct tfs_store_put *const *)b;
+
+	if (!x || !y)
+		return !x - !y;
+	return strcmp(x->key, y->key);
+}
+
+/* A put of a batch failed with e: logged, and kept in *rc if it is the batch's first error. */
+static void put_failed(const struct tfs_store *st, const struct tfs_store_put *p, int e, int *rc)
+{
+	tfs_err("%s/%s: cannot write object: %s", st->url, p->key, strerror(-e));
+	if (!*rc)
+		*rc = e;
+}
+
+/* Durable first, all of them: their write-out began at put_new_begin, so the first fsync
+ * commits the filesystem's journal with every one of them in it and the others find little
+ * left to do. Then visible: all linked at their keys, then each directory made durable once
+ * (the first of those commits every link). */
+static int file_put_new_end(struct tfs_store *st, struct tfs_store_put **puts, size_t n)
+{
+	int root = fs_of(st)->root_fd, rc = 0, e;
+	char dir[PATH_MAX], synced[PATH_MAX] = "";
+
+	qsort(puts, n, sizeof(*puts), put_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (!puts[i] || !(e = fsync_at(root, puts[i]->tmp)))
+			continue;
+		put_failed(st, puts[i], e, &rc);
+		unlinkat(root, puts[i]->tmp, 0);
+		free(puts[i]);
+		puts[i] = NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!puts[i])
+			continue;
+		e = link_new(root, puts[i]->tmp, puts[i]->key);
+		if (e) { /* there already (another writer's), or not linked: no directory to sync */
+			if (e != -EEXIST)
+				put_failed(st, puts[i], e, &rc);
+			free(puts[i]);
+			puts[i] = NULL;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!puts[i])
+			continue;
+		dir_of(puts[i]->key, dir, sizeof(dir));
+		if (!strcmp(dir, synced))
+			continue;
+		e = sync_dir(root, puts[i]->key);
+		if (e)
+			put_failed(st, puts[i], e, &rc);
+		strcpy(synced, dir);
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(puts[i]);
+		puts[i] = NULL;
+	}
+	return rc;
 }
 
 static int file_cas(struct tfs_store *st, const char *key, const void *old, size_t old_len,
@@ -443,6 +567,8 @@ const struct tfs_store_ops tfs_store_file_ops = {
 	.stat = file_stat,
 	.put = file_put,
 	.put_new = file_put_new,
+	.put_new_begin = file_put_new_begin,
+	.put_new_end = file_put_new_end,
 	.cas = file_cas,
 	.list = file_list,
 	.del = file_del,

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/* The file backend's put_new in two steps: nothing at a key before its batch ends, every object
+ * there (and no temporary left) after, an object already there refused at begin, two writers of
+ * one key both fine, and a put that cannot be made durable failing alone. */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "store.h"
+#include "util.h"
+
+#include "tmpdir_fixture.h"
+
+static struct tfs_store *st;
+static char root[128];
+
+static int setup(void **state)
+{
+	char url[160];
+
+	(void)state;
+	if (tmpdir_make("store_file"))
+		return -1;
+	snprintf(root, sizeof(root), "%s/lake", tmpdir);
+	snprintf(url, sizeof(url), "file://%s", root);
+	return tfs_store_open(url, TFS_STORE_CREATE, &st);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tfs_store_close(st);
+	return tmpdir_remove();
+}
+
+/* Temporaries in root/dir: their count, and the name of the last one met. */
+static int temps(const char *dir, char *name, size_t cap)
+{
+	char path[256];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/%s", root, dir);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, ".tmp-", 5)) {
+			n++;
+			if (name)
+				snprintf(name, cap, "%s/%s", path, de->d_name);
+		}
+	closedir(d);
+	return n;
+}
+
+static void assert_holds(const char *key, const char *want)
+{
+	struct tfs_buf got = { 0 };
+
+	assert_int_equal(tfs_store_get(st, key, &got), 0);
+	assert_int_equal(got.len, strlen(want));
+	assert_memory_equal(got.data, want, got.len);
+	tfs_buf_free(&got);
+}
+
+static int log_contains(const char *needle)
+{
+	FILE *f = fopen(logpath, "r");
+	char line[2048];
+	int found = 0;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static void test_batch_shows_nothing_until_it_ends(void **state)
+{
+	static const char *const keys[] = { "b/o/aa/1", "b/o/aa/2", "b/o/bb/1", "b/o/aa/3",
+					    "b/o/cc/9" };
+	struct tfs_store_put *puts[5];
+	uint64_t size;
+
+	(void)state;
+	for (size_t i = 0; i < 5; i++) {
+		assert_int_equal(tfs_store_put_new_begin(st, keys[i], keys[i], strlen(keys[i]),
+							 &puts[i]),
+				 0);
+		assert_non_null(puts[i]);
+		assert_int_equal(tfs_store_head(st, keys[i], &size), -ENOENT);
+	}
+	assert_int_equal(temps("b/o/aa", NULL, 0), 3);
+	assert_int_equal(temps("b/o/bb", NULL, 0), 1);
+	assert_int_equal(tfs_store_put_new_end(st, puts, 5), 0);
+	for (size_t i = 0; i < 5; i++) {
+		assert_null(puts[i]);
+		assert_holds(keys[i], keys[i]);
+	}
+	assert_int_equal(temps("b/o/aa", NULL, 0) + temps("b/o/bb", NULL, 0) +
+				 temps("b/o/cc", NULL, 0),
+			 0);
+	/* There now: refused at begin, as put_new refuses it, with nothing begun. */
+	assert_int_equal(tfs_store_put_new_begin(st, keys[0], "x", 1, &puts[0]), -EEXIST);
+	assert_null(puts[0]);
+	assert_holds(keys[0], keys[0]);
+	assert_int_equal(tfs_store_put_new_end(st, puts, 1), 0);
+}
+
+static void test_two_writers_of_one_key(void **state)
+{
+	struct tfs_store_put *puts[2];
+
+	(void)state;
+	/* Content-addressed: the same bytes under one key, begun twice before either ends. */
+	assert_int_equal(tfs_store_put_new_begin(st, "t/o/k", "same", 4, &puts[0]), 0);
+	assert_int_equal(tfs_store_put_new_begin(st, "t/o/k", "same", 4, &puts[1]), 0);
+	assert_int_equal(tfs_store_put_new_end(st, puts, 2), 0);
+	assert_holds("t/o/k", "same");
+	assert_int_equal(temps("t/o", NULL, 0), 0);
+}
+
+static void test_a_put_that_fails_fails_alone(void **state)
+{
+	struct tfs_store_put *puts[2];
+	char tmp[512];
+	uint64_t size;
+
+	(void)state;
+	assert_int_equal(tfs_store_put_new_begin(st, "f/o/good", "good", 4, &puts[0]), 0);
+	assert_int_equal(tfs_store_put_new_begin(st, "f/p/lost", "lost", 4, &puts[1]), 0);
+	/* The second's bytes vanish before they are durable. */
+	assert_int_equal(temps("f/p", tmp, sizeof(tmp)), 1);
+	assert_int_equal(unlink(tmp), 0);
+	assert_int_equal(tfs_store_put_new_end(st, puts, 2), -ENOENT);
+	assert_null(puts[0]);
+	assert_null(puts[1]);
+	assert_holds("f/o/good", "good");
+	assert_int_equal(tfs_store_head(st, "f/p/lost", &size), -ENOENT);
+	assert_true(log_contains("f/p/lost: cannot write object"));
+	assert_int_equal(temps("f/o", NULL, 0) + temps("f/p", NULL, 0), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_batch_shows_nothing_until_it_ends),
+		cmocka_unit_test(test_two_writers_of_one_key),
+		cmocka_unit_test(test_a_put_that_fails_fails_alone),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
