@@ -5,6 +5,7 @@
 #include "format.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,4 +198,24 @@ const struct tfs_column *tfs_manifest_column(const struct tfs_manifest *m, const
 		if (!strcmp(m->cols[i].name, name))
 			return &m->cols[i];
 	return NULL;
+}
+
+int tfs_column_eos_check(const struct tfs_column *c, uint64_t eos, char *err, size_t err_cap)
+{
+	if (!c->has_eos || c->eos == eos)
+		return 0;
+	snprintf(err, err_cap, "token column %s has eos %" PRIu64 ", not %" PRIu64, c->name, c->eos,
+		 eos);
+	return -EINVAL;
+}
+
+int tfs_column_eos_merge(struct tfs_column *c, uint64_t eos, char *err, size_t err_cap)
+{
+	int rc = tfs_column_eos_check(c, eos, err, err_cap);
+
+	if (!rc) {
+		c->has_eos = 1;
+		c->eos = eos;
+	}
+	return rc;
 }

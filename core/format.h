@@ -176,6 +176,10 @@ void tfs_column_free(struct tfs_column *c);
  * none. */
 int tfs_column_classes_merge(struct tfs_column *c, uint64_t rows_before, char *const *names,
 			     size_t n, char *err, size_t err_cap);
+/* Token column c's end-of-document id: -EINVAL (the reason in err) when it has another than eos;
+ * _merge then records eos on it. */
+int tfs_column_eos_check(const struct tfs_column *c, uint64_t eos, char *err, size_t err_cap);
+int tfs_column_eos_merge(struct tfs_column *c, uint64_t eos, char *err, size_t err_cap);
 
 /* Commits. */
 int tfs_commit_serialize(const struct tfs_commit *c, struct tfs_buf *out);

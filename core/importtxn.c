@@ -47,12 +47,10 @@ int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds,
 	if (!rc && t->eos_column) {
 		/* Another id on the column is refused before any work. */
 		const struct tfs_column *c = tfs_manifest_column(&t->old, t->eos_column);
+		char err[256];
 
-		if (c && c->has_eos && c->eos != t->eos) {
-			tfs_err("%s/%s: token column %s has eos %" PRIu64 ", not %" PRIu64, s->url,
-				ds, c->name, c->eos, t->eos);
-			rc = -EINVAL;
-		}
+		if (c && (rc = tfs_column_eos_check(c, t->eos, err, sizeof(err))))
+			tfs_err("%s/%s: %s", s->url, ds, err);
 	}
 	return rc;
 }
@@ -61,6 +59,7 @@ int tfs_txn_begin(struct tfs_txn *t, struct tfs_store *s, const char *ds,
 static int record_eos(const struct tfs_txn *t, struct tfs_manifest *m)
 {
 	struct tfs_column *c = (struct tfs_column *)tfs_manifest_column(m, t->eos_column);
+	char err[256];
 
 	if (!c || c->kind != TFS_COL_RAGGED || c->ndim != 1 ||
 	    (c->dtype.kind != 'i' && c->dtype.kind != 'u')) {
@@ -73,13 +72,10 @@ static int record_eos(const struct tfs_txn *t, struct tfs_manifest *m)
 			t->ds, t->eos, c->name, c->dtype.descr);
 		return -EINVAL;
 	}
-	if (c->has_eos && c->eos != t->eos) {
-		tfs_err("%s/%s: token column %s has eos %" PRIu64 ", not %" PRIu64, t->s->url,
-			t->ds, c->name, c->eos, t->eos);
+	if (tfs_column_eos_merge(c, t->eos, err, sizeof(err))) {
+		tfs_err("%s/%s: %s", t->s->url, t->ds, err);
 		return -EINVAL;
 	}
-	c->has_eos = 1;
-	c->eos = t->eos;
 	return 0;
 }
 

@@ -379,29 +379,20 @@ static int append_part(struct tfs_store *s, const char *ds, struct tfs_manifest 
 	for (size_t i = 0; !rc && i < p->ncols; i++) {
 		const struct tfs_column *y = &p->cols[i];
 		struct tfs_column *x;
+		char err[256];
 
 		if (y->part != TFS_PART_NONE)
 			continue;
 		x = (struct tfs_column *)tfs_manifest_column(m, y->name);
 		if (x->kind == TFS_COL_FIXED) {
-			char err[512];
-
-			rc = tfs_column_classes_merge(x, x->rows, y->classes, y->nclasses, err,
-						      sizeof(err));
-			if (rc == -EINVAL)
-				tfs_err("%s: %s", ds, err);
+			rc = tfs_import_classes(x, y->classes, y->nclasses, ds);
 			if (!rc)
 				rc = concat_chunks(x, y);
 			continue;
 		}
-		if (y->has_eos && x->has_eos && x->eos != y->eos) {
-			tfs_err("%s: token column %s has eos %" PRIu64 ", a part %" PRIu64, ds,
-				x->name, x->eos, y->eos);
+		if (y->has_eos && tfs_column_eos_merge(x, y->eos, err, sizeof(err))) {
+			tfs_err("%s: %s (a part's)", ds, err);
 			return -EINVAL;
-		}
-		if (y->has_eos) {
-			x->has_eos = 1;
-			x->eos = y->eos;
 		}
 		rc = append_offsets(s, ds, m, x->offsets, &p->cols[y->offsets],
 				    m->cols[x->data].rows);

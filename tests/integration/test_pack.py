@@ -7,7 +7,7 @@ with its reason."""
 import numpy as np
 import pytest
 
-from conftest import write_dir
+from conftest import run_proc, write_dir
 from packref import pack
 
 VIEW_FILES = ("tokens.npy", "segments.npy", "doc.npy")
@@ -279,3 +279,14 @@ def test_eos_recorded_at_import_is_the_views_default(lake, mount, tmp_path):
     lake.import_("j", {}, "--jsonl", tmp_path / "c.jsonl", "--tokens", "ids:uint16", "--eos",
                  "0")
     assert [c for c in lake.info("j")["columns"] if c["name"] == "ids"][0]["eos"] == 0
+    # parts of a write session must agree too: the commit is refused and nothing changes
+    lake.create("s")
+    for part, eos in ((0, "9"), (1, "7")):
+        run_proc(["import", lake.ds_url("s"), "--session", "w", "--part", str(part),
+                  f"tok={write_dir(tmp_path / f's{part}', docs)}", "--tokens", "tok",
+                  "--eos", eos], check=True)
+    before = lake.snapshot("s")
+    p = run_proc(["commit", lake.ds_url("s"), "--session", "w", "--parts", "2"])
+    assert p.returncode != 0 and "token column tok has eos 9, not 7 (a part's)" in p.stderr, \
+        p.stderr
+    assert lake.snapshot("s") == before and lake.info("s")["rows"] == 0
