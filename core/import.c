@@ -52,6 +52,7 @@ struct pool {
 	pthread_mutex_t lock;
 	struct tfs_store_put **begun; /* 2 * max_queued; protected by lock */
 	size_t nbegun;		      /* protected by lock */
+	struct tfs_put_ender ender;   /* the last batch, being ended */
 };
 
 static int job_run(struct tfs_work *w)
@@ -81,12 +82,12 @@ static int job_run(struct tfs_work *w)
 	return put ? tfs_store_put_new_end(p->s, &put, 1) : rc;
 }
 
-/* End the puts the jobs have begun, as one batch. The submitting thread's. */
+/* Start ending the puts the jobs have begun, as one batch (pool_drain waits for it). The
+ * submitting thread's. */
 static int pool_end_begun(struct pool *p)
 {
 	struct tfs_store_put **batch;
 	size_t n;
-	int rc;
 
 	batch = calloc(2 * (size_t)p->max_queued, sizeof(*batch));
 	if (!batch)
@@ -96,9 +97,7 @@ static int pool_end_begun(struct pool *p)
 	memcpy(batch, p->begun, n * sizeof(*batch));
 	p->nbegun = 0;
 	pthread_mutex_unlock(&p->lock);
-	rc = tfs_store_put_new_end(p->s, batch, n);
-	free(batch);
-	return rc;
+	return tfs_put_ender_start(&p->ender, p->s, batch, n);
 }
 
 static void job_drop(struct tfs_work *w)
@@ -155,6 +154,8 @@ static int pool_drain(struct pool *p)
 {
 	int rc = tfs_workgroup_wait(&p->jobs), rc2 = pool_end_begun(p);
 
+	rc = rc ? rc : rc2;
+	rc2 = tfs_put_ender_wait(&p->ender);
 	return rc ? rc : rc2;
 }
 
@@ -168,6 +169,7 @@ static void pool_stop(struct pool *p)
 	p->wp = NULL;
 	if (p->begun)
 		pool_end_begun(p); /* what was begun is ended, never left as temporaries */
+	tfs_put_ender_wait(&p->ender);
 	free(p->begun);
 	p->begun = NULL;
 	pthread_mutex_destroy(&p->lock);

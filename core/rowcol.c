@@ -42,6 +42,7 @@ struct tfs_rowcol {
 	struct tfs_workgroup puts; /* .pool NULL: chunks are written on the caller's thread */
 	struct put_job *pending;   /* submitted, refs not yet copied in */
 	unsigned npending;
+	struct tfs_put_ender ender; /* the last batch of their puts, being ended */
 	struct tfs_column *h; /* the column (a header for other kinds than fixed) */
 	struct fixed_w fixed; /* fixed columns: the column; others: the offsets part */
 	struct fixed_w shapes;
@@ -73,8 +74,8 @@ static int put_run(struct tfs_work *work)
 	return rc;
 }
 
-/* Wait for the puts under way, end them as one batch (durable, then at their keys) and copy
- * their refs in. Returns the first put's error. */
+/* Wait for the puts under way, start ending them as one batch (durable, then at their keys:
+ * tfs_rowcol_finish waits for it) and copy their refs in. Returns the first error met. */
 static int settle(struct tfs_rowcol *w)
 {
 	struct tfs_store_put **puts;
@@ -93,9 +94,8 @@ static int settle(struct tfs_rowcol *w)
 		rc2 = tfs_store_put_new_end(w->s, &j->put, 1); /* no room for a batch */
 		rc = rc ? rc : rc2;
 	}
-	rc2 = tfs_store_put_new_end(w->s, puts, n);
+	rc2 = tfs_put_ender_start(&w->ender, w->s, puts, n);
 	rc = rc ? rc : rc2;
-	free(puts);
 	while (w->pending) {
 		struct put_job *j = w->pending;
 
@@ -417,12 +417,15 @@ int tfs_rowcol_finish(struct tfs_rowcol *w)
 	if (!rc && w->data.c)
 		rc = data_flush(w);
 	rc2 = settle(w);
+	rc = rc ? rc : rc2;
+	rc2 = tfs_put_ender_wait(&w->ender);
 	return rc ? rc : rc2;
 }
 
 void tfs_rowcol_use_pool(struct tfs_rowcol *w, struct tfs_workpool *pool)
 {
 	settle(w);
+	tfs_put_ender_wait(&w->ender);
 	if (w->puts.pool)
 		tfs_workgroup_destroy(&w->puts);
 	memset(&w->puts, 0, sizeof(w->puts));

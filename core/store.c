@@ -129,3 +129,44 @@ int tfs_url_split(const char *url, char **lake_url, char **dataset)
 	}
 	return 0;
 }
+
+static void *ender_main(void *arg)
+{
+	struct tfs_put_ender *e = arg;
+
+	e->rc = tfs_store_put_new_end(e->s, e->puts, e->n);
+	return NULL;
+}
+
+int tfs_put_ender_wait(struct tfs_put_ender *e)
+{
+	int rc;
+
+	if (!e->running)
+		return 0;
+	pthread_join(e->thread, NULL);
+	rc = e->rc;
+	free(e->puts);
+	*e = (struct tfs_put_ender){ 0 };
+	return rc;
+}
+
+int tfs_put_ender_start(struct tfs_put_ender *e, struct tfs_store *s, struct tfs_store_put **puts,
+			size_t n)
+{
+	int rc = tfs_put_ender_wait(e), rc2;
+
+	if (!n) {
+		free(puts);
+		return rc;
+	}
+	*e = (struct tfs_put_ender){ .s = s, .puts = puts, .n = n };
+	if (!pthread_create(&e->thread, NULL, ender_main, e)) {
+		e->running = 1;
+		return rc;
+	}
+	rc2 = tfs_store_put_new_end(s, puts, n);
+	free(puts);
+	*e = (struct tfs_put_ender){ 0 };
+	return rc ? rc : rc2;
+}

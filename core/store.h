@@ -4,6 +4,7 @@
 #ifndef TFS_STORE_H
 #define TFS_STORE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -212,6 +213,26 @@ static inline int tfs_store_put_new_end(struct tfs_store *s, struct tfs_store_pu
 {
 	return s->ops->put_new_end ? s->ops->put_new_end(s, puts, n) : 0;
 }
+
+/* Batches of begun puts ended on a thread of their own, one batch at a time, so that their
+ * fsyncs wait there and not on a thread with chunks to make. A writer of many objects starts a
+ * batch when it has one and waits for the last before anything refers to them. Zeroed: idle. */
+struct tfs_put_ender {
+	pthread_t thread;
+	int running;
+	struct tfs_store *s;
+	struct tfs_store_put **puts; /* the batch (owned) */
+	size_t n;
+	int rc;
+};
+
+/* Wait for the batch under way, then start ending puts[0..n) of store s (the array is taken;
+ * ended here, at once, if no thread can be had). Returns the first error of the batch waited for,
+ * or of this one when ended here. */
+int tfs_put_ender_start(struct tfs_put_ender *e, struct tfs_store *s, struct tfs_store_put **puts,
+			size_t n);
+/* Wait for the batch under way: its first error. */
+int tfs_put_ender_wait(struct tfs_put_ender *e);
 
 static inline int tfs_store_cas(struct tfs_store *s, const char *key, const void *old,
 				size_t old_len, const void *d, size_t n)
