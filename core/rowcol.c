@@ -231,7 +231,9 @@ static int data_flush(struct tfs_rowcol *w)
 	int rc = 0;
 
 	if (d->buf.len)
-		rc = put_chunk(w, d->c, d->buf.data, d->buf.len, d->buf.len, NULL);
+		rc = put_chunk(w, d->c, d->buf.data, d->buf.len, d->buf.len, &d->buf.data);
+	if (!d->buf.data) /* given to its put on the pool: the next rows start a new one */
+		d->buf = (struct tfs_buf){ 0 };
 	d->buf.len = 0;
 	return rc;
 }
@@ -249,7 +251,11 @@ static int data_add(struct tfs_rowcol *w, const void *row, size_t len)
 	if (!rc && len >= d->c->chunk_bytes) {
 		rc = put_chunk(w, d->c, row, len, len, NULL);
 	} else if (!rc) {
-		rc = tfs_buf_append(&d->buf, row, len);
+		/* Room for a whole chunk at once: no copies as it grows. */
+		if (!d->buf.cap)
+			rc = tfs_buf_reserve(&d->buf, d->c->chunk_bytes);
+		if (!rc)
+			rc = tfs_buf_append(&d->buf, row, len);
 	}
 	if (!rc)
 		d->c->rows += len;
