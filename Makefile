@@ -130,8 +130,8 @@ $(BUILD)/mount/%.o: ALL_CFLAGS += -Ifs -Igpu -Ipackaging/include $(FUSE_CFLAGS) 
 	-DTFS_VERSION_STRING='"$(VERSION)"'
 $(MOUNT_OBJ): VERSION
 
-# Image resampling (core/image.c) is written for the vectoriser, which -O2 leaves out.
-$(BUILD)/core/image.o: ALL_CFLAGS += -O3
+# Image resampling (core/resize.c) is written for the vectoriser, which -O2 leaves out.
+$(BUILD)/core/resize.o: ALL_CFLAGS += -O3
 
 $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* image: JPEG and PNG decoded to RGB8 by libjpeg-turbo and libpng; PIL's bilinear resize. */
+/* image: JPEG and PNG decoded to RGB8 by libjpeg-turbo and libpng (resize.c resizes them). */
 #include "image.h"
 
 #include <errno.h>
-#include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +17,7 @@ void tfs_image_free(struct tfs_image *img)
 	memset(img, 0, sizeof(*img));
 }
 
-static int image_alloc(struct tfs_image *img, uint32_t w, uint32_t h)
+int tfs_image_alloc(struct tfs_image *img, uint32_t w, uint32_t h)
 {
 	img->w = w;
 	img->h = h;
@@ -36,7 +35,7 @@ static int decoded_alloc(struct tfs_image *img, uint32_t w, uint32_t h, char *er
 			 TFS_IMAGE_MAX_PIXELS);
 		return -EINVAL;
 	}
-	return image_alloc(img, w, h);
+	return tfs_image_alloc(img, w, h);
 }
 
 /* --- EXIF orientation ----------------------------------------------------------------------- */
@@ -93,7 +92,7 @@ static int orient(struct tfs_image *img, unsigned o)
 
 	if (o <= 1)
 		return 0;
-	rc = o >= 5 ? image_alloc(&out, h, w) : image_alloc(&out, w, h);
+	rc = o >= 5 ? tfs_image_alloc(&out, h, w) : tfs_image_alloc(&out, w, h);
 	if (rc)
 		return rc;
 	for (uint32_t y = 0; y < out.h; y++)
@@ -329,257 +328,4 @@ int tfs_image_decode_draft(const uint8_t *data, size_t len, uint32_t w, uint32_t
 		return decode_png(data, len, out, err, err_cap);
 	snprintf(err, err_cap, "not a JPEG or PNG image");
 	return -EINVAL;
-}
-
-/* --- resize (PIL's Resample.c, bilinear, 8 bits a channel) --------------------------------- */
-
-#define PRECISION_BITS (32 - 8 - 2)
-
-/* The resize loops are built for AVX2 as well as the baseline, the better one picked at load
- * time (32-bit multiplies are one instruction there, emulated in SSE2). Not under a sanitizer:
- * the pick runs before its runtime is up. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-	!defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define TFS_RESIZE_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TFS_RESIZE_CLONES
-#endif
-
-/* Per output pixel: the first input pixel, how many, and their fixed-point weights. */
-struct coeffs {
-	int *bounds; /* xmin, xmax pairs */
-	int32_t *k;  /* ksize each */
-	int ksize;
-};
-
-static double bilinear(double x)
-{
-	x = x < 0 ? -x : x;
-	return x < 1.0 ? 1.0 - x : 0.0;
-}
-
-static int precompute(uint32_t in_size, uint32_t out_size, struct coeffs *c)
-{
-	const double scale = (double)in_size / out_size;
-	const double filterscale = scale < 1.0 ? 1.0 : scale;
-	const double support = 1.0 * filterscale;
-	double *pre;
-
-	c->ksize = (int)ceil(support) * 2 + 1;
-	c->bounds = malloc(out_size * 2 * sizeof(int));
-	c->k = malloc((size_t)out_size * (size_t)c->ksize * sizeof(int32_t));
-	pre = malloc((size_t)c->ksize * sizeof(double));
-	if (!c->bounds || !c->k || !pre) {
-		free(pre);
-		return -ENOMEM;
-	}
-	for (uint32_t xx = 0; xx < out_size; xx++) {
-		const double center = (xx + 0.5) * scale, ss = 1.0 / filterscale;
-		double ww = 0.0;
-		int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5), x;
-
-		if (xmin < 0)
-			xmin = 0;
-		if (xmax > (int)in_size)
-			xmax = (int)in_size;
-		xmax -= xmin;
-		for (x = 0; x < xmax; x++) {
-			pre[x] = bilinear((x + xmin - center + 0.5) * ss);
-			ww += pre[x];
-		}
-		for (x = 0; x < c->ksize; x++) {
-			double k = x < xmax && ww != 0.0 ? pre[x] / ww : 0.0;
-
-			c->k[(size_t)xx * c->ksize + x] =
-				(int32_t)(k < 0 ? -0.5 + k * (1 << PRECISION_BITS)
-						: 0.5 + k * (1 << PRECISION_BITS));
-		}
-		c->bounds[xx * 2] = xmin;
-		c->bounds[xx * 2 + 1] = xmax;
-	}
-	free(pre);
-	return 0;
-}
-
-static uint8_t clip8(int32_t ss)
-{
-	ss >>= PRECISION_BITS;
-	ss = ss < 0 ? 0 : ss;
-	return (uint8_t)(ss > 255 ? 255 : ss);
-}
-
-/* The passes compute exactly what PIL's do (its sums are 32-bit too: the weights of a pixel add
- * up to 1 << PRECISION_BITS, so no sum of 8-bit samples can overflow), in an order a compiler
- * vectorises: the three channels of a pixel together along x; whole rows at a time along y,
- * where a row of sums is accumulated tap by tap over contiguous memory. Integer sums do not
- * depend on their order, so the bytes are PIL's. */
-/* Along y a row of sums is accumulated tap by tap, a block of values at a time so that the
- * block's sums stay in vector registers across the taps. */
-TFS_RESIZE_CLONES
-static void pass_y(const struct tfs_image *in, const struct coeffs *c, struct tfs_image *out)
-{
-	enum { BLOCK = 32 };
-	const size_t rowlen = (size_t)in->w * 3;
-
-	for (uint32_t y = 0; y < out->h; y++) {
-		const int ymin = c->bounds[y * 2], n = c->bounds[y * 2 + 1];
-		const int32_t *k = &c->k[(size_t)y * c->ksize];
-		const uint8_t *first = in->px + (size_t)ymin * rowlen;
-		uint8_t *o = out->px + (size_t)y * rowlen;
-		size_t i = 0;
-
-		for (; i + BLOCK <= rowlen; i += BLOCK) {
-			int32_t acc[BLOCK];
-
-			for (int j = 0; j < BLOCK; j++)
-				acc[j] = 1 << (PRECISION_BITS - 1);
-			for (int t = 0; t < n; t++) {
-				const uint8_t *r = first + (size_t)t * rowlen + i;
-
-				for (int j = 0; j < BLOCK; j++)
-					acc[j] += r[j] * k[t];
-			}
-			for (int j = 0; j < BLOCK; j++)
-				o[i + j] = clip8(acc[j]);
-		}
-		for (; i < rowlen; i++) {
-			int32_t acc = 1 << (PRECISION_BITS - 1);
-
-			for (int t = 0; t < n; t++)
-				acc += first[(size_t)t * rowlen + i] * k[t];
-			o[i] = clip8(acc);
-		}
-	}
-}
-
-/* dst (h x w pixels) = src (w x h pixels) transposed, in tiles that stay in the L1 cache. A
- * pixel moves as 4 bytes (images have a pad byte after their last pixel): the fourth lands on
- * the next pixel of dst's row, written right after, except at a row's end. */
-TFS_RESIZE_CLONES
-static void transpose(const uint8_t *src, uint32_t w, uint32_t h, uint8_t *dst)
-{
-	enum { TILE = 32 };
-
-	for (uint32_t x0 = 0; x0 < w; x0 += TILE)
-		for (uint32_t y0 = 0; y0 < h; y0 += TILE)
-			for (uint32_t x = x0; x < x0 + TILE && x < w; x++) {
-				const uint32_t end = y0 + TILE < h ? y0 + TILE : h - 1;
-				uint8_t *d = dst + (size_t)x * h * 3;
-				uint32_t y = y0;
-
-				for (; y < end; y++) {
-					uint32_t px;
-
-					memcpy(&px, src + ((size_t)y * w + x) * 3, 4);
-					memcpy(d + (size_t)y * 3, &px, 4);
-				}
-				if (y == h - 1)
-					memcpy(d + (size_t)y * 3, src + ((size_t)y * w + x) * 3, 3);
-			}
-}
-
-/* Along x: the y pass over the image transposed, transposed back. The sums are the same ones,
- * so the bytes are too; rows of sums vectorise where a pixel's few taps do not. */
-static int pass_x(const struct tfs_image *in, const struct coeffs *c, struct tfs_image *out)
-{
-	struct tfs_image t = { 0 }, u = { 0 };
-	int rc = image_alloc(&t, in->h, in->w);
-
-	if (!rc)
-		rc = image_alloc(&u, in->h, out->w);
-	if (!rc) {
-		transpose(in->px, in->w, in->h, t.px);
-		pass_y(&t, c, &u);
-		transpose(u.px, u.w, u.h, out->px);
-	}
-	tfs_image_free(&t);
-	tfs_image_free(&u);
-	return rc;
-}
-
-/* One pass along x (horizontal) or y: in w x h -> out (out_w x h, or w x out_h). */
-static int pass(const struct tfs_image *in, uint32_t out_n, int horizontal, struct tfs_image *out)
-{
-	struct coeffs c = { 0 };
-	int rc = precompute(horizontal ? in->w : in->h, out_n, &c);
-
-	if (!rc)
-		rc = horizontal ? image_alloc(out, out_n, in->h) : image_alloc(out, in->w, out_n);
-	if (!rc && horizontal)
-		rc = pass_x(in, &c, out);
-	else if (!rc)
-		pass_y(in, &c, out);
-	free(c.bounds);
-	free(c.k);
-	return rc;
-}
-
-int tfs_image_resize(const struct tfs_image *in, uint32_t w, uint32_t h, struct tfs_image *out)
-{
-	struct tfs_image mid = { 0 };
-	const struct tfs_image *src = in;
-	int rc = 0;
-
-	memset(out, 0, sizeof(*out));
-	if (!w || !h || !in->w || !in->h)
-		return -EINVAL;
-	/* As PIL: a pass only along a dimension that changes, horizontal first. */
-	if (w != in->w) {
-		rc = pass(in, w, 1, &mid);
-		src = &mid;
-	}
-	if (!rc && h != src->h)
-		rc = pass(src, h, 0, out);
-	else if (!rc && src == &mid)
-		*out = mid, mid.px = NULL;
-	else if (!rc)
-		rc = image_alloc(out, in->w, in->h)
-			     ? -ENOMEM
-			     : (memcpy(out->px, in->px, (size_t)in->w * in->h * 3), 0);
-	tfs_image_free(&mid);
-	return rc;
-}
-
-int tfs_image_fit(const struct tfs_image *in, uint32_t w, uint32_t h, enum tfs_image_fit how,
-		  struct tfs_image *out)
-{
-	struct tfs_image big = { 0 };
-	uint32_t rw, rh, top, left;
-	int rc;
-
-	if (how == TFS_FIT_RESIZE)
-		return tfs_image_resize(in, w, h, out);
-	if (how == TFS_FIT_PAD) {
-		if (image_alloc(out, w, h))
-			return -ENOMEM;
-		memset(out->px, 0, (size_t)w * h * 3);
-		for (uint32_t y = 0; y < h && y < in->h; y++)
-			memcpy(out->px + (size_t)y * w * 3, in->px + (size_t)y * in->w * 3,
-			       (size_t)(in->w < w ? in->w : w) * 3);
-		return 0;
-	}
-	/* The side that limits is scaled to its target, the other as torchvision's int() does;
-	 * then the centre, its offsets rounded half to even as Python's round(). */
-	if ((uint64_t)w * in->h >= (uint64_t)h * in->w) {
-		rw = w;
-		rh = (uint32_t)((double)w * in->h / in->w);
-	} else {
-		rh = h;
-		rw = (uint32_t)((double)h * in->w / in->h);
-	}
-	rc = tfs_image_resize(in, rw, rh, &big);
-	if (rc)
-		return rc;
-	if (rw == w && rh == h) { /* nothing to crop */
-		*out = big;
-		return 0;
-	}
-	top = (uint32_t)nearbyint((rh - h) / 2.0);
-	left = (uint32_t)nearbyint((rw - w) / 2.0);
-	rc = image_alloc(out, w, h);
-	for (uint32_t y = 0; !rc && y < h; y++)
-		memcpy(out->px + (size_t)y * w * 3, big.px + ((size_t)(y + top) * rw + left) * 3,
-		       (size_t)w * 3);
-	tfs_image_free(&big);
-	return rc;
 }

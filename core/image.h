@@ -36,6 +36,8 @@ int tfs_image_decode(const uint8_t *data, size_t len, struct tfs_image *out, cha
 int tfs_image_decode_draft(const uint8_t *data, size_t len, uint32_t w, uint32_t h,
 			   struct tfs_image *out, char *err, size_t err_cap);
 void tfs_image_free(struct tfs_image *img);
+/* Room for w x h pixels (and a byte more: a pixel may be moved as 4 bytes); -ENOMEM. */
+int tfs_image_alloc(struct tfs_image *img, uint32_t w, uint32_t h);
 
 /* Resize to w x h, bilinear with the filter widened by the scale when shrinking (PIL's
  * Image.resize(..., BILINEAR), with its fixed-point rounding). */
