@@ -158,6 +158,18 @@ static void transpose_by_pixel(const uint8_t *src, uint32_t w, uint32_t h, uint8
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+/* 8 pixels held as dwords, narrowed to 24 bytes at d: exactly those are written. */
+__attribute__((target("avx2"))) static inline void store24(uint8_t *d, __m256i px, __m256i narrow)
+{
+	const __m256i col = _mm256_shuffle_epi8(px, narrow);
+	const __m128i hi = _mm256_extracti128_si256(col, 1);
+	const uint32_t last = (uint32_t)_mm_extract_epi32(hi, 2);
+
+	_mm_storeu_si128((__m128i *)(void *)d, _mm256_castsi256_si128(col));
+	_mm_storel_epi64((__m128i *)(void *)(d + 12), hi);
+	memcpy(d + 20, &last, 4);
+}
+
 /* 8 x 8 pixels, AVX2: src's 8 rows (sstride bytes apart) to dst's 8 rows (dstride apart). Each
  * row's 8 pixels are widened to 8 dwords, the 8 x 8 dwords transposed in registers and each
  * column narrowed back to 24 bytes. A row is loaded as bytes 0-15 and 12-27: 4 bytes past its
@@ -191,17 +203,11 @@ __attribute__((target("avx2"))) static void block8(const uint8_t *src, size_t ss
 		r[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
 		r[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
 	}
-	for (int c = 0; c < 8; c++) {
-		const __m256i col = _mm256_shuffle_epi8(
-			_mm256_permute2x128_si256(r[c % 4], r[c % 4 + 4], c < 4 ? 0x20 : 0x31),
-			narrow);
-		const __m128i hi = _mm256_extracti128_si256(col, 1);
-		uint8_t *d = dst + (size_t)c * dstride;
-		const uint32_t last = (uint32_t)_mm_extract_epi32(hi, 2);
-
-		_mm_storeu_si128((__m128i *)(void *)d, _mm256_castsi256_si128(col));
-		_mm_storel_epi64((__m128i *)(void *)(d + 12), hi);
-		memcpy(d + 20, &last, 4);
+	for (int c = 0; c < 4; c++) {
+		store24(dst + (size_t)c * dstride,
+			_mm256_permute2x128_si256(r[c], r[c + 4], 0x20), narrow);
+		store24(dst + (size_t)(c + 4) * dstride,
+			_mm256_permute2x128_si256(r[c], r[c + 4], 0x31), narrow);
 	}
 }
 
