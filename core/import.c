@@ -58,11 +58,10 @@ struct pool {
 static int job_run(struct tfs_work *w)
 {
 	struct job *j = (struct job *)w;
+	struct pool *p = j->p;
+	struct tfs_store_put *put = NULL;
 	struct tfs_buf obj = { 0 };
 	int rc = tfs_chunk_encode(j->codec, j->level, tfs_chunk_frame_get(), j->raw, j->len, &obj);
-
-	struct tfs_store_put *put = NULL;
-	struct pool *p = j->p;
 
 	if (!rc)
 		rc = tfs_object_put_encoded_begin(p->s, p->ds, obj.data, obj.len, &j->dst->id, &put);
