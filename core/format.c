@@ -65,6 +65,20 @@ int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void
 	return rc;
 }
 
+int tfs_chunk_put_begin(struct tfs_store *s, const char *ds, enum tfs_codec_id codec, int level,
+			const void *raw, size_t len, struct tfs_chunk_ref *ref,
+			struct tfs_store_put **put)
+{
+	struct tfs_buf obj = { 0 };
+	int rc = tfs_chunk_encode(codec, level, tfs_chunk_frame_get(), raw, len, &obj);
+
+	if (!rc)
+		rc = tfs_object_put_encoded_begin(s, ds, obj.data, obj.len, &ref->id, put);
+	ref->stored_size = obj.len;
+	tfs_buf_free(&obj);
+	return rc;
+}
+
 int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj, size_t len,
 			   struct tfs_id *id)
 {

@@ -60,13 +60,8 @@ static int job_run(struct tfs_work *w)
 	struct job *j = (struct job *)w;
 	struct pool *p = j->p;
 	struct tfs_store_put *put = NULL;
-	struct tfs_buf obj = { 0 };
-	int rc = tfs_chunk_encode(j->codec, j->level, tfs_chunk_frame_get(), j->raw, j->len, &obj);
+	int rc = tfs_chunk_put_begin(p->s, p->ds, j->codec, j->level, j->raw, j->len, j->dst, &put);
 
-	if (!rc)
-		rc = tfs_object_put_encoded_begin(p->s, p->ds, obj.data, obj.len, &j->dst->id, &put);
-	j->dst->stored_size = obj.len;
-	tfs_buf_free(&obj);
 	free(j->raw);
 	free(j);
 	if (put) {

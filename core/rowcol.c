@@ -50,24 +50,11 @@ struct tfs_rowcol {
 	uint64_t end; /* other kinds: bytes of data so far (the last offset) */
 };
 
-/* put: NULL, or where a put begun (tfs_object_put_encoded_begin) is kept. */
-static int encode_put(struct tfs_rowcol *w, const struct tfs_column *c, const void *raw, size_t len,
-		      struct tfs_chunk_ref *ref, struct tfs_store_put **put)
-{
-	struct tfs_buf obj = { 0 };
-	int rc = tfs_chunk_encode(c->codec, c->level, tfs_chunk_frame_get(), raw, len, &obj);
-
-	if (!rc)
-		rc = tfs_object_put_encoded_begin(w->s, w->ds, obj.data, obj.len, &ref->id, put);
-	ref->stored_size = obj.len;
-	tfs_buf_free(&obj);
-	return rc;
-}
-
 static int put_run(struct tfs_work *work)
 {
 	struct put_job *j = (struct put_job *)work;
-	int rc = encode_put(j->w, j->c, j->raw, j->len, &j->ref, &j->put);
+	int rc = tfs_chunk_put_begin(j->w->s, j->w->ds, j->c->codec, j->c->level, j->raw, j->len,
+				     &j->ref, &j->put);
 
 	free(j->raw);
 	j->raw = NULL;
@@ -156,7 +143,8 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 		/* A bounded number of chunks in memory at once. */
 		return ++w->npending >= 2 * tfs_workpool_threads(w->puts.pool) + 2 ? settle(w) : 0;
 	}
-	rc = encode_put(w, c, raw, len, &chunks[c->nchunks], NULL);
+	rc = tfs_chunk_put_begin(w->s, w->ds, c->codec, c->level, raw, len, &chunks[c->nchunks],
+				 NULL);
 	if (!rc)
 		c->nchunks++;
 	return rc;

@@ -202,19 +202,26 @@ static void dir_of(const char *key, char *dir, size_t cap)
 	dir[n] = 0;
 }
 
-static int sync_dir(int root_fd, const char *key)
+/* fsync path (a file or a directory). */
+static int fsync_at(int root, const char *path)
 {
-	char dir[PATH_MAX];
-	int fd, rc = 0;
+	int fd = openat(root, path, O_RDONLY | O_CLOEXEC), rc = 0;
 
-	dir_of(key, dir, sizeof(dir));
-	fd = openat(root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fsync(fd) < 0)
 		rc = -errno;
 	close(fd);
 	return rc;
+}
+
+/* Make key's directory entry durable. */
+static int sync_dir(int root_fd, const char *key)
+{
+	char dir[PATH_MAX];
+
+	dir_of(key, dir, sizeof(dir));
+	return fsync_at(root_fd, dir);
 }
 
 /* Write data to a fresh temporary file beside key and fsync it, or (durable 0) only start
@@ -336,18 +343,6 @@ static int file_put_new_begin(struct tfs_store *st, const char *key, const void 
 	return 0;
 }
 
-static int fsync_at(int root, const char *path)
-{
-	int fd = openat(root, path, O_RDONLY | O_CLOEXEC), rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 /* By key, the NULL entries last: the puts of one directory come together. */
 static int put_cmp(const void *a, const void *b)
 {
@@ -402,7 +397,7 @@ static int file_put_new_end(struct tfs_store *st, struct tfs_store_put **puts, s
 		dir_of(puts[i]->key, dir, sizeof(dir));
 		if (!strcmp(dir, synced))
 			continue;
-		e = sync_dir(root, puts[i]->key);
+		e = fsync_at(root, dir);
 		if (e)
 			put_failed(st, puts[i], e, &rc);
 		strcpy(synced, dir);
