@@ -145,6 +145,8 @@ int tfs_query_load(struct tfs_store *s, const char *ds, const char *name, const 
 	struct tfs_buf b = { 0 };
 	int rc;
 
+	if (!tfs_name_valid(name))
+		return -ENOENT;
 	prefix_of(ds, name, prefix);
 	rc = tfs_verobj_load(s, prefix, id, &b);
 	if (!rc)

@@ -235,6 +235,11 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 				rc = -EINVAL;
 			} else {
 				*at = 0;
+				if (!tfs_name_valid(p->query)) {
+					SET_ERR("query=%s: not a query name (up to 128 letters, "
+						"digits, '_', '.', '-')", p->query);
+					rc = -EINVAL;
+				}
 			}
 		} else if (!strcmp(key, "col")) {
 			free(p->col);
