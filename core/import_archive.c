@@ -81,16 +81,20 @@ static int next_member(struct archive *a, const char *path, struct archive_entry
 	return -EIO;
 }
 
-/* The rest of the current member into out. */
+/* The rest of the current member into out, read straight into its room (kept from one member
+ * to the next: a pipeline's items are reused). */
 static int read_member(struct archive *a, const char *path, struct tfs_buf *out)
 {
-	char buf[1 << 16];
 	la_ssize_t n;
 
 	out->len = 0;
-	while ((n = archive_read_data(a, buf, sizeof(buf))) > 0)
-		if (tfs_buf_append(out, buf, (size_t)n))
+	do {
+		if (tfs_buf_reserve(out, 1 << 16))
 			return -ENOMEM;
+		n = archive_read_data(a, out->data + out->len, out->cap - out->len - 1);
+		if (n > 0)
+			out->len += (size_t)n;
+	} while (n > 0);
 	if (n < 0) {
 		tfs_err("%s: %s", path, archive_error_string(a));
 		return -EIO;

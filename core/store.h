@@ -52,8 +52,9 @@ struct tfs_store_ops {
 	 * does not show them yet and starts writing them out (-EEXIST as put_new: then *put stays
 	 * NULL). end takes a batch of them at once, makes each durable and then visible at its key
 	 * and frees them (entries set NULL); durable as a batch, they cost the file backend a
-	 * journal commit or two where put_new costs two each. NULL, both, for backends where
-	 * put_new serves as well (begin does all of it). */
+	 * journal commit or two where put_new costs two each (and it drops their pages from the
+	 * page cache once durable: bulk data written, not read back). NULL, both, for backends
+	 * where put_new serves as well (begin does all of it). */
 	int (*put_new_begin)(struct tfs_store *s, const char *key, const void *data, size_t len,
 			     struct tfs_store_put **put);
 	int (*put_new_end)(struct tfs_store *s, struct tfs_store_put **puts, size_t n);

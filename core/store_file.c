@@ -202,8 +202,9 @@ static void dir_of(const char *key, char *dir, size_t cap)
 	dir[n] = 0;
 }
 
-/* fsync path (a file or a directory). */
-static int fsync_at(int root, const char *path)
+/* fsync path (a file or a directory); with drop, its pages then leave the page cache (they are
+ * clean once durable). */
+static int fsync_at_drop(int root, const char *path, int drop)
 {
 	int fd = openat(root, path, O_RDONLY | O_CLOEXEC), rc = 0;
 
@@ -211,8 +212,15 @@ static int fsync_at(int root, const char *path)
 		return -errno;
 	if (fsync(fd) < 0)
 		rc = -errno;
+	if (!rc && drop)
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	close(fd);
 	return rc;
+}
+
+static int fsync_at(int root, const char *path)
+{
+	return fsync_at_drop(root, path, 0);
 }
 
 /* Make key's directory entry durable. */
@@ -373,7 +381,7 @@ static int file_put_new_end(struct tfs_store *st, struct tfs_store_put **puts, s
 
 	qsort(puts, n, sizeof(*puts), put_cmp);
 	for (size_t i = 0; i < n; i++) {
-		if (!puts[i] || !(e = fsync_at(root, puts[i]->tmp)))
+		if (!puts[i] || !(e = fsync_at_drop(root, puts[i]->tmp, 1)))
 			continue;
 		put_failed(st, puts[i], e, &rc);
 		unlinkat(root, puts[i]->tmp, 0);

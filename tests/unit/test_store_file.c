@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The file backend's put_new in two steps: nothing at a key before its batch ends, every object
  * there (and no temporary left) after, an object already there refused at begin, two writers of
- * one key both fine, and a put that cannot be made durable failing alone. */
+ * one key both fine, a put that cannot be made durable failing alone, and a batch's pages out
+ * of the page cache once it has ended. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -153,12 +159,71 @@ static void test_a_put_that_fails_fails_alone(void **state)
 	assert_int_equal(temps("f/o", NULL, 0) + temps("f/p", NULL, 0), 0);
 }
 
+/* Pages of root/key in the page cache. */
+static size_t resident(const char *key)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+	size_t len, n = 0;
+	unsigned char *vec;
+	char path[256];
+	struct stat sb;
+	void *map;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", root, key);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	len = (size_t)sb.st_size;
+	map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	vec = malloc((len + (size_t)page - 1) / (size_t)page);
+	assert_non_null(vec);
+	assert_int_equal(mincore(map, len, vec), 0);
+	for (size_t i = 0; i < (len + (size_t)page - 1) / (size_t)page; i++)
+		n += vec[i] & 1;
+	free(vec);
+	munmap(map, len);
+	close(fd);
+	return n;
+}
+
+static void test_a_batch_leaves_the_page_cache(void **state)
+{
+	enum { LEN = 1 << 20 };
+	struct tfs_store_put *puts[1];
+	struct tfs_buf got = { 0 };
+	struct statfs fs;
+	char *data = malloc(LEN);
+
+	(void)state;
+	assert_non_null(data);
+	memset(data, 'p', LEN);
+	/* tmpfs keeps its files in the page cache: there is nowhere else for them to be. */
+	assert_int_equal(statfs(root, &fs), 0);
+	if (fs.f_type == TMPFS_MAGIC) {
+		free(data);
+		skip();
+	}
+	assert_int_equal(tfs_store_put_new_begin(st, "c/a/big", data, LEN, &puts[0]), 0);
+	assert_int_equal(tfs_store_put_new_end(st, puts, 1), 0);
+	assert_int_equal(resident("c/a/big"), 0);
+	/* and the bytes are there, read back from the disk */
+	assert_int_equal(tfs_store_put_new_begin(st, "c/a/big", data, LEN, &puts[0]), -EEXIST);
+	assert_int_equal(tfs_store_get(st, "c/a/big", &got), 0);
+	assert_int_equal(got.len, LEN);
+	assert_memory_equal(got.data, data, LEN);
+	tfs_buf_free(&got);
+	free(data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_shows_nothing_until_it_ends),
 		cmocka_unit_test(test_two_writers_of_one_key),
 		cmocka_unit_test(test_a_put_that_fails_fails_alone),
+		cmocka_unit_test(test_a_batch_leaves_the_page_cache),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
