@@ -4,6 +4,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,6 +13,9 @@
 #if defined(__x86_64__)
 #include <xxh_x86dispatch.h>
 #endif
+/* For ZSTD_c_literalCompressionMode: an experimental parameter of the stable setParameter, which
+ * a libzstd that does not know it refuses (then literals are compressed as usual). */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 /* XXH3-64 of every payload read and written. On x86-64 libxxhash picks the widest vector unit
@@ -130,8 +134,54 @@ static void zstd_keys(void)
 	pthread_key_create(&zstd_dkey, free_dctx);
 }
 
+/* Bits of information a byte of p's n bytes carries (the Shannon entropy of their histogram),
+ * from at most ENTROPY_SAMPLES of them evenly spaced: enough to tell 7.75 bits from 8 (the
+ * estimate is low by about 0.04 bits at most, which errs towards compressing). The spacing is
+ * prime to 2 and 3, so that every byte of a value of 2, 3, 4, 6 or 8 bytes (an exponent byte
+ * as well as a mantissa's, each channel of a pixel) is sampled as often as the others. */
+#define ENTROPY_SAMPLES 4096
+static float clogc[ENTROPY_SAMPLES + 1]; /* c log2 c */
+static pthread_once_t clogc_once = PTHREAD_ONCE_INIT;
+
+static void clogc_init(void)
+{
+	for (int c = 1; c <= ENTROPY_SAMPLES; c++)
+		clogc[c] = (float)(c * log2(c));
+}
+
+static double byte_entropy(const uint8_t *p, size_t n)
+{
+	size_t step = (n + ENTROPY_SAMPLES - 1) / ENTROPY_SAMPLES | 1, k = 0, i = 0;
+	uint32_t count[4][256] = { { 0 } };
+	double sum = 0;
+
+	if (step % 3 == 0)
+		step += 2;
+	pthread_once(&clogc_once, clogc_init);
+	/* Four tables: a run of one byte value does not wait on its own increments. */
+	for (; i + 3 * step < n; i += 4 * step, k += 4) {
+		count[0][p[i]]++;
+		count[1][p[i + step]]++;
+		count[2][p[i + 2 * step]]++;
+		count[3][p[i + 3 * step]]++;
+	}
+	for (; i < n; i += step, k++)
+		count[0][p[i]]++;
+	for (int b = 0; b < 256; b++)
+		sum += clogc[count[0][b] + count[1][b] + count[2][b] + count[3][b]];
+	return k ? log2((double)k) - sum / (double)k : 0;
+}
+
+/* Entropy-coding literals of H bits a byte saves at most (8 - H) / 8 of them: over this, under
+ * 1/32, what a frame must save to be kept compressed. Such bytes (sensor noise in pixels,
+ * bytes compressed already) cost zstd most of its time in Huffman tables that then go unused;
+ * they are compressed with matches only, several times faster and as small to within that
+ * 1/32. */
+#define LITERALS_NOT_WORTH_BITS (8.0 - 8.0 / 32)
+
 static long long zstd_compress(void *dst, size_t cap, const void *src, size_t len, int level)
 {
+	const int plain = len < 4096 || byte_entropy(src, len) < LITERALS_NOT_WORTH_BITS;
 	ZSTD_CCtx *zstd_cctx;
 	size_t r;
 
@@ -143,7 +193,17 @@ static long long zstd_compress(void *dst, size_t cap, const void *src, size_t le
 			return -ENOMEM;
 		pthread_setspecific(zstd_ckey, zstd_cctx);
 	}
-	r = ZSTD_compressCCtx(zstd_cctx, dst, cap, src, len, level);
+	if (plain) {
+		r = ZSTD_compressCCtx(zstd_cctx, dst, cap, src, len, level);
+	} else {
+		ZSTD_CCtx_reset(zstd_cctx, ZSTD_reset_session_and_parameters);
+		r = ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_compressionLevel, level);
+		if (!ZSTD_isError(r))
+			(void)ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_literalCompressionMode,
+						     ZSTD_ps_disable);
+		if (!ZSTD_isError(r))
+			r = ZSTD_compress2(zstd_cctx, dst, cap, src, len);
+	}
 	if (ZSTD_isError(r))
 		return -EIO;
 	return (long long)r;

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 #include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_frameHeaderSize */
+#include <zstd.h>
 
 #include "object.h"
 #include "util.h"
@@ -311,6 +313,86 @@ static void test_round_trip_zstd_random_falls_back_to_raw(void **state)
 		round_trip(TFS_CODEC_ZSTD, buf, sizes[i], TFS_CODEC_RAW);
 	}
 	free(buf);
+}
+
+/* 16 KiB of bytes, each one 0 with probability zero_in_256 / 256 and else uniform, repeated
+ * four times: matches take three quarters of it whatever the literals' entropy. */
+static void fill_noisy_repeats(uint8_t *p, unsigned zero_in_256, uint64_t seed)
+{
+	fill_random(p, 16u << 10, seed);
+	for (size_t i = 0; i + 1 < 16u << 10; i += 2)
+		if (p[i + 1] < zero_in_256)
+			p[i] = 0;
+	for (int k = 1; k < 4; k++)
+		memcpy(p + (size_t)k * (16u << 10), p, 16u << 10);
+}
+
+/* The type of the literals of a zstd chunk's first block: 0 raw, 2 Huffman-coded. */
+static int literals_type(const struct tfs_buf *obj)
+{
+	const uint8_t *z = obj->data + TFS_OBJ_HEADER_SIZE;
+	const size_t zlen = obj->len - TFS_OBJ_HEADER_SIZE;
+	size_t fh = ZSTD_frameHeaderSize(z, zlen);
+
+	assert_false(ZSTD_isError(fh));
+	assert_int_equal((z[fh] >> 1) & 3, 2); /* a compressed block */
+	return z[fh + 3] & 3;
+}
+
+/* Literals whose bytes carry over 7.75 bits each are not entropy-coded (that could save under
+ * 1/32 of them): the frame is still compressed by its matches, and reads back the same. */
+static void test_high_entropy_literals_are_not_entropy_coded(void **state)
+{
+	enum { LEN = 64u << 10 };
+	struct tfs_buf obj = { 0 };
+	uint8_t *buf = malloc(LEN), *back = malloc(LEN);
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(back);
+	/* Half the bytes 0 one time in 8 (about 7.8 bits a byte: Huffman would save 2 percent, and
+	 * zstd alone spends it), then one time in 2 (about 6.8 bits: it is Huffman-coded). */
+	for (int k = 0; k < 2; k++) {
+		fill_noisy_repeats(buf, k ? 128 : 32, 77 + k);
+		assert_int_equal(tfs_object_encode(TFS_OBJ_CHUNK, TFS_CODEC_ZSTD, 3, buf, LEN, &obj),
+				 0);
+		assert_int_equal(obj.data[7], TFS_CODEC_ZSTD);
+		assert_true(obj.len < LEN / 2);
+		assert_int_equal(literals_type(&obj), k ? 2 : 0);
+		assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, back, LEN), 0);
+		assert_memory_equal(back, buf, LEN);
+	}
+	tfs_buf_free(&obj);
+	free(buf);
+	free(back);
+}
+
+/* The bytes of fixed-size values are sampled lane by lane alike: float32 noise, whose mantissas'
+ * low bytes carry 8 bits but whose exponent bytes carry one, still has its literals
+ * Huffman-coded. */
+static void test_every_byte_of_a_value_counts(void **state)
+{
+	enum { N = 16384 };
+	struct tfs_buf obj = { 0 };
+	float *v = malloc(N * sizeof(float));
+	uint8_t r[4 * N];
+
+	(void)state;
+	assert_non_null(v);
+	fill_random(r, sizeof(r), 5);
+	for (size_t i = 0; i < N; i++) {
+		uint32_t u;
+
+		memcpy(&u, r + 4 * i, 4);
+		v[i] = (float)((double)u / 4294967296.0 * 2.0 + 1.0); /* [1, 3): 2 exponents */
+	}
+	assert_int_equal(tfs_object_encode(TFS_OBJ_CHUNK, TFS_CODEC_ZSTD, 3, v, N * sizeof(float),
+					   &obj),
+			 0);
+	assert_int_equal(obj.data[7], TFS_CODEC_ZSTD);
+	assert_int_equal(literals_type(&obj), 2);
+	tfs_buf_free(&obj);
+	free(v);
 }
 
 static void test_incompressible_header_byte7_is_raw(void **state)
@@ -726,6 +808,8 @@ int main(void)
 		cmocka_unit_test(test_round_trip_raw_codec),
 		cmocka_unit_test(test_round_trip_zstd_compressible),
 		cmocka_unit_test(test_round_trip_zstd_random_falls_back_to_raw),
+		cmocka_unit_test(test_high_entropy_literals_are_not_entropy_coded),
+		cmocka_unit_test(test_every_byte_of_a_value_counts),
 		cmocka_unit_test(test_incompressible_header_byte7_is_raw),
 		cmocka_unit_test(test_encode_resets_output_buffer),
 		cmocka_unit_test(test_encode_is_deterministic),
