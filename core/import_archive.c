@@ -336,14 +336,17 @@ static void prepare(const struct wfield *f, struct wvalue *v, const char *key, c
 	}
 }
 
-static int add_value(const struct wfield *f, const struct wvalue *v)
+static int add_value(const struct wfield *f, struct wvalue *v)
 {
 	uint64_t shape[3], bytes;
+	uint8_t *px = v->img.px;
 
 	switch (f->kind) {
 	case W_IMAGE:
+		/* The pixels go to their chunk as they are: copied into it on the pool. */
 		shape[0] = v->img.h, shape[1] = v->img.w, shape[2] = 3;
-		return tfs_rowcol_add(f->w, v->img.px, (size_t)v->img.w * v->img.h * 3, shape);
+		v->img.px = NULL;
+		return tfs_rowcol_add_take(f->w, px, (size_t)v->img.w * v->img.h * 3, shape);
 	case W_CLS:
 		return tfs_rowcol_add(f->w, &v->cls, sizeof(v->cls), NULL);
 	case W_NPY:

@@ -262,7 +262,9 @@ static int add_image(void *arg, void *item)
 		res->skipped++;
 		return 0;
 	}
-	rc = tfs_rowcol_add(a->w[0], j->img.px, (size_t)j->img.w * j->img.h * 3, shape);
+	/* The pixels go to their chunk as they are: copied into it on the pool. */
+	rc = tfs_rowcol_add_take(a->w[0], j->img.px, (size_t)j->img.w * j->img.h * 3, shape);
+	j->img.px = NULL;
 	if (!rc)
 		rc = tfs_rowcol_add(a->w[1], j->s->rel, strlen(j->s->rel), NULL);
 	if (!rc && a->labels)

@@ -8,19 +8,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Rows taken (tfs_rowcol_add_take) whose room in a chunk's buffer is kept for them: they are
+ * copied there with the rest of the chunk's work, on the pool, and freed. */
+struct hole {
+	size_t off;
+	uint8_t *row; /* owned */
+	size_t len;
+};
+
+struct holes {
+	struct hole *v;
+	size_t n, cap;
+};
+
 /* A fixed column (or part) being appended to: whole chunks of rows_per_chunk rows. */
 struct fixed_w {
 	struct tfs_column *c;
 	uint64_t rpc;  /* rows of a full chunk: rows_per_chunk, or the target's for listed chunks */
 	uint8_t *buf;  /* rpc rows */
 	uint64_t have; /* rows in buf, not yet in a chunk */
+	struct holes holes; /* of buf */
 };
 
 /* A data part: chunks of whole rows, up to the target, ending on row boundaries. */
 struct data_w {
 	struct tfs_column *c;
 	struct tfs_buf buf;
-	uint64_t rows_in_buf; /* the parent's rows whose bytes are in buf */
+	struct holes holes; /* of buf */
 };
 
 /* A chunk being encoded and written on the pool; its ref is copied in by settle(). */
@@ -31,6 +45,7 @@ struct put_job {
 	size_t k;     /* its index in c->chunks */
 	uint8_t *raw; /* owned */
 	size_t len;
+	struct holes holes;	  /* of raw: filled first */
 	struct tfs_chunk_ref ref; /* the result */
 	struct tfs_store_put *put; /* begun on the pool, ended by settle() */
 	struct put_job *next;	  /* pending list; the writer's thread only */
@@ -50,11 +65,47 @@ struct tfs_rowcol {
 	uint64_t end; /* other kinds: bytes of data so far (the last offset) */
 };
 
+static int holes_add(struct holes *h, size_t off, uint8_t *row, size_t len)
+{
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 16;
+		struct hole *v = realloc(h->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		h->v = v;
+		h->cap = cap;
+	}
+	h->v[h->n++] = (struct hole){ off, row, len };
+	return 0;
+}
+
+/* The taken rows into buf, and freed. */
+static void holes_fill(struct holes *h, uint8_t *buf)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		memcpy(buf + h->v[i].off, h->v[i].row, h->v[i].len);
+		free(h->v[i].row);
+	}
+	h->n = 0;
+}
+
+static void holes_free(struct holes *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->v[i].row);
+	free(h->v);
+	memset(h, 0, sizeof(*h));
+}
+
 static int put_run(struct tfs_work *work)
 {
 	struct put_job *j = (struct put_job *)work;
-	int rc = tfs_chunk_put_begin(j->w->s, j->w->ds, j->c->codec, j->c->level, j->raw, j->len,
-				     &j->ref, &j->put);
+	int rc;
+
+	holes_fill(&j->holes, j->raw);
+	rc = tfs_chunk_put_begin(j->w->s, j->w->ds, j->c->codec, j->c->level, j->raw, j->len,
+				 &j->ref, &j->put);
 
 	free(j->raw);
 	j->raw = NULL;
@@ -89,6 +140,7 @@ static int settle(struct tfs_rowcol *w)
 		w->pending = j->next;
 		j->c->chunks[j->k] = j->ref;
 		free(j->raw);
+		holes_free(&j->holes);
 		free(j);
 	}
 	w->npending = 0;
@@ -96,9 +148,10 @@ static int settle(struct tfs_rowcol *w)
 }
 
 /* give: NULL, or where the caller keeps raw, which it hands to a put on the pool instead of a copy
- * (*give is NULL after; it stays the caller's where the chunk is written on this thread). */
+ * (*give is NULL after; it stays the caller's where the chunk is written on this thread).
+ * holes: NULL, or raw's (given), which go with it. */
 static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw, size_t len,
-		     uint64_t rows, uint8_t **give)
+		     uint64_t rows, uint8_t **give, struct holes *holes)
 {
 	struct tfs_chunk_ref *chunks = realloc(c->chunks, (c->nchunks + 1) * sizeof(*chunks));
 	int rc;
@@ -137,12 +190,18 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 				       .raw = copy,
 				       .len = len,
 				       .next = w->pending };
+		if (holes) {
+			j->holes = *holes;
+			memset(holes, 0, sizeof(*holes));
+		}
 		w->pending = j;
 		c->nchunks++;
 		tfs_workgroup_submit(&w->puts, &j->work, TFS_WORK_NORMAL);
 		/* A bounded number of chunks in memory at once. */
 		return ++w->npending >= 2 * tfs_workpool_threads(w->puts.pool) + 2 ? settle(w) : 0;
 	}
+	if (holes)
+		holes_fill(holes, *give);
 	rc = tfs_chunk_put_begin(w->s, w->ds, c->codec, c->level, raw, len, &chunks[c->nchunks],
 				 NULL);
 	if (!rc)
@@ -185,19 +244,29 @@ static int fixed_begin(struct tfs_rowcol *w, struct fixed_w *f, struct tfs_colum
 	return 0;
 }
 
-static int fixed_add(struct tfs_rowcol *w, struct fixed_w *f, const void *row)
+/* take: row is the caller's to give (malloc'd): its room is kept and the copy made on the pool. */
+static int fixed_add(struct tfs_rowcol *w, struct fixed_w *f, const void *row, int take)
 {
 	struct tfs_column *c = f->c;
+	const size_t off = f->have * c->row_bytes;
 
 	/* A full chunk's buffer goes to its put on the pool: the next rows start a new one. */
-	if (!f->buf && !(f->buf = malloc(f->rpc * c->row_bytes + 1)))
+	if (!f->buf && !(f->buf = malloc(f->rpc * c->row_bytes + 1))) {
+		if (take)
+			free((void *)row);
 		return -ENOMEM;
-	memcpy(f->buf + f->have * c->row_bytes, row, c->row_bytes);
+	}
+	if (!take) {
+		memcpy(f->buf + off, row, c->row_bytes);
+	} else if (holes_add(&f->holes, off, (uint8_t *)row, c->row_bytes)) {
+		free((void *)row);
+		return -ENOMEM;
+	}
 	c->rows++;
 	if (++f->have < f->rpc)
 		return 0;
 	f->have = 0;
-	return put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc, &f->buf);
+	return put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc, &f->buf, &f->holes);
 }
 
 static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
@@ -205,7 +274,8 @@ static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
 	int rc = 0;
 
 	if (f->c && f->have)
-		rc = put_chunk(w, f->c, f->buf, f->have * f->c->row_bytes, f->have, NULL);
+		rc = put_chunk(w, f->c, f->buf, f->have * f->c->row_bytes, f->have, &f->buf,
+			       &f->holes);
 	if (!rc)
 		f->have = 0;
 	return rc;
@@ -219,32 +289,44 @@ static int data_flush(struct tfs_rowcol *w)
 	int rc = 0;
 
 	if (d->buf.len)
-		rc = put_chunk(w, d->c, d->buf.data, d->buf.len, d->buf.len, &d->buf.data);
+		rc = put_chunk(w, d->c, d->buf.data, d->buf.len, d->buf.len, &d->buf.data,
+			       &d->holes);
 	if (!d->buf.data) /* given to its put on the pool: the next rows start a new one */
 		d->buf = (struct tfs_buf){ 0 };
 	d->buf.len = 0;
 	return rc;
 }
 
-static int data_add(struct tfs_rowcol *w, const void *row, size_t len)
+/* take: as fixed_add's. */
+static int data_add(struct tfs_rowcol *w, const void *row, size_t len, int take)
 {
 	struct data_w *d = &w->data;
+	uint8_t *given = take ? (uint8_t *)row : NULL;
 	int rc = 0;
 
-	if (!len)
+	if (!len) {
+		free(given);
 		return 0;
+	}
 	/* Whole rows up to the target; a row larger than the target is a chunk of its own. */
 	if (d->buf.len && d->buf.len + len > d->c->chunk_bytes)
 		rc = data_flush(w);
 	if (!rc && len >= d->c->chunk_bytes) {
-		rc = put_chunk(w, d->c, row, len, len, NULL);
+		rc = put_chunk(w, d->c, row, len, len, take ? &given : NULL, NULL);
 	} else if (!rc) {
 		/* Room for a whole chunk at once: no copies as it grows. */
 		if (!d->buf.cap)
 			rc = tfs_buf_reserve(&d->buf, d->c->chunk_bytes);
-		if (!rc)
+		if (!rc && !take)
 			rc = tfs_buf_append(&d->buf, row, len);
+		if (!rc && take)
+			rc = tfs_buf_reserve(&d->buf, len);
+		if (!rc && take && !(rc = holes_add(&d->holes, d->buf.len, given, len))) {
+			given = NULL;
+			d->buf.len += len;
+		}
 	}
+	free(given); /* not taken after all: an error, or a chunk written on this thread */
 	if (!rc)
 		d->c->rows += len;
 	return rc;
@@ -348,7 +430,7 @@ int tfs_rowcol_begin(struct tfs_store *s, const char *ds, struct tfs_manifest *m
 			rc = fixed_begin(w, &w->shapes, &m->cols[h->shapes]);
 		/* A new column starts with the offset of its first row. */
 		if (!rc && offs->rows == 0)
-			rc = fixed_add(w, &w->fixed, &w->end);
+			rc = fixed_add(w, &w->fixed, &w->end, 0);
 	}
 	if (rc) {
 		tfs_rowcol_free(w);
@@ -367,39 +449,65 @@ uint64_t tfs_text_line_bytes(const char *row, size_t len)
 	return n;
 }
 
-int tfs_rowcol_add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape)
+/* take: row is the caller's to give (malloc'd), and the rowcol's from here on, added or not. */
+static int add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape, int take)
 {
 	struct tfs_column *h = w->h;
-	int rc;
+	int rc = 0;
 
-	if (h->kind == TFS_COL_FIXED)
-		return len == h->row_bytes ? fixed_add(w, &w->fixed, row) : -EINVAL;
-	if (h->kind == TFS_COL_RAGGED) {
+	if (h->kind == TFS_COL_FIXED) {
+		if (len == h->row_bytes)
+			return fixed_add(w, &w->fixed, row, take);
+		rc = -EINVAL;
+	} else if (h->kind == TFS_COL_RAGGED) {
 		uint64_t want = h->dtype.itemsize;
 		int64_t dims[TFS_MAX_DIMS];
 
-		for (unsigned d = 0; d < h->ndim; d++) {
+		for (unsigned d = 0; !rc && d < h->ndim; d++) {
 			if (tfs_mul_u64(want, shape[d], &want) || shape[d] > INT64_MAX)
-				return -EINVAL;
-			dims[d] = (int64_t)shape[d];
+				rc = -EINVAL;
+			else
+				dims[d] = (int64_t)shape[d];
 		}
-		if (want != len)
-			return -EINVAL;
-		rc = fixed_add(w, &w->shapes, dims);
-		if (rc)
-			return rc;
+		if (!rc && want != len)
+			rc = -EINVAL;
+		if (!rc)
+			rc = fixed_add(w, &w->shapes, dims, 0);
 	} else if (h->kind == TFS_COL_TEXT) {
 		if (!tfs_utf8_valid(row, len))
-			return -EINVAL;
-		h->text_bytes += tfs_text_line_bytes(row, len);
+			rc = -EINVAL;
+		else
+			h->text_bytes += tfs_text_line_bytes(row, len);
 	}
-	rc = data_add(w, row, len);
+	if (rc) {
+		if (take)
+			free((void *)row);
+		return rc;
+	}
+	rc = data_add(w, row, len, take);
 	w->end += len;
 	if (!rc)
-		rc = fixed_add(w, &w->fixed, &w->end);
+		rc = fixed_add(w, &w->fixed, &w->end, 0);
 	if (!rc)
 		h->rows++;
 	return rc;
+}
+
+int tfs_rowcol_add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape)
+{
+	return add(w, row, len, shape, 0);
+}
+
+int tfs_rowcol_add_take(struct tfs_rowcol *w, uint8_t *row, size_t len, const uint64_t *shape)
+{
+	/* Without a pool a chunk is made on this thread: the copy costs the same here. */
+	if (!w->puts.pool) {
+		int rc = add(w, row, len, shape, 0);
+
+		free(row);
+		return rc;
+	}
+	return add(w, row, len, shape, 1);
 }
 
 int tfs_rowcol_finish(struct tfs_rowcol *w)
@@ -435,5 +543,8 @@ void tfs_rowcol_free(struct tfs_rowcol *w)
 	free(w->fixed.buf);
 	free(w->shapes.buf);
 	tfs_buf_free(&w->data.buf);
+	holes_free(&w->fixed.holes);
+	holes_free(&w->shapes.holes);
+	holes_free(&w->data.holes);
 	free(w);
 }

@@ -29,6 +29,10 @@ int tfs_rowcol_begin(struct tfs_store *s, const char *ds, struct tfs_manifest *m
  * column, its shape (ndim values whose product times the itemsize is len). -EINVAL (logged by
  * the caller) when the row does not fit the column. */
 int tfs_rowcol_add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape);
+/* tfs_rowcol_add of a row the caller gives up (malloc'd; the rowcol frees it, added or not):
+ * with a pool its room in the chunk is kept, and it is copied there on the pool with the rest of
+ * the chunk's work, so that the thread adding rows does not copy large ones. */
+int tfs_rowcol_add_take(struct tfs_rowcol *w, uint8_t *row, size_t len, const uint64_t *shape);
 /* Encode and write chunks as tasks on pool from now on (NULL: on the caller's thread), a bounded
  * number at a time; their refs reach the manifest by tfs_rowcol_finish. */
 void tfs_rowcol_use_pool(struct tfs_rowcol *w, struct tfs_workpool *pool);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core/rowcol.c: data chunks end on row boundaries (a row over the target alone),
- * offsets and shapes, text checks, appending after a partial chunk, UTF-8 validation and text
- * line sizes. */
+ * offsets and shapes, text checks, appending after a partial chunk, rows given (copied into
+ * their chunks on the pool) written as copied ones are, UTF-8 validation and text line sizes. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -167,6 +167,92 @@ static void test_ragged_shapes(void **state)
 	tfs_manifest_free(&m);
 }
 
+/* Row i of the taken-rows test: i * 37 % 300 bytes (one over the chunk target), of i. */
+static size_t taken_row(unsigned i, uint8_t **out)
+{
+	const size_t len = i == 20 ? 1500 : i * 37 % 300;
+
+	*out = malloc(len ? len : 1);
+	assert_non_null(*out);
+	memset(*out, (int)i, len);
+	return len;
+}
+
+/* A fixed and a ragged column written with rows given up and rows copied, on a pool, and the
+ * same rows all copied on this thread: the same chunks. */
+static void test_taken_rows_land_where_copied_ones_do(void **state)
+{
+	struct tfs_manifest m[2] = { { .cols = calloc(8, sizeof(*m[0].cols)) },
+				     { .cols = calloc(8, sizeof(*m[1].cols)) } };
+	const uint64_t fixed_shape[] = { 96 };
+	struct tfs_workpool *pool;
+	struct tfs_dtype u1;
+	char err[64];
+	int big;
+
+	(void)state;
+	assert_int_equal(tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)), 0);
+	assert_int_equal(tfs_workpool_create(2, &pool), 0);
+	for (int k = 0; k < 2; k++) {
+		struct tfs_rowcol *f, *r;
+
+		assert_non_null(m[k].cols);
+		assert_int_equal(tfs_rowcol_new(&m[k], "f", TFS_COL_FIXED, &u1, 1, fixed_shape, 1000,
+						TFS_CODEC_ZSTD, 3),
+				 0);
+		assert_int_equal(tfs_rowcol_new(&m[k], "r", TFS_COL_RAGGED, &u1, 1, NULL, 1000,
+						TFS_CODEC_ZSTD, 3),
+				 0);
+		assert_int_equal(tfs_rowcol_begin(store, "ds", &m[k], 0, &f), 0);
+		assert_int_equal(tfs_rowcol_begin(store, "ds", &m[k], 1, &r), 0);
+		if (k == 0) {
+			tfs_rowcol_use_pool(f, pool);
+			tfs_rowcol_use_pool(r, pool);
+		}
+		for (unsigned i = 0; i < 40; i++) {
+			uint8_t fixed_row[96], *row;
+			const uint64_t len = taken_row(i, &row);
+
+			memset(fixed_row, (int)(255 - i), sizeof(fixed_row));
+			if (k == 0 && i % 3) { /* given up: freed by the rowcol */
+				uint8_t *copy = malloc(sizeof(fixed_row));
+
+				assert_non_null(copy);
+				memcpy(copy, fixed_row, sizeof(fixed_row));
+				assert_int_equal(tfs_rowcol_add_take(f, copy, 96, NULL), 0);
+				assert_int_equal(tfs_rowcol_add_take(r, row, len, &len), 0);
+				continue;
+			}
+			assert_int_equal(tfs_rowcol_add(f, fixed_row, 96, NULL), 0);
+			assert_int_equal(tfs_rowcol_add(r, row, len, &len), 0);
+			free(row);
+		}
+		if (k == 0) { /* a row refused is freed all the same */
+			uint8_t *row = malloc(8);
+			const uint64_t wrong = 9;
+
+			assert_non_null(row);
+			assert_int_equal(tfs_rowcol_add_take(r, row, 8, &wrong), -EINVAL);
+		}
+		assert_int_equal(tfs_rowcol_finish(f), 0);
+		assert_int_equal(tfs_rowcol_finish(r), 0);
+		tfs_rowcol_free(f);
+		tfs_rowcol_free(r);
+	}
+	assert_int_equal(m[0].ncols, m[1].ncols);
+	for (size_t i = 0; i < m[0].ncols; i++) {
+		assert_int_equal(m[0].cols[i].rows, m[1].cols[i].rows);
+		assert_int_equal(m[0].cols[i].nchunks, m[1].cols[i].nchunks);
+		for (size_t c = 0; c < m[0].cols[i].nchunks; c++)
+			assert_true(tfs_id_eq(&m[0].cols[i].chunks[c].id, &m[1].cols[i].chunks[c].id));
+	}
+	assert_int_equal(m[0].cols[0].rows, 40);
+	assert_true(m[0].cols[0].nchunks > 3 && m[0].cols[2].nchunks > 3);
+	tfs_workpool_destroy(pool);
+	tfs_manifest_free(&m[0]);
+	tfs_manifest_free(&m[1]);
+}
+
 /* UTF-8 as text columns take it: well-formed only. */
 static void test_utf8(void **state)
 {
@@ -212,6 +298,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_chunks_end_on_rows),
 		cmocka_unit_test(test_ragged_shapes),
+		cmocka_unit_test(test_taken_rows_land_where_copied_ones_do),
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_text_line_bytes),
 	};
