@@ -207,7 +207,9 @@ static void test_a_batch_leaves_the_page_cache(void **state)
 	}
 	assert_int_equal(tfs_store_put_new_begin(st, "c/a/big", data, LEN, &puts[0]), 0);
 	assert_int_equal(tfs_store_put_new_end(st, puts, 1), 0);
-	assert_int_equal(resident("c/a/big"), 0);
+	/* Advice, which the kernel takes for what it can drop at once: written through the page
+	 * cache, all 256 pages would be there; a folio still referenced may stay a moment. */
+	assert_true(resident("c/a/big") <= LEN / 4096 / 8);
 	/* and the bytes are there, read back from the disk */
 	assert_int_equal(tfs_store_put_new_begin(st, "c/a/big", data, LEN, &puts[0]), -EEXIST);
 	assert_int_equal(tfs_store_get(st, "c/a/big", &got), 0);
