@@ -3,6 +3,7 @@
 #include "rowcol.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ struct put_job {
 	struct holes holes;	  /* of raw: filled first */
 	struct tfs_chunk_ref ref; /* the result */
 	struct tfs_store_put *put; /* begun on the pool, ended by settle() */
+	atomic_int done;	   /* put_run has ended: the fields above are settle()'s */
 	struct put_job *next;	  /* pending list; the writer's thread only */
 };
 
@@ -109,12 +111,15 @@ static int put_run(struct tfs_work *work)
 
 	free(j->raw);
 	j->raw = NULL;
+	atomic_store_explicit(&j->done, 1, memory_order_release);
 	return rc;
 }
 
-/* Wait for the puts under way, start ending them as one batch (durable, then at their keys:
- * tfs_rowcol_finish waits for it) and copy their refs in. Returns the first error met. */
-static int settle(struct tfs_rowcol *w)
+/* Wait until at most keep puts are under way (0: none), start ending those that have ended as
+ * one batch (durable, then at their keys: tfs_rowcol_finish waits for it) and copy their refs
+ * in. The writer goes on while the last keep run: no barrier on the slowest chunk of a batch.
+ * Returns the first error met. */
+static int settle(struct tfs_rowcol *w, unsigned keep)
 {
 	struct tfs_store_put **puts;
 	size_t n = 0;
@@ -122,29 +127,28 @@ static int settle(struct tfs_rowcol *w)
 
 	if (!w->puts.pool)
 		return 0;
-	rc = tfs_workgroup_wait(&w->puts);
+	rc = tfs_workgroup_wait_below(&w->puts, keep);
 	puts = calloc(w->npending ? w->npending : 1, sizeof(*puts));
-	for (struct put_job *j = w->pending; j; j = j->next) {
-		if (puts) {
-			puts[n++] = j->put;
+	for (struct put_job **at = &w->pending, *j; (j = *at);) {
+		if (!atomic_load_explicit(&j->done, memory_order_acquire)) {
+			at = &j->next;
 			continue;
 		}
-		rc2 = tfs_store_put_new_end(w->s, &j->put, 1); /* no room for a batch */
-		rc = rc ? rc : rc2;
-	}
-	rc2 = tfs_put_ender_start(&w->ender, w->s, puts, n);
-	rc = rc ? rc : rc2;
-	while (w->pending) {
-		struct put_job *j = w->pending;
-
-		w->pending = j->next;
+		if (puts) {
+			puts[n++] = j->put;
+		} else {
+			rc2 = tfs_store_put_new_end(w->s, &j->put, 1); /* no room for a batch */
+			rc = rc ? rc : rc2;
+		}
+		*at = j->next;
+		w->npending--;
 		j->c->chunks[j->k] = j->ref;
 		free(j->raw);
 		holes_free(&j->holes);
 		free(j);
 	}
-	w->npending = 0;
-	return rc;
+	rc2 = tfs_put_ender_start(&w->ender, w->s, puts, n);
+	return rc ? rc : rc2;
 }
 
 /* give: NULL, or where the caller keeps raw, which it hands to a put on the pool instead of a copy
@@ -198,7 +202,9 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 		c->nchunks++;
 		tfs_workgroup_submit(&w->puts, &j->work, TFS_WORK_NORMAL);
 		/* A bounded number of chunks in memory at once. */
-		return ++w->npending >= 2 * tfs_workpool_threads(w->puts.pool) + 2 ? settle(w) : 0;
+		return ++w->npending >= 2 * tfs_workpool_threads(w->puts.pool) + 2
+			       ? settle(w, tfs_workpool_threads(w->puts.pool))
+			       : 0;
 	}
 	if (holes)
 		holes_fill(holes, *give);
@@ -518,7 +524,7 @@ int tfs_rowcol_finish(struct tfs_rowcol *w)
 		rc = fixed_flush(w, &w->shapes);
 	if (!rc && w->data.c)
 		rc = data_flush(w);
-	rc2 = settle(w);
+	rc2 = settle(w, 0);
 	rc = rc ? rc : rc2;
 	rc2 = tfs_put_ender_wait(&w->ender);
 	return rc ? rc : rc2;
@@ -526,7 +532,7 @@ int tfs_rowcol_finish(struct tfs_rowcol *w)
 
 void tfs_rowcol_use_pool(struct tfs_rowcol *w, struct tfs_workpool *pool)
 {
-	settle(w);
+	settle(w, 0);
 	tfs_put_ender_wait(&w->ender);
 	if (w->puts.pool)
 		tfs_workgroup_destroy(&w->puts);
