@@ -323,11 +323,10 @@ static int data_add(struct tfs_rowcol *w, const void *row, size_t len, int take)
 		/* Room for a whole chunk at once: no copies as it grows. */
 		if (!d->buf.cap)
 			rc = tfs_buf_reserve(&d->buf, d->c->chunk_bytes);
-		if (!rc && !take)
+		if (!rc && !take) {
 			rc = tfs_buf_append(&d->buf, row, len);
-		if (!rc && take)
-			rc = tfs_buf_reserve(&d->buf, len);
-		if (!rc && take && !(rc = holes_add(&d->holes, d->buf.len, given, len))) {
+		} else if (!rc && !(rc = holes_add(&d->holes, d->buf.len, given, len))) {
+			/* Its room is in the chunk's reserve; the bytes come on the pool. */
 			given = NULL;
 			d->buf.len += len;
 		}
