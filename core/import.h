@@ -172,7 +172,8 @@ struct tfs_media_fields {
 };
 
 /* A media field's value: file rel (under base), decoded, appended to out as a u32 rank, the
- * shape (u64 each), then the bytes. -EINVAL with the reason in why when it does not decode. */
+ * shape (u64 each), then the bytes. -EINVAL with the reason in why when it does not decode;
+ * -ELIBACC when no video or audio can be (FFmpeg's libraries do not load: fflib.h). */
 int tfs_media_value(const char *base, const char *rel, char kind, const struct tfs_media_fields *mf,
 		    struct tfs_buf *out, char *why, size_t why_cap);
 /* Such a value's shape and bytes. */

@@ -287,6 +287,8 @@ static int use_file(void *arg, void *item)
 	struct tfs_import_result *res = ad->res;
 	int rc = 0;
 
+	if (j->rc == -ELIBACC)
+		return j->rc; /* nothing can be decoded, no file is to blame: fflib logged why */
 	if (j->rc) {
 		tfs_warn("%s: %s%s", j->f->path, j->err, mo->strict ? "" : "; skipped");
 		if (mo->strict) {

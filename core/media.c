@@ -1,23 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* media: a demuxer and a decoder a file; frames converted by swscale (as ffmpeg's scale filter
- * does) and picked by timestamp (as its fps filter does); samples converted by swresample. */
+ * does) and picked by timestamp (as its fps filter does); samples converted by swresample.
+ * FFmpeg is called through fflib's table (its libraries are loaded on first use). */
 #include "media.h"
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/channel_layout.h>
-#include <libavutil/display.h>
-#include <libavutil/opt.h>
-#include <libavutil/pixdesc.h>
-#include <libswresample/swresample.h>
-#include <libswscale/swscale.h>
+#include "fflib.h"
 
 #define MAX_FRAMES (1u << 20) /* frames a video may give at most */
 
@@ -35,59 +28,52 @@ struct dec {
 
 static void dec_close(struct dec *d)
 {
-	sws_freeContext(d->to_rgb);
-	av_frame_free(&d->rgb);
-	av_frame_free(&d->turned);
-	av_frame_free(&d->frame);
-	av_packet_free(&d->pkt);
-	avcodec_free_context(&d->cc);
-	avformat_close_input(&d->fmt);
+	tfs_ff.sws_freeContext(d->to_rgb);
+	tfs_ff.av_frame_free(&d->rgb);
+	tfs_ff.av_frame_free(&d->turned);
+	tfs_ff.av_frame_free(&d->frame);
+	tfs_ff.av_packet_free(&d->pkt);
+	tfs_ff.avcodec_free_context(&d->cc);
+	tfs_ff.avformat_close_input(&d->fmt);
 }
 
 static int av_fail(char *err, size_t cap, const char *what, int averr)
 {
 	char msg[128];
 
-	av_strerror(averr, msg, sizeof(msg));
+	tfs_ff.av_strerror(averr, msg, sizeof(msg));
 	snprintf(err, cap, "%s: %s", what, msg);
 	return -EINVAL;
 }
 
-static void quiet(void)
-{
-	av_log_set_level(AV_LOG_QUIET); /* problems are reported by the caller, naming the file */
-}
-
 static int dec_open(struct dec *d, const char *path, enum AVMediaType type, char *err, size_t cap)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	const AVCodec *codec = NULL;
 	int rc;
 
-	pthread_once(&once, quiet);
 	memset(d, 0, sizeof(*d));
-	rc = avformat_open_input(&d->fmt, path, NULL, NULL);
+	rc = tfs_ff.avformat_open_input(&d->fmt, path, NULL, NULL);
 	if (rc < 0)
 		return av_fail(err, cap, "cannot open", rc);
-	rc = avformat_find_stream_info(d->fmt, NULL);
+	rc = tfs_ff.avformat_find_stream_info(d->fmt, NULL);
 	if (rc < 0)
 		return av_fail(err, cap, "cannot read its streams", rc);
-	d->stream = av_find_best_stream(d->fmt, type, -1, -1, &codec, 0);
+	d->stream = tfs_ff.av_find_best_stream(d->fmt, type, -1, -1, &codec, 0);
 	if (d->stream < 0 || !codec) {
 		snprintf(err, cap, "no %s stream a decoder here takes",
 			 type == AVMEDIA_TYPE_VIDEO ? "video" : "audio");
 		return -EINVAL;
 	}
-	d->cc = avcodec_alloc_context3(codec);
-	d->pkt = av_packet_alloc();
-	d->frame = av_frame_alloc();
+	d->cc = tfs_ff.avcodec_alloc_context3(codec);
+	d->pkt = tfs_ff.av_packet_alloc();
+	d->frame = tfs_ff.av_frame_alloc();
 	if (!d->cc || !d->pkt || !d->frame)
 		return -ENOMEM;
-	rc = avcodec_parameters_to_context(d->cc, d->fmt->streams[d->stream]->codecpar);
+	rc = tfs_ff.avcodec_parameters_to_context(d->cc, d->fmt->streams[d->stream]->codecpar);
 	/* One thread a file: files are decoded in parallel, and the frames do not depend on it. */
 	d->cc->thread_count = 1;
 	if (rc >= 0)
-		rc = avcodec_open2(d->cc, codec, NULL);
+		rc = tfs_ff.avcodec_open2(d->cc, codec, NULL);
 	return rc < 0 ? av_fail(err, cap, "cannot open its decoder", rc) : 0;
 }
 
@@ -95,7 +81,7 @@ static int dec_open(struct dec *d, const char *path, enum AVMediaType type, char
 static int dec_next(struct dec *d, char *err, size_t cap)
 {
 	for (;;) {
-		int rc = avcodec_receive_frame(d->cc, d->frame);
+		int rc = tfs_ff.avcodec_receive_frame(d->cc, d->frame);
 
 		if (rc >= 0)
 			return 1;
@@ -103,21 +89,21 @@ static int dec_next(struct dec *d, char *err, size_t cap)
 			return 0;
 		if (rc != AVERROR(EAGAIN))
 			return av_fail(err, cap, "damaged", rc);
-		rc = av_read_frame(d->fmt, d->pkt);
+		rc = tfs_ff.av_read_frame(d->fmt, d->pkt);
 		if (rc == AVERROR_EOF) {
-			avcodec_send_packet(d->cc, NULL); /* drain */
+			tfs_ff.avcodec_send_packet(d->cc, NULL); /* drain */
 			continue;
 		}
 		if (rc < 0)
 			return av_fail(err, cap, "cannot read", rc);
 		if (d->pkt->stream_index == d->stream) {
-			rc = avcodec_send_packet(d->cc, d->pkt);
+			rc = tfs_ff.avcodec_send_packet(d->cc, d->pkt);
 			if (rc < 0 && rc != AVERROR(EAGAIN)) {
-				av_packet_unref(d->pkt);
+				tfs_ff.av_packet_unref(d->pkt);
 				return av_fail(err, cap, "damaged", rc);
 			}
 		}
-		av_packet_unref(d->pkt);
+		tfs_ff.av_packet_unref(d->pkt);
 	}
 }
 
@@ -131,7 +117,7 @@ static int stream_turn(const AVStream *st)
 	double theta;
 
 #if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 31, 100)
-	const AVPacketSideData *sd = av_packet_side_data_get(st->codecpar->coded_side_data,
+	const AVPacketSideData *sd = tfs_ff.av_packet_side_data_get(st->codecpar->coded_side_data,
 							     st->codecpar->nb_coded_side_data,
 							     AV_PKT_DATA_DISPLAYMATRIX);
 
@@ -139,14 +125,14 @@ static int stream_turn(const AVStream *st)
 		m = (const int32_t *)sd->data;
 #else
 	size_t size = 0;
-	const uint8_t *sd = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
+	const uint8_t *sd = tfs_ff.av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
 
 	if (sd && size >= 9 * sizeof(int32_t))
 		m = (const int32_t *)sd;
 #endif
 	if (!m)
 		return 0;
-	theta = -round(av_display_rotation_get(m));
+	theta = -round(tfs_ff.av_display_rotation_get(m));
 	if (isnan(theta))
 		return 0;
 	theta -= 360 * floor(theta / 360 + 0.9 / 360);
@@ -161,7 +147,7 @@ static int stream_turn(const AVStream *st)
  * would not take as it is (a palette, or chroma subsampled unevenly for a quarter turn). */
 static int turn_frame(const AVFrame *in, AVFrame *out, int turn)
 {
-	const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(in->format);
+	const AVPixFmtDescriptor *desc = tfs_ff.av_pix_fmt_desc_get(in->format);
 	const int quarter = turn != 180;
 
 	if (!desc ||
@@ -171,11 +157,11 @@ static int turn_frame(const AVFrame *in, AVFrame *out, int turn)
 		return -ENOTSUP;
 	if (out->format != in->format || out->width != (quarter ? in->height : in->width) ||
 	    out->height != (quarter ? in->width : in->height)) {
-		av_frame_unref(out);
+		tfs_ff.av_frame_unref(out);
 		out->format = in->format;
 		out->width = quarter ? in->height : in->width;
 		out->height = quarter ? in->width : in->height;
-		if (av_frame_get_buffer(out, 0) < 0)
+		if (tfs_ff.av_frame_get_buffer(out, 0) < 0)
 			return -ENOMEM;
 	}
 	for (int p = 0; p < 4 && in->data[p]; p++) {
@@ -224,7 +210,7 @@ static const AVFrame *upright(struct dec *d, int scaled, int *rc)
 	*rc = 0;
 	if (!d->turn)
 		return f;
-	if (!d->turned && !(d->turned = av_frame_alloc())) {
+	if (!d->turned && !(d->turned = tfs_ff.av_frame_alloc())) {
 		*rc = -ENOMEM;
 		return NULL;
 	}
@@ -233,7 +219,7 @@ static const AVFrame *upright(struct dec *d, int scaled, int *rc)
 		/* As the ffmpeg command's graph converts it for the turn (its default scaler,
 		 * bicubic): to RGB when nothing scales after the turn (the output's format
 		 * reaches back to it), else 8-bit YUV to 4:4:4 and anything else to RGB. */
-		const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(f->format);
+		const AVPixFmtDescriptor *desc = tfs_ff.av_pix_fmt_desc_get(f->format);
 		const enum AVPixelFormat to =
 			scaled && desc &&
 					!(desc->flags &
@@ -242,29 +228,29 @@ static const AVFrame *upright(struct dec *d, int scaled, int *rc)
 				? AV_PIX_FMT_YUV444P
 				: AV_PIX_FMT_RGB24;
 
-		if (!d->rgb && !(d->rgb = av_frame_alloc())) {
+		if (!d->rgb && !(d->rgb = tfs_ff.av_frame_alloc())) {
 			*rc = -ENOMEM;
 			return NULL;
 		}
 		if (d->rgb->width != f->width || d->rgb->height != f->height ||
 		    d->rgb->format != to) {
-			av_frame_unref(d->rgb);
+			tfs_ff.av_frame_unref(d->rgb);
 			d->rgb->format = to;
 			d->rgb->width = f->width;
 			d->rgb->height = f->height;
-			if (av_frame_get_buffer(d->rgb, 0) < 0) {
+			if (tfs_ff.av_frame_get_buffer(d->rgb, 0) < 0) {
 				*rc = -ENOMEM;
 				return NULL;
 			}
 		}
 		d->to_rgb =
-			sws_getCachedContext(d->to_rgb, f->width, f->height, f->format, f->width,
+			tfs_ff.sws_getCachedContext(d->to_rgb, f->width, f->height, f->format, f->width,
 					     f->height, to, SWS_BICUBIC, NULL, NULL, NULL);
 		if (!d->to_rgb) {
 			*rc = -EINVAL;
 			return NULL;
 		}
-		sws_scale(d->to_rgb, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
+		tfs_ff.sws_scale(d->to_rgb, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
 			  d->rgb->data, d->rgb->linesize);
 		*rc = turn_frame(d->rgb, d->turned, d->turn);
 	}
@@ -343,12 +329,12 @@ static int convert(const AVFrame *f, struct SwsContext **sws, const struct tfs_v
 		}
 		to = *tmp;
 	}
-	*sws = sws_getCachedContext(*sws, f->width, f->height, f->format, (int)sw, (int)sh,
+	*sws = tfs_ff.sws_getCachedContext(*sws, f->width, f->height, f->format, (int)sw, (int)sh,
 				    AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
 	if (!*sws)
 		return -EINVAL;
 	stride = (int)sw * 3;
-	sws_scale(*sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, &to, &stride);
+	tfs_ff.sws_scale(*sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, &to, &stride);
 	if (o->w && o->fit == TFS_FIT_CROP) {
 		for (uint32_t y = 0; y < h; y++)
 			memcpy(dst + (size_t)y * w * 3, *tmp + ((size_t)(y + top) * sw + left) * 3,
@@ -375,11 +361,14 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 	int rc, got;
 
 	memset(out, 0, sizeof(*out));
+	rc = tfs_fflib_load(err, err_cap);
+	if (rc)
+		return rc; /* before anything the exit path would free with FFmpeg's functions */
 	rc = dec_open(&d, path, AVMEDIA_TYPE_VIDEO, err, err_cap);
 	if (rc)
 		goto out;
 	tb = d.fmt->streams[d.stream]->time_base;
-	rate = o->fps > 0 ? av_d2q(o->fps, 1000000) : d.fmt->streams[d.stream]->avg_frame_rate;
+	rate = o->fps > 0 ? tfs_ff.av_d2q(o->fps, 1000000) : d.fmt->streams[d.stream]->avg_frame_rate;
 	out->fps = o->fps > 0 ? o->fps : rate.num && rate.den ? av_q2d(rate) : 0;
 	d.turn = stream_turn(d.fmt->streams[d.stream]);
 	while ((got = dec_next(&d, err, err_cap)) == 1) {
@@ -420,7 +409,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 		if (ts != AV_NOPTS_VALUE)
 			end = ts + (d.frame->pkt_duration > 0
 					    ? d.frame->pkt_duration
-					    : (rate.num ? av_rescale_q(1, av_inv_q(rate), tb) : 0));
+					    : (rate.num ? tfs_ff.av_rescale_q(1, av_inv_q(rate), tb) : 0));
 		t = ts == AV_NOPTS_VALUE ? (double)out->n / (out->fps > 0 ? out->fps : 25)
 					 : (double)(ts - start) * av_q2d(tb);
 		rc = convert(f, &sws, o, out->w, out->h, frame, &tmp, &tmp_cap);
@@ -433,7 +422,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 			 * to the nearest; the frame held fills every slot before the new one's. */
 			const int64_t k = ts == AV_NOPTS_VALUE
 						  ? emitted
-						  : av_rescale_q_rnd(ts - start, tb, av_inv_q(rate),
+						  : tfs_ff.av_rescale_q_rnd(ts - start, tb, av_inv_q(rate),
 								     AV_ROUND_NEAR_INF);
 
 			while (vo.cur && emitted < k && !rc) {
@@ -461,7 +450,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 		 * eof_action=round): at least its own. */
 		const int64_t k = end == AV_NOPTS_VALUE
 					  ? emitted + 1
-					  : av_rescale_q_rnd(end - start, tb, av_inv_q(rate),
+					  : tfs_ff.av_rescale_q_rnd(end - start, tb, av_inv_q(rate),
 							     AV_ROUND_NEAR_INF);
 
 		while (!rc && emitted < k) {
@@ -476,7 +465,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 out:
 	if (rc == -E2BIG)
 		snprintf(err, err_cap, "more than %u frames", MAX_FRAMES);
-	sws_freeContext(sws);
+	tfs_ff.sws_freeContext(sws);
 	free(vo.cur);
 	free(frame);
 	free(tmp);
@@ -505,29 +494,32 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 	int rc, got;
 
 	memset(out, 0, sizeof(*out));
+	rc = tfs_fflib_load(err, err_cap);
+	if (rc)
+		return rc; /* before anything the exit path would free with FFmpeg's functions */
 	rc = dec_open(&d, path, AVMEDIA_TYPE_AUDIO, err, err_cap);
 	if (rc)
 		goto out;
-	rc = av_channel_layout_copy(&in_layout, &d.cc->ch_layout) < 0 ? -ENOMEM : 0;
+	rc = tfs_ff.av_channel_layout_copy(&in_layout, &d.cc->ch_layout) < 0 ? -ENOMEM : 0;
 	if (!rc && in_layout.order == AV_CHANNEL_ORDER_UNSPEC)
-		av_channel_layout_default(&in_layout, in_layout.nb_channels);
+		tfs_ff.av_channel_layout_default(&in_layout, in_layout.nb_channels);
 	if (!rc && o->mono)
-		av_channel_layout_default(&out_layout, 1);
+		tfs_ff.av_channel_layout_default(&out_layout, 1);
 	else if (!rc)
-		rc = av_channel_layout_copy(&out_layout, &in_layout) < 0 ? -ENOMEM : 0;
+		rc = tfs_ff.av_channel_layout_copy(&out_layout, &in_layout) < 0 ? -ENOMEM : 0;
 	out->rate = o->rate ? o->rate : (uint32_t)d.cc->sample_rate;
 	out->channels = (uint32_t)out_layout.nb_channels;
 	if (!rc &&
-	    swr_alloc_set_opts2(&swr, &out_layout, AV_SAMPLE_FMT_FLT, (int)out->rate, &in_layout,
+	    tfs_ff.swr_alloc_set_opts2(&swr, &out_layout, AV_SAMPLE_FMT_FLT, (int)out->rate, &in_layout,
 				d.cc->sample_fmt, d.cc->sample_rate, 0, NULL) < 0)
 		rc = -EINVAL;
-	if (!rc && swr_init(swr) < 0) {
+	if (!rc && tfs_ff.swr_init(swr) < 0) {
 		snprintf(err, err_cap, "cannot resample it");
 		rc = -EINVAL;
 	}
 	while (!rc && (got = dec_next(&d, err, err_cap)) >= 0) {
 		const int in = got ? d.frame->nb_samples : 0;
-		const int room = swr_get_out_samples(swr, in);
+		const int room = tfs_ff.swr_get_out_samples(swr, in);
 		int made;
 
 		if (room < 0) {
@@ -548,7 +540,7 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 		{
 			uint8_t *to = (uint8_t *)(out->s + out->n * out->channels);
 
-			made = swr_convert(swr, &to, room,
+			made = tfs_ff.swr_convert(swr, &to, room,
 					   got ? (const uint8_t **)d.frame->extended_data : NULL,
 					   in);
 		}
@@ -568,9 +560,9 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 		rc = -EINVAL;
 	}
 out:
-	swr_free(&swr);
-	av_channel_layout_uninit(&in_layout);
-	av_channel_layout_uninit(&out_layout);
+	tfs_ff.swr_free(&swr);
+	tfs_ff.av_channel_layout_uninit(&in_layout);
+	tfs_ff.av_channel_layout_uninit(&out_layout);
 	dec_close(&d);
 	if (rc)
 		tfs_audio_free(out);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* media: video and audio decoded with FFmpeg's libraries (libavformat, libavcodec, libswscale,
- * libswresample, from Debian): a video's frames as RGB24, sampled by presentation time, sized
- * as images are (image.h's fits); an audio stream as float32 samples, resampled. */
+ * libswresample, from Debian, loaded on first use): a video's frames as RGB24, sampled by
+ * presentation time, sized as images are (image.h's fits); an audio stream as float32 samples,
+ * resampled. */
 #ifndef TFS_MEDIA_H
 #define TFS_MEDIA_H
 
@@ -26,7 +27,8 @@ struct tfs_video {
 };
 
 /* Decode path's best video stream. -EINVAL with the reason in err: not a video, an unknown
- * codec, damaged or cut short (a frame the decoder refuses), no frame at all. */
+ * codec, damaged or cut short (a frame the decoder refuses), no frame at all. -ELIBACC when
+ * FFmpeg's libraries cannot be loaded (fflib.h), for every file alike. */
 int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tfs_video *out,
 		     char *err, size_t err_cap);
 void tfs_video_free(struct tfs_video *v);
@@ -42,6 +44,7 @@ struct tfs_audio {
 	float *s;   /* n x channels, interleaved */
 };
 
+/* Decode path's best audio stream; errors as tfs_video_decode's. */
 int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tfs_audio *out,
 		     char *err, size_t err_cap);
 void tfs_audio_free(struct tfs_audio *a);

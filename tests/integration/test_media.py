@@ -4,15 +4,18 @@ frames and samples the `ffmpeg` command gives for the same file and scaling, byt
 (H.264 in mp4 and mkv, VP9 in webm and mkv, a variable-frame-rate file sampled by --fps, files
 turned by their display matrix); clips are rows with their path, start time, rate and label;
 a damaged file is skipped and named, or fails the import with --strict; clip columns read
-through views and stage like any fixed column. Media are made here with the ffmpeg command,
-never downloaded."""
+through views and stage like any fixed column; FFmpeg's libraries are loaded when media is
+first decoded, and a command that cannot load them fails clearly, blaming no file. Media are
+made here with the ffmpeg command, never downloaded."""
 import json
+import os
+import re
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import run_proc
+from conftest import CLI_TIMEOUT, TENSORFS_BIN, run_proc
 
 import tensorfs  # noqa: E402
 
@@ -176,6 +179,61 @@ def test_damaged_video_skipped_or_strict(lake, media):
                      "--strict", check=False)
     assert p.returncode != 0 and "cut.mp4" in p.stderr
     assert "rows     0" in run_proc(["info", lake.ds_url("s")], check=True).stdout
+
+
+def ffmpeg_sonames():
+    """The sonames of FFmpeg's libraries on this machine (libavutil.so.57, ...)."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    names = set(re.findall(r"\b(lib(?:avformat|avcodec|avutil|swscale|swresample)\.so\.\d+)\s",
+                           out))
+    assert len(names) >= 5, out
+    return sorted(names)
+
+
+def test_ffmpeg_is_not_linked():
+    """The program starts without FFmpeg's libraries (about 130 shared objects with their
+    dependencies): they are opened when media is first decoded."""
+    dyn = subprocess.run(["readelf", "-d", TENSORFS_BIN], capture_output=True, text=True,
+                         check=True).stdout
+    needed = re.findall(r"\(NEEDED\).*\[(.*)\]", dyn)
+    assert needed and not [n for n in needed if re.match(r"lib(av|sw)", n)], needed
+
+
+def test_ffmpeg_that_cannot_load_fails_the_import_clearly(lake, media, tmp_path):
+    """With FFmpeg's libraries broken (files of their names that are no shared objects, first
+    on the library path), a video import, a JSON Lines import naming videos and an audio
+    import each fail, name the library, blame no file and leave the dataset as it was; every
+    command that decodes no media (an image import here) works as before."""
+    broken = tmp_path / "lib"
+    broken.mkdir()
+    for so in ffmpeg_sonames():
+        (broken / so).write_text("not a shared object\n")
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{broken}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+
+    def tfs_env(*args):
+        return subprocess.run([TENSORFS_BIN, *map(str, args)], env=env, capture_output=True,
+                              text=True, timeout=CLI_TIMEOUT)
+
+    (tmp_path / "m.jsonl").write_text(
+        json.dumps({"caption": "a", "clip": str(media / "tree" / "cat" / "a.mp4")}) + "\n")
+    lake.create("nf")
+    for args in (["--video", media / "tree", "--size", "32x48", "--clip", "4"],
+                 ["--jsonl", tmp_path / "m.jsonl", "--media", "clip=video"],
+                 ["--audio", media / "a.wav"], ["--audio", media / "a.wav", "--strict"]):
+        p = tfs_env("import", lake.ds_url("nf"), *args)
+        assert p.returncode != 0, (args, p.stdout, p.stderr)
+        assert "FFmpeg's libraries" in p.stderr and "libav" in p.stderr, p.stderr
+        assert "skipped" not in p.stdout + p.stderr and "a.mp4" not in p.stderr, p.stderr
+        assert "dataset is unchanged" in p.stderr, p.stderr
+    info = run_proc(["info", lake.ds_url("nf")], check=True).stdout
+    assert "rows     0" in info and "create dataset" in info, info
+    from PIL import Image
+
+    (tmp_path / "img" / "c").mkdir(parents=True)
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "img" / "c" / "0.png")
+    lake.create("im")
+    p = tfs_env("import", lake.ds_url("im"), "--images", tmp_path / "img")
+    assert p.returncode == 0 and "imported 1 rows" in p.stdout, p.stderr
 
 
 @pytest.mark.parametrize("name", ["a.wav", "b.flac", "c.mp3"])

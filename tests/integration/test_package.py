@@ -91,6 +91,14 @@ def test_depends_are_computed(deb):
                          text=True, check=True).stdout
     for lib in ("libfuse3-3", "libzstd1", "libcurl4", "libc6"):
         assert lib in got, f"{lib} missing from the computed Depends: {got}"
+    # FFmpeg's libraries are opened on first use, not linked: recommended, found from the
+    # sonames the binary opens, never written by hand.
+    assert not re.search(r"\blib", control.split("Recommends:")[1].split("\n")[0])
+    assert not re.search(r"libav|libsw", got), got
+    rec = subprocess.run(["dpkg-deb", "-f", str(deb), "Recommends"], capture_output=True,
+                         text=True, check=True).stdout
+    for lib in ("libavformat", "libavcodec", "libavutil", "libswscale", "libswresample"):
+        assert re.search(rf"\b{lib}\d+\b", rec), f"{lib} missing from the Recommends: {rec}"
     assert subprocess.run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True,
                           text=True).stdout.strip() == VERSION
 
