@@ -4,183 +4,34 @@
  * int64 `label` column numbered as torchvision's ImageFolder numbers its classes. */
 #include "import.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "filetree.h"
 #include "image.h"
 #include "pipeline.h"
 #include "rowcol.h"
 #include "source.h"
 #include "workpool.h"
 
-/* One file to import, in the order torchvision's make_dataset visits them. */
-struct sample {
-	char *rel;  /* path relative to the tree's root */
-	char *root; /* its directory (for the order) */
-	int64_t label;
-};
-
-struct walk {
-	struct tfs_store *tree; /* the tree: a local directory or a prefix under a URL */
-	const char *name;	/* as the user named it, for messages */
-	struct sample *s;
-	size_t n, cap;
-	/* The directory being listed and its label, for the callback. */
-	const char *rel;
-	int64_t label;
-	char **subdirs; /* its subdirectories, walked after the listing */
-	size_t nsub, subcap;
-};
-
-static int is_image_name(const char *name)
+static int is_image_name(const char *name, const void *arg)
 {
 	const char *dot = strrchr(name, '.');
 
+	(void)arg;
 	return dot &&
 	       (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
-}
-
-/* "rel/name", or name at the top. */
-static char *join(const char *rel, const char *name)
-{
-	char *p = NULL;
-
-	return asprintf(&p, "%s%s%s", rel, *rel ? "/" : "", name) < 0 ? NULL : p;
-}
-
-static int push(char ***v, size_t *n, size_t *cap, char *p)
-{
-	if (!p)
-		return -ENOMEM;
-	if (*n == *cap) {
-		char **g = realloc(*v, (*cap = *cap ? 2 * *cap : 16) * sizeof(*g));
-
-		if (!g) {
-			free(p);
-			return -ENOMEM;
-		}
-		*v = g;
-	}
-	(*v)[(*n)++] = p;
-	return 0;
-}
-
-/* One child of the directory being walked. */
-static int walk_entry(void *arg, const char *name, int is_dir)
-{
-	struct walk *w = arg;
-	struct sample *s;
-
-	if (name[0] == '.')
-		return 0;
-	if (is_dir)
-		return push(&w->subdirs, &w->nsub, &w->subcap, join(w->rel, name));
-	if (!is_image_name(name))
-		return 0;
-	if (w->n == w->cap) {
-		s = realloc(w->s, (w->cap = w->cap ? 2 * w->cap : 256) * sizeof(*s));
-		if (!s)
-			return -ENOMEM;
-		w->s = s;
-	}
-	s = &w->s[w->n];
-	s->rel = join(w->rel, name);
-	s->root = strdup(w->rel);
-	s->label = w->label;
-	if (!s->rel || !s->root) {
-		free(s->rel);
-		free(s->root);
-		return -ENOMEM;
-	}
-	w->n++;
-	return 0;
-}
-
-/* Every image file under rel (a directory relative to the top), recursively. */
-static int walk_dir(struct walk *w, const char *rel, int64_t label)
-{
-	char **sub;
-	size_t nsub;
-	int rc;
-
-	w->rel = rel;
-	w->label = label;
-	w->subdirs = NULL;
-	w->nsub = w->subcap = 0;
-	rc = tfs_store_list(w->tree, rel, walk_entry, w);
-	if (rc && rc != -ENOMEM)
-		tfs_err("%s%s%s: cannot list: %s", w->name, *rel ? "/" : "", rel, strerror(-rc));
-	sub = w->subdirs;
-	nsub = w->nsub;
-	for (size_t i = 0; !rc && i < nsub; i++)
-		rc = walk_dir(w, sub[i], label);
-	for (size_t i = 0; i < nsub; i++)
-		free(sub[i]);
-	free(sub);
-	return rc;
-}
-
-/* os.walk's directories in sorted order, files sorted within each: by (root, name). */
-static int by_root_then_name(const void *a, const void *b)
-{
-	const struct sample *x = a, *y = b;
-	int c = x->label < y->label ? -1 : x->label > y->label;
-
-	if (!c)
-		c = strcmp(x->root, y->root);
-	if (!c)
-		c = strcmp(strrchr(x->rel, '/') ? strrchr(x->rel, '/') + 1 : x->rel,
-			   strrchr(y->rel, '/') ? strrchr(y->rel, '/') + 1 : y->rel);
-	return c;
-}
-
-static int by_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-struct classes {
-	char **c;
-	size_t n, cap;
-};
-
-static int class_entry(void *arg, const char *name, int is_dir)
-{
-	struct classes *cl = arg;
-
-	if (name[0] == '.' || !is_dir)
-		return 0;
-	return push(&cl->c, &cl->n, &cl->cap, strdup(name));
-}
-
-/* The class directories of an ImageFolder tree, sorted: label i is classes[i]. */
-static int list_classes(struct walk *w, char ***out, size_t *n)
-{
-	struct classes cl = { 0 };
-	int rc = tfs_store_list(w->tree, "", class_entry, &cl);
-
-	if (rc && rc != -ENOMEM)
-		tfs_err("%s: cannot list: %s", w->name, strerror(-rc));
-	if (cl.n)
-		qsort(cl.c, cl.n, sizeof(*cl.c), by_str);
-	*out = cl.c;
-	*n = cl.n;
-	return rc;
 }
 
 /* A decode job: an item of the pipeline. */
 struct job {
 	struct tfs_store *tree;
 	const struct tfs_images_opts *io;
-	const struct sample *s;
+	const struct tfs_filetree_file *f;
 	struct tfs_image img; /* the result */
 	char err[TFS_IMAGE_ERR];
 	int rc;
@@ -194,7 +45,7 @@ static int decode_run(void *item)
 
 	tfs_image_free(&j->img);
 	j->err[0] = 0;
-	j->rc = tfs_store_get(j->tree, j->s->rel, &file);
+	j->rc = tfs_store_get(j->tree, j->f->rel, &file);
 	if (j->rc)
 		snprintf(j->err, sizeof(j->err), "%s", strerror(-j->rc));
 	else
@@ -251,14 +102,14 @@ static int add_image(void *arg, void *item)
 	int rc;
 
 	if (j->rc) {
-		tfs_warn("%s: %s%s", j->s->rel, j->err, a->io->strict ? "" : "; skipped");
+		tfs_warn("%s: %s%s", j->f->rel, j->err, a->io->strict ? "" : "; skipped");
 		if (a->io->strict) {
 			tfs_err("--strict: an image failed; nothing was committed");
 			return -EINVAL;
 		}
 		if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
 			snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "%s: %s",
-				 j->s->rel, j->err);
+				 j->f->rel, j->err);
 		res->skipped++;
 		return 0;
 	}
@@ -266,11 +117,11 @@ static int add_image(void *arg, void *item)
 	rc = tfs_rowcol_add_take(a->w[0], j->img.px, (size_t)j->img.w * j->img.h * 3, shape);
 	j->img.px = NULL;
 	if (!rc)
-		rc = tfs_rowcol_add(a->w[1], j->s->rel, strlen(j->s->rel), NULL);
+		rc = tfs_rowcol_add(a->w[1], j->f->rel, strlen(j->f->rel), NULL);
 	if (!rc && a->labels)
-		rc = tfs_rowcol_add(a->w[2], &j->s->label, sizeof(j->s->label), NULL);
+		rc = tfs_rowcol_add(a->w[2], &j->f->label, sizeof(j->f->label), NULL);
 	if (rc == -EINVAL)
-		tfs_err("%s: path is not valid UTF-8", j->s->rel);
+		tfs_err("%s: path is not valid UTF-8", j->f->rel);
 	res->rows++;
 	tfs_progress_add(a->progress, (uint64_t)j->img.w * j->img.h * 3, 1);
 	tfs_image_free(&j->img);
@@ -283,13 +134,12 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		      const struct tfs_images_opts *io, const struct tfs_import_opts *o,
 		      struct tfs_import_result *res, struct tfs_id *commit_id)
 {
-	struct walk wk = { .name = dir };
+	struct tfs_filetree ft = { 0 };
 	struct tfs_manifest m = { 0 };
 	struct tfs_workpool *pool = NULL;
 	struct tfs_rowcol *w[3] = { NULL, NULL, NULL };
 	struct tfs_pipeline *pipe = NULL;
-	char **classes = NULL;
-	size_t nclasses = 0, col[3];
+	size_t col[3];
 	struct tfs_txn t;
 	int rc;
 
@@ -297,26 +147,16 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	rc = tfs_txn_begin(&t, s, ds, o);
 	if (rc)
 		goto out;
-	rc = tfs_source_open_tree(dir, &wk.tree);
+	rc = tfs_filetree_list(dir, io->labels, is_image_name, NULL, &ft);
 	if (rc)
 		goto out;
-	if (io->labels) {
-		rc = list_classes(&wk, &classes, &nclasses);
-		for (size_t i = 0; !rc && i < nclasses; i++)
-			rc = walk_dir(&wk, classes[i], (int64_t)i);
-	} else {
-		rc = walk_dir(&wk, "", 0);
-	}
-	if (rc)
-		goto out;
-	if (!wk.n) {
+	if (!ft.n) {
 		tfs_err("%s: no .jpg, .jpeg or .png files%s", dir,
 			io->labels ? " in class directories" : "");
 		rc = -EINVAL;
 		goto out;
 	}
-	qsort(wk.s, wk.n, sizeof(*wk.s), by_root_then_name);
-	res->classes = nclasses;
+	res->classes = ft.nclasses;
 
 	/* The columns: found and checked, or added. */
 	rc = tfs_manifest_copy_extra(&t.old, 12, &m);
@@ -335,13 +175,13 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		rc = tfs_import_column_descr(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, dir,
 					     &col[2]);
 	if (!rc && io->labels)
-		rc = tfs_import_classes(&m.cols[col[2]], classes, nclasses, dir);
+		rc = tfs_import_classes(&m.cols[col[2]], ft.classes, ft.nclasses, dir);
 	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)
 		rc = tfs_rowcol_begin(s, ds, &m, col[i], &w[i]);
 	if (rc)
 		goto out;
 	if (o->progress)
-		__atomic_store_n(&o->progress->total_items, wk.n, __ATOMIC_RELAXED);
+		__atomic_store_n(&o->progress->total_items, ft.n, __ATOMIC_RELAXED);
 
 	/* Decoded on every thread, added in order. */
 	rc = tfs_import_pool(o, &pool);
@@ -356,14 +196,14 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		rc = tfs_pipeline_create(pool, sizeof(struct job),
 					 window(io, tfs_workpool_threads(pool)), &decode_ops, &a,
 					 &pipe);
-		for (size_t i = 0; !rc && i < wk.n; i++) {
+		for (size_t i = 0; !rc && i < ft.n; i++) {
 			struct job *j = tfs_pipeline_next(pipe, &rc);
 
 			if (!j)
 				break;
-			j->tree = wk.tree;
+			j->tree = ft.tree;
 			j->io = io;
-			j->s = &wk.s[i];
+			j->f = &ft.f[i];
 			tfs_pipeline_submit(pipe);
 		}
 		if (!rc)
@@ -390,15 +230,7 @@ out:
 	for (size_t i = 0; i < 3; i++)
 		tfs_rowcol_free(w[i]);
 	tfs_workpool_destroy(pool);
-	for (size_t i = 0; i < wk.n; i++) {
-		free(wk.s[i].rel);
-		free(wk.s[i].root);
-	}
-	free(wk.s);
-	tfs_store_close(wk.tree);
-	for (size_t i = 0; i < nclasses; i++)
-		free(classes[i]);
-	free(classes);
+	tfs_filetree_free(&ft);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);
 	return rc;

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "filetree.h"
 #include "media.h"
 #include "pipeline.h"
 #include "source.h"
@@ -59,47 +60,9 @@ static int add_file(struct files *fs, const char *path, int64_t label)
 	return fs->f[fs->n].path ? (fs->n++, 0) : -ENOMEM;
 }
 
-/* An entry of a directory: its name, and whether it is a directory. */
-struct ent {
-	char *name;
-	int dir;
-};
-
-struct ents {
-	struct ent *e;
-	size_t n, cap;
-};
-
-static int by_name(const void *a, const void *b)
+static int wanted(const char *name, const void *video)
 {
-	return strcmp(((const struct ent *)a)->name, ((const struct ent *)b)->name);
-}
-
-static void free_ents(struct ents *es)
-{
-	for (size_t i = 0; i < es->n; i++)
-		free(es->e[i].name);
-	free(es->e);
-	memset(es, 0, sizeof(*es));
-}
-
-static int add_ent(void *arg, const char *name, int dir)
-{
-	struct ents *es = arg;
-
-	if (name[0] == '.')
-		return 0;
-	if (es->n == es->cap) {
-		struct ent *g = realloc(es->e, (es->cap = es->cap ? 2 * es->cap : 32) * sizeof(*g));
-
-		if (!g)
-			return -ENOMEM;
-		es->e = g;
-	}
-	if (!(es->e[es->n].name = strdup(name)))
-		return -ENOMEM;
-	es->e[es->n++].dir = dir;
-	return 0;
+	return is_media(name, *(const int *)video);
 }
 
 /* dir/name, without doubling a '/' that ends dir. */
@@ -113,27 +76,6 @@ static char *join(const char *dir, const char *name)
 	return asprintf(&out, "%.*s/%s", (int)n, dir, name) < 0 ? NULL : out;
 }
 
-/* The sorted entries of dir (names not starting with '.'): a local directory or a prefix under
- * a URL, listed through the source's store as image trees are. */
-static int entries(const char *dir, struct ents *es)
-{
-	struct tfs_store *tree;
-	int rc = tfs_source_open_tree(dir, &tree);
-
-	memset(es, 0, sizeof(*es));
-	if (rc)
-		return rc;
-	rc = tfs_store_list(tree, "", add_ent, es);
-	if (rc && rc != -ENOMEM)
-		tfs_err("%s: cannot list: %s", dir, strerror(-rc));
-	tfs_store_close(tree);
-	if (es->n)
-		qsort(es->e, es->n, sizeof(*es->e), by_name);
-	if (rc)
-		free_ents(es);
-	return rc;
-}
-
 /* Whether source names a directory (a URL: a prefix, unless it ends in a media file's name). */
 static int is_tree(const char *source, int video)
 {
@@ -144,62 +86,41 @@ static int is_tree(const char *source, int video)
 	return !stat(source, &st) && S_ISDIR(st.st_mode);
 }
 
-/* The class directories of dir, sorted: label i is (*out)[i]. */
-static int class_dirs(const char *dir, char ***out, size_t *n)
+/* The media files of tree, added to fs by their paths (filetree.h's order and labels). */
+static int add_tree(const struct tfs_filetree *tree, const char *top, struct files *fs)
 {
-	struct ents es;
-	int rc = entries(dir, &es);
+	int rc = 0;
 
-	*out = NULL;
-	*n = 0;
-	if (!rc && !(*out = calloc(es.n ? es.n : 1, sizeof(**out))))
-		rc = -ENOMEM;
-	for (size_t i = 0; !rc && i < es.n; i++)
-		if (es.e[i].dir) {
-			(*out)[(*n)++] = es.e[i].name;
-			es.e[i].name = NULL;
-		}
-	free_ents(&es);
+	for (size_t i = 0; !rc && i < tree->n; i++) {
+		char *path = join(top, tree->f[i].rel);
+
+		rc = path ? add_file(fs, path, tree->f[i].label) : -ENOMEM;
+		free(path);
+	}
 	return rc;
 }
 
-static void free_names(char **v, size_t n)
+/* Every media file of source: the file itself, or a tree's. */
+static int walk(const char *source, int video, struct files *fs)
 {
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* Every media file under path (a file, or a directory walked in sorted order). */
-static int walk(const char *path, int video, int64_t label, struct files *fs)
-{
-	struct ents es;
+	struct tfs_filetree tree;
 	int rc;
 
-	if (!tfs_source_is_url(path)) {
+	if (!tfs_source_is_url(source)) {
 		struct stat st;
 
-		if (stat(path, &st)) {
+		if (stat(source, &st)) {
 			rc = -errno;
-			tfs_err("%s: %s", path, strerror(-rc));
+			tfs_err("%s: %s", source, strerror(-rc));
 			return rc;
 		}
 	}
-	if (!is_tree(path, video))
-		return add_file(fs, path, label);
-	rc = entries(path, &es);
-	for (size_t i = 0; !rc && i < es.n; i++) {
-		char *sub = join(path, es.e[i].name);
-
-		if (!sub)
-			rc = -ENOMEM;
-		else if (es.e[i].dir)
-			rc = walk(sub, video, label, fs);
-		else if (is_media(es.e[i].name, video))
-			rc = add_file(fs, sub, label);
-		free(sub);
-	}
-	free_ents(&es);
+	if (!is_tree(source, video))
+		return add_file(fs, source, 0);
+	rc = tfs_filetree_list(source, 0, wanted, &video, &tree);
+	if (!rc)
+		rc = add_tree(&tree, source, fs);
+	tfs_filetree_free(&tree);
 	return rc;
 }
 
@@ -352,8 +273,8 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 	struct tfs_workpool *pool = NULL;
 	struct tfs_pipeline *pipe = NULL;
 	struct adder ad = { .mo = mo, .res = res, .progress = o->progress };
-	char **classes = NULL;
-	size_t nclasses = 0, col[5], ncols = mo->labels ? 5 : 4;
+	struct tfs_filetree classes = { 0 };
+	size_t col[5], ncols = mo->labels ? 5 : 4;
 	const char *what = nsources ? sources[0] : "";
 	struct tfs_txn t;
 	int rc;
@@ -370,19 +291,15 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 			goto out;
 		}
 		ad.root = sources[0];
-		rc = class_dirs(sources[0], &classes, &nclasses);
-		for (size_t i = 0; !rc && i < nclasses; i++) {
-			char *sub = join(sources[0], classes[i]);
-
-			rc = sub ? walk(sub, mo->video, (int64_t)i, &fs) : -ENOMEM;
-			free(sub);
-		}
-		res->classes = nclasses;
+		rc = tfs_filetree_list(sources[0], 1, wanted, &mo->video, &classes);
+		if (!rc)
+			rc = add_tree(&classes, sources[0], &fs);
+		res->classes = classes.nclasses;
 	} else {
 		if (nsources == 1 && is_tree(sources[0], mo->video))
 			ad.root = sources[0];
 		for (size_t i = 0; !rc && i < nsources; i++)
-			rc = walk(sources[i], mo->video, 0, &fs);
+			rc = walk(sources[i], mo->video, &fs);
 	}
 	if (rc)
 		goto out;
@@ -423,7 +340,7 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		rc = tfs_import_column_descr(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, what,
 					     &col[4]);
 	if (!rc && mo->labels)
-		rc = tfs_import_classes(&m.cols[col[4]], classes, nclasses, what);
+		rc = tfs_import_classes(&m.cols[col[4]], classes.classes, classes.nclasses, what);
 	for (size_t i = 0; !rc && i < ncols; i++)
 		rc = tfs_rowcol_begin(s, ds, &m, col[i], &ad.w[i]);
 	if (!rc)
@@ -469,7 +386,7 @@ out:
 	for (size_t i = 0; i < fs.n; i++)
 		free(fs.f[i].path);
 	free(fs.f);
-	free_names(classes, nclasses);
+	tfs_filetree_free(&classes);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);
 	return rc;
