@@ -29,13 +29,9 @@ int tfs_bad_chunk_note(const struct tfs_bad_chunk *b)
 	pthread_mutex_lock(&lock);
 	if (!find(&b->id)) {
 		if (nbad == cap && cap < TFS_BAD_CHUNKS_MAX) {
-			size_t ncap = cap ? 2 * cap : 16;
-			struct tfs_bad_chunk *g = realloc(bad, ncap * sizeof(*g));
+			struct tfs_bad_chunk *g = tfs_grow(bad, &cap, nbad + 1, sizeof(*g));
 
-			if (g) {
-				bad = g;
-				cap = ncap;
-			}
+			bad = g ? g : bad;
 		}
 		if (nbad < cap)
 			bad[nbad++] = *b;

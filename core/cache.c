@@ -423,15 +423,13 @@ static int shrink_by_plans(struct tfs_cache *c, struct entry **freed)
 			if (e->refs)
 				continue;
 			if (n == cap) {
-				size_t ncap = cap ? 2 * cap : 256;
-				struct victim *g = realloc(v, ncap * sizeof(*g));
+				struct victim *g = tfs_grow(v, &cap, n + 1, sizeof(*g));
 
 				if (!g) {
 					oom = 1;
 					break;
 				}
 				v = g;
-				cap = ncap;
 			}
 			v[n].id = e->node.id;
 			v[n].shard = i;

@@ -42,15 +42,8 @@ int tfs_cache_plan_use(struct tfs_cache_plan *p, const struct tfs_id *id, uint64
 		u->last = pos > u->last ? pos : u->last;
 		return 0;
 	}
-	if (p->nuses == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 64;
-		struct use **g = realloc(p->uses, cap * sizeof(*g));
-
-		if (!g)
-			return -ENOMEM;
-		p->uses = g;
-		p->cap = cap;
-	}
+	if (TFS_GROW(p->uses, &p->cap, p->nuses + 1))
+		return -ENOMEM;
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return -ENOMEM;

@@ -128,15 +128,8 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
 			c->file, section);
 		goto out;
 	}
-	if (c->n == c->cap) {
-		size_t ncap = c->cap ? c->cap * 2 : 16;
-		struct kv *nv = realloc(c->v, ncap * sizeof(*nv));
-
-		if (!nv)
-			goto out;
-		c->v = nv;
-		c->cap = ncap;
-	}
+	if (TFS_GROW(c->v, &c->cap, c->n + 1))
+		goto out;
 	c->v[c->n].value = strdup(value);
 	if (!c->v[c->n].value)
 		goto out;

@@ -306,17 +306,9 @@ static int list_dir(struct diskcache *dc, struct found **out, size_t *count)
 		}
 		if (!tfs_is_lower_hex(de->d_name, NAME_LEN))
 			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 256;
-			struct found *nv = realloc(v, ncap * sizeof(*v));
-
-			if (!nv) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			v = nv;
-			cap = ncap;
-		}
+		rc = TFS_GROW(v, &cap, n + 1);
+		if (rc)
+			goto out;
 		if (tfs_id_parse(de->d_name, &v[n].id))
 			continue;
 		v[n].size = (uint64_t)sb.st_size;

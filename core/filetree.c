@@ -44,7 +44,7 @@ static int push(char ***v, size_t *n, size_t *cap, char *p)
 	if (!p)
 		return -ENOMEM;
 	if (*n == *cap) {
-		char **g = realloc(*v, (*cap = *cap ? 2 * *cap : 16) * sizeof(*g));
+		char **g = tfs_grow(*v, cap, *n + 1, sizeof(*g));
 
 		if (!g) {
 			free(p);
@@ -68,12 +68,8 @@ static int walk_entry(void *arg, const char *name, int is_dir)
 		return push(&w->subdirs, &w->nsub, &w->subcap, join(w->rel, name));
 	if (!w->want(name, w->arg))
 		return 0;
-	if (w->n == w->cap) {
-		f = realloc(w->f, (w->cap = w->cap ? 2 * w->cap : 256) * sizeof(*f));
-		if (!f)
-			return -ENOMEM;
-		w->f = f;
-	}
+	if (TFS_GROW(w->f, &w->cap, w->n + 1))
+		return -ENOMEM;
 	f = &w->f[w->n];
 	f->rel = join(w->rel, name);
 	f->dir = strdup(w->rel);

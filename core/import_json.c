@@ -468,20 +468,6 @@ static int mark_media(struct field *f, size_t nf, const struct tfs_media_fields 
 	return 0;
 }
 
-/* Room for one more of an array's elements. */
-static int grow(void **v, size_t *cap, size_t need, size_t size)
-{
-	void *g;
-
-	if (need <= *cap)
-		return 0;
-	g = realloc(*v, (*cap = need < 64 ? 64 : 2 * need) * size);
-	if (!g)
-		return -ENOMEM;
-	*v = g;
-	return 0;
-}
-
 /* Pass 2 on a block: each row's values encoded as their columns take them, or why it is bad. */
 static int parse_block(void *item)
 {
@@ -519,12 +505,11 @@ static int parse_block(void *item)
 			rc = 0;
 		}
 		if (!rc)
-			rc = grow((void **)&b->rows, &b->rows_cap, b->nrows + 1, sizeof(*b->rows));
+			rc = TFS_GROW(b->rows, &b->rows_cap, b->nrows + 1);
 		if (!rc && bad)
-			rc = grow((void **)&b->why, &b->why_cap, b->nwhy + 1, sizeof(*b->why));
+			rc = TFS_GROW(b->why, &b->why_cap, b->nwhy + 1);
 		if (!rc && !bad)
-			rc = grow((void **)&b->lens, &b->lens_cap, (b->nrows + 1) * b->nf,
-				  sizeof(*b->lens));
+			rc = TFS_GROW(b->lens, &b->lens_cap, (b->nrows + 1) * b->nf);
 		if (!rc) {
 			r = &b->rows[b->nrows++];
 			*r = (struct brow){ .line = l.lineno, .len = n, .bad = -1 };

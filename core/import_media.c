@@ -47,14 +47,8 @@ static int is_media(const char *name, int video)
 
 static int add_file(struct files *fs, const char *path, int64_t label)
 {
-	if (fs->n == fs->cap) {
-		struct file *g =
-			realloc(fs->f, (fs->cap = fs->cap ? 2 * fs->cap : 64) * sizeof(*g));
-
-		if (!g)
-			return -ENOMEM;
-		fs->f = g;
-	}
+	if (TFS_GROW(fs->f, &fs->cap, fs->n + 1))
+		return -ENOMEM;
 	fs->f[fs->n].path = strdup(path);
 	fs->f[fs->n].label = label;
 	return fs->f[fs->n].path ? (fs->n++, 0) : -ENOMEM;

@@ -118,15 +118,9 @@ static int list_npy(const char *dir, struct tfs_rows_scan *sc)
 
 		if (n <= 4 || strcmp(de->d_name + n - 4, ".npy") || de->d_name[0] == '.')
 			continue;
-		if (sc->nfiles == cap) {
-			char **f = realloc(sc->files, (cap = cap ? 2 * cap : 64) * sizeof(*f));
-
-			if (!f) {
-				rc = -ENOMEM;
-				break;
-			}
-			sc->files = f;
-		}
+		rc = TFS_GROW(sc->files, &cap, sc->nfiles + 1);
+		if (rc)
+			break;
 		if (asprintf(&sc->files[sc->nfiles], "%s/%s", dir, de->d_name) < 0)
 			rc = -ENOMEM;
 		else

@@ -455,15 +455,8 @@ int tfs_manifest_parse(const char *text, size_t len, struct tfs_manifest *m, cha
 
 		if (strncmp(cur.line, "column ", 7) || tfs_manifest_column(m, cur.line + 7))
 			goto bad;
-		if (m->ncols == cap) {
-			struct tfs_column *n;
-
-			cap = cap ? cap * 2 : 8;
-			n = realloc(m->cols, cap * sizeof(*n));
-			if (!n)
-				goto bad;
-			m->cols = n;
-		}
+		if (TFS_GROW(m->cols, &cap, m->ncols + 1))
+			goto bad;
 		c = &m->cols[m->ncols++];
 		memset(c, 0, sizeof(*c));
 		if (parse_entry(&cur, version, c, err, err_cap))

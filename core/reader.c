@@ -145,15 +145,8 @@ static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint
 		last->bytes += bytes;
 		return 0;
 	}
-	if (l->nops == l->ops_cap) {
-		const size_t cap = l->ops_cap ? 2 * l->ops_cap : 256;
-		struct tfs_gather_op *g = realloc(l->ops, cap * sizeof(*g));
-
-		if (!g)
-			return -ENOMEM;
-		l->ops = g;
-		l->ops_cap = cap;
-	}
+	if (TFS_GROW(l->ops, &l->ops_cap, l->nops + 1))
+		return -ENOMEM;
 	l->ops[l->nops++] = (struct tfs_gather_op){ s, dst, bytes, pin };
 	return 0;
 }
@@ -173,19 +166,9 @@ static void list_truncate(struct tfs_gather_list *l, size_t nops, uint64_t bytes
 
 static int pins_grow(struct tfs_gather_list *l)
 {
-	const size_t cap = l->pins_cap ? 2 * l->pins_cap : 32;
-	struct tfs_gather_pin *g;
-
-	if (l->npins < l->pins_cap)
-		return 0;
-	if (cap >= TFS_GATHER_NO_PIN)
-		return -E2BIG;
-	g = realloc(l->pins, cap * sizeof(*g));
-	if (!g)
-		return -ENOMEM;
-	l->pins = g;
-	l->pins_cap = cap;
-	return 0;
+	if (l->npins + 1 >= TFS_GATHER_NO_PIN)
+		return -E2BIG; /* a pin's index must stay below the mark of no pin */
+	return TFS_GROW(l->pins, &l->pins_cap, l->npins + 1);
 }
 
 /* Keep e, read by the list's ops, pinned until the list is released; *pin: its index. */

@@ -69,15 +69,8 @@ struct tfs_rowcol {
 
 static int holes_add(struct holes *h, size_t off, uint8_t *row, size_t len)
 {
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? 2 * h->cap : 16;
-		struct hole *v = realloc(h->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		h->v = v;
-		h->cap = cap;
-	}
+	if (TFS_GROW(h->v, &h->cap, h->n + 1))
+		return -ENOMEM;
 	h->v[h->n++] = (struct hole){ off, row, len };
 	return 0;
 }

@@ -126,15 +126,8 @@ static int collect_part(void *arg, const char *name, int is_dir)
 		ps->err = rc;
 		return 0;
 	}
-	if (ps->n == ps->cap) {
-		size_t cap = ps->cap ? 2 * ps->cap : 16;
-		struct part *v = realloc(ps->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		ps->v = v;
-		ps->cap = cap;
-	}
+	if (TFS_GROW(ps->v, &ps->cap, ps->n + 1))
+		return -ENOMEM;
 	ps->v[ps->n++] = p;
 	return 0;
 }

@@ -110,17 +110,9 @@ static int canon_query(struct tfs_buf *out, const char *q)
 		eq = memchr(p, '=', (size_t)(end - p));
 		if (end == p)
 			goto next; /* "a&&b": an empty pair is no parameter */
-		if (n == cap) {
-			struct qpair *nv;
-
-			cap = cap ? cap * 2 : 8;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			v = nv;
-		}
+		rc = TFS_GROW(v, &cap, n + 1);
+		if (rc)
+			goto out;
 		rc = canon_component(&nb, p, (size_t)((eq ? eq : end) - p), 0);
 		if (!rc && eq)
 			rc = canon_component(&vb, eq + 1, (size_t)(end - eq - 1), 0);

@@ -463,15 +463,9 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str, 
 		}
 		if (rc || !keep)
 			continue;
-		if (cu->n == cap) {
-			uint64_t *g = realloc(cu->rows, (cap = cap ? 2 * cap : 1024) * sizeof(*g));
-
-			if (!g) {
-				rc = -ENOMEM;
-				break;
-			}
-			cu->rows = g;
-		}
+		rc = TFS_GROW(cu->rows, &cap, cu->n + 1);
+		if (rc)
+			break;
 		cu->rows[cu->n++] = r;
 	}
 	q->st.filtered += cu->hi - cu->lo;

@@ -15,6 +15,21 @@
 #include <time.h>
 #include <unistd.h>
 
+void *tfs_grow(void *p, size_t *cap, size_t need, size_t size)
+{
+	size_t ncap = *cap ? *cap : 16, bytes;
+	void *g;
+
+	if (need <= *cap)
+		return p;
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+	if (__builtin_mul_overflow(ncap, size, &bytes) || !(g = realloc(p, bytes)))
+		return NULL;
+	*cap = ncap;
+	return g;
+}
+
 int tfs_buf_reserve(struct tfs_buf *b, size_t extra)
 {
 	size_t need, ncap;

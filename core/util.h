@@ -16,6 +16,18 @@ struct tfs_buf {
 	size_t cap;
 };
 
+/* An array p of *cap elements of size bytes with room for need (at least 1): p itself when they
+ * fit, else p reallocated to twice its capacity (16 at first) until they do, *cap updated. NULL
+ * when out of memory or past SIZE_MAX bytes: p and *cap are then as they were (p still the
+ * caller's to free). */
+void *tfs_grow(void *p, size_t *cap, size_t need, size_t size);
+/* tfs_grow on the array lvalue p: 0 with p grown, or -ENOMEM with p as it was. */
+#define TFS_GROW(p, cap, need)                                                                     \
+	__extension__({                                                                            \
+		__typeof__(p) tfs_grown_ = tfs_grow((p), (cap), (need), sizeof(*(p)));             \
+		tfs_grown_ ? ((p) = tfs_grown_, 0) : -ENOMEM;                                      \
+	})
+
 /* Make room for at least `extra` more bytes after len. Returns 0 or -ENOMEM. */
 int tfs_buf_reserve(struct tfs_buf *b, size_t extra);
 int tfs_buf_append(struct tfs_buf *b, const void *p, size_t n);

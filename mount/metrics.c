@@ -88,19 +88,9 @@ int tfs_metrics_parse(const char *text, size_t len, struct tfs_metrics *out)
 			break;
 		}
 		if (*line && *line != '#') {
-			if (out->n == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct tfs_metric *v = realloc(out->v, ncap * sizeof(*v));
-
-				if (!v) {
-					free(line);
-					rc = -ENOMEM;
-					break;
-				}
-				out->v = v;
-				cap = ncap;
-			}
-			rc = parse_line(line, &out->v[out->n]);
+			rc = TFS_GROW(out->v, &cap, out->n + 1);
+			if (!rc)
+				rc = parse_line(line, &out->v[out->n]);
 			if (!rc)
 				out->n++;
 		}

@@ -22,13 +22,8 @@ static int add_name(void *arg, const char *name, int is_dir)
 	struct names *ns = arg;
 
 	(void)is_dir;
-	if (ns->n == ns->cap) {
-		char **g = realloc(ns->v, (ns->cap = ns->cap ? 2 * ns->cap : 16) * sizeof(*g));
-
-		if (!g)
-			return -ENOMEM;
-		ns->v = g;
-	}
+	if (TFS_GROW(ns->v, &ns->cap, ns->n + 1))
+		return -ENOMEM;
 	return (ns->v[ns->n] = strdup(name)) ? (ns->n++, 0) : -ENOMEM;
 }
 

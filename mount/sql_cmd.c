@@ -292,15 +292,9 @@ static int near_statement(sqlite3 *db, struct tfs_store *s, const char *ds, stru
 		goto out;
 	}
 	while ((step = sqlite3_step(*st)) == SQLITE_ROW) {
-		if (ncand == cap) {
-			uint64_t *g = realloc(cand, (cap = cap ? 2 * cap : 4096) * sizeof(*g));
-
-			if (!g) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			cand = g;
-		}
+		rc = TFS_GROW(cand, &cap, ncand + 1);
+		if (rc)
+			goto out;
 		cand[ncand++] = (uint64_t)sqlite3_column_int64(*st, rowid_col);
 	}
 	if (step != SQLITE_DONE) {
@@ -432,15 +426,9 @@ static int save_query(struct tfs_store *s, const char *ds, struct tfs_version *v
 			rc = -EINVAL;
 			break;
 		}
-		if (n == cap) {
-			uint64_t *g = realloc(rows, (cap = cap ? 2 * cap : 4096) * sizeof(*g));
-
-			if (!g) {
-				rc = -ENOMEM;
-				break;
-			}
-			rows = g;
-		}
+		rc = TFS_GROW(rows, &cap, n + 1);
+		if (rc)
+			break;
 		rows[n++] = (uint64_t)r;
 	}
 	if (!rc && step != SQLITE_DONE) {
