@@ -545,57 +545,80 @@ struct adder {
 	struct tfs_progress *progress;
 };
 
+/* Whether field f's column is fixed: its values, a row's each the same size, go in a block at a
+ * time. */
+static int fixed_field(const struct field *f)
+{
+	return !f->media && f->kind != F_TEXT && f->kind != F_JSON &&
+	       ((f->kind != F_LIST_INT && f->kind != F_LIST_FLOAT) || f->fixed);
+}
+
+/* A block's rows, in order: bad ones skipped (or the end, strict), the others' values added to
+ * their columns; a fixed column's all at once (this thread is the one every row goes through). */
 static int parse_use(void *arg, void *item)
 {
 	struct adder *a = arg;
 	const struct block *b = item;
-	size_t off[MAX_FIELDS] = { 0 };
+	uint64_t good = 0, bytes = 0;
 	int rc = b->rc;
 
 	for (size_t k = 0; !rc && k < b->nrows; k++) {
 		const struct brow *r = &b->rows[k];
 		const uint64_t lineno = a->lineno + r->line;
 
-		if (r->bad >= 0) {
-			skip(a->res, lineno, b->why[r->bad], a->strict);
-			if (a->strict) {
-				tfs_err("--strict: line %" PRIu64 " is bad; nothing was committed",
-					lineno);
-				rc = -EINVAL;
-			}
+		if (r->bad < 0) {
+			good++;
+			bytes += r->len;
 			continue;
 		}
-		for (size_t i = 0; !rc && i < a->nf; i++) {
+		skip(a->res, lineno, b->why[r->bad], a->strict);
+		if (a->strict) {
+			tfs_err("--strict: line %" PRIu64 " is bad; nothing was committed", lineno);
+			rc = -EINVAL;
+		}
+	}
+	for (size_t i = 0; !rc && i < a->nf; i++) {
+		size_t off = 0;
+
+		if (fixed_field(&a->f[i])) {
+			rc = tfs_rowcol_add_rows(a->f[i].w, b->vals[i].data, good, b->vals[i].len);
+			if (rc == -EINVAL)
+				tfs_err("%s: field %s: values of another size than its column's",
+					a->path, a->f[i].name);
+			continue;
+		}
+		for (size_t k = 0; !rc && k < b->nrows; k++) {
 			const size_t len = b->lens[k * b->nf + i];
 
+			if (b->rows[k].bad >= 0)
+				continue;
 			if (a->f[i].media) { /* rank, shape, then the bytes */
 				uint64_t shape[4];
 				const uint8_t *data;
 				size_t dlen;
 				unsigned nd;
 
-				rc = tfs_media_value_parse(b->vals[i].data + off[i], len, &nd,
-							   shape, &data, &dlen);
+				rc = tfs_media_value_parse(b->vals[i].data + off, len, &nd, shape,
+							   &data, &dlen);
 				if (!rc)
 					rc = tfs_rowcol_add(a->f[i].w, data, dlen, shape);
-				off[i] += len;
-				continue;
-			}
-			{
+			} else {
 				const uint64_t shape = len / (a->f[i].tokens ? a->f[i].tsize : 8);
 				const int ragged =
 					a->f[i].kind == F_LIST_INT || a->f[i].kind == F_LIST_FLOAT;
 
-				rc = tfs_rowcol_add(a->f[i].w, b->vals[i].data + off[i], len,
+				rc = tfs_rowcol_add(a->f[i].w, b->vals[i].data + off, len,
 						    ragged ? &shape : NULL);
-				off[i] += len;
+				if (rc == -EINVAL)
+					tfs_err("%s: line %" PRIu64 ": a text field is not valid UTF-8",
+						a->path, a->lineno + b->rows[k].line);
 			}
+			off += len;
 		}
-		if (rc == -EINVAL)
-			tfs_err("%s: line %" PRIu64 ": a text field is not valid UTF-8", a->path,
-				lineno);
-		a->res->rows++;
-		tfs_progress_add(a->progress, r->len, 1);
+	}
+	if (!rc) {
+		a->res->rows += good;
+		tfs_progress_add(a->progress, bytes, good);
 	}
 	a->lineno += b->lines;
 	return rc;

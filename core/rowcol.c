@@ -268,6 +268,31 @@ static int fixed_add(struct tfs_rowcol *w, struct fixed_w *f, const void *row, i
 	return put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc, &f->buf, &f->holes);
 }
 
+/* n rows at once, copied a chunk's room at a time. */
+static int fixed_add_rows(struct tfs_rowcol *w, struct fixed_w *f, const uint8_t *rows, size_t n)
+{
+	struct tfs_column *c = f->c;
+	int rc = 0;
+
+	while (!rc && n) {
+		const uint64_t room = f->rpc - f->have, k = n < room ? n : room;
+
+		if (!f->buf && !(f->buf = malloc(f->rpc * c->row_bytes + 1)))
+			return -ENOMEM;
+		memcpy(f->buf + f->have * c->row_bytes, rows, k * c->row_bytes);
+		c->rows += k;
+		f->have += k;
+		rows += k * c->row_bytes;
+		n -= k;
+		if (f->have == f->rpc) {
+			f->have = 0;
+			rc = put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc, &f->buf,
+				       &f->holes);
+		}
+	}
+	return rc;
+}
+
 static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
 {
 	int rc = 0;
@@ -494,6 +519,15 @@ static int add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t
 int tfs_rowcol_add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape)
 {
 	return add(w, row, len, shape, 0);
+}
+
+int tfs_rowcol_add_rows(struct tfs_rowcol *w, const void *rows, size_t n, size_t len)
+{
+	uint64_t want;
+
+	if (w->h->kind != TFS_COL_FIXED || tfs_mul_u64(n, w->h->row_bytes, &want) || want != len)
+		return -EINVAL;
+	return fixed_add_rows(w, &w->fixed, rows, n);
 }
 
 int tfs_rowcol_add_take(struct tfs_rowcol *w, uint8_t *row, size_t len, const uint64_t *shape)

@@ -29,6 +29,10 @@ int tfs_rowcol_begin(struct tfs_store *s, const char *ds, struct tfs_manifest *m
  * column, its shape (ndim values whose product times the itemsize is len). -EINVAL (logged by
  * the caller) when the row does not fit the column. */
 int tfs_rowcol_add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape);
+/* n rows of a fixed column, one after another in rows (len bytes): as n calls of
+ * tfs_rowcol_add, copied a chunk's room at a time. -EINVAL for a column of another kind, or
+ * when len is not n rows. */
+int tfs_rowcol_add_rows(struct tfs_rowcol *w, const void *rows, size_t n, size_t len);
 /* tfs_rowcol_add of a row the caller gives up (malloc'd; the rowcol frees it, added or not):
  * with a pool its room in the chunk is kept, and it is copied there on the pool with the rest of
  * the chunk's work, so that the thread adding rows does not copy large ones. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core/rowcol.c: data chunks end on row boundaries (a row over the target alone),
  * offsets and shapes, text checks, appending after a partial chunk, rows given (copied into
- * their chunks on the pool) written as copied ones are, UTF-8 validation and text line sizes. */
+ * their chunks on the pool) written as copied ones are, fixed rows added many at a time as one
+ * at a time, UTF-8 validation and text line sizes. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -253,6 +254,60 @@ static void test_taken_rows_land_where_copied_ones_do(void **state)
 	tfs_manifest_free(&m[1]);
 }
 
+/* Rows added n at a time land in the chunks they land in one at a time (runs that end inside a
+ * chunk, fill one, and cross several); a count that does not match the bytes, or a column that
+ * is not fixed, is refused. */
+static void test_rows_added_at_once_land_as_one_by_one(void **state)
+{
+	static const size_t runs[] = { 3, 7, 1, 25, 4 }; /* 40 rows; 10 a chunk */
+	struct tfs_manifest m[2] = { { .cols = calloc(8, sizeof(*m[0].cols)) },
+				     { .cols = calloc(8, sizeof(*m[1].cols)) } };
+	const uint64_t shape[] = { 100 };
+	uint8_t rows[40][100];
+	struct tfs_dtype u1;
+	char err[64];
+	int big;
+
+	(void)state;
+	assert_int_equal(tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)), 0);
+	for (unsigned i = 0; i < 40; i++)
+		for (unsigned j = 0; j < 100; j++)
+			rows[i][j] = (uint8_t)(i * 31 + j);
+	for (int k = 0; k < 2; k++) {
+		struct tfs_rowcol *f, *r;
+		size_t at = 0;
+
+		assert_non_null(m[k].cols);
+		assert_int_equal(tfs_rowcol_new(&m[k], "f", TFS_COL_FIXED, &u1, 1, shape, 1000,
+						TFS_CODEC_ZSTD, 3),
+				 0);
+		assert_int_equal(tfs_rowcol_new(&m[k], "r", TFS_COL_RAGGED, &u1, 1, NULL, 1000,
+						TFS_CODEC_ZSTD, 3),
+				 0);
+		assert_int_equal(tfs_rowcol_begin(store, "ds", &m[k], 0, &f), 0);
+		assert_int_equal(tfs_rowcol_begin(store, "ds", &m[k], 1, &r), 0);
+		for (size_t i = 0; k == 0 && i < sizeof(runs) / sizeof(runs[0]); i++) {
+			assert_int_equal(tfs_rowcol_add_rows(f, rows[at], runs[i], runs[i] * 100), 0);
+			at += runs[i];
+		}
+		for (unsigned i = 0; k == 1 && i < 40; i++)
+			assert_int_equal(tfs_rowcol_add(f, rows[i], 100, NULL), 0);
+		assert_int_equal(tfs_rowcol_add_rows(f, rows[0], 2, 199), -EINVAL);
+		assert_int_equal(tfs_rowcol_add_rows(r, rows[0], 2, 200), -EINVAL);
+		assert_int_equal(tfs_rowcol_finish(f), 0);
+		assert_int_equal(tfs_rowcol_finish(r), 0);
+		tfs_rowcol_free(f);
+		tfs_rowcol_free(r);
+	}
+	assert_int_equal(m[0].cols[0].rows, 40);
+	assert_int_equal(m[0].cols[0].nchunks, 4);
+	assert_int_equal(m[0].cols[0].nchunks, m[1].cols[0].nchunks);
+	for (size_t c = 0; c < m[0].cols[0].nchunks; c++)
+		assert_true(tfs_id_eq(&m[0].cols[0].chunks[c].id, &m[1].cols[0].chunks[c].id));
+	tfs_manifest_free(&m[0]);
+	tfs_manifest_free(&m[1]);
+}
+
 /* UTF-8 as text columns take it: well-formed only. */
 static void test_utf8(void **state)
 {
@@ -299,6 +354,7 @@ int main(void)
 		cmocka_unit_test(test_text_chunks_end_on_rows),
 		cmocka_unit_test(test_ragged_shapes),
 		cmocka_unit_test(test_taken_rows_land_where_copied_ones_do),
+		cmocka_unit_test(test_rows_added_at_once_land_as_one_by_one),
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_text_line_bytes),
 	};
