@@ -588,10 +588,11 @@ static int parse_use(void *arg, void *item)
 			continue;
 		}
 		for (size_t k = 0; !rc && k < b->nrows; k++) {
-			const size_t len = b->lens[k * b->nf + i];
+			size_t len;
 
 			if (b->rows[k].bad >= 0)
-				continue;
+				continue; /* no lengths: a bad row's may lie past lens */
+			len = b->lens[k * b->nf + i];
 			if (a->f[i].media) { /* rank, shape, then the bytes */
 				uint64_t shape[4];
 				const uint8_t *data;
