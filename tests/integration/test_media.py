@@ -10,6 +10,7 @@ made here with the ffmpeg command, never downloaded."""
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import numpy as np
@@ -183,7 +184,8 @@ def test_damaged_video_skipped_or_strict(lake, media):
 
 def ffmpeg_sonames():
     """The sonames of FFmpeg's libraries on this machine (libavutil.so.57, ...)."""
-    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=True).stdout
     names = set(re.findall(r"\b(lib(?:avformat|avcodec|avutil|swscale|swresample)\.so\.\d+)\s",
                            out))
     assert len(names) >= 5, out
