@@ -179,6 +179,24 @@ static size_t taken_row(unsigned i, uint8_t **out)
 	return len;
 }
 
+/* Two uint8 columns of 1,000-byte chunks begun in m: "f", fixed rows of shape, and "r", ragged. */
+static void fixed_and_ragged(struct tfs_manifest *m, const uint64_t *shape, struct tfs_rowcol **f,
+			     struct tfs_rowcol **r)
+{
+	struct tfs_dtype u1;
+	char err[64];
+	int big;
+
+	assert_non_null(m->cols);
+	assert_int_equal(tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)), 0);
+	assert_int_equal(
+		tfs_rowcol_new(m, "f", TFS_COL_FIXED, &u1, 1, shape, 1000, TFS_CODEC_ZSTD, 3), 0);
+	assert_int_equal(
+		tfs_rowcol_new(m, "r", TFS_COL_RAGGED, &u1, 1, NULL, 1000, TFS_CODEC_ZSTD, 3), 0);
+	assert_int_equal(tfs_rowcol_begin(store, "ds", m, 0, f), 0);
+	assert_int_equal(tfs_rowcol_begin(store, "ds", m, 1, r), 0);
+}
+
 /* A fixed and a ragged column written with rows given up and rows copied, on a pool, and the
  * same rows all copied on this thread: the same chunks. */
 static void test_taken_rows_land_where_copied_ones_do(void **state)
@@ -187,25 +205,13 @@ static void test_taken_rows_land_where_copied_ones_do(void **state)
 				     { .cols = calloc(8, sizeof(*m[1].cols)) } };
 	const uint64_t fixed_shape[] = { 96 };
 	struct tfs_workpool *pool;
-	struct tfs_dtype u1;
-	char err[64];
-	int big;
 
 	(void)state;
-	assert_int_equal(tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)), 0);
 	assert_int_equal(tfs_workpool_create(2, &pool), 0);
 	for (int k = 0; k < 2; k++) {
 		struct tfs_rowcol *f, *r;
 
-		assert_non_null(m[k].cols);
-		assert_int_equal(tfs_rowcol_new(&m[k], "f", TFS_COL_FIXED, &u1, 1, fixed_shape, 1000,
-						TFS_CODEC_ZSTD, 3),
-				 0);
-		assert_int_equal(tfs_rowcol_new(&m[k], "r", TFS_COL_RAGGED, &u1, 1, NULL, 1000,
-						TFS_CODEC_ZSTD, 3),
-				 0);
-		assert_int_equal(tfs_rowcol_begin(store, "ds", &m[k], 0, &f), 0);
-		assert_int_equal(tfs_rowcol_begin(store, "ds", &m[k], 1, &r), 0);
+		fixed_and_ragged(&m[k], fixed_shape, &f, &r);
 		if (k == 0) {
 			tfs_rowcol_use_pool(f, pool);
 			tfs_rowcol_use_pool(r, pool);
@@ -264,12 +270,8 @@ static void test_rows_added_at_once_land_as_one_by_one(void **state)
 				     { .cols = calloc(8, sizeof(*m[1].cols)) } };
 	const uint64_t shape[] = { 100 };
 	uint8_t rows[40][100];
-	struct tfs_dtype u1;
-	char err[64];
-	int big;
 
 	(void)state;
-	assert_int_equal(tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)), 0);
 	for (unsigned i = 0; i < 40; i++)
 		for (unsigned j = 0; j < 100; j++)
 			rows[i][j] = (uint8_t)(i * 31 + j);
@@ -277,15 +279,7 @@ static void test_rows_added_at_once_land_as_one_by_one(void **state)
 		struct tfs_rowcol *f, *r;
 		size_t at = 0;
 
-		assert_non_null(m[k].cols);
-		assert_int_equal(tfs_rowcol_new(&m[k], "f", TFS_COL_FIXED, &u1, 1, shape, 1000,
-						TFS_CODEC_ZSTD, 3),
-				 0);
-		assert_int_equal(tfs_rowcol_new(&m[k], "r", TFS_COL_RAGGED, &u1, 1, NULL, 1000,
-						TFS_CODEC_ZSTD, 3),
-				 0);
-		assert_int_equal(tfs_rowcol_begin(store, "ds", &m[k], 0, &f), 0);
-		assert_int_equal(tfs_rowcol_begin(store, "ds", &m[k], 1, &r), 0);
+		fixed_and_ragged(&m[k], shape, &f, &r);
 		for (size_t i = 0; k == 0 && i < sizeof(runs) / sizeof(runs[0]); i++) {
 			assert_int_equal(tfs_rowcol_add_rows(f, rows[at], runs[i], runs[i] * 100), 0);
 			at += runs[i];
