@@ -32,22 +32,17 @@ void *tfs_grow(void *p, size_t *cap, size_t need, size_t size)
 
 int tfs_buf_reserve(struct tfs_buf *b, size_t extra)
 {
-	size_t need, ncap;
+	size_t need;
 	uint8_t *p;
 
 	if (__builtin_add_overflow(b->len, extra, &need) || need == SIZE_MAX)
 		return -ENOMEM;
 	need += 1; /* room for a terminating NUL */
-	if (need <= b->cap)
-		return 0;
-	ncap = b->cap ? b->cap : 256;
-	while (ncap < need)
-		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
-	p = realloc(b->data, ncap);
+	/* At least 256 bytes at first: tfs_grow doubles from 16 up to there. */
+	p = tfs_grow(b->data, &b->cap, need < 256 ? 256 : need, 1);
 	if (!p)
 		return -ENOMEM;
 	b->data = p;
-	b->cap = ncap;
 	return 0;
 }
 
