@@ -545,12 +545,17 @@ struct adder {
 	struct tfs_progress *progress;
 };
 
-/* Whether field f's column is fixed: its values, a row's each the same size, go in a block at a
- * time. */
-static int fixed_field(const struct field *f)
+/* The kind of field f's column: media and lists of any length ragged, text and JSON text,
+ * numbers, booleans and --fixed lists fixed. */
+static enum tfs_col_kind column_kind(const struct field *f)
 {
-	return !f->media && f->kind != F_TEXT && f->kind != F_JSON &&
-	       ((f->kind != F_LIST_INT && f->kind != F_LIST_FLOAT) || f->fixed);
+	if (f->media)
+		return TFS_COL_RAGGED;
+	if (f->kind == F_TEXT || f->kind == F_JSON)
+		return TFS_COL_TEXT;
+	if ((f->kind == F_LIST_INT || f->kind == F_LIST_FLOAT) && !f->fixed)
+		return TFS_COL_RAGGED;
+	return TFS_COL_FIXED;
 }
 
 /* A block's rows, in order: bad ones skipped (or the end, strict), the others' values added to
@@ -580,7 +585,8 @@ static int parse_use(void *arg, void *item)
 	for (size_t i = 0; !rc && i < a->nf; i++) {
 		size_t off = 0;
 
-		if (fixed_field(&a->f[i])) {
+		/* A fixed column's values, a row's each the same size: the block's at once. */
+		if (column_kind(&a->f[i]) == TFS_COL_FIXED) {
 			rc = tfs_rowcol_add_rows(a->f[i].w, b->vals[i].data, good, b->vals[i].len);
 			if (rc == -EINVAL)
 				tfs_err("%s: field %s: values of another size than its column's",
@@ -605,8 +611,7 @@ static int parse_use(void *arg, void *item)
 					rc = tfs_rowcol_add(a->f[i].w, data, dlen, shape);
 			} else {
 				const uint64_t shape = len / (a->f[i].tokens ? a->f[i].tsize : 8);
-				const int ragged =
-					a->f[i].kind == F_LIST_INT || a->f[i].kind == F_LIST_FLOAT;
+				const int ragged = column_kind(&a->f[i]) == TFS_COL_RAGGED;
 
 				rc = tfs_rowcol_add(a->f[i].w, b->vals[i].data + off, len,
 						    ragged ? &shape : NULL);
@@ -636,7 +641,7 @@ static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_
 		[F_INT] = "<i8",      [F_FLOAT] = "<f8",      [F_BOOL] = "|b1", [F_TEXT] = "|u1",
 		[F_LIST_INT] = "<i8", [F_LIST_FLOAT] = "<f8", [F_JSON] = "|u1"
 	};
-	enum tfs_col_kind kind = TFS_COL_FIXED;
+	const enum tfs_col_kind kind = column_kind(f);
 	const uint64_t shape = f->len;
 	struct tfs_dtype dt;
 	char err[128];
@@ -648,16 +653,12 @@ static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_
 	}
 	if (f->media) {
 		tfs_dtype_parse(f->media == 'a' ? "<f4" : "|u1", &dt, &big, err, sizeof(err));
-		return tfs_import_column(m, f->name, TFS_COL_RAGGED, &dt,
+		return tfs_import_column(m, f->name, kind, &dt,
 					 f->media == 'i'   ? 3
 					 : f->media == 'v' ? 4
 							   : 2,
 					 NULL, o, path, &f->col);
 	}
-	if (f->kind == F_TEXT || f->kind == F_JSON)
-		kind = TFS_COL_TEXT;
-	else if ((f->kind == F_LIST_INT || f->kind == F_LIST_FLOAT) && !f->fixed)
-		kind = TFS_COL_RAGGED;
 	tfs_dtype_parse(f->tokens ? (f->tsize == 2 ? "<u2" : "<u4") : descr[f->kind], &dt, &big,
 			err, sizeof(err));
 	return tfs_import_column(m, f->name, kind, &dt, kind == TFS_COL_RAGGED || f->fixed ? 1 : 0,
