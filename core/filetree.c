@@ -10,19 +10,12 @@
 #include "source.h"
 #include "util.h"
 
-/* A file found, with the directory it is in (for the order). */
-struct found {
-	char *rel;
-	char *dir;
-	int64_t label;
-};
-
 struct walk {
 	struct tfs_store *tree;
 	const char *top; /* as the user named it, for messages */
 	int (*want)(const char *name, const void *arg);
 	const void *arg;
-	struct found *f;
+	struct tfs_filetree_file *f;
 	size_t n, cap;
 	/* The directory being listed and its label, for the callback. */
 	const char *rel;
@@ -60,7 +53,7 @@ static int push(char ***v, size_t *n, size_t *cap, char *p)
 static int walk_entry(void *arg, const char *name, int is_dir)
 {
 	struct walk *w = arg;
-	struct found *f;
+	char *rel;
 
 	if (name[0] == '.')
 		return 0;
@@ -68,18 +61,9 @@ static int walk_entry(void *arg, const char *name, int is_dir)
 		return push(&w->subdirs, &w->nsub, &w->subcap, join(w->rel, name));
 	if (!w->want(name, w->arg))
 		return 0;
-	if (TFS_GROW(w->f, &w->cap, w->n + 1))
+	if (TFS_GROW(w->f, &w->cap, w->n + 1) || !(rel = join(w->rel, name)))
 		return -ENOMEM;
-	f = &w->f[w->n];
-	f->rel = join(w->rel, name);
-	f->dir = strdup(w->rel);
-	f->label = w->label;
-	if (!f->rel || !f->dir) {
-		free(f->rel);
-		free(f->dir);
-		return -ENOMEM;
-	}
-	w->n++;
+	w->f[w->n++] = (struct tfs_filetree_file){ rel, w->label };
 	return 0;
 }
 
@@ -107,17 +91,30 @@ static int walk_dir(struct walk *w, const char *rel, int64_t label)
 	return rc;
 }
 
-/* os.walk's directories in sorted order, files sorted within each: by (label, dir, name). */
+/* The length of rel's directory ("" at the top), and its name. */
+static size_t split(const char *rel, const char **name)
+{
+	const char *slash = strrchr(rel, '/');
+
+	*name = slash ? slash + 1 : rel;
+	return slash ? (size_t)(slash - rel) : 0;
+}
+
+/* os.walk's directories in sorted order, files sorted within each: by (label, dir, name), the
+ * directories compared as strcmp compares them. */
 static int by_dir_then_name(const void *a, const void *b)
 {
-	const struct found *x = a, *y = b;
+	const struct tfs_filetree_file *x = a, *y = b;
+	const char *xn, *yn;
+	const size_t xd = split(x->rel, &xn), yd = split(y->rel, &yn);
 	int c = x->label < y->label ? -1 : x->label > y->label;
 
 	if (!c)
-		c = strcmp(x->dir, y->dir);
+		c = memcmp(x->rel, y->rel, xd < yd ? xd : yd);
 	if (!c)
-		c = strcmp(strrchr(x->rel, '/') ? strrchr(x->rel, '/') + 1 : x->rel,
-			   strrchr(y->rel, '/') ? strrchr(y->rel, '/') + 1 : y->rel);
+		c = xd < yd ? -1 : xd > yd;
+	if (!c)
+		c = strcmp(xn, yn);
 	return c;
 }
 
@@ -175,18 +172,8 @@ int tfs_filetree_list(const char *top, int classes, int (*want)(const char *name
 	}
 	if (!rc && w.n)
 		qsort(w.f, w.n, sizeof(*w.f), by_dir_then_name);
-	if (!rc && w.n && !(out->f = calloc(w.n, sizeof(*out->f))))
-		rc = -ENOMEM;
-	for (size_t i = 0; i < w.n; i++) {
-		if (!rc) {
-			out->f[i] = (struct tfs_filetree_file){ w.f[i].rel, w.f[i].label };
-			out->n++;
-		} else {
-			free(w.f[i].rel);
-		}
-		free(w.f[i].dir);
-	}
-	free(w.f);
+	out->f = w.f; /* freed with it, whatever rc */
+	out->n = w.n;
 	return rc;
 }
 
