@@ -243,54 +243,58 @@ static int fixed_begin(struct tfs_rowcol *w, struct fixed_w *f, struct tfs_colum
 	return 0;
 }
 
-/* take: row is the caller's to give (malloc'd): its room is kept and the copy made on the pool. */
-static int fixed_add(struct tfs_rowcol *w, struct fixed_w *f, const void *row, int take)
+/* f's buffer, there to fill. */
+static int fixed_buf(struct fixed_w *f)
 {
-	struct tfs_column *c = f->c;
-	const size_t off = f->have * c->row_bytes;
+	if (!f->buf && !(f->buf = malloc(f->rpc * f->c->row_bytes + 1)))
+		return -ENOMEM;
+	return 0;
+}
 
-	/* A full chunk's buffer goes to its put on the pool: the next rows start a new one. */
-	if (!f->buf && !(f->buf = malloc(f->rpc * c->row_bytes + 1))) {
-		if (take)
-			free((void *)row);
-		return -ENOMEM;
-	}
-	if (!take) {
-		memcpy(f->buf + off, row, c->row_bytes);
-	} else if (holes_add(&f->holes, off, (uint8_t *)row, c->row_bytes)) {
-		free((void *)row);
-		return -ENOMEM;
-	}
-	c->rows++;
-	if (++f->have < f->rpc)
+/* A full chunk's buffer goes to its put on the pool: the next rows start a new one. */
+static int fixed_full(struct tfs_rowcol *w, struct fixed_w *f)
+{
+	if (f->have < f->rpc)
 		return 0;
 	f->have = 0;
-	return put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc, &f->buf, &f->holes);
+	return put_chunk(w, f->c, f->buf, f->rpc * f->c->row_bytes, f->rpc, &f->buf, &f->holes);
 }
 
 /* n rows at once, copied a chunk's room at a time. */
 static int fixed_add_rows(struct tfs_rowcol *w, struct fixed_w *f, const uint8_t *rows, size_t n)
 {
-	struct tfs_column *c = f->c;
+	const uint64_t rb = f->c->row_bytes;
 	int rc = 0;
 
 	while (!rc && n) {
 		const uint64_t room = f->rpc - f->have, k = n < room ? n : room;
 
-		if (!f->buf && !(f->buf = malloc(f->rpc * c->row_bytes + 1)))
-			return -ENOMEM;
-		memcpy(f->buf + f->have * c->row_bytes, rows, k * c->row_bytes);
-		c->rows += k;
+		rc = fixed_buf(f);
+		if (rc)
+			return rc;
+		memcpy(f->buf + f->have * rb, rows, k * rb);
+		f->c->rows += k;
 		f->have += k;
-		rows += k * c->row_bytes;
+		rows += k * rb;
 		n -= k;
-		if (f->have == f->rpc) {
-			f->have = 0;
-			rc = put_chunk(w, c, f->buf, f->rpc * c->row_bytes, f->rpc, &f->buf,
-				       &f->holes);
-		}
+		rc = fixed_full(w, f);
 	}
 	return rc;
+}
+
+/* take: row is the caller's to give (malloc'd): its room is kept and the copy made on the pool. */
+static int fixed_add(struct tfs_rowcol *w, struct fixed_w *f, const void *row, int take)
+{
+	if (!take)
+		return fixed_add_rows(w, f, row, 1);
+	if (fixed_buf(f) || holes_add(&f->holes, f->have * f->c->row_bytes, (uint8_t *)row,
+				      f->c->row_bytes)) {
+		free((void *)row);
+		return -ENOMEM;
+	}
+	f->c->rows++;
+	f->have++;
+	return fixed_full(w, f);
 }
 
 static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
