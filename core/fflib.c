@@ -42,11 +42,11 @@ static void load(void)
 			goto fail;
 		}
 	}
-#define TFS_FF_FIND(lib, fn)                                                                       \
-	*(void **)&tfs_ff.fn = dlsym(h[lib], #fn);                                                 \
-	if (!tfs_ff.fn) {                                                                          \
+#define TFS_FF_FIND(lib, fn)                                                                 \
+	*(void **)&tfs_ff.fn = dlsym(h[lib], #fn);                                           \
+	if (!tfs_ff.fn) {                                                                    \
 		snprintf(loaded.why, sizeof(loaded.why), "%s has no %s", sonames[lib], #fn); \
-		goto fail;                                                                         \
+		goto fail;                                                                   \
 	}
 	TFS_FF_FUNCS(TFS_FF_FIND)
 #undef TFS_FF_FIND

@@ -19,51 +19,52 @@
 #include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
 
-/* FFmpeg 6.1 moved a stream's side data into its codec parameters. */
-#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 31, 100)
+/* FFmpeg 6.1 moved a stream's side data into its codec parameters (1), from the stream (0). */
+#define TFS_FF_CODECPAR_SIDE_DATA (LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 31, 100))
+#if TFS_FF_CODECPAR_SIDE_DATA
 #define TFS_FF_SIDE_DATA(X) X(avcodec, av_packet_side_data_get)
 #else
 #define TFS_FF_SIDE_DATA(X) X(avformat, av_stream_get_side_data)
 #endif
 
 /* Every FFmpeg function media.c calls, with the library it is in. */
-#define TFS_FF_FUNCS(X)                                                                            \
-	X(avutil, av_channel_layout_copy)                                                          \
-	X(avutil, av_channel_layout_default)                                                       \
-	X(avutil, av_channel_layout_uninit)                                                        \
-	X(avutil, av_d2q)                                                                          \
-	X(avutil, av_display_rotation_get)                                                         \
-	X(avutil, av_frame_alloc)                                                                  \
-	X(avutil, av_frame_free)                                                                   \
-	X(avutil, av_frame_get_buffer)                                                             \
-	X(avutil, av_frame_unref)                                                                  \
-	X(avutil, av_log_set_level)                                                                \
-	X(avutil, av_pix_fmt_desc_get)                                                             \
-	X(avutil, av_rescale_q)                                                                    \
-	X(avutil, av_rescale_q_rnd)                                                                \
-	X(avutil, av_strerror)                                                                     \
-	X(swresample, swr_alloc_set_opts2)                                                         \
-	X(swresample, swr_convert)                                                                 \
-	X(swresample, swr_free)                                                                    \
-	X(swresample, swr_get_out_samples)                                                         \
-	X(swresample, swr_init)                                                                    \
-	X(swscale, sws_freeContext)                                                                \
-	X(swscale, sws_getCachedContext)                                                           \
-	X(swscale, sws_scale)                                                                      \
-	X(avcodec, av_packet_alloc)                                                                \
-	X(avcodec, av_packet_free)                                                                 \
-	X(avcodec, av_packet_unref)                                                                \
-	X(avcodec, avcodec_alloc_context3)                                                         \
-	X(avcodec, avcodec_free_context)                                                           \
-	X(avcodec, avcodec_open2)                                                                  \
-	X(avcodec, avcodec_parameters_to_context)                                                  \
-	X(avcodec, avcodec_receive_frame)                                                          \
-	X(avcodec, avcodec_send_packet)                                                            \
-	X(avformat, av_find_best_stream)                                                           \
-	X(avformat, av_read_frame)                                                                 \
-	X(avformat, avformat_close_input)                                                          \
-	X(avformat, avformat_find_stream_info)                                                     \
-	X(avformat, avformat_open_input)                                                           \
+#define TFS_FF_FUNCS(X)                           \
+	X(avutil, av_channel_layout_copy)         \
+	X(avutil, av_channel_layout_default)      \
+	X(avutil, av_channel_layout_uninit)       \
+	X(avutil, av_d2q)                         \
+	X(avutil, av_display_rotation_get)        \
+	X(avutil, av_frame_alloc)                 \
+	X(avutil, av_frame_free)                  \
+	X(avutil, av_frame_get_buffer)            \
+	X(avutil, av_frame_unref)                 \
+	X(avutil, av_log_set_level)               \
+	X(avutil, av_pix_fmt_desc_get)            \
+	X(avutil, av_rescale_q)                   \
+	X(avutil, av_rescale_q_rnd)               \
+	X(avutil, av_strerror)                    \
+	X(swresample, swr_alloc_set_opts2)        \
+	X(swresample, swr_convert)                \
+	X(swresample, swr_free)                   \
+	X(swresample, swr_get_out_samples)        \
+	X(swresample, swr_init)                   \
+	X(swscale, sws_freeContext)               \
+	X(swscale, sws_getCachedContext)          \
+	X(swscale, sws_scale)                     \
+	X(avcodec, av_packet_alloc)               \
+	X(avcodec, av_packet_free)                \
+	X(avcodec, av_packet_unref)               \
+	X(avcodec, avcodec_alloc_context3)        \
+	X(avcodec, avcodec_free_context)          \
+	X(avcodec, avcodec_open2)                 \
+	X(avcodec, avcodec_parameters_to_context) \
+	X(avcodec, avcodec_receive_frame)         \
+	X(avcodec, avcodec_send_packet)           \
+	X(avformat, av_find_best_stream)          \
+	X(avformat, av_read_frame)                \
+	X(avformat, avformat_close_input)         \
+	X(avformat, avformat_find_stream_info)    \
+	X(avformat, avformat_open_input)          \
 	TFS_FF_SIDE_DATA(X)
 
 struct tfs_fflib {

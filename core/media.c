@@ -116,7 +116,7 @@ static int stream_turn(const AVStream *st)
 	const int32_t *m = NULL;
 	double theta;
 
-#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 31, 100)
+#if TFS_FF_CODECPAR_SIDE_DATA
 	const AVPacketSideData *sd = tfs_ff.av_packet_side_data_get(st->codecpar->coded_side_data,
 							     st->codecpar->nb_coded_side_data,
 							     AV_PKT_DATA_DISPLAYMATRIX);
