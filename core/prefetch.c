@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MIN_WINDOW 2   /* chunks ahead once a stream looks sequential */
+#define MIN_WINDOW 2   /* chunks ahead once a run is sequential */
 #define FIRST_WINDOW 8 /* at most, ahead of a first read at the start (which may be np.load's) */
 #define MAX_WINDOW 64  /* chunks ahead at most, whatever the budget */
-#define SEQ_STREAK 2   /* chunk-to-chunk advances before a stream counts as sequential */
+/* Runs a stream follows at once. One reader makes several: memcpy of a whole mapping touches its
+ * last page first, and the kernel reads ahead around every fault, while the scan goes on. */
+#define RUNS 4
 /* A column read at random has the frame indexes of its chunks loaded together, as its chunk
  * list was, so that a cold row costs one read (its frames) instead of two: up to this many
  * chunks (a 256 GiB column at the default chunk size); a larger one loads each as it is met. */
@@ -37,19 +39,32 @@ struct tfs_prefetcher {
 	struct tfs_prefetch_stats st; /* protected by lock */
 };
 
+/* A run: reads that follow one another, each starting where the ones before it ended (or a
+ * read's length away, before or after: the kernel sends read-ahead out of order and skips
+ * pages it has). Rows are the reader's (a view's rows for a view); positions are chunks in
+ * the stream's order. */
+struct run {
+	uint64_t first, next; /* rows [first, next) were read in this run */
+	uint64_t widest;      /* rows of its widest read */
+	size_t pos;	      /* the furthest position read */
+	size_t window;	      /* chunks kept ahead of pos; 0 until the run is sequential */
+	size_t scheduled_end; /* positions below this were scheduled */
+	uint64_t used;	      /* the stream's access count when it last grew; 0: a free slot */
+	int sequential;
+};
+
 struct tfs_stream {
 	struct tfs_prefetcher *pf;
 	struct tfs_version *v;
 	size_t col;
 	uint32_t *order; /* NULL: identity */
 	size_t n;
+	uint64_t run_rows; /* a run this long is sequential: half a chunk's rows, 2 at least */
 	pthread_mutex_t lock;
-	size_t pos;	      /* last position seen; protected by lock */
-	int seen;	      /* protected by lock */
-	unsigned streak;      /* consecutive forward advances; protected by lock */
-	size_t window;	      /* chunks kept ahead; protected by lock */
-	size_t scheduled_end; /* positions below this were scheduled; protected by lock */
-	int indexes;	      /* the column's frame indexes were asked for; protected by lock */
+	uint64_t accesses;     /* protected by lock */
+	struct run runs[RUNS]; /* protected by lock */
+	int expect;	       /* the next new run is sequential from its start; protected by lock */
+	int indexes;	       /* the column's frame indexes were asked for; protected by lock */
 };
 
 static void job_done(struct job *j, int rc)
@@ -121,6 +136,8 @@ int tfs_stream_create(struct tfs_prefetcher *pf, struct tfs_version *v, size_t c
 		      const uint32_t *order, size_t n, struct tfs_stream **out)
 {
 	struct tfs_stream *st = calloc(1, sizeof(*st));
+	const struct tfs_column *c;
+	uint64_t per_chunk;
 
 	if (!st)
 		return -ENOMEM;
@@ -137,6 +154,10 @@ int tfs_stream_create(struct tfs_prefetcher *pf, struct tfs_version *v, size_t c
 	tfs_version_get(v);
 	st->col = col;
 	st->n = n;
+	c = &v->manifest.cols[col];
+	per_chunk = c->rows_per_chunk ? c->rows_per_chunk
+				      : (c->nchunks ? (c->rows + c->nchunks - 1) / c->nchunks : 1);
+	st->run_rows = per_chunk / 2 > 2 ? per_chunk / 2 : 2;
 	pthread_mutex_init(&st->lock, NULL);
 	*out = st;
 	return 0;
@@ -152,12 +173,8 @@ static size_t start_window(const struct tfs_prefetcher *pf)
 void tfs_stream_expect_sequential(struct tfs_stream *st)
 {
 	pthread_mutex_lock(&st->lock);
-	st->streak = SEQ_STREAK;
-	st->window = start_window(st->pf);
+	st->expect = 1;
 	pthread_mutex_unlock(&st->lock);
-	pthread_mutex_lock(&st->pf->lock);
-	st->pf->st.sequential_streams++;
-	pthread_mutex_unlock(&st->pf->lock);
 }
 
 void tfs_stream_destroy(struct tfs_stream *st)
@@ -232,98 +249,148 @@ static void warm_indexes(struct tfs_stream *st)
 			break;
 }
 
-int tfs_stream_sequential(struct tfs_stream *st)
+/* The run an access of rows [first, last] continues: one whose rows it meets, give or take its
+ * own length (and half a chunk more for a sequential run: a scan that goes backwards reads each
+ * block front to back, a block before the last, and one through a mapping skips the pages the
+ * kernel has); NULL when it starts a new one. An access that meets several joins them into
+ * one. Called with st->lock. */
+static struct run *run_of(struct tfs_stream *st, uint64_t first, uint64_t last)
 {
-	int seq;
+	struct run *into = NULL;
 
-	pthread_mutex_lock(&st->lock);
-	seq = st->streak >= SEQ_STREAK;
-	pthread_mutex_unlock(&st->lock);
-	return seq;
+	for (struct run *r = st->runs; r < st->runs + RUNS; r++) {
+		const uint64_t slack = last - first + 2 + (r->sequential ? st->run_rows : 0);
+
+		if (!r->used || first > r->next + slack || last + slack < r->first)
+			continue;
+		if (!into) {
+			into = r;
+			continue;
+		}
+		into->first = r->first < into->first ? r->first : into->first;
+		into->next = r->next > into->next ? r->next : into->next;
+		into->widest = r->widest > into->widest ? r->widest : into->widest;
+		into->pos = r->pos > into->pos ? r->pos : into->pos;
+		into->window = r->window > into->window ? r->window : into->window;
+		into->scheduled_end =
+			r->scheduled_end > into->scheduled_end ? r->scheduled_end : into->scheduled_end;
+		into->sequential |= r->sequential;
+		r->used = 0;
+	}
+	return into;
 }
 
-void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last)
+/* A slot for a new run: a free one, else the one used longest ago. Called with st->lock. */
+static struct run *run_new(struct tfs_stream *st)
+{
+	struct run *r = st->runs;
+
+	for (struct run *q = st->runs; q < st->runs + RUNS && r->used; q++)
+		if (q->used < r->used)
+			r = q;
+	if (r->used && r->sequential) { /* a scan given up */
+		pthread_mutex_lock(&st->pf->lock);
+		st->pf->st.random_resets++;
+		pthread_mutex_unlock(&st->pf->lock);
+	}
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+/* Run r is sequential: whole chunks serve it. window chunks ahead load from now on (0: from its
+ * next chunk on). */
+static void run_sequential(struct tfs_stream *st, struct run *r, size_t window)
+{
+	r->sequential = 1;
+	r->window = window;
+	pthread_mutex_lock(&st->pf->lock);
+	st->pf->st.sequential_streams++;
+	pthread_mutex_unlock(&st->pf->lock);
+}
+
+int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_row, size_t first,
+		      size_t last)
 {
 	const struct tfs_column *c = &st->v->manifest.cols[st->col];
 	/* Listed chunks (data parts) are filled up to their target. */
 	uint64_t chunk_bytes =
 		c->rows_per_chunk ? c->rows_per_chunk * c->row_bytes : c->chunk_bytes;
-	size_t max_window, end, span;
+	size_t max_window = 0, end;
+	struct run *r;
+	int seq;
 
-	if (!st->pf->nthreads || st->n == 0 || chunk_bytes == 0)
-		return;
-	max_window = (size_t)(st->pf->max_ahead / chunk_bytes);
+	if (st->pf->nthreads && st->n && chunk_bytes)
+		max_window = (size_t)(st->pf->max_ahead / chunk_bytes);
 	if (max_window > MAX_WINDOW)
 		max_window = MAX_WINDOW;
-	if (max_window == 0)
-		return;
-	if (last >= st->n)
+	if (st->n && last >= st->n)
 		last = st->n - 1;
 
 	pthread_mutex_lock(&st->lock);
-	span = last - first + 1;
-	if (!st->seen) {
-		st->seen = 1;
-		st->pos = last;
-		if (first != 0)
-			warm_indexes(st);
+	st->accesses++;
+	r = run_of(st, first_row, last_row);
+	if (!r) {
+		const int start = st->accesses == 1 && first == 0;
+
+		r = run_new(st);
+		r->first = first_row;
+		r->next = last_row + 1;
+		r->widest = last_row - first_row + 1;
+		r->pos = last;
 		/* A first access at the very start is how np.load, cat, dd and every scan begin:
-		 * load ahead at once rather than after SEQ_STREAK on-demand loads (each a full
+		 * load ahead at once rather than after half a chunk of on-demand reads (each a
 		 * round trip on a remote store), a chunk per loader but at most FIRST_WINDOW: a
 		 * random reader that opened the file with np.load (which reads here first) costs
-		 * no more than that, and its next jump resets the window. */
-		if (first == 0 && st->streak < SEQ_STREAK) {
-			st->streak = SEQ_STREAK;
-			st->window = start_window(st->pf) < FIRST_WINDOW ? start_window(st->pf)
-									 : FIRST_WINDOW;
-			pthread_mutex_lock(&st->pf->lock);
-			st->pf->st.sequential_streams++;
-			pthread_mutex_unlock(&st->pf->lock);
-		}
-	} else if (first > st->pos + 1 + st->window || last + span + st->window + 1 < st->pos) {
-		/* A jump: random access. Load nothing ahead until progress is sequential again.
-		 * Reads a little behind are tolerated: page faults and readahead arrive out of
-		 * order from several threads, and one read of a view spans several positions. */
-		if (st->streak >= SEQ_STREAK) {
-			pthread_mutex_lock(&st->pf->lock);
-			st->pf->st.random_resets++;
-			pthread_mutex_unlock(&st->pf->lock);
-		}
-		st->streak = 0;
-		st->window = 0;
-		st->scheduled_end = 0;
-		st->pos = last;
-		warm_indexes(st);
-	} else if (last > st->pos) {
-		st->streak++;
-		if (st->streak == SEQ_STREAK) {
-			pthread_mutex_lock(&st->pf->lock);
-			st->pf->st.sequential_streams++;
-			pthread_mutex_unlock(&st->pf->lock);
-		}
-		/* The reader keeps up: widen the window, to a chunk per loader at least, up to
-		 * what the budget allows. */
-		if (st->streak >= SEQ_STREAK) {
-			st->window = st->window ? st->window * 2 : MIN_WINDOW;
-			if (st->window < start_window(st->pf))
-				st->window = start_window(st->pf);
-		}
-		if (st->window > max_window)
-			st->window = max_window;
-		st->pos = last;
+		 * no more than that, and its next jump starts a run of its own. A view is read
+		 * front to back from wherever its reader starts. */
+		if (st->expect)
+			run_sequential(st, r, start_window(st->pf));
+		else if (start)
+			run_sequential(st, r,
+				       start_window(st->pf) < FIRST_WINDOW ? start_window(st->pf)
+								   : FIRST_WINDOW);
+		else if (st->pf->nthreads)
+			warm_indexes(st);
+		st->expect = 0;
+	} else {
+		if (first_row < r->first)
+			r->first = first_row;
+		if (last_row + 1 > r->next)
+			r->next = last_row + 1;
+		if (last_row - first_row + 1 > r->widest)
+			r->widest = last_row - first_row + 1;
+		/* Half a chunk read in order, and three reads' worth at least (the kernel reads a
+		 * MiB around every page fault of a mapping read at random, and two such reads may
+		 * meet): whole chunks from now on, and chunks ahead once the run goes on to the next
+		 * (a reader of blocks that jumps loads nothing ahead). */
+		if (!r->sequential && r->next - r->first >= st->run_rows &&
+		    r->next - r->first >= 3 * r->widest)
+			run_sequential(st, r, 0);
+		/* The reader keeps up: widen the window, to a chunk per loader at least, up to what
+		 * the budget allows. */
+		if (r->sequential && last > r->pos)
+			r->window = r->window * 2 > start_window(st->pf) ? r->window * 2
+									 : start_window(st->pf);
+		if (last > r->pos)
+			r->pos = last;
 	}
-	end = st->pos + 1 + st->window;
+	r->used = st->accesses;
+	seq = r->sequential;
+	if (r->window > max_window)
+		r->window = max_window;
+	end = r->pos + 1 + r->window;
 	if (end > st->n)
 		end = st->n;
 	/* Positions after the first that this read touches are needed now too: a read of a view
 	 * spans rows of every chunk in its shuffle window. The loaders take those in parallel
 	 * while the reader's thread loads the first itself. */
-	if (st->scheduled_end < first + 1)
-		st->scheduled_end = first + 1;
-	while (st->window && st->scheduled_end < end) {
-		if (schedule(st, chunk_at(st, st->scheduled_end), 0))
+	if (r->scheduled_end < first + 1)
+		r->scheduled_end = first + 1;
+	while (r->window && r->scheduled_end < end) {
+		if (schedule(st, chunk_at(st, r->scheduled_end), 0))
 			break;
-		st->scheduled_end++;
+		r->scheduled_end++;
 	}
 	pthread_mutex_unlock(&st->lock);
+	return seq;
 }

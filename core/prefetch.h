@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* prefetch: a thread pool that loads chunks into the cache ahead of readers. Each reader is a
  * stream over a sequence of chunks (a column in order, or an explicit order for views); the
- * stream detects sequential progress and keeps a growing window of upcoming chunks loading. */
+ * stream follows the runs of its reads and keeps a growing window of upcoming chunks loading
+ * ahead of each sequential one. */
 #ifndef TFS_PREFETCH_H
 #define TFS_PREFETCH_H
 
@@ -42,17 +43,18 @@ int tfs_stream_create(struct tfs_prefetcher *pf, struct tfs_version *v, size_t c
 		      const uint32_t *order, size_t n, struct tfs_stream **out);
 void tfs_stream_destroy(struct tfs_stream *st);
 
-/* The reader will go front to back (a view is made to be read that way): load ahead from the
- * first access on, instead of waiting for sequential progress to show. A jump still resets. */
+/* The reader will go front to back (a view is made to be read that way): its first run loads
+ * ahead from its first access on, instead of waiting for sequential progress to show. */
 void tfs_stream_expect_sequential(struct tfs_stream *st);
 
-/* The reader consumed sequence positions first..last (inclusive). Sequential progress schedules
- * the next chunks, as does a first access at position 0 (the start of a scan); a jump resets the
- * window so random access loads nothing ahead. */
-void tfs_stream_access(struct tfs_stream *st, size_t first, size_t last);
-
-/* Whether the reader goes front to back (as tfs_stream_access last judged it), so that whole
- * chunks serve it best; a reader that jumps is served frames (tfs_version_piece_get). */
-int tfs_stream_sequential(struct tfs_stream *st);
+/* The reader read rows first_row..last_row (its rows: a view's for a view), which lie at sequence
+ * positions first..last (inclusive). The stream follows a few runs at once: reads that go on
+ * where others ended, give or take a read's length, continue one; another read starts one. A run
+ * is sequential once it spans half a chunk of rows, or from a first access at position 0 (the
+ * start of a scan); a sequential run keeps a growing window of chunks ahead of it loading, and a
+ * run that jumps loads nothing ahead. Returns whether this read's run is sequential, so that
+ * whole chunks serve it best; a reader that jumps is served frames (tfs_version_piece_get). */
+int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_row, size_t first,
+		      size_t last);
 
 #endif

@@ -381,10 +381,12 @@ void tfs_reader_warm_columns(struct tfs_reader *r, const size_t *cols, size_t n)
 		r->warm_cols[r->nwarm++] = cols[i];
 }
 
-void tfs_reader_at(struct tfs_reader *r, uint64_t first, uint64_t last, uint64_t bytes_left)
+int tfs_reader_at(struct tfs_reader *r, uint64_t first, uint64_t last, uint64_t bytes_left)
 {
+	int seq = 1;
+
 	if (!r->lake)
-		return;
+		return 1;
 	if (r->stream) {
 		const struct tfs_column *c = &r->v->manifest.cols[r->stream_part];
 		size_t lo = SIZE_MAX, hi = 0;
@@ -405,21 +407,17 @@ void tfs_reader_at(struct tfs_reader *r, uint64_t first, uint64_t last, uint64_t
 			hi = p > hi ? p : hi;
 		}
 		if (lo != SIZE_MAX)
-			tfs_stream_access(r->stream, lo, hi);
+			seq = tfs_stream_access(r->stream, first, last, lo, hi);
 	}
 	if (r->plan)
 		tfs_cache_plan_at(r->plan, first);
 	if (!r->nwarm || !r->lv || !tfs_lake_epoch_warm(r->lake) ||
 	    bytes_left >= tfs_lake_warm_bytes(r->lake) ||
 	    __atomic_exchange_n(&r->warmed, 1, __ATOMIC_RELAXED))
-		return;
+		return seq;
 	for (size_t i = 0; i < r->nwarm; i++)
 		tfs_lake_view_warm_next(r->lake, r->lv, r->warm_cols[i]);
-}
-
-int tfs_reader_sequential(struct tfs_reader *r)
-{
-	return r->stream ? tfs_stream_sequential(r->stream) : 1;
+	return seq;
 }
 
 /* --- bad rows: the map ----------------------------------------------------------------------- */

@@ -98,10 +98,10 @@ int tfs_reader_plan(struct tfs_reader *r, const size_t *cols,
 /* The next epoch's first window is warmed for these columns once the reader nears its end. */
 void tfs_reader_warm_columns(struct tfs_reader *r, const size_t *cols, size_t n);
 /* The reader reads rows [first, last] now, with bytes_left bytes after them: moves the prefetch
- * stream and the plan's cursor, and near the end asks for the next epoch's warm-up (once). */
-void tfs_reader_at(struct tfs_reader *r, uint64_t first, uint64_t last, uint64_t bytes_left);
-/* Whether reads go front to back (the prefetch stream's judgement; 1 without one). */
-int tfs_reader_sequential(struct tfs_reader *r);
+ * stream and the plan's cursor, and near the end asks for the next epoch's warm-up (once).
+ * Returns whether this read goes on a sequential run (the prefetch stream's judgement; 1
+ * without a stream), which whole chunks serve best. */
+int tfs_reader_at(struct tfs_reader *r, uint64_t first, uint64_t last, uint64_t bytes_left);
 
 /* With on, fixed columns' rows of chunks not cached whole are gathered from the single frames
  * that hold them (tfs_version_piece_get): for a first batch, whose rows are a few of each chunk,

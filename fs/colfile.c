@@ -268,8 +268,7 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 
 		k0 = tfs_column_chunk_of(c, r0);
 		k1 = tfs_column_chunk_of(c, r1);
-		tfs_reader_at(h->reader, r0, r1, h->size - end);
-		whole = tfs_reader_sequential(h->reader);
+		whole = tfs_reader_at(h->reader, r0, r1, h->size - end);
 	}
 	/* One buffer for the header part plus one per chunk touched; a reader that jumps is served
 	 * frames of chunks not cached whole (at least TFS_FRAME_MIN bytes each), when they fit. */

@@ -107,6 +107,59 @@ def test_sequential_scan_takes_whole_chunks(lake, mount):
     assert np.array_equal(np.load(path), src)
 
 
+def test_scan_between_reads_elsewhere_takes_whole_chunks(lake, mount):
+    """memcpy of a whole mapping reads its last page first, and the kernel reads ahead around
+    it while the scan goes on: a scan that starts mid-column, with reads at the tail between
+    its own, takes whole chunks from its first half chunk on, not frames all the way."""
+    src = source(8)
+    lake.build("t", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    # A small cache: a read-ahead window of a chunk or two, which the tail is well beyond.
+    m = mount(lake, opts=("cache_mem=4M",))
+    path = m.path / "t" / "main" / "x.npy"
+    want = expected_file_bytes(path, src)
+    tail = len(want) - 4096
+    with opened(path) as fd:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # reads as asked: no kernel read-ahead
+        assert os.pread(fd, 4096, tail) == want[tail:]
+        pos, n = HEADER_SIZE + 2_500 * src[0].nbytes, 0
+        while pos < len(want):
+            assert os.pread(fd, 131072, pos) == want[pos:pos + 131072], pos
+            pos += 131072
+            n += 1
+            if n % 4 == 0:
+                off = tail - 4096 * (n % 64)
+                assert os.pread(fd, 4096, off) == want[off:off + 4096], off
+    st = stats(m)
+    # The scan's first half chunk in 16 KiB frames, and the tail's reads: about 30. A scan that
+    # the reads at the tail kept from counting as one takes frames all the way: over 100.
+    assert st["store"]["ranged_gets"] < 64, st["store"]
+    assert st["prefetch"]["sequential_streams"] >= 1, st["prefetch"]
+
+
+def test_backward_scan_takes_whole_chunks(lake, mount):
+    """memmove copies a mapping from its end when the addresses suit it: the kernel then reads
+    each 512 KiB block before the last, front to back. Such a scan takes whole chunks too."""
+    src = source(9)
+    lake.build("b", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    m = mount(lake, opts=("cache_mem=4M",))
+    path = m.path / "b" / "main" / "x.npy"
+    want = expected_file_bytes(path, src)
+    block = 512 * 1024
+    with opened(path) as fd:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # reads as asked: no kernel read-ahead
+        end = len(want)
+        while end > HEADER_SIZE:
+            start = max(end - block, HEADER_SIZE)
+            for pos in range(start, end, 131072):
+                n = min(131072, end - pos)
+                assert os.pread(fd, n, pos) == want[pos:pos + n], pos
+            end = start
+    st = stats(m)
+    # Frames for the first half chunk and for the first reads of a block after a jump back
+    # that the run does not reach: a few dozen. Frames all the way: several hundred.
+    assert st["store"]["ranged_gets"] < 50, st["store"]
+
+
 def test_unframed_chunks_read_alongside_framed(lake, mount):
     """A column written with one frame a chunk (as before frames), then appended to with
     frames: both kinds read, sequentially and at random."""
