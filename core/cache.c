@@ -27,6 +27,7 @@ struct entry {
 	int err;		  /* protected by shard->lock; set when FAILED */
 	unsigned refs;		  /* protected by shard->lock */
 	int prefetched;		  /* loaded ahead, no reader yet; protected by shard->lock */
+	uint64_t tick;		  /* the cache's clock when last used; protected by shard->lock */
 	size_t cap;		  /* capacity of pub.data if it came from tfs_cache_alloc, else 0 */
 	struct entry *freed_next; /* evicted or failed: the list to free once unlocked */
 	struct entry *lru_prev, *lru_next; /* protected by shard->lock; READY entries only */
@@ -40,6 +41,8 @@ struct shard {
 	struct tfs_idmap map;  /* protected by lock */
 	struct entry lru;      /* sentinel: lru.lru_next is the most recently used */
 	uint64_t bytes;	       /* protected by lock */
+	uint64_t cold;	       /* tick of its least recently used entry, UINT64_MAX for none; written
+				* under lock, read without (atomic) */
 };
 
 /* Counters, updated with relaxed atomics outside any lock. */
@@ -68,7 +71,7 @@ struct tfs_cache {
 	pthread_mutex_t arena_lock; /* serialises tfs_cache_arena_start */
 	uint64_t budget;
 	uint64_t total;	       /* bytes over all shards; atomic */
-	unsigned evict_cursor; /* next shard to evict from; atomic */
+	uint64_t clock;	       /* twice the loads finished: entries' time of last use; atomic */
 	struct counters n;     /* atomic */
 	/* Eviction by readers' plans (cacheplan.c). Lock order: a shard's lock, then plans_lock. */
 	int by_plans; /* atomic */
@@ -96,6 +99,7 @@ int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->loaded, NULL);
 		s->lru.lru_next = s->lru.lru_prev = &s->lru;
+		s->cold = UINT64_MAX;
 	}
 	if (tfs_slabs_create(&c->slabs)) {
 		for (unsigned i = 0; i < NSHARDS; i++)
@@ -283,19 +287,33 @@ void tfs_cache_destroy(struct tfs_cache *c)
 	free(c);
 }
 
-static void lru_unlink(struct entry *e)
+/* Eviction is LRU over the whole cache, not shard by shard: an entry's tick is when it was last
+ * used on a clock that only loads advance (by 2: a load's entry gets the new even time, a hit
+ * the odd one after it, newer than the load before and older than the next), and each shard
+ * publishes its coldest tick, so that shrinking takes from the shard that holds the coldest
+ * entry. Called with s->lock held. */
+static void lru_cold(struct shard *s)
+{
+	__atomic_store_n(&s->cold, s->lru.lru_prev == &s->lru ? UINT64_MAX : s->lru.lru_prev->tick,
+			 __ATOMIC_RELAXED);
+}
+
+static void lru_unlink(struct shard *s, struct entry *e)
 {
 	e->lru_prev->lru_next = e->lru_next;
 	e->lru_next->lru_prev = e->lru_prev;
 	e->lru_prev = e->lru_next = NULL;
+	lru_cold(s);
 }
 
-static void lru_push_front(struct shard *s, struct entry *e)
+static void lru_push_front(struct shard *s, struct entry *e, uint64_t tick)
 {
+	e->tick = tick;
 	e->lru_next = s->lru.lru_next;
 	e->lru_prev = &s->lru;
 	s->lru.lru_next->lru_prev = e;
 	s->lru.lru_next = e;
+	lru_cold(s);
 }
 
 static struct entry *lookup(struct shard *s, const struct tfs_id *key)
@@ -328,7 +346,7 @@ static struct entry *insert_loading(struct shard *s, unsigned idx, const struct 
 /* Take e (READY, unused) out of shard s onto the freed list. s->lock held. */
 static void evict_one(struct tfs_cache *c, struct shard *s, struct entry *e, struct entry **freed)
 {
-	lru_unlink(e);
+	lru_unlink(s, e);
 	unhash(s, e);
 	s->bytes -= e->pub.len;
 	__atomic_sub_fetch(&c->total, e->pub.len, __ATOMIC_RELAXED);
@@ -341,19 +359,26 @@ static void evict_one(struct tfs_cache *c, struct shard *s, struct entry *e, str
 	*freed = e;
 }
 
-/* Evict unused entries from the cold end of shard s while the cache is over budget. Called with
- * s->lock held; the evicted entries are chained through freed_next for freeing after unlocking. */
-static void evict_shard(struct tfs_cache *c, struct shard *s, struct entry **freed)
+/* Evict unused entries last used at tick upto or before from the cold end of shard s while the
+ * cache is over budget. Called with s->lock held; the evicted entries are chained through
+ * freed_next for freeing after unlocking. Returns how many. */
+static unsigned evict_shard(struct tfs_cache *c, struct shard *s, uint64_t upto,
+			    struct entry **freed)
 {
 	struct entry *e = s->lru.lru_prev;
+	unsigned n = 0;
 
-	while (__atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget && e != &s->lru) {
+	while (__atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget && e != &s->lru &&
+	       e->tick <= upto) {
 		struct entry *prev = e->lru_prev;
 
-		if (e->refs == 0)
+		if (e->refs == 0) {
 			evict_one(c, s, e, freed);
+			n++;
+		}
 		e = prev;
 	}
+	return n;
 }
 
 static int plans_published(struct tfs_cache *c)
@@ -495,28 +520,42 @@ void tfs_cache_plan_end(struct tfs_cache *c, struct tfs_cache_plan *p)
 	tfs_cache_plan_free(p);
 }
 
-/* Bring the cache back under budget: the shard just used first, then the others in turn. Takes
- * one shard lock at a time. */
-static void shrink(struct tfs_cache *c, unsigned first)
+/* Bring the cache back under budget, coldest entries first: from the shard whose coldest entry is
+ * the coldest, those up to the next shard's coldest, and again. A shard whose cold entries are
+ * all in use is passed over. Takes one shard lock at a time. */
+static void shrink(struct tfs_cache *c)
 {
 	struct entry *freed = NULL;
-	unsigned start = __atomic_fetch_add(&c->evict_cursor, 1, __ATOMIC_RELAXED);
+	unsigned passed = 0; /* a bit per shard */
 
 	if (__atomic_load_n(&c->by_plans, __ATOMIC_RELAXED) && plans_published(c) &&
 	    shrink_by_plans(c, &freed)) {
 		free_list(c, freed);
 		return;
 	}
+	while (__atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget) {
+		uint64_t min = UINT64_MAX, next = UINT64_MAX;
+		unsigned idx = NSHARDS;
 
-	for (unsigned i = 0; i <= NSHARDS; i++) {
-		unsigned idx = i == 0 ? first : (start + i) % NSHARDS;
-		struct shard *s = &c->shards[idx];
+		for (unsigned i = 0; i < NSHARDS; i++) {
+			const uint64_t t = __atomic_load_n(&c->shards[i].cold, __ATOMIC_RELAXED);
 
-		if (__atomic_load_n(&c->total, __ATOMIC_RELAXED) <= c->budget)
+			if ((passed >> i) & 1 || t == UINT64_MAX)
+				continue;
+			if (t < min) {
+				next = min;
+				min = t;
+				idx = i;
+			} else if (t < next) {
+				next = t;
+			}
+		}
+		if (idx == NSHARDS)
 			break;
-		pthread_mutex_lock(&s->lock);
-		evict_shard(c, s, &freed);
-		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_lock(&c->shards[idx].lock);
+		if (!evict_shard(c, &c->shards[idx], next, &freed))
+			passed |= 1u << idx;
+		pthread_mutex_unlock(&c->shards[idx].lock);
 	}
 	free_list(c, freed);
 }
@@ -556,7 +595,7 @@ static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, in
 	COUNT(c, bytes_loaded, len);
 	if (e->prefetched)
 		__atomic_add_fetch(&c->n.prefetch_pending, len, __ATOMIC_RELAXED);
-	lru_push_front(s, e);
+	lru_push_front(s, e, __atomic_add_fetch(&c->clock, 2, __ATOMIC_RELAXED));
 	pthread_cond_broadcast(&s->loaded);
 	return __atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget;
 }
@@ -581,7 +620,7 @@ static int run_load(struct tfs_cache *c, unsigned idx, struct entry *e, tfs_cach
 	if (freed)
 		free_entry(c, freed);
 	if (!rc && over)
-		shrink(c, idx);
+		shrink(c);
 	return rc;
 }
 
@@ -613,8 +652,8 @@ static int pin_found(struct tfs_cache *c, struct shard *s, struct entry *e,
 			free_entry(c, freed);
 		return rc;
 	}
-	lru_unlink(e);
-	lru_push_front(s, e);
+	lru_unlink(s, e);
+	lru_push_front(s, e, __atomic_load_n(&c->clock, __ATOMIC_RELAXED) + 1);
 	pthread_mutex_unlock(&s->lock);
 	*out = &e->pub;
 	return 0;
@@ -674,7 +713,7 @@ void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *pub)
 	pthread_mutex_unlock(&s->lock);
 	/* e may be evicted and freed by another thread from here on. */
 	if (over)
-		shrink(c, idx);
+		shrink(c);
 }
 
 int tfs_cache_prefetch(struct tfs_cache *c, const struct tfs_id *key, tfs_cache_load_fn load,

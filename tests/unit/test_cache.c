@@ -117,6 +117,48 @@ static void test_budget_and_pinned_entry_survives(void **state)
 	tfs_cache_destroy(c);
 }
 
+/* Eviction takes the least recently used entries of the whole cache, whatever shards they are
+ * in: entries used again after others were loaded outlive those others. */
+static void test_lru_across_shards(void **state)
+{
+	struct tfs_cache *c;
+	struct tfs_cache_entry *e;
+	struct loader l = { 0 };
+
+	(void)state;
+	assert_int_equal(tfs_cache_create(8 * CHUNK, &c), 0);
+	for (unsigned i = 0; i < 8; i++) {
+		struct tfs_id k = key_of(i);
+
+		assert_int_equal(tfs_cache_get(c, &k, load, &l, &e), 0);
+		tfs_cache_put(c, e);
+	}
+	for (unsigned i = 0; i < 4; i++) { /* used again: now the four newest */
+		struct tfs_id k = key_of(i);
+
+		assert_int_equal(tfs_cache_get_ready(c, &k, &e), 0);
+		tfs_cache_put(c, e);
+	}
+	for (unsigned i = 8; i < 12; i++) {
+		struct tfs_id k = key_of(i);
+
+		assert_int_equal(tfs_cache_get(c, &k, load, &l, &e), 0);
+		tfs_cache_put(c, e);
+	}
+	for (unsigned i = 0; i < 12; i++) {
+		struct tfs_id k = key_of(i);
+		const int rc = tfs_cache_get_ready(c, &k, &e);
+
+		if (rc == 0)
+			tfs_cache_put(c, e);
+		if (i >= 4 && i < 8)
+			assert_int_equal(rc, -ENOENT);
+		else
+			assert_int_equal(rc, 0);
+	}
+	tfs_cache_destroy(c);
+}
+
 static void test_load_error_not_cached(void **state)
 {
 	struct tfs_cache *c;
@@ -432,6 +474,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hit_after_miss),
 		cmocka_unit_test(test_budget_and_pinned_entry_survives),
+		cmocka_unit_test(test_lru_across_shards),
 		cmocka_unit_test(test_load_error_not_cached),
 		cmocka_unit_test(test_concurrent_readers_under_pressure),
 		cmocka_unit_test(test_one_load_per_key),
