@@ -342,6 +342,49 @@ static void test_text_line_bytes(void **state)
 	assert_int_equal(tfs_text_line_bytes("a\\b\nc\r", 7), 7 + 3 + 1);
 }
 
+/* The word-at-a-time paths of tfs_utf8_valid and tfs_text_line_bytes against a byte-by-byte
+ * reading, on strings of every length up to 40 with any of a few bytes at every place: ASCII,
+ * the three escapes, bytes next to them, high bytes and parts of well- and ill-formed
+ * sequences. */
+static void test_word_paths_match_bytes(void **state)
+{
+	static const uint8_t alphabet[] = { 'a', '\\', '\n', '\r', '\t', 0x0b, 0x0c, 0x5b, 0x5d,
+					    0,   0x7f, 0x80, 0xc3, 0xa9, 0xe6, 0x97, 0xff, 0x8a,
+					    0x8d, 0xdc };
+	uint64_t seed = 12345;
+	uint8_t s[40];
+
+	(void)state;
+	for (unsigned round = 0; round < 20000; round++) {
+		const size_t n = round % (sizeof(s) + 1);
+		uint64_t want = n + 1;
+		int ascii = 1;
+
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			/* Mostly 'a': runs of eight clean bytes, then one odd byte among them. */
+			s[i] = (seed >> 60) < 12 ? 'a' : alphabet[(seed >> 33) % sizeof(alphabet)];
+			want += s[i] == '\\' || s[i] == '\n' || s[i] == '\r';
+			ascii &= s[i] < 0x80;
+		}
+		assert_int_equal(tfs_text_line_bytes((const char *)s, n), want);
+		if (ascii)
+			assert_true(tfs_utf8_valid(s, n));
+	}
+	/* A bad byte after eight good ones, at every offset of a longer string. */
+	for (size_t at = 0; at < sizeof(s); at++) {
+		memset(s, 'a', sizeof(s));
+		s[at] = 0xff;
+		assert_false(tfs_utf8_valid(s, sizeof(s)));
+		s[at] = 0xc3; /* cut short by the 'a' after it, or by the end */
+		assert_false(tfs_utf8_valid(s, sizeof(s)));
+		if (at + 1 < sizeof(s)) {
+			s[at + 1] = 0xa9;
+			assert_true(tfs_utf8_valid(s, sizeof(s)));
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_rows_added_at_once_land_as_one_by_one),
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_text_line_bytes),
+		cmocka_unit_test(test_word_paths_match_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
