@@ -46,11 +46,13 @@ struct tfs_prefetcher {
 struct run {
 	uint64_t first, next; /* rows [first, next) were read in this run */
 	uint64_t widest;      /* rows of its widest read */
-	size_t pos;	      /* the furthest position read */
-	size_t window;	      /* chunks kept ahead of pos; 0 until the run is sequential */
+	size_t lo, pos;	      /* the nearest and furthest positions read */
+	size_t window;	      /* chunks kept ahead; 0 until the run is sequential */
 	size_t scheduled_end; /* positions below this were scheduled */
+	size_t scheduled_lo;  /* backwards: positions from this on were scheduled */
 	uint64_t used;	      /* the stream's access count when it last grew; 0: a free slot */
 	int sequential;
+	int backward; /* it grows at its front: chunks ahead are those before lo */
 };
 
 struct tfs_stream {
@@ -267,13 +269,20 @@ static struct run *run_of(struct tfs_stream *st, uint64_t first, uint64_t last)
 			into = r;
 			continue;
 		}
+		/* Two runs joined: backwards when the shorter was before the longer. */
+		if (r->next - r->first != into->next - into->first)
+			into->backward = (r->next - r->first < into->next - into->first) ==
+					 (r->first < into->first);
 		into->first = r->first < into->first ? r->first : into->first;
 		into->next = r->next > into->next ? r->next : into->next;
 		into->widest = r->widest > into->widest ? r->widest : into->widest;
+		into->lo = r->lo < into->lo ? r->lo : into->lo;
 		into->pos = r->pos > into->pos ? r->pos : into->pos;
 		into->window = r->window > into->window ? r->window : into->window;
 		into->scheduled_end =
 			r->scheduled_end > into->scheduled_end ? r->scheduled_end : into->scheduled_end;
+		into->scheduled_lo =
+			r->scheduled_lo < into->scheduled_lo ? r->scheduled_lo : into->scheduled_lo;
 		into->sequential |= r->sequential;
 		r->used = 0;
 	}
@@ -336,6 +345,7 @@ int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_r
 		r->first = first_row;
 		r->next = last_row + 1;
 		r->widest = last_row - first_row + 1;
+		r->lo = r->scheduled_lo = first;
 		r->pos = last;
 		/* A first access at the very start is how np.load, cat, dd and every scan begin:
 		 * load ahead at once rather than after half a chunk of on-demand reads (each a
@@ -353,6 +363,12 @@ int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_r
 			warm_indexes(st);
 		st->expect = 0;
 	} else {
+		/* A scan backwards (memmove from a mapping's end) reads each block before the
+		 * last, front to back: the run grows at its front. */
+		if (first_row < r->first && last_row + 1 <= r->next)
+			r->backward = 1;
+		else if (last_row + 1 > r->next && first_row >= r->first)
+			r->backward = 0;
 		if (first_row < r->first)
 			r->first = first_row;
 		if (last_row + 1 > r->next)
@@ -368,28 +384,38 @@ int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_r
 			run_sequential(st, r, 0);
 		/* The reader keeps up: widen the window, to a chunk per loader at least, up to what
 		 * the budget allows. */
-		if (r->sequential && last > r->pos)
+		if (r->sequential && (last > r->pos || first < r->lo))
 			r->window = r->window * 2 > start_window(st->pf) ? r->window * 2
 									 : start_window(st->pf);
 		if (last > r->pos)
 			r->pos = last;
+		if (first < r->lo)
+			r->lo = first;
 	}
 	r->used = st->accesses;
 	seq = r->sequential;
 	if (r->window > max_window)
 		r->window = max_window;
-	end = r->pos + 1 + r->window;
-	if (end > st->n)
-		end = st->n;
-	/* Positions after the first that this read touches are needed now too: a read of a view
-	 * spans rows of every chunk in its shuffle window. The loaders take those in parallel
-	 * while the reader's thread loads the first itself. */
-	if (r->scheduled_end < first + 1)
-		r->scheduled_end = first + 1;
-	while (r->window && r->scheduled_end < end) {
-		if (schedule(st, chunk_at(st, r->scheduled_end), 0))
-			break;
-		r->scheduled_end++;
+	if (r->backward) { /* the chunks before its front */
+		const size_t stop = r->lo > r->window ? r->lo - r->window : 0;
+
+		if (r->scheduled_lo > r->lo)
+			r->scheduled_lo = r->lo;
+		while (r->window && r->scheduled_lo > stop &&
+		       !schedule(st, chunk_at(st, r->scheduled_lo - 1), 0))
+			r->scheduled_lo--;
+	} else {
+		end = r->pos + 1 + r->window;
+		if (end > st->n)
+			end = st->n;
+		/* Positions after the first that this read touches are needed now too: a read of
+		 * a view spans rows of every chunk in its shuffle window. The loaders take those in
+		 * parallel while the reader's thread loads the first itself. */
+		if (r->scheduled_end < first + 1)
+			r->scheduled_end = first + 1;
+		while (r->window && r->scheduled_end < end &&
+		       !schedule(st, chunk_at(st, r->scheduled_end), 0))
+			r->scheduled_end++;
 	}
 	pthread_mutex_unlock(&st->lock);
 	return seq;

@@ -138,7 +138,8 @@ def test_scan_between_reads_elsewhere_takes_whole_chunks(lake, mount):
 
 def test_backward_scan_takes_whole_chunks(lake, mount):
     """memmove copies a mapping from its end when the addresses suit it: the kernel then reads
-    each 512 KiB block before the last, front to back. Such a scan takes whole chunks too."""
+    each 512 KiB block before the last, front to back. Such a scan takes whole chunks too, and
+    the chunks before it load ahead of it."""
     src = source(9)
     lake.build("b", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
     m = mount(lake, opts=("cache_mem=4M",))
@@ -158,6 +159,9 @@ def test_backward_scan_takes_whole_chunks(lake, mount):
     # Frames for the first half chunk and for the first reads of a block after a jump back
     # that the run does not reach: a few dozen. Frames all the way: several hundred.
     assert st["store"]["ranged_gets"] < 50, st["store"]
+    # Read-ahead goes the run's way: the chunks before it load while it reads (12 chunks; a
+    # read-ahead only forwards had a chunk or two used, those np.load's first read started).
+    assert st["prefetch"]["hits"] >= 5, st["prefetch"]
 
 
 def test_unframed_chunks_read_alongside_framed(lake, mount):
