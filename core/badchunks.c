@@ -28,11 +28,8 @@ int tfs_bad_chunk_note(const struct tfs_bad_chunk *b)
 
 	pthread_mutex_lock(&lock);
 	if (!find(&b->id)) {
-		if (nbad == cap && cap < TFS_BAD_CHUNKS_MAX) {
-			struct tfs_bad_chunk *g = tfs_grow(bad, &cap, nbad + 1, sizeof(*g));
-
-			bad = g ? g : bad;
-		}
+		if (cap < TFS_BAD_CHUNKS_MAX)
+			(void)TFS_GROW(bad, &cap, nbad + 1); /* else, or out of memory: dropped */
 		if (nbad < cap)
 			bad[nbad++] = *b;
 		else

@@ -447,14 +447,9 @@ static int shrink_by_plans(struct tfs_cache *c, struct entry **freed)
 		for (struct entry *e = s->lru.lru_prev; e != &s->lru; e = e->lru_prev) {
 			if (e->refs)
 				continue;
-			if (n == cap) {
-				struct victim *g = tfs_grow(v, &cap, n + 1, sizeof(*g));
-
-				if (!g) {
-					oom = 1;
-					break;
-				}
-				v = g;
+			if (TFS_GROW(v, &cap, n + 1)) {
+				oom = 1;
+				break;
 			}
 			v[n].id = e->node.id;
 			v[n].shard = i;

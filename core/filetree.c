@@ -36,14 +36,9 @@ static int push(char ***v, size_t *n, size_t *cap, char *p)
 {
 	if (!p)
 		return -ENOMEM;
-	if (*n == *cap) {
-		char **g = tfs_grow(*v, cap, *n + 1, sizeof(*g));
-
-		if (!g) {
-			free(p);
-			return -ENOMEM;
-		}
-		*v = g;
+	if (TFS_GROW(*v, cap, *n + 1)) {
+		free(p);
+		return -ENOMEM;
 	}
 	(*v)[(*n)++] = p;
 	return 0;

@@ -363,15 +363,15 @@ int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_r
 			warm_indexes(st);
 		st->expect = 0;
 	} else {
+		const int front = first_row < r->first, back = last_row + 1 > r->next;
+
 		/* A scan backwards (memmove from a mapping's end) reads each block before the
 		 * last, front to back: the run grows at its front. */
-		if (first_row < r->first && last_row + 1 <= r->next)
-			r->backward = 1;
-		else if (last_row + 1 > r->next && first_row >= r->first)
-			r->backward = 0;
-		if (first_row < r->first)
+		if (front != back)
+			r->backward = front;
+		if (front)
 			r->first = first_row;
-		if (last_row + 1 > r->next)
+		if (back)
 			r->next = last_row + 1;
 		if (last_row - first_row + 1 > r->widest)
 			r->widest = last_row - first_row + 1;
