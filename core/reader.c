@@ -117,19 +117,6 @@ void tfs_gather_list_copy(const struct tfs_gather_list *l, uint64_t from, uint64
 	}
 }
 
-void tfs_gather_list_run(const struct tfs_gather_list *l, uint8_t *dst)
-{
-	for (size_t i = 0; i < l->nops; i++) {
-		const struct tfs_gather_op *o = &l->ops[i];
-		uint8_t *to = dst + o->dst;
-
-		if (!o->src)
-			memset(to, 0, (size_t)o->bytes);
-		else if ((uintptr_t)o->src != (uintptr_t)to)
-			memcpy(to, (const void *)(uintptr_t)o->src, (size_t)o->bytes);
-	}
-}
-
 /* Append an op, merged into the last one when it continues it on both sides. */
 static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint64_t bytes,
 		  uint32_t pin)

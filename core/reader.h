@@ -16,6 +16,7 @@
 #include "lake.h"
 #include "version.h"
 #include "viewspans.h"
+#include "workpool.h"
 
 /* One run of bytes: bytes at address src (in this process: a cached chunk, or the host memory
  * the reader wrote offsets into; 0: zeros) go to offset dst of the destination. */
@@ -64,8 +65,13 @@ void tfs_gather_list_copy(const struct tfs_gather_list *l, uint64_t from, uint64
  * run: a slot's host layout) to offset dst of the destination. */
 int tfs_gather_list_add(struct tfs_gather_list *l, const void *src, uint64_t dst, uint64_t bytes);
 /* Run the ops on the CPU into dst (an op whose source is already at its place is skipped). The
- * reference for every other executor of a list. */
+ * reference for every other executor of a list (gatherrun.c). */
 void tfs_gather_list_run(const struct tfs_gather_list *l, uint8_t *dst);
+/* The same, a large list split by bytes over threads of pool (NULL: this thread alone; this
+ * thread runs its share and waits, running parts no worker has started) and, when larger than
+ * the CPU's last-level cache can keep for its reader, written past the caches. */
+void tfs_gather_list_run_on(const struct tfs_gather_list *l, uint8_t *dst,
+			    struct tfs_workpool *pool);
 
 struct tfs_reader;
 

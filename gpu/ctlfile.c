@@ -583,7 +583,8 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.tag = tag;
 	cfg.uid = se->uid;
 	cfg.gid = se->gid;
-	rc = tfs_staging_create(tfs_lake_pool(ctl->lake), &cfg, &s->ring, err, ERR_MAX);
+	cfg.pool = tfs_lake_pool(ctl->lake);
+	rc = tfs_staging_create(&cfg, &s->ring, err, ERR_MAX);
 	if (!rc && s->view && !s->pack)
 		rc = stream_plan(s, slot_bytes / s->max_batch);
 	if (rc)

@@ -257,8 +257,8 @@ static int place_column(struct tfs_staging *st, const struct tfs_staging_config 
 	return *off > max ? -E2BIG : 0;
 }
 
-int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_config *cfg,
-		       struct tfs_staging **out, char *err, size_t err_cap)
+int tfs_staging_create(const struct tfs_staging_config *cfg, struct tfs_staging **out, char *err,
+		       size_t err_cap)
 {
 	const struct tfs_staging_backend *be = cfg->backend			 ? cfg->backend
 					       : cfg->device == TFS_STAGING_HOST ? &tfs_staging_host
@@ -286,8 +286,8 @@ int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_confi
 		}
 	}
 	st->slot_bytes = off ? off : TFS_STAGING_ALIGN;
-	if (pool)
-		tfs_workgroup_init(&st->fills, pool);
+	if (cfg->pool)
+		tfs_workgroup_init(&st->fills, cfg->pool);
 	st->cfg = *cfg;
 	st->cfg.shm_dir = NULL;
 	st->cfg.tag = NULL;
@@ -332,7 +332,7 @@ fail:
 	free(st->slots);
 	if (st->own_reader)
 		tfs_reader_close(st->reader);
-	if (pool)
+	if (cfg->pool)
 		tfs_workgroup_destroy(&st->fills);
 	pthread_cond_destroy(&st->cond);
 	pthread_mutex_destroy(&st->lock);

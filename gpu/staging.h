@@ -60,6 +60,9 @@ struct tfs_staging_config {
 	const struct tfs_column *pack_cols;
 	/* NULL: the backend of device. Tests put one of their own here. */
 	const struct tfs_staging_backend *backend;
+	/* Fills made ahead run on it, and the host backend splits a large batch's copy over its
+	 * threads (borrowed: outlives the ring); NULL: every fill on the caller's thread alone. */
+	struct tfs_workpool *pool;
 };
 
 /* Where a slot's batch is, for the loader. */
@@ -81,11 +84,10 @@ struct tfs_staging_loc {
 
 struct tfs_staging;
 
-/* A ring of cfg->depth slots of slot bytes each, whose fills made ahead run on pool (NULL: every
- * fill on the caller's thread). Returns 0; -E2BIG when a slot would exceed
+/* A ring of cfg->depth slots of slot bytes each. Returns 0; -E2BIG when a slot would exceed
  * TFS_STAGING_MAX_SLOT_BYTES; -ENODEV for an unusable device; other -errno; err says why. */
-int tfs_staging_create(struct tfs_workpool *pool, const struct tfs_staging_config *cfg,
-		       struct tfs_staging **out, char *err, size_t err_cap);
+int tfs_staging_create(const struct tfs_staging_config *cfg, struct tfs_staging **out, char *err,
+		       size_t err_cap);
 /* Waits for fills under way, frees the slots (host: unlinks the file). */
 void tfs_staging_destroy(struct tfs_staging *st);
 
@@ -133,7 +135,7 @@ struct tfs_staging_stats {
 void tfs_staging_stats(struct tfs_staging_stats *out);
 
 /* Backends. Each ring has one. A fill builds the batch as a gather list (reader.h) and the
- * backend executes it into the slot: the host backend with tfs_gather_list_run, the cuda backend
+ * backend executes it into the slot: the host backend with tfs_gather_list_run_on, the cuda backend
  * with a kernel that reads the cached chunks in place. */
 struct tfs_staging_backend {
 	const char *name;

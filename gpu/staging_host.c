@@ -21,6 +21,7 @@ struct host {
 	char *path;
 	uint8_t *map;
 	uint64_t size, slot_bytes;
+	struct tfs_workpool *pool; /* a large batch's copy is split over it */
 };
 
 static int host_probe(int device, char *err, size_t err_cap)
@@ -64,6 +65,7 @@ static int host_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 		return -ENOMEM;
 	h->slot_bytes = slot_bytes;
 	h->size = slot_bytes * cfg->depth;
+	h->pool = cfg->pool;
 	if (asprintf(&h->path, "%s/tensorfs-%s", dir, cfg->tag ? cfg->tag : "ring") < 0) {
 		h->path = NULL;
 		rc = -ENOMEM;
@@ -147,9 +149,9 @@ static int host_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 	struct host *h = b;
 
 	(void)bytes;
-	/* The CPU copies every run here; the loader reads the bytes after our reply, which the
-	 * reply's write orders. */
-	tfs_gather_list_run(l, h->map + (uint64_t)slot * h->slot_bytes);
+	/* The CPU copies every run here, a large batch on several threads; the loader reads the
+	 * bytes after our reply, which the reply's write orders. */
+	tfs_gather_list_run_on(l, h->map + (uint64_t)slot * h->slot_bytes, h->pool);
 	tfs_gather_list_release(l);
 	return 0;
 }

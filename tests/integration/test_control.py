@@ -119,6 +119,31 @@ def test_host_batches_equal_fancy_indexing(lake, mount):
     del main, view
 
 
+def test_large_batches_equal_fancy_indexing(lake, mount):
+    """Batches of tens of MiB are copied on several threads and past the CPU's caches: the
+    bytes are the same as fancy indexing's, for explicit rows and for a view's next."""
+    rng = np.random.default_rng(5)
+    n = 160
+    img = rng.integers(0, 256, size=(n, 3, 224, 224), dtype=np.uint8)  # 147 KiB a row
+    lake.build("big", {"image": img, "label": np.arange(n, dtype=np.int64)},
+               "--chunk-size", "1M")
+    m = mount(lake, ["cache_mem=128M"])
+    main = tensorfs.open(m.path / "big" / "main")
+    with tensorfs.Stager(m.path, "big/main", ["label", "image"], batch_size=n) as s:
+        for size in (n, 97, 61, 7):  # 22.6 MiB down to one copy on this thread
+            rows = rng.integers(0, n, size=size)
+            b = s.stage(rows)
+            assert np.array_equal(b["image"], img[rows])
+            assert np.array_equal(b["label"], rows)
+            b.release()
+    vp = tensorfs.view_path(m.path / "big" / "main", seed=4)
+    view = tensorfs.open(vp)
+    with tensorfs.Stager(m.path, vp, ["image"], batch_size=70, depth=3) as s:
+        got = np.concatenate([b["image"].copy() for b in s.batches(70)])
+    assert np.array_equal(got, view["image"][:])
+    del main, view
+
+
 def test_next_covers_view_in_order(lake, mount):
     cols = build(lake)
     m = mount(lake)

@@ -109,7 +109,8 @@ static struct tfs_staging *ring(int device, unsigned depth, uint64_t max_rows, i
 
 	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
 	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
-	*rc_out = tfs_staging_create(pool, &cfg, &st, err, sizeof(err));
+	cfg.pool = pool;
+	*rc_out = tfs_staging_create(&cfg, &st, err, sizeof(err));
 	return st;
 }
 

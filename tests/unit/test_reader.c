@@ -19,6 +19,7 @@
 #include "reader.h"
 #include "store.h"
 #include "version.h"
+#include "workpool.h"
 
 #include "tmpdir_fixture.h"
 
@@ -427,13 +428,84 @@ static void test_pad_bad_rows(void **state)
 	free(dst);
 }
 
+/* tfs_gather_list_run_on, split over a pool and written past the caches, puts the same bytes
+ * where the plain loop does: ops of every length (odd ones, and ops crossing the parts'
+ * boundaries), sources and destinations at every alignment, zeros, and ops already in place;
+ * lists below, at and above the sizes where it splits and streams. */
+static void test_run_on_pool(void **state)
+{
+	const size_t src_bytes = 24u << 20, cap = 40u << 20;
+	const uint64_t sizes[] = { 1u << 20, 5u << 20, 8u << 20, 33u << 20 };
+	uint8_t *src = malloc(src_bytes), *a = malloc(cap), *b = malloc(cap);
+	struct tfs_workpool *pool;
+	struct tfs_gather_list l;
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(a);
+	assert_non_null(b);
+	for (size_t i = 0; i < src_bytes; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		src[i] = (uint8_t)x;
+	}
+	assert_int_equal(tfs_workpool_create(3, &pool), 0);
+	tfs_gather_list_init(&l, NULL);
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		for (int round = 0; round < 3; round++) {
+			uint64_t dst = (uint64_t)round * 3;
+
+			/* Both destinations start alike: the bytes between ops stay as they were,
+			 * and an op in place copies nothing. */
+			for (size_t i = 0; i < cap; i++)
+				a[i] = b[i] = (uint8_t)(i * 7 + k);
+			while (dst < sizes[k]) {
+				uint64_t n, kind;
+
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				n = 1 + x % (300u << 10);
+				kind = (x >> 40) % 8;
+				if (dst + n > cap)
+					break;
+				if (kind == 0) {
+					assert_int_equal(tfs_gather_list_add(&l, NULL, dst, n), 0);
+				} else if (kind == 1) {
+					/* In place: a's bytes there are b's too. */
+					tfs_gather_list_add(&l, a + dst, dst, n);
+					assert_memory_equal(a + dst, b + dst, n);
+				} else {
+					const uint64_t from = (x >> 20) % (src_bytes - n);
+
+					assert_int_equal(tfs_gather_list_add(&l, src + from, dst, n), 0);
+				}
+				dst += n + (kind == 2 ? (x >> 50) % 100 : 0);
+			}
+			/* The in-place ops name a's addresses: run into a first, then the same list
+			 * into b, whose in-place ops become copies of a's (equal) bytes. */
+			tfs_gather_list_run(&l, a);
+			tfs_gather_list_run_on(&l, b, pool);
+			assert_memory_equal(a, b, cap);
+			tfs_gather_list_release(&l);
+		}
+		/* A list of 1 MiB is one part, run here; larger ones are split into tasks. */
+		if (k == 0)
+			assert_int_equal(tfs_workpool_busy_peak(pool), 0);
+	}
+	assert_true(tfs_workpool_busy_peak(pool) > 0);
+	tfs_gather_list_free(&l);
+	tfs_workpool_destroy(pool);
+	free(src);
+	free(a);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fixed),	     cmocka_unit_test(test_ragged),
 		cmocka_unit_test(test_text),	     cmocka_unit_test(test_bytes),
 		cmocka_unit_test(test_room),	     cmocka_unit_test(test_frames),
-		cmocka_unit_test(test_pad_bad_rows),
+		cmocka_unit_test(test_pad_bad_rows), cmocka_unit_test(test_run_on_pool),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

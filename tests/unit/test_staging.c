@@ -263,7 +263,7 @@ static void test_chunks_pinned_until_complete(void **state)
 	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
 	ca = &ver->manifest.cols[cfg.cols[0]];
 	cb = &ver->manifest.cols[cfg.cols[1]];
-	assert_int_equal(tfs_staging_create(NULL, &cfg, &st, err, sizeof(err)), 0);
+	assert_int_equal(tfs_staging_create(&cfg, &st, err, sizeof(err)), 0);
 	for (size_t i = 0; i < 64; i++)
 		rows[i] = 400 + (i * 7) % 64; /* within a chunk or two of each column */
 	go = 0;

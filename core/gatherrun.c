@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/* gatherrun: the host's executor of gather lists. A list's ops run on the CPU, a large list's
+ * split by bytes over threads of a pool and written past the CPU's caches (a batch larger than
+ * the cache is not read back from it: fetching each destination line before overwriting it would
+ * add a third of the memory traffic). */
+#include "reader.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__SSE2__)
+#include <emmintrin.h>
+#define HAVE_STREAM 1
+#else
+#define HAVE_STREAM 0
+#endif
+
+/* A part is at least this many bytes: a smaller one costs more in handing it over. */
+#define PART_MIN (2u << 20)
+#define MAX_PARTS 16
+/* A list of at least this many bytes is written past the caches: more than a core's share of
+ * the last-level cache on current servers (glibc's memcpy goes past the caches from 3/4 of that
+ * share; the ops of a batch are each far smaller than the batch). A smaller list stays in the
+ * caches, where whoever reads the batch next finds it. The size the system reports for the
+ * last-level cache is not used: under a hypervisor it may be the whole host's. */
+#define STREAM_MIN (8u << 20)
+
+/* Copy n bytes without bringing the destination into the caches. The stores are weakly ordered:
+ * stream_end before anything that tells another thread they are done. */
+static void copy_stream(uint8_t *d, const uint8_t *s, size_t n)
+{
+#if HAVE_STREAM
+	size_t head = (16 - ((uintptr_t)d & 15)) & 15, i = 0;
+
+	if (head > n)
+		head = n;
+	memcpy(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	for (; i + 64 <= n; i += 64) {
+		const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
+		const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
+		const __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
+
+		_mm_stream_si128((__m128i *)(void *)(d + i), a);
+		_mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
+	}
+	memcpy(d + i, s + i, n - i);
+#else
+	memcpy(d, s, n);
+#endif
+}
+
+static void stream_end(void)
+{
+#if HAVE_STREAM
+	_mm_sfence();
+#endif
+}
+
+/* The ops' bytes [lo, hi), counted in list order, into dst. */
+static void run_bytes(const struct tfs_gather_list *l, uint8_t *dst, uint64_t lo, uint64_t hi,
+		      int stream)
+{
+	uint64_t at = 0;
+
+	for (size_t i = 0; i < l->nops && at < hi; i++) {
+		const struct tfs_gather_op *o = &l->ops[i];
+		const uint64_t a = lo > at ? lo - at : 0;
+		const uint64_t b = hi - at < o->bytes ? hi - at : o->bytes;
+		uint8_t *to = dst + o->dst + a;
+
+		at += o->bytes;
+		if (a >= b)
+			continue;
+		if (!o->src)
+			memset(to, 0, (size_t)(b - a));
+		else if ((uintptr_t)o->src == (uintptr_t)(dst + o->dst))
+			continue; /* already in place */
+		else if (stream)
+			copy_stream(to, (const uint8_t *)(uintptr_t)(o->src + a), (size_t)(b - a));
+		else
+			memcpy(to, (const void *)(uintptr_t)(o->src + a), (size_t)(b - a));
+	}
+	if (stream)
+		stream_end();
+}
+
+void tfs_gather_list_run(const struct tfs_gather_list *l, uint8_t *dst)
+{
+	run_bytes(l, dst, 0, l->bytes, 0);
+}
+
+struct part {
+	struct tfs_work w;
+	const struct tfs_gather_list *l;
+	uint8_t *dst;
+	uint64_t lo, hi;
+	int stream;
+};
+
+static int part_run(struct tfs_work *w)
+{
+	struct part *p = (struct part *)(void *)((char *)w - offsetof(struct part, w));
+
+	run_bytes(p->l, p->dst, p->lo, p->hi, p->stream);
+	return 0;
+}
+
+void tfs_gather_list_run_on(const struct tfs_gather_list *l, uint8_t *dst,
+			    struct tfs_workpool *pool)
+{
+	const int stream = HAVE_STREAM && l->bytes >= STREAM_MIN;
+	uint64_t n = pool ? l->bytes / PART_MIN : 0;
+	struct part parts[MAX_PARTS];
+	struct tfs_workgroup g = { 0 };
+
+	if (pool && n > tfs_workpool_threads(pool) + 1)
+		n = tfs_workpool_threads(pool) + 1; /* + 1: this thread */
+	if (n > MAX_PARTS)
+		n = MAX_PARTS;
+	if (n < 2) {
+		run_bytes(l, dst, 0, l->bytes, stream);
+		return;
+	}
+	tfs_workgroup_init(&g, pool);
+	for (uint64_t k = 0; k < n; k++) {
+		parts[k] = (struct part){ .l = l, .dst = dst, .stream = stream };
+		parts[k].w.run = part_run;
+		parts[k].lo = l->bytes * k / n;
+		parts[k].hi = l->bytes * (k + 1) / n;
+		if (k)
+			tfs_workgroup_submit(&g, &parts[k].w, TFS_WORK_WAITED);
+	}
+	/* This thread takes the first part, then any the workers have not started. */
+	part_run(&parts[0].w);
+	tfs_workgroup_wait(&g);
+	tfs_workgroup_destroy(&g);
+}
