@@ -752,6 +752,11 @@ uint64_t tfs_cache_prefetch_pending(struct tfs_cache *c)
 	return __atomic_load_n(&c->n.prefetch_pending, __ATOMIC_RELAXED);
 }
 
+uint64_t tfs_cache_budget(const struct tfs_cache *c)
+{
+	return c->budget;
+}
+
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 {
 	memset(st, 0, sizeof(*st));

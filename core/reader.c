@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "badchunks.h"
+#include "batchload.h"
 #include "cacheplan.h"
 #include "prefetch.h"
 #include "util.h"
@@ -190,12 +191,22 @@ static long recent_pin(const struct tfs_gather_list *l, size_t part, size_t k, u
 	return -1;
 }
 
+/* A gather of a fixed column's rows: at its first chunk not cached, the chunks of the rows after
+ * the run being gathered start loading on the pool (batchload.h). */
+struct ahead {
+	struct tfs_batch_loads loads;
+	struct tfs_workpool *pool;
+	const uint64_t *rows; /* the rows after the run being gathered */
+	size_t n;
+};
+
 /* The piece of chunk k of column part holding byte off of the chunk, pinned for as long as the
  * list: with frames, the whole chunk when it is cached, else the frame that holds it
- * (tfs_version_piece_get); without, the whole chunk. *base: where the piece starts. */
+ * (tfs_version_piece_get); without, the whole chunk. *base: where the piece starts. ah: the
+ * gather's loads ahead (NULL: none). */
 static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t part, size_t k,
-		     uint64_t off, uint64_t want, int frames, const struct tfs_cache_entry **out,
-		     uint64_t *base, uint32_t *pin)
+		     uint64_t off, uint64_t want, int frames, struct ahead *ah,
+		     const struct tfs_cache_entry **out, uint64_t *base, uint32_t *pin)
 {
 	const long found = recent_pin(l, part, k, off, !frames);
 	struct tfs_cache_entry *e;
@@ -209,7 +220,19 @@ static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 	}
 	*base = 0;
 	rc = pins_grow(l);
-	if (!rc)
+	if (rc)
+		return rc;
+	/* Until the loads ahead start, a chunk is looked up first (one lookup, as a get's): the
+	 * first one missing starts them. */
+	if (ah && !ah->loads.started) {
+		rc = tfs_cache_get_ready(r->cache, &r->v->manifest.cols[part].chunks[k].id, &e);
+		if (rc == -ENOENT)
+			tfs_batch_loads_start(&ah->loads, ah->pool, r->v, r->cache, part, ah->rows,
+					      ah->n, frames);
+	} else {
+		rc = -ENOENT;
+	}
+	if (rc == -ENOENT)
 		rc = frames ? tfs_version_piece_get(r->v, r->cache, part, k, off, want, &e, base)
 			    : tfs_version_chunk_get(r->v, r->cache, part, k, &e);
 	if (rc)
@@ -227,7 +250,8 @@ void tfs_reader_frames(struct tfs_reader *r, int on)
 /* Bytes [off, off + len) of chunk k of column or part col to dst, piece by piece (frames: from
  * single frames of a chunk not cached whole). */
 static int gather_chunk_bytes(struct tfs_reader *r, size_t col, size_t k, uint64_t off,
-			      uint64_t len, uint64_t dst, int frames, struct tfs_gather_list *l)
+			      uint64_t len, uint64_t dst, int frames, struct ahead *ah,
+			      struct tfs_gather_list *l)
 {
 	int rc = 0;
 
@@ -236,7 +260,7 @@ static int gather_chunk_bytes(struct tfs_reader *r, size_t col, size_t k, uint64
 		uint64_t base, take;
 		uint32_t pin;
 
-		rc = pin_piece(r, l, col, k, off + done, len - done, frames, &e, &base, &pin);
+		rc = pin_piece(r, l, col, k, off + done, len - done, frames, ah, &e, &base, &pin);
 		if (rc)
 			break;
 		if (off + done < base || off + done >= base + e->len) {
@@ -495,10 +519,12 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 	const struct tfs_column *c = &r->v->manifest.cols[col];
 	const uint64_t rb = c->row_bytes;
 	const int frames = __atomic_load_n(&r->frames, __ATOMIC_RELAXED);
+	struct ahead ah = { .pool = r->lake ? tfs_lake_pool(r->lake) : NULL };
 	int rc = 0;
 
 	if (!rb)
 		return 0;
+	tfs_batch_loads_init(&ah.loads);
 	for (size_t i = 0; i < n && !rc;) {
 		const uint64_t src = rows[i];
 		const size_t k = tfs_column_chunk_of(c, src);
@@ -511,11 +537,13 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		assert(src < c->rows);
 		while (i + run < n && rows[i + run] == src + run && run < left)
 			run++;
+		ah.rows = rows + i + run;
+		ah.n = n - i - run;
 		/* A chunk known bad is not fetched again. */
 		rc = r->pad && tfs_reader_chunk_bad(r, col, k)
 			     ? -EIO
 			     : gather_chunk_bytes(r, col, k, in * rb, run * rb, dst + i * rb,
-						  frames, l);
+						  frames, ah.pool ? &ah : NULL, l);
 		if (rc == -EIO && r->pad && tfs_reader_chunk_bad(r, col, k)) {
 			list_truncate(l, mark_ops, mark_bytes); /* pieces read before the damage */
 			rc = add_op(l, NULL, dst + i * rb, run * rb, TFS_GATHER_NO_PIN);
@@ -523,6 +551,7 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		}
 		i += run;
 	}
+	tfs_batch_loads_end(&ah.loads);
 	return rc;
 }
 
@@ -540,7 +569,7 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
 		const uint64_t end = first + tfs_column_chunk_rows(d, k);
 		const uint64_t take = (end < b ? end : b) - pos;
 
-		rc = gather_chunk_bytes(r, part, k, pos - first, take, dst + (pos - a), 0, l);
+		rc = gather_chunk_bytes(r, part, k, pos - first, take, dst + (pos - a), 0, NULL, l);
 		pos += take;
 	}
 	return rc;

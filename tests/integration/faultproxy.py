@@ -117,6 +117,9 @@ class Proxy:
         self.counts["persistent_corrupt"] = 0
         self.counts["object_gets"] = 0  # GETs of tensorfs objects (".../objects/...") answered
         self.counts["object_bytes"] = 0  # their body bytes
+        # The most objects with a GET in flight at once (two ranges of one object count once).
+        self.counts["objects_in_flight_max"] = 0
+        self.in_flight = {}  # object path -> GETs of it in flight; protected by lock
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -225,6 +228,22 @@ class Proxy:
         self._send(h, status, [("Content-Type", "application/xml")], body)
 
     def _handle(self, h):
+        obj = h.path.split("?")[0] if h.command == "GET" and "/objects/" in h.path else None
+        if obj:
+            with self.lock:
+                self.in_flight[obj] = self.in_flight.get(obj, 0) + 1
+                self.counts["objects_in_flight_max"] = max(
+                    self.counts["objects_in_flight_max"], len(self.in_flight))
+        try:
+            self._handle_one(h)
+        finally:
+            if obj:
+                with self.lock:
+                    self.in_flight[obj] -= 1
+                    if not self.in_flight[obj]:
+                        del self.in_flight[obj]
+
+    def _handle_one(self, h):
         key = (h.command, h.path, h.headers.get("Range"))
         fault = self._decide(h.command, key)
         if self.delay_s:

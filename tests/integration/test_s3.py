@@ -332,6 +332,33 @@ def test_s3_waited_chunks_come_in_parallel_ranges(s3, tmp_path, mount, monkeypat
     assert proxy.injected() >= 3, proxy.counts
 
 
+def test_s3_staged_batch_fetches_its_chunks_at_once(s3, tmp_path, mount, monkeypatch):
+    """A batch staged on a cold cache has its chunks fetched together, not one after another
+    (no read-ahead here): the store sees several in flight at once, each delayed 50 ms; the
+    bytes are fancy indexing's."""
+    import tensorfs
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 255, size=(24 * 64, 1024), dtype=np.uint8)  # 24 chunks of 64 rows
+    lk_direct = UrlLake("s3://lake/sb", tmp_path / "npy")
+    lk_direct.build("ds", {"x": x}, "--chunk-size", "64k")
+    rows = np.arange(24) * 64 + rng.integers(0, 64, size=24)  # a row of each chunk
+    rng.shuffle(rows)
+    proxy = FaultProxy(s3.port, delay_s=0.05, workdir=tmp_path)
+    try:
+        s3_env(monkeypatch, proxy.endpoint)
+        m = mount(UrlLake("s3://lake/sb", tmp_path / "npy"), opts=["prefetch_threads=0"])
+        before = proxy.snapshot()
+        with tensorfs.Stager(m.path, "ds/main", ["x"], batch_size=24) as s:
+            b = s.stage(rows)
+            assert np.array_equal(b["x"], x[rows])
+            b.release()
+        after = proxy.snapshot()
+    finally:
+        proxy.stop()
+    assert after["object_gets"] - before["object_gets"] >= 24, (before, after)
+    assert after["objects_in_flight_max"] >= 2, after
+
+
 @pytest.mark.parametrize("chunk", ["256k", "4M"])
 def test_s3_persistent_corruption_is_eio(s3, tmp_path, mount, monkeypatch, chunk):
     """Damage that does not go away is EIO, for a chunk fetched whole (256k) and one a reader
