@@ -2,10 +2,12 @@
 /* batchload: the chunks a batch of rows reads, loaded at once on the pool. */
 #include "batchload.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "format.h"
+#include "util.h"
 
 struct tfs_batch_load {
 	struct tfs_work w;
@@ -35,65 +37,136 @@ void tfs_batch_loads_init(struct tfs_batch_loads *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* The loads being listed: each whole chunk once (a set of k + 1, open addressing), in the order
+ * the gather meets them, as many as fit. */
+struct listing {
+	struct tfs_batch_loads *b;
+	size_t cap;
+	size_t *seen, mask;
+	uint64_t fit;
+};
+
+static int listing_init(struct listing *ls, struct tfs_batch_loads *b, struct tfs_cache *cache,
+			const struct tfs_column *c, size_t n)
+{
+	const uint64_t chunk = tfs_column_max_chunk_bytes(c);
+
+	*ls = (struct listing){ .b = b, .fit = chunk ? tfs_cache_budget(cache) / 2 / chunk : 0 };
+	for (ls->mask = 16; ls->mask < 2 * n; ls->mask *= 2)
+		;
+	ls->seen = calloc(ls->mask--, sizeof(*ls->seen));
+	return ls->seen ? 0 : -ENOMEM;
+}
+
+static int add(struct listing *ls, const struct tfs_batch_load *j)
+{
+	struct tfs_batch_loads *b = ls->b;
+
+	if (TFS_GROW(b->jobs, &ls->cap, b->njobs + 1))
+		return -ENOMEM;
+	b->jobs[b->njobs++] = *j;
+	return 0;
+}
+
+static int add_chunk(struct listing *ls, struct tfs_version *v, struct tfs_cache *cache, size_t col,
+		     size_t k)
+{
+	const struct tfs_column *c = &v->manifest.cols[col];
+	size_t h = (k * 0x9e3779b97f4a7c15ull) >> 7 & ls->mask;
+
+	while (ls->seen[h] && ls->seen[h] != k + 1)
+		h = (h + 1) & ls->mask;
+	if (ls->seen[h] || ls->b->njobs >= ls->fit)
+		return 0;
+	ls->seen[h] = k + 1;
+	if (tfs_cache_contains(cache, &c->chunks[k].id))
+		return 0;
+	return add(ls, &(struct tfs_batch_load){ .v = v, .cache = cache, .col = col, .k = k });
+}
+
+/* Submit what was listed; on failure to list, nothing (the gather loads each chunk itself). */
+static void submit(struct listing *ls, struct tfs_workpool *pool, int rc)
+{
+	struct tfs_batch_loads *b = ls->b;
+
+	free(ls->seen);
+	if (rc || !b->njobs) {
+		free(b->jobs);
+		b->jobs = NULL;
+		b->njobs = 0;
+		return;
+	}
+	tfs_workgroup_init(&b->g, pool);
+	for (size_t i = 0; i < b->njobs; i++) {
+		b->jobs[i].w.run = load_run;
+		tfs_workgroup_submit(&b->g, &b->jobs[i].w, TFS_WORK_NORMAL);
+	}
+}
+
 void tfs_batch_loads_start(struct tfs_batch_loads *b, struct tfs_workpool *pool,
 			   struct tfs_version *v, struct tfs_cache *cache, size_t col,
 			   const uint64_t *rows, size_t n, int frames)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
-	const uint64_t chunk = tfs_column_max_chunk_bytes(c);
-	const uint64_t fit = chunk ? tfs_cache_budget(cache) / 2 / chunk : 0;
-	size_t *seen = NULL, mask = 0; /* whole chunks: a set of k + 1, open addressing */
+	struct listing ls;
+	int rc;
 
 	if (b->started || !pool || !n || !c->row_bytes)
 		return;
 	b->started = 1;
-	if (!frames) {
-		for (mask = 16; mask < 2 * n; mask *= 2)
-			;
-		seen = calloc(mask--, sizeof(*seen));
-	}
-	b->jobs = calloc(n, sizeof(*b->jobs));
-	if (!b->jobs || (!frames && !seen)) {
-		free(seen);
-		return; /* the gather loads each chunk itself */
-	}
-	tfs_workgroup_init(&b->g, pool);
-	for (size_t i = 0; i < n;) {
+	rc = listing_init(&ls, b, cache, c, n);
+	for (size_t i = 0; !rc && i < n;) {
 		const size_t k = tfs_column_chunk_of(c, rows[i]);
 		const uint64_t in = rows[i] - tfs_column_chunk_first(c, k);
-		size_t run = 1, h = (k * 0x9e3779b97f4a7c15ull) >> 7 & mask;
+		size_t run = 1;
 
 		if (!frames) {
-			/* Each chunk once, in the order the gather meets them. */
-			while (seen[h] && seen[h] != k + 1)
-				h = (h + 1) & mask;
+			rc = add_chunk(&ls, v, cache, col, k);
 			i++;
-			if (seen[h] || b->njobs >= fit)
-				continue;
-			seen[h] = k + 1;
-			if (!tfs_cache_contains(cache, &c->chunks[k].id))
-				b->jobs[b->njobs++] = (struct tfs_batch_load){
-					.v = v, .cache = cache, .col = col, .k = k
-				};
 			continue;
 		}
 		/* A run of rows of one chunk: one load of the frames it reads. */
 		while (i + run < n && rows[i + run] == rows[i] + run &&
 		       in + run < tfs_column_chunk_rows(c, k))
 			run++;
-		b->jobs[b->njobs++] = (struct tfs_batch_load){ .v = v,
-							       .cache = cache,
-							       .col = col,
-							       .k = k,
-							       .off = in * c->row_bytes,
-							       .want = run * c->row_bytes };
+		rc = add(&ls, &(struct tfs_batch_load){ .v = v,
+							.cache = cache,
+							.col = col,
+							.k = k,
+							.off = in * c->row_bytes,
+							.want = run * c->row_bytes });
 		i += run;
 	}
-	free(seen);
-	for (size_t i = 0; i < b->njobs; i++) {
-		b->jobs[i].w.run = load_run;
-		tfs_workgroup_submit(&b->g, &b->jobs[i].w, TFS_WORK_NORMAL);
+	submit(&ls, pool, rc);
+}
+
+void tfs_batch_loads_start_spans(struct tfs_batch_loads *b, struct tfs_workpool *pool,
+				 struct tfs_version *v, struct tfs_cache *cache, size_t header,
+				 const uint64_t *rows, size_t n)
+{
+	const size_t part = v->manifest.cols[header].data;
+	const struct tfs_column *d = &v->manifest.cols[part];
+	struct tfs_spans sp;
+	struct listing ls;
+	int rc;
+
+	if (b->started || !pool || !n)
+		return;
+	b->started = 1;
+	rc = listing_init(&ls, b, cache, d, n);
+	tfs_spans_init(&sp, v, cache, header);
+	for (size_t i = 0; !rc && i < n; i++) {
+		uint64_t a, e;
+
+		/* A row whose offsets cannot be read is the gather's to report. */
+		if (tfs_spans_get(&sp, rows[i], &a, &e) || e <= a)
+			continue;
+		for (size_t k = tfs_column_chunk_of(d, a); !rc && k <= tfs_column_chunk_of(d, e - 1);
+		     k++)
+			rc = add_chunk(&ls, v, cache, part, k);
 	}
+	tfs_spans_done(&sp);
+	submit(&ls, pool, rc);
 }
 
 void tfs_batch_loads_end(struct tfs_batch_loads *b)

@@ -33,6 +33,11 @@ void tfs_batch_loads_init(struct tfs_batch_loads *b);
 void tfs_batch_loads_start(struct tfs_batch_loads *b, struct tfs_workpool *pool,
 			   struct tfs_version *v, struct tfs_cache *cache, size_t col,
 			   const uint64_t *rows, size_t n, int frames);
+/* The same for the rows of a column of another kind than fixed (its header column): the chunks
+ * of its data part that the rows' bytes lie in (read through their offsets). */
+void tfs_batch_loads_start_spans(struct tfs_batch_loads *b, struct tfs_workpool *pool,
+				 struct tfs_version *v, struct tfs_cache *cache, size_t header,
+				 const uint64_t *rows, size_t n);
 /* Drop the loads not started (the gather has made them) and wait for those under way. */
 void tfs_batch_loads_end(struct tfs_batch_loads *b);
 

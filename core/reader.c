@@ -191,13 +191,15 @@ static long recent_pin(const struct tfs_gather_list *l, size_t part, size_t k, u
 	return -1;
 }
 
-/* A gather of a fixed column's rows: at its first chunk not cached, the chunks of the rows after
- * the run being gathered start loading on the pool (batchload.h). */
+/* A gather's loads ahead: at its first chunk not cached, the chunks of the rows after the run
+ * being gathered start loading on the pool (batchload.h). */
 struct ahead {
 	struct tfs_batch_loads loads;
 	struct tfs_workpool *pool;
 	const uint64_t *rows; /* the rows after the run being gathered */
 	size_t n;
+	int spans;     /* rows of a column of another kind than fixed: its data part's chunks */
+	size_t header; /* that column */
 };
 
 /* The piece of chunk k of column part holding byte off of the chunk, pinned for as long as the
@@ -226,7 +228,10 @@ static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 	 * first one missing starts them. */
 	if (ah && !ah->loads.started) {
 		rc = tfs_cache_get_ready(r->cache, &r->v->manifest.cols[part].chunks[k].id, &e);
-		if (rc == -ENOENT)
+		if (rc == -ENOENT && ah->spans)
+			tfs_batch_loads_start_spans(&ah->loads, ah->pool, r->v, r->cache,
+						    ah->header, ah->rows, ah->n);
+		else if (rc == -ENOENT)
 			tfs_batch_loads_start(&ah->loads, ah->pool, r->v, r->cache, part, ah->rows,
 					      ah->n, frames);
 	} else {
@@ -557,7 +562,7 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 
 /* Bytes [a, b) of data part `part` to dst. */
 static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t b, uint64_t dst,
-			struct tfs_gather_list *l)
+			struct ahead *ah, struct tfs_gather_list *l)
 {
 	const struct tfs_column *d = &r->v->manifest.cols[part];
 	int rc = 0;
@@ -569,7 +574,7 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
 		const uint64_t end = first + tfs_column_chunk_rows(d, k);
 		const uint64_t take = (end < b ? end : b) - pos;
 
-		rc = gather_chunk_bytes(r, part, k, pos - first, take, dst + (pos - a), 0, NULL, l);
+		rc = gather_chunk_bytes(r, part, k, pos - first, take, dst + (pos - a), 0, ah, l);
 		pos += take;
 	}
 	return rc;
@@ -579,13 +584,13 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
  * lies in a chunk damaged for good and the reader pads (then nothing was added); or -errno. A
  * row of a chunk known bad is not fetched again. */
 static int row_bytes(struct tfs_reader *r, size_t part, uint64_t row_a, uint64_t row_b, uint64_t a,
-		     uint64_t b, uint64_t dst, struct tfs_gather_list *l)
+		     uint64_t b, uint64_t dst, struct ahead *ah, struct tfs_gather_list *l)
 {
 	const size_t mark_ops = l->nops;
 	const uint64_t mark_bytes = l->bytes;
 	int rc = r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)
 			 ? -EIO
-			 : gather_bytes(r, part, a, b, dst, l);
+			 : gather_bytes(r, part, a, b, dst, ah, l);
 
 	if (rc == -EIO && r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)) {
 		list_truncate(l, mark_ops, mark_bytes); /* its pieces read so far go */
@@ -598,7 +603,7 @@ int tfs_reader_gather_bytes(struct tfs_reader *r, size_t part, uint64_t row_a, u
 			    uint64_t a, uint64_t b, uint64_t dst, struct tfs_gather_list *l,
 			    int *padded)
 {
-	int rc = row_bytes(r, part, row_a, row_b, a, b, dst, l);
+	int rc = row_bytes(r, part, row_a, row_b, a, b, dst, NULL, l);
 
 	*padded = rc == 1;
 	return rc == 1 ? add_op(l, NULL, dst, b - a, TFS_GATHER_NO_PIN) : rc;
@@ -611,9 +616,13 @@ static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 {
 	const struct tfs_column *h = &r->v->manifest.cols[col];
 	uint64_t *offs = (uint64_t *)(void *)(meta + at->col_off), used = 0;
+	struct ahead ah = { .pool = r->lake ? tfs_lake_pool(r->lake) : NULL,
+			    .spans = 1,
+			    .header = col };
 	struct tfs_spans sp;
 	int rc = 0;
 
+	tfs_batch_loads_init(&ah.loads);
 	tfs_spans_init(&sp, r->v, r->cache, col);
 	offs[0] = 0;
 	for (size_t i = 0; i < n && (!rc || rc == -E2BIG); i++) {
@@ -636,7 +645,10 @@ static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		if (used + (b - a) > at->room)
 			rc = -E2BIG;
 		if (!rc) {
-			got = row_bytes(r, h->data, a, b, a, b, at->data_off + used, l);
+			ah.rows = rows + i + 1;
+			ah.n = n - i - 1;
+			got = row_bytes(r, h->data, a, b, a, b, at->data_off + used,
+					ah.pool ? &ah : NULL, l);
 			if (got == 1) {
 				offs[i + 1] = used; /* a bad row, padded: empty */
 				res->padded++;
@@ -654,6 +666,7 @@ static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		offs[i + 1] = used;
 	}
 	tfs_spans_done(&sp);
+	tfs_batch_loads_end(&ah.loads);
 	res->used = used;
 	if (rc == -E2BIG)
 		res->need = used;
