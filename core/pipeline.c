@@ -93,7 +93,10 @@ void tfs_pipeline_submit(struct tfs_pipeline *p)
 	struct slot *s = slot_at(p, p->made++);
 
 	s->work = (struct tfs_work){ .run = slot_run };
-	tfs_workgroup_submit(&s->g, &s->work, TFS_WORK_NORMAL);
+	/* Waited for: the owner, waiting for its oldest item, runs others, and not the
+	 * chunk encodings its rows make (TFS_WORK_NORMAL), which would keep it from making
+	 * the next items. */
+	tfs_workgroup_submit(&s->g, &s->work, TFS_WORK_WAITED);
 }
 
 int tfs_pipeline_drain(struct tfs_pipeline *p)

@@ -22,10 +22,11 @@ struct tfs_workpool {
 	pthread_t *threads;
 };
 
-/* Take the first queued task, of g only when g is given (NULL: any). Called with p->lock. */
-static struct tfs_work *take(struct tfs_workpool *p, const struct tfs_workgroup *g)
+/* Take the first queued task of priority upto or more urgent, of g only when g is given (NULL:
+ * any). Called with p->lock. */
+static struct tfs_work *take_upto(struct tfs_workpool *p, const struct tfs_workgroup *g, int upto)
 {
-	for (int i = 0; i < TFS_WORK_NPRIO; i++) {
+	for (int i = 0; i <= upto; i++) {
 		struct queue *q = &p->q[i];
 
 		for (struct tfs_work **at = &q->head, *prev = NULL; *at;
@@ -43,6 +44,11 @@ static struct tfs_work *take(struct tfs_workpool *p, const struct tfs_workgroup 
 		}
 	}
 	return NULL;
+}
+
+static struct tfs_work *take(struct tfs_workpool *p, const struct tfs_workgroup *g)
+{
+	return take_upto(p, g, TFS_WORK_NPRIO - 1);
 }
 
 /* Run w without the lock, then account for it in its group. Called and returns with p->lock. */
@@ -195,6 +201,7 @@ void tfs_workgroup_submit(struct tfs_workgroup *g, struct tfs_work *w, enum tfs_
 	q->tail = w;
 	p->nqueued++;
 	g->pending++;
+	g->prio = (int)prio;
 	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->lock);
 }
@@ -209,7 +216,7 @@ int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left)
 		struct tfs_work *w = take(p, g);
 
 		if (!w && p->caller_works)
-			w = take(p, NULL);
+			w = take_upto(p, NULL, g->prio);
 		if (w)
 			run_one(p, w);
 		else

@@ -41,14 +41,18 @@ struct tfs_workgroup {
 	struct tfs_workpool *pool;
 	unsigned pending; /* submitted, not finished */
 	int err;	  /* the first task error */
+	int prio;	  /* its tasks' priority: the last submitted */
 	pthread_cond_t changed;
 };
 
 /* nthreads workers (at least 1). */
 int tfs_workpool_create(unsigned nthreads, struct tfs_workpool **out);
 /* A pool whose owner is one of its nthreads threads (an import's --threads N): nthreads - 1
- * workers, and a thread waiting for one of its groups runs any queued task meanwhile, not only
- * the group's, so that N threads are busy while the owner waits. With nthreads 1 there are no
+ * workers, and a thread waiting for one of its groups runs other queued tasks meanwhile, not only
+ * the group's, so that N threads are busy while the owner waits: tasks as urgent as the group's
+ * (its last submitted priority) or more. An owner waiting for the item it reads next
+ * (TFS_WORK_WAITED) thus runs other items, not a chunk's encoding (TFS_WORK_NORMAL), which would
+ * keep it from making items while the workers run out of them. With nthreads 1 there are no
  * workers: every task runs in its owner's waits. Tasks must not wait for anything but groups. */
 int tfs_workpool_create_with_caller(unsigned nthreads, struct tfs_workpool **out);
 /* Stop and join the workers. Every group must be finished or cancelled first. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for core/workpool.c: priority order, group waits and errors, cancellation, and a
- * task that waits on a group of its own in a pool with one worker. */
+/* Unit tests for core/workpool.c: priority order, group waits and errors, cancellation, a task
+ * that waits on a group of its own in a pool with one worker, and what a waiting owner runs. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -234,12 +234,78 @@ static void test_nested_groups_on_one_worker(void **state)
 	tfs_workpool_destroy(p);
 }
 
+/* Where a task ran: on the owner while it waited for a group of waited tasks, or not. */
+struct where {
+	struct tfs_work w;
+	pthread_t owner;
+	int *owner_waits_items;
+	int ran, ran_in_items_wait;
+};
+
+static int where_run(struct tfs_work *w)
+{
+	struct where *t = (struct where *)w;
+
+	t->ran = 1;
+	t->ran_in_items_wait = pthread_equal(pthread_self(), t->owner) &&
+			       __atomic_load_n(t->owner_waits_items, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static void *open_later(void *arg)
+{
+	usleep(50 * 1000);
+	gate_open(arg);
+	return NULL;
+}
+
+/* A pool made with_caller, of two threads (one worker): the owner waiting for a group of waited
+ * tasks, whose task the worker holds, runs another waited task meanwhile, and leaves a task of a
+ * lower priority (a chunk's encoding, in an import) to the workers or to the wait on its group. */
+static void test_owner_runs_as_urgent_tasks_only(void **state)
+{
+	struct tfs_workpool *p;
+	struct tfs_workgroup items, other, puts;
+	struct gate gate;
+	int waiting = 0;
+	struct where item = { .w = { .run = where_run }, .owner = pthread_self(),
+			      .owner_waits_items = &waiting };
+	struct where put = item;
+	pthread_t opener;
+
+	(void)state;
+	assert_int_equal(tfs_workpool_create_with_caller(2, &p), 0);
+	tfs_workgroup_init(&items, p);
+	tfs_workgroup_init(&other, p);
+	tfs_workgroup_init(&puts, p);
+	gate_init(&gate);
+	tfs_workgroup_submit(&items, &gate.w, TFS_WORK_WAITED);
+	gate_wait_entered(&gate); /* the worker holds it */
+	tfs_workgroup_submit(&puts, &put.w, TFS_WORK_NORMAL);
+	tfs_workgroup_submit(&other, &item.w, TFS_WORK_WAITED);
+	assert_int_equal(pthread_create(&opener, NULL, open_later, &gate), 0);
+	__atomic_store_n(&waiting, 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(tfs_workgroup_wait(&items), 0);
+	__atomic_store_n(&waiting, 0, __ATOMIC_SEQ_CST);
+	pthread_join(opener, NULL);
+	assert_true(item.ran && item.ran_in_items_wait);
+	assert_false(put.ran_in_items_wait);
+	assert_int_equal(tfs_workgroup_wait(&puts), 0);
+	assert_true(put.ran);
+	assert_int_equal(tfs_workgroup_wait(&other), 0);
+	tfs_workgroup_destroy(&items);
+	tfs_workgroup_destroy(&other);
+	tfs_workgroup_destroy(&puts);
+	tfs_workpool_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_priorities_then_fifo),
 		cmocka_unit_test(test_group_error_wait_below_and_cancel),
 		cmocka_unit_test(test_nested_groups_on_one_worker),
+		cmocka_unit_test(test_owner_runs_as_urgent_tasks_only),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
