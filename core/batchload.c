@@ -50,9 +50,12 @@ static int listing_init(struct listing *ls, struct tfs_batch_loads *b, struct tf
 			const struct tfs_column *c, size_t n)
 {
 	const uint64_t chunk = tfs_column_max_chunk_bytes(c);
+	/* The set holds each chunk once: no more than the column has (a read of many small rows
+	 * has many rows, and few chunks). */
+	const size_t keys = n < c->nchunks ? n : c->nchunks;
 
 	*ls = (struct listing){ .b = b, .fit = chunk ? tfs_cache_budget(cache) / 2 / chunk : 0 };
-	for (ls->mask = 16; ls->mask < 2 * n; ls->mask *= 2)
+	for (ls->mask = 16; ls->mask < 2 * keys; ls->mask *= 2)
 		;
 	ls->seen = calloc(ls->mask--, sizeof(*ls->seen));
 	return ls->seen ? 0 : -ENOMEM;
@@ -108,6 +111,8 @@ void tfs_batch_loads_start(struct tfs_batch_loads *b, struct tfs_workpool *pool,
 			   const uint64_t *rows, size_t n, int frames)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
+	uint64_t frame_bytes =
+		0; /* frames: the bytes the loads listed read, up to half the budget */
 	struct listing ls;
 	int rc;
 
@@ -115,7 +120,7 @@ void tfs_batch_loads_start(struct tfs_batch_loads *b, struct tfs_workpool *pool,
 		return;
 	b->started = 1;
 	rc = listing_init(&ls, b, cache, c, n);
-	for (size_t i = 0; !rc && i < n;) {
+	for (size_t i = 0; !rc && i < n && frame_bytes <= tfs_cache_budget(cache) / 2;) {
 		const size_t k = tfs_column_chunk_of(c, rows[i]);
 		const uint64_t in = rows[i] - tfs_column_chunk_first(c, k);
 		size_t run = 1;
@@ -135,6 +140,7 @@ void tfs_batch_loads_start(struct tfs_batch_loads *b, struct tfs_workpool *pool,
 							.k = k,
 							.off = in * c->row_bytes,
 							.want = run * c->row_bytes });
+		frame_bytes += run * c->row_bytes;
 		i += run;
 	}
 	submit(&ls, pool, rc);
@@ -161,8 +167,8 @@ void tfs_batch_loads_start_spans(struct tfs_batch_loads *b, struct tfs_workpool 
 		/* A row whose offsets cannot be read is the gather's to report. */
 		if (tfs_spans_get(&sp, rows[i], &a, &e) || e <= a)
 			continue;
-		for (size_t k = tfs_column_chunk_of(d, a); !rc && k <= tfs_column_chunk_of(d, e - 1);
-		     k++)
+		for (size_t k = tfs_column_chunk_of(d, a);
+		     !rc && k <= tfs_column_chunk_of(d, e - 1); k++)
 			rc = add_chunk(&ls, v, cache, part, k);
 	}
 	tfs_spans_done(&sp);

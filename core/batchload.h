@@ -28,8 +28,8 @@ struct tfs_batch_loads {
 void tfs_batch_loads_init(struct tfs_batch_loads *b);
 /* Start loading on pool the chunks of fixed column col that rows[0..n) lie in and the cache lacks:
  * whole chunks, as many as half the cache's budget holds; with frames, each run of rows' frames
- * (tfs_version_piece_get). Once per b: later calls do nothing. A load's failure is left for the
- * gather to meet when it reads the same bytes. */
+ * (tfs_version_piece_get), runs of up to half the budget's bytes. Once per b: later calls do
+ * nothing. A load's failure is left for the gather to meet when it reads the same bytes. */
 void tfs_batch_loads_start(struct tfs_batch_loads *b, struct tfs_workpool *pool,
 			   struct tfs_version *v, struct tfs_cache *cache, size_t col,
 			   const uint64_t *rows, size_t n, int frames);

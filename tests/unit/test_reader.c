@@ -476,7 +476,8 @@ static void test_run_on_pool(void **state)
 				} else {
 					const uint64_t from = (x >> 20) % (src_bytes - n);
 
-					assert_int_equal(tfs_gather_list_add(&l, src + from, dst, n), 0);
+					assert_int_equal(
+						tfs_gather_list_add(&l, src + from, dst, n), 0);
 				}
 				dst += n + (kind == 2 ? (x >> 50) % 100 : 0);
 			}

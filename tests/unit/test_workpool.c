@@ -268,7 +268,8 @@ static void test_owner_runs_as_urgent_tasks_only(void **state)
 	struct tfs_workgroup items, other, puts;
 	struct gate gate;
 	int waiting = 0;
-	struct where item = { .w = { .run = where_run }, .owner = pthread_self(),
+	struct where item = { .w = { .run = where_run },
+			      .owner = pthread_self(),
 			      .owner_waits_items = &waiting };
 	struct where put = item;
 	pthread_t opener;
