@@ -8,7 +8,8 @@
 #                                          # 150 KB and 3 KiB rows, with and without cache_gpu
 #   tests/gpu/device_run.sh cores [OUT]    # there: the many-core benches (import at 1, 2 and
 #                                          # every thread against PIL; the cold scan against N
-#                                          # `zstd -d` of cold input; cold random rows)
+#                                          # `zstd -d` of cold input; cold random rows; host
+#                                          # staging of 150 KB rows)
 #
 # "run" and "cores" put .devlibs on LD_LIBRARY_PATH and PATH, and write their output under OUT
 # (default $OUT, else ./gpu-out). FFmpeg's libraries are not carried: the binary opens them
@@ -61,6 +62,10 @@ cores)
 	fi
 	timeout 240 python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 2>&1 |
 		tee "$out/bench.txt" | tail -30
+	# Host staging of 150 KB rows: batches split over the pool's threads.
+	timeout 180 python3 tests/bench/bench_staging.py --device host --row 224x224x3 \
+		--size-mb 1024 --batch 256 --batches 400 --json "$out/bench-host-224x224x3.json" 2>&1 |
+		tee "$out/staging-host.txt" | tail -8
 	cp build/bench/bench-*.json "$out/" 2>/dev/null
 	;;
 *)
