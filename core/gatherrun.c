@@ -18,11 +18,12 @@
 /* A part is at least this many bytes: a smaller one costs more in handing it over. */
 #define PART_MIN (2u << 20)
 #define MAX_PARTS 16
-/* A list of at least this many bytes is written past the caches: more than a core's share of
- * the last-level cache on current servers (glibc's memcpy goes past the caches from 3/4 of that
- * share; the ops of a batch are each far smaller than the batch). A smaller list stays in the
- * caches, where whoever reads the batch next finds it. The size the system reports for the
- * last-level cache is not used: under a hypervisor it may be the whole host's. */
+/* A list of at least this many bytes, into a destination not written lately, is written past
+ * the caches: more than a core's share of the last-level cache on current servers (glibc's
+ * memcpy goes past the caches from 3/4 of that share; the ops of a batch are each far smaller
+ * than the batch). A smaller list stays in the caches, where whoever reads the batch next finds
+ * it. The size the system reports for the last-level cache is not used: under a hypervisor it
+ * may be the whole host's. */
 #define STREAM_MIN (8u << 20)
 
 /* Copy n bytes without bringing the destination into the caches. The stores are weakly ordered:
@@ -112,9 +113,11 @@ static int part_run(struct tfs_work *w)
 }
 
 void tfs_gather_list_run_on(const struct tfs_gather_list *l, uint8_t *dst,
-			    struct tfs_workpool *pool)
+			    struct tfs_workpool *pool, int cold)
 {
-	const int stream = HAVE_STREAM && l->bytes >= STREAM_MIN;
+	/* Twice STREAM_MIN does not stay in the cache whole, lately written or not. */
+	const int stream = HAVE_STREAM && l->bytes >= STREAM_MIN &&
+			   (cold || l->bytes >= 2 * (uint64_t)STREAM_MIN);
 	uint64_t n = pool ? l->bytes / PART_MIN : 0;
 	struct part parts[MAX_PARTS];
 	struct tfs_workgroup g = { 0 };

@@ -68,10 +68,12 @@ int tfs_gather_list_add(struct tfs_gather_list *l, const void *src, uint64_t dst
  * reference for every other executor of a list (gatherrun.c). */
 void tfs_gather_list_run(const struct tfs_gather_list *l, uint8_t *dst);
 /* The same, a large list split by bytes over threads of pool (NULL: this thread alone; this
- * thread runs its share and waits, running parts no worker has started) and, when larger than
- * the CPU's last-level cache can keep for its reader, written past the caches. */
+ * thread runs its share and waits, running parts no worker has started). cold: dst was not
+ * written lately (a ring of slots in turn), so a large list is written past the caches rather
+ * than reading each line of dst in before overwriting it; else (a slot filled again at once, its
+ * lines still cached) through them, unless it is too large to stay cached anyway. */
 void tfs_gather_list_run_on(const struct tfs_gather_list *l, uint8_t *dst,
-			    struct tfs_workpool *pool);
+			    struct tfs_workpool *pool, int cold);
 
 struct tfs_reader;
 

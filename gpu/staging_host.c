@@ -22,6 +22,7 @@ struct host {
 	uint8_t *map;
 	uint64_t size, slot_bytes;
 	struct tfs_workpool *pool; /* a large batch's copy is split over it */
+	unsigned last;		   /* the slot filled last (atomic) */
 };
 
 static int host_probe(int device, char *err, size_t err_cap)
@@ -66,6 +67,7 @@ static int host_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	h->slot_bytes = slot_bytes;
 	h->size = slot_bytes * cfg->depth;
 	h->pool = cfg->pool;
+	h->last = UINT32_MAX;
 	if (asprintf(&h->path, "%s/tensorfs-%s", dir, cfg->tag ? cfg->tag : "ring") < 0) {
 		h->path = NULL;
 		rc = -ENOMEM;
@@ -147,11 +149,14 @@ static int host_begin(void *b, unsigned slot, uint8_t **mem)
 static int host_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t bytes)
 {
 	struct host *h = b;
+	/* A slot filled again right after its last fill (stage, release, stage) is still in the
+	 * cache; the next slot of a ring in turn is not. */
+	const int cold = __atomic_exchange_n(&h->last, slot, __ATOMIC_RELAXED) != slot;
 
 	(void)bytes;
 	/* The CPU copies every run here, a large batch on several threads; the loader reads the
 	 * bytes after our reply, which the reply's write orders. */
-	tfs_gather_list_run_on(l, h->map + (uint64_t)slot * h->slot_bytes, h->pool);
+	tfs_gather_list_run_on(l, h->map + (uint64_t)slot * h->slot_bytes, h->pool, cold);
 	tfs_gather_list_release(l);
 	return 0;
 }
