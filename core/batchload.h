@@ -17,11 +17,12 @@
 
 struct tfs_batch_load;
 
+/* One gather's loads: its thread's alone (the loads read only their own job). */
 struct tfs_batch_loads {
-	struct tfs_workgroup g;
-	struct tfs_batch_load *jobs;
+	struct tfs_workgroup g;	     /* the loads submitted */
+	struct tfs_batch_load *jobs; /* njobs of them, freed by tfs_batch_loads_end */
 	size_t njobs;
-	int started;
+	int started; /* tfs_batch_loads_start was called: it lists once per gather */
 };
 
 /* Nothing started: tfs_batch_loads_end does nothing. */
