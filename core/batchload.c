@@ -38,12 +38,12 @@ void tfs_batch_loads_init(struct tfs_batch_loads *b)
 }
 
 /* The loads being listed: each whole chunk once (a set of k + 1, open addressing), in the order
- * the gather meets them, as many as fit. */
+ * the gather meets them, as many as fit in room, half the cache's budget. */
 struct listing {
 	struct tfs_batch_loads *b;
 	size_t cap;
 	size_t *seen, mask;
-	uint64_t fit;
+	uint64_t room, fit; /* bytes; whole chunks */
 };
 
 static int listing_init(struct listing *ls, struct tfs_batch_loads *b, struct tfs_cache *cache,
@@ -54,7 +54,8 @@ static int listing_init(struct listing *ls, struct tfs_batch_loads *b, struct tf
 	 * has many rows, and few chunks). */
 	const size_t keys = n < c->nchunks ? n : c->nchunks;
 
-	*ls = (struct listing){ .b = b, .fit = chunk ? tfs_cache_budget(cache) / 2 / chunk : 0 };
+	*ls = (struct listing){ .b = b, .room = tfs_cache_budget(cache) / 2 };
+	ls->fit = chunk ? ls->room / chunk : 0;
 	for (ls->mask = 16; ls->mask < 2 * keys; ls->mask *= 2)
 		;
 	ls->seen = calloc(ls->mask--, sizeof(*ls->seen));
@@ -111,8 +112,7 @@ void tfs_batch_loads_start(struct tfs_batch_loads *b, struct tfs_workpool *pool,
 			   const uint64_t *rows, size_t n, int frames)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
-	uint64_t frame_bytes =
-		0; /* frames: the bytes the loads listed read, up to half the budget */
+	uint64_t frame_bytes = 0; /* frames: the bytes the loads listed read */
 	struct listing ls;
 	int rc;
 
@@ -120,7 +120,7 @@ void tfs_batch_loads_start(struct tfs_batch_loads *b, struct tfs_workpool *pool,
 		return;
 	b->started = 1;
 	rc = listing_init(&ls, b, cache, c, n);
-	for (size_t i = 0; !rc && i < n && frame_bytes <= tfs_cache_budget(cache) / 2;) {
+	for (size_t i = 0; !rc && i < n && frame_bytes <= ls.room;) {
 		const size_t k = tfs_column_chunk_of(c, rows[i]);
 		const uint64_t in = rows[i] - tfs_column_chunk_first(c, k);
 		size_t run = 1;
@@ -179,7 +179,7 @@ void tfs_batch_loads_end(struct tfs_batch_loads *b)
 {
 	if (!b->started)
 		return;
-	if (b->jobs && b->g.pool) {
+	if (b->jobs) { /* listed and submitted: submit frees them otherwise */
 		tfs_workgroup_cancel(&b->g);
 		tfs_workgroup_destroy(&b->g);
 	}
