@@ -20,6 +20,8 @@ struct tfs_devcache_entry {
 	/* The caller's: what says the bytes are there (a CUDA event), set by tfs_devcache_ready
 	 * and handed to the evict callback when the entry goes. */
 	void *tag;
+	/* The caller's, atomic: set once it knows the bytes are there (tag's work done). */
+	int landed;
 };
 
 /* Runs of [base, base + bytes) (bytes: a multiple of 64 KiB). evict(arg, tag) is called for

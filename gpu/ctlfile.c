@@ -98,6 +98,8 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 	ctl->max_streams = cfg->max_streams ? cfg->max_streams : TFS_CTL_DEFAULT_STREAMS;
 	ctl->max_staging = cfg->max_staging;
 	ctl->cache_gpu = cfg->cache_gpu;
+	if (cfg->cuda_init > 0)
+		tfs_staging_prepare(cfg->cuda_init - 1, tfs_lake_cache(cfg->lake));
 	if (!ctl->max_staging) {
 		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 
@@ -450,7 +452,11 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 		rc = -EINVAL;
 		goto fail;
 	}
-	s->ahead_max = a->ahead >= 0 ? (unsigned)a->ahead : s->depth - 1 < 2 ? s->depth - 1 : 2;
+	/* By default every slot but the loader's is being filled: fills run side by side on the
+	 * pool, so a batch that takes longer to assemble than to consume is made in time. */
+	s->ahead_max = s->depth - 1 < MAX_AHEAD ? s->depth - 1 : MAX_AHEAD;
+	if (a->ahead >= 0)
+		s->ahead_max = (unsigned)a->ahead;
 	/* Before the target: a missing device is the clearer message, and cheaper. */
 	rc = tfs_staging_probe(s->device, err, ERR_MAX);
 	if (rc)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,7 +135,7 @@ static int reply_batch(struct tfs_buf *r, struct tfs_ctl_stream *s, unsigned slo
 static const char *const open_keys[] = { "cols",  "device", "depth", "batch",
 					 "ahead", "room",   "dtype", NULL };
 static const char *const stage_keys[] = { "stream", "rows", "range", "slot", NULL };
-static const char *const next_keys[] = { "stream", "batch", NULL };
+static const char *const next_keys[] = { "stream", "batch", "release", NULL };
 static const char *const release_keys[] = { "stream", "slot", NULL };
 static const char *const stream_keys[] = { "stream", NULL };
 static const char *const seek_keys[] = { "stream", "pos", NULL };
@@ -314,7 +315,7 @@ static int text_next(struct tfs_ctlfile_session *se, const struct kv *kv, size_t
 		     struct tfs_buf *r, char *err)
 {
 	struct tfs_ctl_stream *s;
-	uint64_t batch;
+	uint64_t batch, done = 0;
 	unsigned slot;
 	int rc = kv_check(kv, nkv, "next", next_keys, err);
 
@@ -322,6 +323,12 @@ static int text_next(struct tfs_ctlfile_session *se, const struct kv *kv, size_t
 		rc = get_stream(se, kv, nkv, &s, err);
 	if (!rc)
 		rc = need_u64(kv, nkv, "batch", &batch, err);
+	/* release=K: the loader is done with slot K, told in the same round trip (a slot it
+	 * does not hold is an error, and no batch is made). */
+	if (!rc && kv_get(kv, nkv, "release"))
+		rc = need_u64(kv, nkv, "release", &done, err);
+	if (!rc && kv_get(kv, nkv, "release"))
+		rc = tfs_ctl_stream_release(s, done > INT_MAX ? INT_MAX : (int)done, err);
 	if (!rc)
 		rc = tfs_ctl_stream_next(s, batch, &slot, err);
 	return rc ? rc : reply_batch(r, s, slot);

@@ -114,16 +114,21 @@ int tfs_cudacache_map(struct tfs_devcache *dc, const struct tfs_gather_list *l, 
 			tfs_devcache_put(dc, e); /* not the bytes this pin holds: never trust it */
 			continue;
 		}
-		if (e) {
-			/* Uploaded on this or another stream: wait for it (at once when done). */
-			ce = cudaStreamWaitEvent(stream, (cudaEvent_t)e->tag, 0);
+		if (!e) {
+			e = upload(dc, p, stream, &rc);
+		} else if (!__atomic_load_n(&e->landed, __ATOMIC_ACQUIRE)) {
+			/* Uploaded on this or another stream: wait for it, unless it is done (then
+			 * for good: no batch asks again). */
+			ce = cudaEventQuery((cudaEvent_t)e->tag);
+			if (ce == cudaSuccess)
+				__atomic_store_n(&e->landed, 1, __ATOMIC_RELEASE);
+			else if (ce == cudaErrorNotReady)
+				ce = cudaStreamWaitEvent(stream, (cudaEvent_t)e->tag, 0);
 			if (ce != cudaSuccess) {
 				rc = tfs_cuda_errno(ce, "cache_gpu: cudaStreamWaitEvent");
 				tfs_devcache_put(dc, e);
 				break;
 			}
-		} else {
-			e = upload(dc, p, stream, &rc);
 		}
 		if (e) {
 			dev[i] = e->addr;

@@ -107,6 +107,19 @@ int tfs_staging_probe(int device, char *err, size_t err_cap)
 	return tfs_staging_cuda->probe(device, err, err_cap);
 }
 
+void tfs_staging_prepare(int device, struct tfs_cache *cache)
+{
+	char err[256];
+
+	if (tfs_staging_probe(device, err, sizeof(err))) {
+		tfs_warn("-o cuda_init=%d: %s: the device is set up when a stream opens", device,
+			 err);
+		return;
+	}
+	if (tfs_staging_cuda && tfs_staging_cuda->prepare)
+		tfs_staging_cuda->prepare(device, cache);
+}
+
 /* Bytes of a slot that the last fill used: up to the end of the last column's rows. */
 /* Column c of the ring: a version's column, or a pack file's description. */
 static const struct tfs_column *ring_col(const struct tfs_staging_config *cfg, size_t c)

@@ -27,6 +27,11 @@ int tfs_staging_parse_device(const char *s, int *device);
 /* Whether device can be staged to now: 0, or -ENODEV with the reason in err (no CUDA support
  * in this build, no driver, no such device). */
 int tfs_staging_probe(int device, char *err, size_t err_cap);
+/* -o cuda_init=N: make device's CUDA context and register cache's arena with it now, on a
+ * thread of their own, rather than when the first ring of the device opens; so that chunks are
+ * cached where the device reads them from the start, and the first stream opens and gathers at
+ * once. Logged and ignored where there is no such device (or no CUDA in this build). */
+void tfs_staging_prepare(int device, struct tfs_cache *cache);
 
 struct tfs_staging_backend;
 
@@ -154,6 +159,8 @@ struct tfs_staging_backend {
 	 * On failure l is released before this returns. */
 	int (*submit)(void *b, unsigned slot, struct tfs_gather_list *l, size_t bytes);
 	void (*locate)(const void *b, unsigned slot, struct tfs_staging_loc *loc);
+	/* Optional: ready device for cache's rings ahead of the first (probed already). */
+	void (*prepare)(int device, struct tfs_cache *cache);
 };
 
 extern const struct tfs_staging_backend tfs_staging_host;

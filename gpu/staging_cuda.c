@@ -30,7 +30,12 @@ struct cuda {
 	uint8_t *pinned; /* depth slots, where the gather writes */
 	void *dmem;	 /* depth slots on the device, exported as one IPC allocation */
 	cudaStream_t stream;
-	cudaEvent_t *ev; /* per slot: recorded after its host-to-device copy */
+	cudaEvent_t *ev; /* per slot: recorded after its kernel (or host-to-device copy) */
+	/* Releases lists: a host function on the stream itself would hold the stream's next
+	 * batch until the driver ran it. Per slot, evd is recorded here after the release. */
+	cudaStream_t done;
+	cudaEvent_t *evd;
+	struct tfs_workpool *pool; /* the CPU's copies (arena not registered): borrowed */
 	cudaIpcMemHandle_t mh;
 	cudaIpcEventHandle_t *eh;
 	/* The kernel path, when the cache's arena is registered: device address minus host
@@ -43,14 +48,17 @@ struct cuda {
 	intptr_t arena_delta, pinned_delta;
 	struct tfs_kernel_op **kops;
 	size_t *kops_cap;
-	intptr_t *kops_delta;	 /* per slot: device address minus host address of kops[slot] */
+	intptr_t *kops_delta; /* per slot: device address minus host address of kops[slot] */
+	/* Per slot: the runs the CPU copies into the pinned slot first (outside the arena). */
+	struct tfs_gather_op **cpu_ops;
+	size_t *cpu_cap;
 	struct tfs_devcache *dc; /* the device's chunk cache (cache_gpu), or NULL */
 	struct inflight *fl;	 /* per slot: the batch the kernel gathers */
 };
 
 /* A slot's batch on the device: its list and the device cache's entries it reads, released by
- * a stream callback once the kernel has run. dev: per pin, its chunk's device address (0: read
- * from host memory). Arrays of cap pins. */
+ * a host function on the done stream once the kernel has run. dev: per pin, its chunk's device
+ * address (0: read from host memory). Arrays of cap pins. */
 struct inflight {
 	struct tfs_gather_list *l;
 	struct tfs_devcache *dc;
@@ -233,11 +241,18 @@ static void cuda_destroy(void *b)
 		(void)cudaGetLastError();
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
+	if (c->done)
+		cudaStreamSynchronize(c->done);
 	for (unsigned i = 0; c->ev && i < c->depth; i++)
 		if (c->ev[i])
 			cudaEventDestroy(c->ev[i]);
+	for (unsigned i = 0; c->evd && i < c->depth; i++)
+		if (c->evd[i])
+			cudaEventDestroy(c->evd[i]);
 	if (c->stream)
 		cudaStreamDestroy(c->stream);
+	if (c->done)
+		cudaStreamDestroy(c->done);
 	if (c->dmem)
 		cudaFree(c->dmem);
 	if (c->pinned)
@@ -249,12 +264,17 @@ static void cuda_destroy(void *b)
 	free(c->kops);
 	free(c->kops_cap);
 	free(c->kops_delta);
+	for (unsigned i = 0; c->cpu_ops && i < c->depth; i++)
+		free(c->cpu_ops[i]);
+	free(c->cpu_ops);
+	free(c->cpu_cap);
 	for (unsigned i = 0; c->fl && i < c->depth; i++) {
 		free(c->fl[i].held);
 		free(c->fl[i].dev);
 	}
 	free(c->fl);
 	free(c->ev);
+	free(c->evd);
 	free(c->eh);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -264,6 +284,8 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 		       char *err, size_t err_cap)
 {
 	struct cuda *c = calloc(1, sizeof(*c));
+	const uint64_t t0 = tfs_now_ns();
+	uint64_t t_ctx = 0, t_pin = 0;
 	int rc = 0;
 
 	if (!c)
@@ -274,26 +296,36 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	c->size = slot_bytes * cfg->depth;
 	c->cache = cfg->cache;
 	pthread_mutex_init(&c->lock, NULL);
+	c->pool = cfg->pool;
 	c->ev = calloc(cfg->depth, sizeof(*c->ev));
+	c->evd = calloc(cfg->depth, sizeof(*c->evd));
 	c->eh = calloc(cfg->depth, sizeof(*c->eh));
 	c->kops = calloc(cfg->depth, sizeof(*c->kops));
 	c->kops_cap = calloc(cfg->depth, sizeof(*c->kops_cap));
 	c->kops_delta = calloc(cfg->depth, sizeof(*c->kops_delta));
 	c->fl = calloc(cfg->depth, sizeof(*c->fl));
-	if (!c->ev || !c->eh || !c->kops || !c->kops_cap || !c->kops_delta || !c->fl) {
+	c->cpu_ops = calloc(cfg->depth, sizeof(*c->cpu_ops));
+	c->cpu_cap = calloc(cfg->depth, sizeof(*c->cpu_cap));
+	if (!c->ev || !c->evd || !c->eh || !c->kops || !c->kops_cap || !c->kops_delta || !c->fl ||
+	    !c->cpu_ops || !c->cpu_cap) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	CK(cudaSetDevice(c->dev));
+	CK(cudaFree(NULL)); /* the device's context, made by the process's first ring */
+	t_ctx = tfs_now_ns();
 	CK(cudaHostAlloc((void **)&c->pinned, c->size,
 			 cudaHostAllocPortable | cudaHostAllocMapped));
+	t_pin = tfs_now_ns();
 	CK(cudaMalloc(&c->dmem, c->size));
 	CK(cudaIpcGetMemHandle(&c->mh, c->dmem));
 	CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&c->done, cudaStreamNonBlocking));
 	for (unsigned i = 0; i < c->depth; i++) {
 		CK(cudaEventCreateWithFlags(&c->ev[i],
 					    cudaEventInterprocess | cudaEventDisableTiming));
 		CK(cudaIpcGetEventHandle(&c->eh[i], c->ev[i]));
+		CK(cudaEventCreateWithFlags(&c->evd[i], cudaEventDisableTiming));
 	}
 	{
 		void *dp = NULL;
@@ -303,6 +335,11 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	}
 	c->reg = arena_register(c->cache, c->dev);
 	c->dc = tfs_cudacache_get(c->dev, cfg->cache_gpu);
+	tfs_info("staging: cuda:%d: %u slots of %.1f MiB set up in %.1f ms (context %.1f ms, "
+		 "pinned slots %.1f ms)",
+		 c->dev, c->depth, (double)slot_bytes / 1048576.0,
+		 (double)(tfs_now_ns() - t0) / 1e6, (double)(t_ctx - t0) / 1e6,
+		 (double)(t_pin - t_ctx) / 1e6);
 out:
 	if (rc) {
 		snprintf(err, err_cap,
@@ -324,14 +361,14 @@ static int cuda_begin(void *b, unsigned slot, uint8_t **mem)
 	/* The slot's last batch may still be running: its list, its kernel's ops and the pinned
 	 * slot are the batch's until its event completes. */
 	CK(cudaSetDevice(c->dev));
-	CK(cudaEventSynchronize(c->ev[slot]));
+	CK(cudaEventSynchronize(c->evd[slot])); /* after ev[slot], and the list's release */
 	*mem = c->pinned + (uint64_t)slot * c->slot_bytes;
 out:
 	return rc;
 }
 
-/* A stream callback: the kernel that read the list's chunks is done, so they may go. Runs on a
- * driver thread and makes no CUDA call. */
+/* A host function on the done stream: the kernel that read the list's chunks is done, so they
+ * may go. Runs on a driver thread and makes no CUDA call. */
 static void CUDART_CB list_done(void *arg)
 {
 	struct inflight *f = arg;
@@ -345,12 +382,14 @@ static void CUDART_CB list_done(void *arg)
 /* The list's ops for the kernel into c->kops[slot], split into pieces of at most
  * TFS_GATHER_PIECE bytes, sources as device addresses. A run in host memory the device cannot
  * read (a chunk cached before the arena existed, or when it was full) is copied by the CPU into
- * the pinned slot, and read from there. Returns the ops' count, or -errno. */
+ * the pinned slot (on the pool's threads, as the host backend copies), and read from there.
+ * Returns the ops' count, or -errno. */
 static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather_list *l,
 			  const uint64_t *dev)
 {
 	uint8_t *pin = c->pinned + (uint64_t)slot * c->slot_bytes;
 	const int registered = __atomic_load_n(&c->kernel, __ATOMIC_ACQUIRE);
+	struct tfs_gather_list cpu = { 0 };
 	size_t n = 0, want = 0;
 	void *dp = NULL;
 	int rc = 0;
@@ -370,6 +409,18 @@ static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather
 		c->kops_delta[slot] = (intptr_t)dp - (intptr_t)(uintptr_t)c->kops[slot];
 		c->kops_cap[slot] = cap;
 	}
+	if (l->nops > c->cpu_cap[slot]) {
+		const size_t cap = l->nops + l->nops / 2 + 64;
+		struct tfs_gather_op *ops = realloc(c->cpu_ops[slot], cap * sizeof(*ops));
+
+		if (!ops) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		c->cpu_ops[slot] = ops;
+		c->cpu_cap[slot] = cap;
+	}
+	cpu.ops = c->cpu_ops[slot];
 	for (size_t i = 0; i < l->nops; i++) {
 		const struct tfs_gather_op *o = &l->ops[i];
 		const uint8_t *host = (const uint8_t *)(uintptr_t)o->src;
@@ -382,8 +433,10 @@ static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather
 		} else if (registered && tfs_cache_in_arena(c->cache, host)) {
 			src = (uint64_t)((intptr_t)src + c->arena_delta);
 		} else {
-			if (host != pin + o->dst)
-				memcpy(pin + o->dst, host, (size_t)o->bytes);
+			if (host != pin + o->dst) {
+				cpu.ops[cpu.nops++] = *o;
+				cpu.bytes += o->bytes;
+			}
 			src = (uint64_t)((intptr_t)(uintptr_t)(pin + o->dst) + c->pinned_delta);
 		}
 		for (uint64_t at = 0; at < o->bytes; at += TFS_GATHER_PIECE) {
@@ -395,6 +448,8 @@ static ssize_t kernel_ops(struct cuda *c, unsigned slot, const struct tfs_gather
 			};
 		}
 	}
+	if (cpu.nops)
+		tfs_gather_list_run_on(&cpu, pin, c->pool, 1);
 out:
 	return rc ? rc : (ssize_t)n;
 }
@@ -451,26 +506,31 @@ static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 				rc = tfs_cuda_errno(e, "the gather kernel's launch");
 				goto out;
 			}
-			/* From here the list is released on the stream, after the kernel. */
-			CK(cudaLaunchHostFunc(c->stream, list_done, f));
-			owned = 0;
 		}
 	} else {
-		tfs_gather_list_run(l, c->pinned + base);
+		tfs_gather_list_run_on(l, c->pinned + base, c->pool, 0);
 		if (bytes)
 			CK(cudaMemcpyAsync((uint8_t *)c->dmem + base, c->pinned + base, bytes,
 					   cudaMemcpyHostToDevice, c->stream));
 	}
-	/* The loader waits on this event (cudaStreamWaitEvent) before it reads the slot; it
-	 * completes after the list is released. */
+	/* The loader waits on this event (cudaStreamWaitEvent) before it reads the slot. */
 	CK(cudaEventRecord(c->ev[slot], c->stream));
-out:
-	if (owned) {
-		/* Uploads or a kernel may still read the chunks: wait for them first. */
-		if (rc && cudaStreamSynchronize(c->stream) != cudaSuccess)
-			(void)cudaGetLastError();
-		list_done(f);
+	CK(cudaStreamWaitEvent(c->done, c->ev[slot], 0));
+	if (n) {
+		/* From here the list is released on the done stream, after the kernel. */
+		CK(cudaLaunchHostFunc(c->done, list_done, f));
+		owned = 0;
 	}
+	CK(cudaEventRecord(c->evd[slot], c->done));
+out:
+	if (rc) {
+		/* Uploads, a kernel or the release may still be under way: wait for them first. */
+		if (cudaStreamSynchronize(c->stream) != cudaSuccess ||
+		    cudaStreamSynchronize(c->done) != cudaSuccess)
+			(void)cudaGetLastError();
+	}
+	if (owned)
+		list_done(f);
 	return rc;
 }
 
@@ -485,6 +545,12 @@ static void cuda_locate(const void *b, unsigned slot, struct tfs_staging_loc *lo
 	loc->dev_mem = c->dmem;
 }
 
+/* The arena's registration makes the device's context, on its thread. */
+static void cuda_prepare(int device, struct tfs_cache *cache)
+{
+	(void)arena_register(cache, device);
+}
+
 static const struct tfs_staging_backend cuda_backend = {
 	.name = "cuda",
 	.probe = cuda_probe,
@@ -493,6 +559,7 @@ static const struct tfs_staging_backend cuda_backend = {
 	.begin = cuda_begin,
 	.submit = cuda_submit,
 	.locate = cuda_locate,
+	.prepare = cuda_prepare,
 };
 
 const struct tfs_staging_backend *const tfs_staging_cuda = &cuda_backend;

@@ -105,6 +105,18 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 				tfs_err("-o cache_gpu=%s: expected a size like 40G", val);
 				return -EINVAL;
 			}
+		} else if (!strcmp(o, "cuda_init") && val) {
+			char *end;
+			long n;
+
+			errno = 0;
+			n = strtol(val, &end, 10);
+			if (errno || *end || end == val || n < 0 || n > 1024) {
+				tfs_err("-o cuda_init=%s: expected a CUDA device number like 0",
+					val);
+				return -EINVAL;
+			}
+			ctl_limits.cuda_init = (int)n + 1;
 		} else if (!strcmp(o, "cache_tier") && val) {
 			lc->cache_tier = val;
 		} else if (!strcmp(o, "cache_tier_queue") && val) {

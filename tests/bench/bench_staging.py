@@ -24,7 +24,8 @@ the copy engine's bandwidth from pinned memory, measured in the same run:
 
   pinned     torch: a pinned host tensor of one batch's bytes copied to the device
   next-cuda  tensorfs.Stager(device="cuda:0") over the shuffled view: the daemon's gather kernel
-             fills the device slot (with --cache-gpu, the mount's -o cache_gpu)
+             fills the device slot (with --cache-gpu, the mount's -o cache_gpu; the mount
+             has -o cuda_init=N)
   fancy-cuda numpy fancy indexing of the mmaps, pin_memory(), .cuda()
   loader-cuda the DataLoader above with pin_memory=True, each batch .cuda()
 
@@ -127,6 +128,10 @@ def main():
     batches = [order[i * a.batch:(i + 1) * a.batch] for i in range(min(a.batches,
                                                                       n // a.batch))]
     opts = f"cache_mem={max(2048, 2 * a.size_mb)}M"
+    if cuda:
+        # As a GPU job mounts: the device ready at mount, so the chunks the host cases cache
+        # first are where the gather kernel reads them.
+        opts += f",cuda_init={int(a.device.split(':')[1])}"
     if cuda and a.cache_gpu:
         opts += f",cache_gpu={a.cache_gpu}"
     results = {}

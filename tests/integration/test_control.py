@@ -175,6 +175,37 @@ def test_next_covers_view_in_order(lake, mount):
     assert st["batches"] > 0 and st["rows"] > 0
 
 
+def test_next_gives_back_the_batch_before(lake, mount):
+    """next ... release=K gives slot K back in the same request: a loader holding one batch at a
+    time never runs out of slots; a slot it does not hold is an error reply, no batch is made
+    and the stream goes on from where it was."""
+    cols = build(lake)
+    m = mount(lake)
+    s = Session(m)
+    f = fields(s.req("open d/main cols=label depth=2 batch=50"))
+    stream = f["stream"]
+    got, prev = [], ""
+    for _ in range(8):  # more batches than slots: each request gives the one before back
+        r = s.req(f"next stream={stream} batch=50{prev}")
+        assert r.startswith("ok "), r
+        b = fields(r)
+        with open(b["file"], "rb") as fh:
+            fh.seek(int(b["offset"]))
+            got.append(np.frombuffer(fh.read(8 * int(b["rows"])), dtype=np.int64))
+        prev = f" release={b['slot']}"
+        assert staging_stats(m)["slots_leased"] == 1
+    assert np.array_equal(np.concatenate(got), cols["label"][:400])
+    held = b["slot"]
+    other = 1 - int(held)
+    r = s.req(f"next stream={stream} batch=50 release={other}")
+    assert r.startswith("error EINVAL ") and "not leased" in r, r
+    r = s.req(f"next stream={stream} batch=50 release=x")
+    assert r.startswith("error EINVAL "), r
+    b = fields(s.req(f"next stream={stream} batch=50 release={held}"))
+    assert b["pos"] == "400", b  # the refused requests made no batch
+    s.close()
+
+
 def test_leases_released_on_close_and_stats(lake, mount):
     build(lake)
     m = mount(lake)

@@ -202,7 +202,9 @@ def _load(path):
     """A read-only memmap; numpy cannot map an array with no elements, so those are loaded."""
     with builtins_open(path, "rb") as f:
         version = np.lib.format.read_magic(f)
-        shape, _, _ = np.lib.format._read_array_header(f, version)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+            else np.lib.format.read_array_header_2_0
+        shape, _, _ = read(f)
     if 0 in shape:
         return np.load(path)
     return np.load(path, mmap_mode="r")

@@ -338,11 +338,15 @@ class Stager:
             req += f" slot={int(slot)}"
         return self._batch(self.request(req))
 
-    def next(self, batch_size=None):
-        """The next batch_size rows in stream order (fewer at the end); None at the end."""
+    def next(self, batch_size=None, release=None):
+        """The next batch_size rows in stream order (fewer at the end); None at the end.
+        release: a batch (or slot) given back in the same request."""
         n = self.batch_size if batch_size is None else int(batch_size)
+        req = f"next stream={self.stream} batch={n}"
+        if release is not None:
+            req += f" release={self._let_go(release)}"
         try:
-            return self._batch(self.request(f"next stream={self.stream} batch={n}"))
+            return self._batch(self.request(req))
         except StagingError as e:
             if e.errno == _errno.ENODATA:
                 return None
@@ -353,6 +357,10 @@ class Stager:
 
     def release(self, batch_or_slot):
         """Give a slot back; its arrays may be overwritten from now on."""
+        self.request(f"release stream={self.stream} slot={self._let_go(batch_or_slot)}")
+
+    def _let_go(self, batch_or_slot):
+        """This side of a release: the batch is marked released; returns its slot."""
         slot = batch_or_slot.slot if isinstance(batch_or_slot, Batch) else int(batch_or_slot)
         b = self._leased.pop(slot, None)
         if b is not None:
@@ -361,7 +369,7 @@ class Stager:
                 # The daemon may refill the slot as soon as it is released: work queued on it
                 # must be done (on the batch's device's stream, whichever device is current).
                 self._cuda.torch.cuda.current_stream(self._dev).synchronize()
-        self.request(f"release stream={self.stream} slot={slot}")
+        return slot
 
     def stats(self):
         """The daemon's staging counters: {'sessions': .., 'leased': .., ...}."""
@@ -376,10 +384,10 @@ class Stager:
         prev = None
         try:
             while True:
-                if prev is not None:
-                    prev.release()
-                    prev = None
-                b = self.next(batch_size)
+                # The batch before is given back in the request for the next (one round trip).
+                done = prev if prev is not None and not prev.released else None
+                prev = None
+                b = self.next(batch_size, release=done)
                 if b is None:
                     return
                 prev = b
