@@ -2,74 +2,99 @@
 # SPDX-License-Identifier: MIT
 # The GPU checks in one call, for a machine with a GPU that lacks the build's Debian libraries:
 #
-#   tests/gpu/device_run.sh carry          # here: copy the libraries the binary needs, and
-#                                          # fusermount3, into .devlibs/ (list it in .git/info/exclude)
-#   tests/gpu/device_run.sh run [OUT]      # there: tests/gpu, then bench_staging on cuda:0 for
-#                                          # 150 KB and 3 KiB rows, with and without cache_gpu
-#   tests/gpu/device_run.sh cores [OUT]    # there: the many-core benches (import at 1, 2 and
-#                                          # every thread against PIL; the cold scan against N
-#                                          # `zstd -d` of cold input; cold random rows; host
-#                                          # staging of 150 KB rows)
+#   tests/gpu/device_run.sh carry        # here, after `make`: pack the binaries, the libraries
+#                                        # they need and fusermount3 and zstd into .devpack/
+#                                        # (list it in .git/info/exclude; about 31 MB, under the
+#                                        # 64 MiB a call carries: the libraries alone are 94 MB)
+#   tests/gpu/device_run.sh STEP...      # there (carrying .devpack): unpack, then each step
 #
-# "run" and "cores" put .devlibs on LD_LIBRARY_PATH and PATH, and write their output under OUT
-# (default $OUT, else ./gpu-out). FFmpeg's libraries are not carried: the binary opens them
-# only to import video or audio, which neither runs.
+# Steps, in the order given, each under a time limit of its own:
+#   unit      the staging unit tests (test_staging_cuda)
+#   pytest    tests/gpu: CUDA batches against host ones, and the printed ratios with their
+#             baselines (staging against pinned copy, cache_gpu, first batch)
+#   cuda224   bench_staging on cuda:0, 150 KB rows (224x224x3), batches of 256
+#   cuda224g  the same with -o cache_gpu=8G
+#   cuda32    the same with 3 KiB rows (32x32x3)
+#   host      bench_staging on the host backend, 150 KB rows: the batch split over the pool
+#   import    bench_import: images, JSON Lines and WebDataset at 1, 2 and every thread
+#   cases     bench.py cases 1 and 10 on 2 GiB: the cold scan against N `zstd -d` of cold
+#             input, cold random rows against a local .npy
+#
+# Output goes under $OUT (default ./gpu-out), a file a step (at most 8 come back from a call).
+# Limits (seconds) can be set: GPUT (pytest, 150), BT (each cuda bench, 60), HT (host, 60),
+# IT (import, 150), CT (cases, 150). All of unit, pytest, cuda224, cuda224g, host and cases took
+# 4.5 minutes on an H200 with 16 cores. FFmpeg's libraries are not carried: the binary opens them
+# only to import video or audio, which no step runs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${TENSORFS_BIN:-build/rel/tensorfs}
 
-use_devlibs() {
-	export LD_LIBRARY_PATH="$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	export PATH="$PWD/.devlibs/bin:$PATH" TENSORFS_BIN="$PWD/$BIN"
-}
-
-case "${1:-}" in
-carry)
-	rm -rf .devlibs && mkdir -p .devlibs/bin
+if [ "${1:-}" = carry ]; then
+	rm -rf .devpack .devlibs && mkdir -p .devpack .devlibs/bin
 	# Every library but the C library's own (the device has those, newer).
-	ldd "$BIN" build/rel/tests/test_staging_cuda "$(command -v zstd)" | awk '/=> \// {print $3}' | sort -u |
-		grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so' |
+	ldd "$BIN" build/rel/tests/test_staging_cuda "$(command -v zstd)" | awk '/=> \// {print $3}' |
+		sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so' |
 		while read -r lib; do cp -L "$lib" .devlibs/; done
 	cp -L "$(command -v fusermount3)" "$(command -v zstd)" .devlibs/bin/
-	du -sh .devlibs
-	;;
-run)
-	out=${2:-${OUT:-gpu-out}}
-	mkdir -p "$out"
-	use_devlibs
-	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
-	build/rel/tests/test_staging_cuda 2>&1 | tee "$out/unit.txt" | tail -3
-	python3 -m pytest -v -s tests/gpu 2>&1 | tee "$out/test_gpu.txt" | tail -40
-	for row in 224x224x3 32x32x3; do
-		for cg in "" 8G; do
-			echo "== bench_staging --row $row ${cg:+--cache-gpu $cg}"
-			python3 tests/bench/bench_staging.py --device cuda:0 --row "$row" \
-				--size-mb 1024 --batch 256 --batches 400 ${cg:+--cache-gpu $cg} \
-				--json "$out/bench-$row-${cg:-nocache}.json" 2>&1 | tail -12
-		done
-	done 2>&1 | tee "$out/bench.txt"
-	;;
-cores)
-	out=${2:-${OUT:-gpu-out}}
-	mkdir -p "$out"
-	use_devlibs
-	echo "$(nproc) CPUs" | tee "$out/cores.txt"
-	if python3 -c "import PIL" 2>/dev/null; then
-		timeout 300 python3 tests/bench/bench_import.py --images 6000 --rows 600000 \
-			--repeat 3 2>&1 | tee "$out/import.txt"
-	else
-		echo "bench_import: no PIL on this machine" | tee "$out/import.txt"
-	fi
-	timeout 240 python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 2>&1 |
-		tee "$out/bench.txt" | tail -30
-	# Host staging of 150 KB rows: batches split over the pool's threads.
-	timeout 180 python3 tests/bench/bench_staging.py --device host --row 224x224x3 \
-		--size-mb 1024 --batch 256 --batches 400 --json "$out/bench-host-224x224x3.json" 2>&1 |
-		tee "$out/staging-host.txt" | tail -8
-	cp build/bench/bench-*.json "$out/" 2>/dev/null
-	;;
-*)
-	echo "usage: $0 carry | run [OUT] | cores [OUT]" >&2
+	tar cJf .devpack/devlibs.txz .devlibs && rm -rf .devlibs
+	tar cf .devpack/rel.tar "$BIN" build/rel/tests/test_staging_cuda
+	du -sh .devpack
+	exit 0
+fi
+if [ $# = 0 ]; then
+	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import cases)" >&2
 	exit 2
-	;;
-esac
+fi
+
+T0=$(date +%s)
+o=${OUT:-gpu-out}
+mkdir -p "$o"
+# Python's tarfile: the device may lack xz.
+python3 -c "import tarfile; tarfile.open('.devpack/devlibs.txz').extractall('.')" &&
+	tar xf .devpack/rel.tar || exit 1
+export LD_LIBRARY_PATH="$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$PWD/.devlibs/bin:$PATH" TENSORFS_BIN="$PWD/$BIN" PYTHONUNBUFFERED=1
+ldd "$BIN" | grep "not found"
+elapsed() { echo "[t+$(($(date +%s) - T0))s] $*"; }
+
+bench_cuda() { # row, cache_gpu, step
+	echo "== bench_staging cuda:0 --row $1 ${2:+--cache-gpu $2}"
+	timeout "${BT:-60}" python3 tests/bench/bench_staging.py --device cuda:0 --row "$1" \
+		--size-mb 1024 --batch 256 --batches 200 ${2:+--cache-gpu "$2"} 2>&1 |
+		tee "$o/$3.txt" | tail -14
+}
+
+for step in "$@"; do
+	case $step in
+	unit)
+		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$o/gpu.txt"
+		timeout 60 build/rel/tests/test_staging_cuda >"$o/unit.txt" 2>&1
+		echo "unit rc=$?"
+		tail -4 "$o/unit.txt"
+		;;
+	pytest)
+		timeout "${GPUT:-150}" python3 -m pytest -v -s -p no:cacheprovider tests/gpu \
+			>"$o/test_gpu.txt" 2>&1
+		echo "pytest rc=$?"
+		grep -E "PASSED|FAILED|SKIP|ratio|per batch|first batch|passed|failed" "$o/test_gpu.txt"
+		;;
+	cuda224) bench_cuda 224x224x3 "" "$step" ;;
+	cuda224g) bench_cuda 224x224x3 8G "$step" ;;
+	cuda32) bench_cuda 32x32x3 "" "$step" ;;
+	host)
+		echo "$(nproc) CPUs"
+		timeout "${HT:-60}" python3 tests/bench/bench_staging.py --device host --row 224x224x3 \
+			--size-mb 1024 --batch 256 --batches 300 2>&1 | tee "$o/host.txt" | tail -10
+		;;
+	import)
+		timeout "${IT:-150}" python3 tests/bench/bench_import.py --images 6000 --rows 600000 \
+			--repeat 2 2>&1 | tee "$o/import.txt" | tail -30
+		;;
+	cases)
+		timeout "${CT:-150}" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 2>&1 |
+			tee "$o/cases.txt" | tail -30
+		;;
+	*) echo "unknown step $step" >&2 ;;
+	esac
+	elapsed "$step"
+done
