@@ -34,7 +34,7 @@ struct cuda {
 	/* Releases lists: a host function on the stream itself would hold the stream's next
 	 * batch until the driver ran it. Per slot, evd is recorded here after the release. */
 	cudaStream_t done;
-	cudaEvent_t *evd;
+	cudaEvent_t *evd;	   /* per slot: made once; the stream is thread-safe */
 	struct tfs_workpool *pool; /* the CPU's copies (arena not registered): borrowed */
 	cudaIpcMemHandle_t mh;
 	cudaIpcEventHandle_t *eh;
@@ -49,7 +49,8 @@ struct cuda {
 	struct tfs_kernel_op **kops;
 	size_t *kops_cap;
 	intptr_t *kops_delta; /* per slot: device address minus host address of kops[slot] */
-	/* Per slot: the runs the CPU copies into the pinned slot first (outside the arena). */
+	/* Per slot: the runs the CPU copies into the pinned slot first (outside the arena); the
+	 * slot's fill alone uses them, as it does kops[slot]. */
 	struct tfs_gather_op **cpu_ops;
 	size_t *cpu_cap;
 	struct tfs_devcache *dc; /* the device's chunk cache (cache_gpu), or NULL */
