@@ -509,7 +509,8 @@ static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 			}
 		}
 	} else {
-		tfs_gather_list_run_on(l, c->pinned + base, c->pool, 0);
+		/* cold: the copy engine reads the slot next, not this CPU. */
+		tfs_gather_list_run_on(l, c->pinned + base, c->pool, 1);
 		if (bytes)
 			CK(cudaMemcpyAsync((uint8_t *)c->dmem + base, c->pinned + base, bytes,
 					   cudaMemcpyHostToDevice, c->stream));

@@ -167,6 +167,12 @@ def test_mount_errors(lake, tmp_path, foreground):
     assert rc != 0 and not is_mounted(mnt)
     assert "chmod 600" in err and "planted-secret" not in err, err
 
+    # a CUDA device that is not a number
+    rc, out, err = run_mount_expect_failure([lake.url, mnt, "-o", "cuda_init=gpu0", *fg], mnt,
+                                            tmp_path, "cudainit")
+    assert rc != 0 and not is_mounted(mnt)
+    assert "cuda_init=gpu0" in err, err
+
 
 def test_help():
     # help for one command: its lines of the usage text and an example, on stdout, status 0

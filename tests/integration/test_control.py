@@ -206,6 +206,21 @@ def test_next_gives_back_the_batch_before(lake, mount):
     s.close()
 
 
+def test_cuda_init_readies_a_device_or_says_why_not(lake, mount):
+    """-o cuda_init=0 on a machine without that device (or a build without CUDA) mounts,
+    serves host batches and logs why the device was not made ready; with one, the log says the
+    cache's arena was registered at mount, before any stream."""
+    cols = build(lake)
+    m = mount(lake, opts=("cuda_init=0",))
+    with tensorfs.Stager(m.path, "d/main", ["label"], batch_size=16) as s:
+        b = s.stage([5, 1, 9])
+        assert list(b["label"]) == list(cols["label"][[5, 1, 9]])
+        b.release()
+    log = m.log()
+    assert ("-o cuda_init=0: cuda:0: " in log and "set up when a stream opens" in log) or \
+        "is registered with the CUDA driver" in log, log
+
+
 def test_leases_released_on_close_and_stats(lake, mount):
     build(lake)
     m = mount(lake)
