@@ -20,7 +20,8 @@
  *       directory name, e.g. seed=7,epoch=0,rank=0,world=8), or the absolute path of such a
  *       directory under the mount. depth: slots in the ring (default 4, 1..64). batch: the most
  *       rows one slot holds (default 1024, less if 1024 rows exceed 1 GiB; a slot holds at most
- *       1 GiB). ahead: batches of `next` assembled ahead of the loader (default min(2, depth-1)).
+ *       1 GiB). ahead: batches of `next` assembled ahead of the loader, side by side (default
+ *       depth-1, at most 8).
  *       room: bytes of row data a slot holds for each ragged, text or bytes column (K, M, G
  *       suffixes); by default the most that any `batch` rows in a row of the stream's order
  *       hold, found at open by reading the column's offsets once. A batch whose rows need more
@@ -28,7 +29,9 @@
  *     -> ok stream=S rows=N slots=D batch=B device=DEV commit=HEX slot_bytes=X
  *   stage stream=S rows=I,J,K [slot=N]     rows of the stream (view rows for a view), any order
  *   stage stream=S range=A:B [slot=N]      rows A..B-1
- *   next stream=S batch=B                  the next B rows in stream order (fewer at the end)
+ *   next stream=S batch=B [release=K]      the next B rows in stream order (fewer at the end);
+ *                                          release=K first gives slot K back, as release does
+ *                                          (an error if it is not leased: then no batch)
  *     -> ok stream=S slot=N rows=R pos=P bytes=X file=PATH file_bytes=F
  *           col=NAME offset=O dtype=DESCR shape=R,D1,D2 [col=...]          (host)
  *     -> ok stream=S slot=N rows=R pos=P bytes=X device=cuda:K ipc=HEX128 event=HEX128
