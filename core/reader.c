@@ -52,6 +52,9 @@ void tfs_gather_list_release(struct tfs_gather_list *l)
 {
 	for (size_t i = 0; i < l->npins; i++)
 		tfs_cache_put(l->cache, l->pins[i].e);
+	if (l->map_used)
+		memset(l->map, 0, l->map_cap * sizeof(*l->map));
+	l->map_used = 0;
 	l->npins = 0;
 	l->nops = 0;
 	l->bytes = 0;
@@ -62,6 +65,9 @@ void tfs_gather_list_free(struct tfs_gather_list *l)
 	tfs_gather_list_release(l);
 	free(l->ops);
 	free(l->pins);
+	free(l->map);
+	l->map = NULL;
+	l->map_cap = 0;
 	l->ops = NULL;
 	l->pins = NULL;
 	l->ops_cap = l->pins_cap = 0;
@@ -159,7 +165,64 @@ static int pins_grow(struct tfs_gather_list *l)
 	return TFS_GROW(l->pins, &l->pins_cap, l->npins + 1);
 }
 
-/* Keep e, read by the list's ops, pinned until the list is released; *pin: its index. */
+static size_t map_slot(const struct tfs_gather_list *l, size_t part, size_t k)
+{
+	uint64_t h = ((uint64_t)part << 40 ^ (uint64_t)k) * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 17) & (l->map_cap - 1);
+}
+
+/* The pin of the whole chunk k of column part, or -1. */
+static long map_find(const struct tfs_gather_list *l, size_t part, size_t k)
+{
+	if (!l->map_used)
+		return -1;
+	for (size_t s = map_slot(l, part, k);; s = (s + 1) & (l->map_cap - 1)) {
+		const uint32_t v = l->map[s];
+
+		if (!v)
+			return -1;
+		if (l->pins[v - 1].part == part && l->pins[v - 1].k == k)
+			return (long)v - 1;
+	}
+}
+
+static void map_put(struct tfs_gather_list *l, uint32_t pin)
+{
+	const struct tfs_gather_pin *p = &l->pins[pin];
+	size_t s = map_slot(l, p->part, p->k);
+
+	while (l->map[s])
+		s = (s + 1) & (l->map_cap - 1);
+	l->map[s] = pin + 1;
+	l->map_used++;
+}
+
+/* Room in the map for one more whole chunk: doubled (and refilled) at half full. */
+static int map_grow(struct tfs_gather_list *l)
+{
+	size_t cap = l->map_cap ? l->map_cap : 64;
+	uint32_t *m;
+
+	if (2 * (l->map_used + 1) <= l->map_cap)
+		return 0;
+	while (2 * (l->map_used + 1) > cap)
+		cap *= 2;
+	m = calloc(cap, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	free(l->map);
+	l->map = m;
+	l->map_cap = cap;
+	l->map_used = 0;
+	for (size_t i = 0; i < l->npins; i++)
+		if (l->pins[i].whole && map_find(l, l->pins[i].part, l->pins[i].k) < 0)
+			map_put(l, (uint32_t)i);
+	return 0;
+}
+
+/* Keep e, read by the list's ops, pinned until the list is released; *pin: its index. Room
+ * for it was made (pins_grow, and map_grow for a whole chunk). */
 static void pin_add(struct tfs_reader *r, struct tfs_gather_list *l, struct tfs_cache_entry *e,
 		    size_t part, size_t k, uint64_t base, uint32_t *pin)
 {
@@ -172,14 +235,23 @@ static void pin_add(struct tfs_reader *r, struct tfs_gather_list *l, struct tfs_
 		part, k,
 		base, !base && e->len >= tfs_column_chunk_rows(c, k) * c->row_bytes
 	};
+	if (l->pins[*pin].whole && map_find(l, part, k) < 0) {
+		assert(2 * (l->map_used + 1) <= l->map_cap);
+		map_put(l, *pin);
+	}
 }
 
-/* Among the last pins the list took (rows of a batch come from a few chunks at a time), the one
- * of chunk k of column part that holds byte off of the chunk (whole: a whole chunk), or -1. */
+/* The list's pin of chunk k of column part that holds byte off of the chunk (whole: a whole
+ * chunk), or -1: a whole chunk from the map, a frame among the last pins the list took (rows of
+ * a batch come from a few frames at a time). */
 static long recent_pin(const struct tfs_gather_list *l, size_t part, size_t k, uint64_t off,
 		       int whole)
 {
 	const size_t look = l->npins < 32 ? l->npins : 32;
+	const long m = map_find(l, part, k);
+
+	if (m >= 0)
+		return m;
 
 	for (size_t i = l->npins; i > l->npins - look; i--) {
 		const struct tfs_gather_pin *p = &l->pins[i - 1];
@@ -222,6 +294,8 @@ static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 	}
 	*base = 0;
 	rc = pins_grow(l);
+	if (!rc)
+		rc = map_grow(l);
 	if (rc)
 		return rc;
 	/* Until the loads ahead start, a chunk is looked up first (one lookup, as a get's): the

@@ -45,6 +45,11 @@ struct tfs_gather_list {
 	struct tfs_gather_pin *pins;
 	size_t npins, pins_cap;
 	uint64_t bytes; /* the ops' bytes */
+	/* The whole chunks among the pins, by chunk: open addressing, map_cap slots (a power of
+	 * two, at least twice map_used), each a pin's index + 1 or 0 (free). A chunk is pinned
+	 * once a list however many of the batch's rows it holds. */
+	uint32_t *map;
+	size_t map_cap, map_used;
 };
 
 void tfs_gather_list_init(struct tfs_gather_list *l, struct tfs_cache *cache);

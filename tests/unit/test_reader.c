@@ -326,6 +326,57 @@ static void test_frames(void **state)
 	free(dst);
 }
 
+/* A chunk is pinned once a list however the batch's rows alternate among chunks, as a shuffled
+ * batch's do: here 100 chunks in turn, three times over (more than the last pins a frame is
+ * looked for among). */
+static void test_pins_once(void **state)
+{
+	const struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD,
+					   .level = 1,
+					   .chunk_bytes = 8 << 10 };
+	const size_t bytes = (ROWS + 1) * 8 + ROWS * 8 + ROOM;
+	uint8_t *dst = calloc(1, bytes);
+	char path[256];
+	struct tfs_import_src src = { "img", path, TFS_SRC_NPY, 0 };
+	struct tfs_gather_place at;
+	struct tfs_gather_result res;
+	struct tfs_gather_list l;
+	struct tfs_version *vp;
+	struct tfs_reader *r;
+	const struct tfs_column *c;
+	uint64_t rows[ROWS];
+	struct tfs_id id;
+	int col;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/img.npy", tmpdir); /* setup's 8000 rows of 600 bytes */
+	assert_int_equal(tfs_dataset_create(store, "p"), 0);
+	assert_int_equal(tfs_import(store, "p", &src, 1, &o, &id), 0);
+	assert_int_equal(tfs_version_open(store, "p", &id, &vp), 0);
+	col = tfs_version_column(vp, "img");
+	c = &vp->manifest.cols[col];
+	assert_true(c->nchunks >= 100);
+	for (size_t i = 0; i < ROWS; i++)
+		rows[i] = tfs_column_chunk_first(c, i % 100) + i / 100;
+	layout(&at);
+	assert_int_equal(tfs_reader_open(vp, cache, 0, &r), 0);
+	tfs_gather_list_init(&l, cache);
+	assert_int_equal(tfs_reader_gather(r, (size_t)col, rows, ROWS, &at, dst, &l, &res), 0);
+	assert_int_equal(l.npins, 100);
+	tfs_gather_list_run(&l, dst);
+	check(vp, (size_t)col, rows, ROWS, &at, dst, NULL);
+	/* Released and used again: the map starts empty. */
+	tfs_gather_list_release(&l);
+	assert_int_equal(tfs_reader_gather(r, (size_t)col, rows + 150, 150, &at, dst, &l, &res), 0);
+	assert_int_equal(l.npins, 100);
+	tfs_gather_list_run(&l, dst);
+	check(vp, (size_t)col, rows + 150, 150, &at, dst, NULL);
+	tfs_gather_list_free(&l);
+	tfs_reader_close(r);
+	tfs_version_put(vp);
+	free(dst);
+}
+
 /* Rows that do not fit a column's room: -E2BIG with the bytes they need. */
 static void test_room(void **state)
 {
@@ -507,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_text),	     cmocka_unit_test(test_bytes),
 		cmocka_unit_test(test_room),	     cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_pad_bad_rows), cmocka_unit_test(test_run_on_pool),
+		cmocka_unit_test(test_pins_once),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
