@@ -242,22 +242,21 @@ static void pin_add(struct tfs_reader *r, struct tfs_gather_list *l, struct tfs_
 }
 
 /* The list's pin of chunk k of column part that holds byte off of the chunk (whole: a whole
- * chunk), or -1: a whole chunk from the map, a frame among the last pins the list took (rows of
- * a batch come from a few frames at a time). */
+ * chunk), or -1: a whole chunk from the map (which holds every one), a frame among the last pins
+ * the list took (rows of a batch come from a few frames at a time). */
 static long recent_pin(const struct tfs_gather_list *l, size_t part, size_t k, uint64_t off,
 		       int whole)
 {
 	const size_t look = l->npins < 32 ? l->npins : 32;
 	const long m = map_find(l, part, k);
 
-	if (m >= 0)
+	if (m >= 0 || whole)
 		return m;
 
 	for (size_t i = l->npins; i > l->npins - look; i--) {
 		const struct tfs_gather_pin *p = &l->pins[i - 1];
 
-		if (p->part == part && p->k == k && (!whole || p->whole) && off >= p->base &&
-		    off < p->base + p->e->len)
+		if (p->part == part && p->k == k && off >= p->base && off < p->base + p->e->len)
 			return (long)(i - 1);
 	}
 	return -1;

@@ -45,7 +45,7 @@ static int opt_count(const char *name, const char *val, long lo, long hi, long *
 	char *end;
 
 	*n = strtol(val, &end, 10);
-	if (*end || *n < lo || *n > hi) {
+	if (end == val || *end || *n < lo || *n > hi) {
 		tfs_err("-o %s=%s: expected %ld..%ld", name, val, lo, hi);
 		return -EINVAL;
 	}
@@ -106,16 +106,10 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 				return -EINVAL;
 			}
 		} else if (!strcmp(o, "cuda_init") && val) {
-			char *end;
 			long n;
 
-			errno = 0;
-			n = strtol(val, &end, 10);
-			if (errno || *end || end == val || n < 0 || n > 1024) {
-				tfs_err("-o cuda_init=%s: expected a CUDA device number like 0",
-					val);
+			if (opt_count(o, val, 0, 1024, &n))
 				return -EINVAL;
-			}
 			ctl_limits.cuda_init = (int)n + 1;
 		} else if (!strcmp(o, "cache_tier") && val) {
 			lc->cache_tier = val;
