@@ -132,6 +132,27 @@ static int ioc_stage(struct tfs_ctlfile_session *se, const struct tfs_ctl_stage 
 	return rc;
 }
 
+static int ioc_next(struct tfs_ctlfile_session *se, const struct tfs_ctl_next *in,
+		    struct tfs_ctl_next *out, char *err)
+{
+	struct tfs_ctl_stream *s = tfs_ctl_stream_find(se, in->stream, err);
+	unsigned slot;
+	int rc;
+
+	if (!s)
+		return -ENOENT;
+	if (in->release < -1) {
+		SET_ERR("release=%d: a slot, or -1 for none", in->release);
+		return -EINVAL;
+	}
+	rc = in->release >= 0 ? tfs_ctl_stream_release(s, in->release, err) : 0;
+	if (!rc)
+		rc = tfs_ctl_stream_next(s, in->batch, &slot, err);
+	if (!rc)
+		fill_batch(s, slot, &out->out);
+	return rc;
+}
+
 struct ioc {
 	unsigned cmd;
 	size_t size;
@@ -144,6 +165,7 @@ static const struct ioc iocs[] = {
 	{ TFS_CTL_IOC_CLOSE, sizeof(struct tfs_ctl_close) },
 	{ TFS_CTL_IOC_STATS, sizeof(struct tfs_ctl_stats) },
 	{ TFS_CTL_IOC_SEEK, sizeof(struct tfs_ctl_seek) },
+	{ TFS_CTL_IOC_NEXT, sizeof(struct tfs_ctl_next) },
 };
 
 int tfs_ctlfile_ioctl(struct tfs_ctlfile_session *se, unsigned cmd, const void *in, size_t in_len,
@@ -173,6 +195,8 @@ int tfs_ctlfile_ioctl(struct tfs_ctlfile_session *se, unsigned cmd, const void *
 		rc = ioc_open(se, out, err);
 	} else if (cmd == TFS_CTL_IOC_STAGE) {
 		rc = ioc_stage(se, in, out, err);
+	} else if (cmd == TFS_CTL_IOC_NEXT) {
+		rc = ioc_next(se, in, out, err);
 	} else if (cmd == TFS_CTL_IOC_RELEASE) {
 		const struct tfs_ctl_release *r = in;
 

@@ -92,6 +92,16 @@ int tfs_client_next(int fd, uint32_t stream, uint64_t count, struct tfs_ctl_stag
 	return stage(fd, stream, TFS_CTL_NEXT, 0, count, NULL, 0, io);
 }
 
+int tfs_client_next_release(int fd, uint32_t stream, uint64_t count, int32_t release,
+			    struct tfs_ctl_next *io)
+{
+	memset(io, 0, offsetof(struct tfs_ctl_next, out));
+	io->stream = stream;
+	io->release = release;
+	io->batch = count;
+	return call(fd, TFS_CTL_IOC_NEXT, io, &io->st);
+}
+
 int tfs_client_seek(int fd, uint32_t stream, uint64_t pos)
 {
 	struct tfs_ctl_seek k = { .stream = stream, .pos = pos };

@@ -204,6 +204,7 @@ static void run_ioctls(struct tfs_ctlfile_session *se, const uint8_t *data, size
 		{ TFS_CTL_IOC_CLOSE, sizeof(struct tfs_ctl_close) },
 		{ TFS_CTL_IOC_STATS, sizeof(struct tfs_ctl_stats) },
 		{ TFS_CTL_IOC_SEEK, sizeof(struct tfs_ctl_seek) },
+		{ TFS_CTL_IOC_NEXT, sizeof(struct tfs_ctl_next) },
 	};
 	static uint8_t in[16384], out[16384];
 

@@ -3,6 +3,8 @@
  *
  * usage: ctl_client MOUNT TARGET COL[,COL...] DEVICE OUTDIR OP...
  *   rows:I,J,K  range:A:B  next:B  all:B (next until the end)  seek:P  stats  release:S
+ *   each:B (next until the end, each batch given back in the call for the next: one
+ *   TFS_CTL_IOC_NEXT a batch)  after:B:K (one such call giving back slot K)
  *   text:LINE (one text request, its reply printed)
  *        ctl_client rows COLDIR
  *   prints each row of a ragged, text or bytes column (tfs_client_rows_open): "I LEN HEX [D...]"
@@ -178,6 +180,32 @@ int main(int argc, char **argv)
 				tfs_client_release(fd, o.stream, (int32_t)io.u.batch.slot);
 			}
 			printf("end %d %s\n", rc, io.st.msg);
+			continue;
+		} else if (!strncmp(op, "each:", 5)) {
+			const uint64_t b = strtoull(op + 5, NULL, 10);
+			struct tfs_ctl_next nx;
+			int32_t give = -1;
+
+			while (!(rc = tfs_client_next_release(fd, o.stream, b, give, &nx))) {
+				dump(argv[5], &nx.out);
+				give = (int32_t)nx.out.slot;
+			}
+			printf("end %d %s\n", rc, nx.st.msg);
+			continue;
+		} else if (!strncmp(op, "after:", 6)) {
+			unsigned long long b;
+			int k;
+			struct tfs_ctl_next nx;
+
+			if (sscanf(op + 6, "%llu:%d", &b, &k) != 2)
+				return 2;
+			rc = tfs_client_next_release(fd, o.stream, b, k, &nx);
+			if (rc) {
+				printf("error %d %s\n", rc, nx.st.msg);
+				continue;
+			}
+			dump(argv[5], &nx.out);
+			tfs_client_release(fd, o.stream, (int32_t)nx.out.slot);
 			continue;
 		} else if (!strncmp(op, "seek:", 5)) {
 			rc = tfs_client_seek(fd, o.stream, strtoull(op + 5, NULL, 10));

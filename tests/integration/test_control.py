@@ -206,6 +206,50 @@ def test_next_gives_back_the_batch_before(lake, mount):
     s.close()
 
 
+def test_stager_next_is_one_ioctl(lake, mount):
+    """Stager.next asks through TFS_CTL_IOC_NEXT (one call into the daemon a batch, the slot
+    before given back in it) and gets what the text request gives: the same batches of a
+    shuffled view, the same errors, None at the end."""
+    cols = build(lake)
+    m = mount(lake)
+    vp = tensorfs.view_path(m.path / "d" / "main", seed=5)
+    order = np.load(os.path.join(vp, "label.npy"))
+    got = {}
+    for how in ("ioctl", "text"):
+        with tensorfs.Stager(m.path, vp, ["image", "label", "feat"], depth=2,
+                             batch_size=128) as g:
+            if how == "text":
+                g._next_ioctl = False  # as with a daemon without the ioctl
+            got[how] = [(b.pos, {k: np.array(v) for k, v in b.items()}) for b in g.batches()]
+            assert g._next_ioctl is (how == "ioctl")
+            assert g.next() is None  # the end, again
+            assert int(g.stats()["leased"]) == 0
+    assert [p for p, _ in got["ioctl"]] == list(range(0, N, 128))
+    for (p, a), (q, b) in zip(got["ioctl"], got["text"], strict=True):
+        assert p == q and a.keys() == b.keys()
+        for k in a:
+            assert np.array_equal(a[k], b[k]), (p, k)
+    assert np.array_equal(np.concatenate([a["label"] for _, a in got["ioctl"]]), order)
+    assert np.array_equal(np.concatenate([a["feat"] for _, a in got["ioctl"]]),
+                          cols["feat"][(order - 1) // 3])
+    # A slot not held: refused with no batch made; the stream goes on from where it was.
+    with tensorfs.Stager(m.path, vp, ["label"], depth=2, batch_size=10) as g:
+        b = g.next()
+        with pytest.raises(tensorfs.StagingError) as ei:
+            g.next(release=1 - b.slot)
+        assert ei.value.errno == errno.EINVAL and "not leased" in str(ei.value)
+        assert g._next_ioctl
+        c = g.next(release=b)
+        assert c.pos == 10 and list(c["label"]) == list(order[10:20])
+        with pytest.raises(tensorfs.StagingError) as ei:
+            g.next(batch_size=0, release=c)
+        assert ei.value.errno == errno.EINVAL and "at least 1" in str(ei.value)
+        g.seek(N - 5)
+        assert g.next(release=None).rows == 5
+    with pytest.raises(ValueError):
+        g.next()
+
+
 def test_cuda_init_readies_a_device_or_says_why_not(lake, mount):
     """-o cuda_init=0 on a machine without that device (or a build without CUDA) mounts,
     serves host batches and logs why the device was not made ready; with one, the log says the
@@ -512,7 +556,12 @@ def test_ioctl_path_from_c_client(lake, mount, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     ops = ["rows:5,9,12,2999,0,5", "range:100:164", "next:40", "next:40", "next:100000",
-           "rows:3000", "release:2", "text:stats", "seek:2990", "all:4", "stats"]
+           "rows:3000", "release:2", "text:stats", "seek:2990", "all:4", "stats",
+           # TFS_CTL_IOC_NEXT: each batch given back in the call for the next; a slot not
+           # leased, or a negative one other than -1, refused with no batch made (the next
+           # call goes on from the same row)
+           "seek:2990", "each:4", "seek:2500", "after:3:3", "after:3:-2", "after:3:-1",
+           "stats"]
     p = subprocess.run([CTL_CLIENT, str(m.path), "d/main", "image,feat", "host", str(out)] + ops,
                        capture_output=True, text=True, timeout=60 * SLOW)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -520,7 +569,8 @@ def test_ioctl_path_from_c_client(lake, mount, tmp_path):
     assert lines[0].startswith(f"stream 1 rows {N} slots 4 batch 1024"), lines
     expect = [[5, 9, 12, 2999, 0, 5], list(range(100, 164)), list(range(0, 40)),
               list(range(40, 80)), list(range(2990, 2994)), list(range(2994, 2998)),
-              list(range(2998, 3000))]
+              list(range(2998, 3000)), list(range(2990, 2994)), list(range(2994, 2998)),
+              list(range(2998, 3000)), list(range(2500, 2503))]
     batches = [ln for ln in lines if ln.startswith("batch ")]
     assert len(batches) == len(expect), lines
     for i, rows in enumerate(expect):
@@ -531,9 +581,12 @@ def test_ioctl_path_from_c_client(lake, mount, tmp_path):
     assert f"error -{errno.E2BIG} " in p.stdout   # next:100000
     assert f"error -{errno.ERANGE} " in p.stdout  # rows:3000
     assert f"release -{errno.EINVAL}" in p.stdout  # slot 2 was not leased
-    assert f"end -{errno.ENODATA} end of stream" in p.stdout
+    assert p.stdout.count(f"end -{errno.ENODATA} end of stream") == 2
+    assert f"error -{errno.EINVAL} slot 3 of stream 1 is not leased" in p.stdout
+    assert f"error -{errno.EINVAL} release=-2: a slot, or -1 for none" in p.stdout
     assert "text " in p.stdout and " ok sessions=1 " in p.stdout
-    assert "stats 0 sessions 1 streams 1 leased 0" in p.stdout
+    # every slot given back, each:4's last one in the call that found the end
+    assert p.stdout.count("stats 0 sessions 1 streams 1 leased 0") == 2, p.stdout
     # ioctl errors: an unknown dataset, a missing device
     for target, col, dev, code in (("nope/main", "image", "host", errno.ENOENT),
                                    ("d/main", "nope", "host", errno.EINVAL),

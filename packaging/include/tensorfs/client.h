@@ -33,6 +33,10 @@ int tfs_client_stage_range(int fd, uint32_t stream, uint64_t start, uint64_t cou
 			   struct tfs_ctl_stage *io);
 /* The next count rows of the stream; -ENODATA at its end. */
 int tfs_client_next(int fd, uint32_t stream, uint64_t count, struct tfs_ctl_stage *io);
+/* The same in one call with slot `release` given back first (-1: none), as a loader that is done
+ * with its last batch asks for the next: on success io->out describes the batch. */
+int tfs_client_next_release(int fd, uint32_t stream, uint64_t count, int32_t release,
+			    struct tfs_ctl_next *io);
 int tfs_client_seek(int fd, uint32_t stream, uint64_t pos);
 
 /* slot -1: every slot of the stream. */

@@ -194,6 +194,19 @@ struct tfs_ctl_seek {
 	uint64_t pos;
 };
 
+/* next stream=S batch=B [release=K]: slot `release` given back first (-1: none; a slot not
+ * leased is an error, and then no batch is made), then the next `batch` rows (at least 1) in
+ * stream order into `out`. -ENODATA after the last row. */
+struct tfs_ctl_next {
+	struct tfs_ctl_status st;
+	/* in */
+	uint32_t stream;
+	int32_t release;
+	uint64_t batch;
+	/* out */
+	struct tfs_ctl_batch out;
+};
+
 struct tfs_ctl_stats {
 	struct tfs_ctl_status st;
 	/* out: the daemon */
@@ -209,6 +222,7 @@ struct tfs_ctl_stats {
 #define TFS_CTL_IOC_CLOSE _IOWR(TFS_CTL_IOC_MAGIC, 4, struct tfs_ctl_close)
 #define TFS_CTL_IOC_STATS _IOWR(TFS_CTL_IOC_MAGIC, 5, struct tfs_ctl_stats)
 #define TFS_CTL_IOC_SEEK _IOWR(TFS_CTL_IOC_MAGIC, 6, struct tfs_ctl_seek)
+#define TFS_CTL_IOC_NEXT _IOWR(TFS_CTL_IOC_MAGIC, 7, struct tfs_ctl_next)
 
 /* The ioctl size field has 14 bits: every struct must stay under 16 KiB. */
 #ifdef __cplusplus
@@ -218,6 +232,7 @@ struct tfs_ctl_stats {
 #endif
 TFS_CTL_STATIC_ASSERT(sizeof(struct tfs_ctl_open) < 16384, "tfs_ctl_open too large");
 TFS_CTL_STATIC_ASSERT(sizeof(struct tfs_ctl_stage) < 16384, "tfs_ctl_stage too large");
+TFS_CTL_STATIC_ASSERT(sizeof(struct tfs_ctl_next) < 16384, "tfs_ctl_next too large");
 TFS_CTL_STATIC_ASSERT(sizeof(struct tfs_ctl_stats) < 16384, "tfs_ctl_stats too large");
 #undef TFS_CTL_STATIC_ASSERT
 

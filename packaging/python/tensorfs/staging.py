@@ -2,7 +2,8 @@
 """Batched staging: the daemon gathers rows into shared slots; the loader only maps them.
 
 ``Stager`` speaks the text protocol of ``<mount>/.tensorfs/control`` (documented in
-``tensorfs/control.h`` and the README). Host batches are numpy arrays on the daemon's
+``tensorfs/control.h`` and the README), and asks for each next batch with the protocol's
+TFS_CTL_IOC_NEXT ioctl: one call into the daemon a batch where a text request makes two. Host batches are numpy arrays on the daemon's
 shared-memory slot file (zero-copy, read-only); CUDA batches are torch tensors on the daemon's
 device slots, opened through CUDA IPC, after the current stream waits on the slot's event.
 
@@ -14,6 +15,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno as _errno
+import fcntl
 import glob
 import mmap
 import os
@@ -69,6 +71,70 @@ def _parse_reply(text):
         else:
             fields[key] = val
     return fields, cols
+
+
+# The structs of TFS_CTL_IOC_NEXT (tensorfs/control.h), as ctypes lays them out like the C
+# compiler: a layout that drifted would change the command's size field, and the daemon would
+# answer ENOTTY to it (then the text request is used: a test checks that the ioctl is).
+_CTL_ABI, _CTL_MAX_COLS, _CTL_MAX_DIMS = 2, 16, 32
+
+
+class _CtlStatus(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int32), ("abi", ctypes.c_uint32), ("msg", ctypes.c_char * 248)]
+
+
+class _CtlCol(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 136), ("dtype", ctypes.c_char * 8),
+                ("ndim", ctypes.c_uint32), ("kind", ctypes.c_uint32),
+                ("shape", ctypes.c_uint64 * _CTL_MAX_DIMS), ("offset", ctypes.c_uint64),
+                ("bytes", ctypes.c_uint64), ("data", ctypes.c_uint64),
+                ("shapes", ctypes.c_uint64)]
+
+
+class _CtlBatch(ctypes.Structure):
+    _fields_ = [("stream", ctypes.c_uint32), ("slot", ctypes.c_uint32),
+                ("rows", ctypes.c_uint64), ("pos", ctypes.c_uint64),
+                ("device", ctypes.c_int32), ("ncols", ctypes.c_uint32),
+                ("path", ctypes.c_char * 256), ("file_bytes", ctypes.c_uint64),
+                ("ipc_mem", ctypes.c_uint8 * 64), ("ipc_event", ctypes.c_uint8 * 64),
+                ("cols", _CtlCol * _CTL_MAX_COLS)]
+
+
+class _CtlNext(ctypes.Structure):
+    _fields_ = [("st", _CtlStatus), ("stream", ctypes.c_uint32), ("release", ctypes.c_int32),
+                ("batch", ctypes.c_uint64), ("out", _CtlBatch)]
+
+
+# _IOWR(0xB9, 7, struct tfs_ctl_next): direction read|write, size, type, number.
+_IOC_NEXT = (3 << 30) | (ctypes.sizeof(_CtlNext) << 16) | (0xB9 << 8) | 7
+_KINDS = {1: "ragged", 2: "text", 3: "bytes"}
+
+
+def _batch_fields(b):
+    """A struct tfs_ctl_batch -> the (dict, [column dicts]) of its text reply."""
+    info = {"stream": str(b.stream), "slot": str(b.slot), "rows": str(b.rows),
+            "pos": str(b.pos)}
+    if b.device < 0:
+        info["file"] = os.fsdecode(b.path)
+        info["file_bytes"] = str(b.file_bytes)
+    else:
+        info["device"] = f"cuda:{b.device}"
+        info["ipc"] = bytes(b.ipc_mem).hex()
+        info["event"] = bytes(b.ipc_event).hex()
+    cols, total = [], 0
+    for c in b.cols[:b.ncols]:
+        col = {"name": c.name.decode(), "dtype": c.dtype.decode()}
+        total += c.bytes
+        if c.kind in _KINDS:
+            col.update(kind=_KINDS[c.kind], offsets=str(c.offset), data=str(c.data),
+                       data_bytes=str(c.bytes))
+            if c.kind == 1:
+                col.update(shapes=str(c.shapes), rank=str(c.ndim))
+        else:
+            col.update(offset=str(c.offset), shape=",".join(map(str, c.shape[:c.ndim])))
+        cols.append(col)
+    info["bytes"] = str(total)
+    return info, cols
 
 
 def _loaded_cudart():
@@ -218,6 +284,8 @@ class Stager:
         self._cuda = None
         self._dev = None  # the CUDA device of the batches
         self._leased = {}
+        self._next = _CtlNext()  # the TFS_CTL_IOC_NEXT call, reused
+        self._next_ioctl = None  # None: not tried yet; False: the daemon lacks it
         try:
             req = (f"open {_target(mountpoint, version_or_view)} cols={','.join(self.columns)}"
                    f" device={device} depth={int(depth)}")
@@ -259,7 +327,8 @@ class Stager:
         return text
 
     def _batch(self, reply):
-        info, cols = _parse_reply(reply)
+        """A batch from its reply: the text line, or what _next_call made of the ioctl's."""
+        info, cols = _parse_reply(reply) if isinstance(reply, str) else reply
         arrays = {}
         if "file" in info:
             if self._mm is None:
@@ -342,15 +411,41 @@ class Stager:
         """The next batch_size rows in stream order (fewer at the end); None at the end.
         release: a batch (or slot) given back in the same request."""
         n = self.batch_size if batch_size is None else int(batch_size)
-        req = f"next stream={self.stream} batch={n}"
-        if release is not None:
-            req += f" release={self._let_go(release)}"
+        give = -1 if release is None else self._let_go(release)
         try:
+            if self._next_ioctl is not False:
+                reply = self._next_call(n, give)
+                if reply is not None:
+                    return self._batch(reply)
+            req = f"next stream={self.stream} batch={n}"
+            if give >= 0:
+                req += f" release={give}"
             return self._batch(self.request(req))
         except StagingError as e:
             if e.errno == _errno.ENODATA:
                 return None
             raise
+
+    def _next_call(self, n, give):
+        """next through TFS_CTL_IOC_NEXT: the (dict, [column dicts]) of its batch, or None
+        when the daemon does not have the ioctl (an older one: text from then on)."""
+        if self._fd is None:
+            raise ValueError("the stager is closed")
+        x = self._next
+        x.st.status, x.st.abi = 0, _CTL_ABI
+        x.stream, x.release, x.batch = self.stream, give, n
+        try:
+            fcntl.ioctl(self._fd, _IOC_NEXT, x, True)
+        except OSError as e:
+            if e.errno != _errno.ENOTTY or self._next_ioctl:
+                raise
+            self._next_ioctl = False
+            return None
+        self._next_ioctl = True
+        if x.st.status < 0:
+            raise StagingError(_errno.errorcode.get(-x.st.status, "EIO"),
+                               x.st.msg.decode("utf-8", "replace"))
+        return _batch_fields(x.out)
 
     def seek(self, pos=0):
         self.request(f"seek stream={self.stream} pos={int(pos)}")
