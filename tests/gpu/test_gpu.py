@@ -300,14 +300,14 @@ def staged_epoch(g, loader, batch, rb, check=None, spent=None):
     Stager.batches does; returns the bytes staged. spent: a dict that gains the loader's
     seconds in requests and in event waits, and the batches."""
     g.seek(0)
-    done, prev = 0, ""
+    done, prev = 0, -1
     t = spent if spent is not None else {}
     for k in ("next", "wait", "batches"):
         t.setdefault(k, 0)
     while True:
         t0 = time.perf_counter()
         try:
-            f, c = raw(g, f"next stream={g.stream} batch={batch}{prev}")
+            f, c = g._next_call(batch, prev)  # TFS_CTL_IOC_NEXT, as Stager.next asks
         except tensorfs.StagingError:
             return done
         t1 = time.perf_counter()
@@ -315,7 +315,7 @@ def staged_epoch(g, loader, batch, rb, check=None, spent=None):
         if check:
             check(got)
         done += int(f["rows"]) * rb
-        prev = f" release={f['slot']}"
+        prev = int(f["slot"])
         t["next"] += t1 - t0
         t["wait"] += time.perf_counter() - t1
         t["batches"] += 1
