@@ -558,6 +558,8 @@ static ssize_t dc_get_range(struct tfs_store *s, const char *key, uint64_t off, 
 		tfs_id_hex(&id, name);
 		fd = openat(dc->dir_fd, name, O_RDONLY | O_CLOEXEC);
 		if (fd >= 0) {
+			/* The range alone is needed: no read-ahead past it (as store_file). */
+			(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 			got = pread(fd, buf, len, (off_t)off);
 			close(fd);
 		}

@@ -131,6 +131,9 @@ static ssize_t file_get_range(struct tfs_store *st, const char *key, uint64_t of
 	fd = openat(fs_of(st)->root_fd, key, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	/* The range is what the reader needs (a frame, a run of frames, an index): the kernel's
+	 * read-ahead past it would be read from the disk for nothing. */
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 	while (done < len) {
 		rc = pread(fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
 		if (rc < 0 && errno == EINTR)
