@@ -115,6 +115,18 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 		free(ctl);
 		return -ENOMEM;
 	}
+	const uint64_t keep = cfg->keep_given ? cfg->max_keep : TFS_CTL_DEFAULT_KEEP;
+
+	if (keep) {
+		const int e = tfs_ringkeep_create(keep, &ctl->keep);
+
+		if (e) {
+			free(ctl->shm_dir);
+			free(ctl->mountpoint);
+			free(ctl);
+			return e;
+		}
+	}
 	pthread_mutex_init(&ctl->lock, NULL);
 	remove_stale_files(ctl->shm_dir);
 	*out = ctl;
@@ -144,6 +156,7 @@ void tfs_ctlfile_destroy(struct tfs_ctlfile *ctl)
 		ctl->sessions = s->next;
 		session_free(s);
 	}
+	tfs_ringkeep_free(ctl->keep); /* after the streams that kept their slots there */
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl->mountpoint);
 	free(ctl->shm_dir);
@@ -590,6 +603,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.uid = se->uid;
 	cfg.gid = se->gid;
 	cfg.pool = tfs_lake_pool(ctl->lake);
+	cfg.keep = ctl->keep;
 	rc = tfs_staging_create(&cfg, &s->ring, err, ERR_MAX);
 	if (!rc && s->view && !s->pack)
 		rc = stream_plan(s, slot_bytes / s->max_batch);
@@ -664,10 +678,12 @@ const char *tfs_ctl_errno_name(int e)
 int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 {
 	struct tfs_staging_stats ss;
+	struct tfs_ringkeep_stats ks;
 	struct tfs_ctl_stats st;
 
 	tfs_staging_stats(&ss);
 	tfs_ctl_stats_now(ctl, &st, NULL);
+	tfs_ringkeep_stats(ctl->keep, &ks);
 	return tfs_buf_printf(
 		out,
 		"  \"staging\": {\"sessions\": %" PRIu64 ", \"streams\": %" PRIu64
@@ -676,10 +692,13 @@ int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 		", \"gather_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
 		", \"gpu_cache\": {\"budget\": %" PRIu64 ", \"bytes\": %" PRIu64
 		", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
-		", \"evictions\": %" PRIu64 "}},\n",
+		", \"evictions\": %" PRIu64 "}, \"kept\": {\"budget\": %" PRIu64
+		", \"rings\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"reused\": %" PRIu64
+		", \"dropped\": %" PRIu64 "}},\n",
 		st.sessions, st.streams, st.slots, st.slots_leased, st.batches, st.rows, st.bytes,
 		(double)ss.fill_ns / 1e9, st.requests, st.errors, ss.gpu.budget, ss.gpu.bytes,
-		ss.gpu.entries, ss.gpu.hits, ss.gpu.misses, ss.gpu.evictions);
+		ss.gpu.entries, ss.gpu.hits, ss.gpu.misses, ss.gpu.evictions, ks.budget, ks.rings,
+		ks.bytes, ks.reused, ks.dropped);
 }
 
 int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)

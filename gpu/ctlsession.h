@@ -44,6 +44,7 @@ struct tfs_ctlfile {
 	unsigned next_session;		      /* protected by lock */
 	uint64_t nsessions, nstreams;	      /* now; protected by lock */
 	uint64_t staging_bytes;		      /* slots of every stream now; protected by lock */
+	struct tfs_ringkeep *keep;	      /* closed streams' slots (thread-safe); NULL: none */
 	uint64_t requests, errors;	      /* atomic */
 };
 

@@ -270,6 +270,47 @@ static int place_column(struct tfs_staging *st, const struct tfs_staging_config 
 	return *off > max ? -E2BIG : 0;
 }
 
+static void ring_shape(const struct tfs_staging *st, struct tfs_ringkeep_shape *sh)
+{
+	*sh = (struct tfs_ringkeep_shape){ st->be,	  st->cfg.device, st->slot_bytes,
+					   st->cfg.depth, st->cfg.uid,	  st->cfg.gid };
+}
+
+/* The backend's slots: kept ones of the ring's shape, else new. */
+static int make_slots(struct tfs_staging *st, const struct tfs_staging_config *cfg, char *err,
+		      size_t err_cap)
+{
+	struct tfs_ringkeep_shape sh;
+
+	ring_shape(st, &sh);
+	if (cfg->keep && st->be->reuse) {
+		void *b = tfs_ringkeep_take(cfg->keep, &sh);
+
+		if (b && !st->be->reuse(b, cfg, err, err_cap)) {
+			st->b = b;
+			return 0;
+		}
+		if (b) {
+			tfs_warn("staging: kept slots not reused: %s", err);
+			st->be->destroy(b);
+			err[0] = 0;
+		}
+	}
+	return st->be->create(cfg, st->slot_bytes, &st->b, err, err_cap);
+}
+
+/* The backend's slots kept for a later ring (every batch complete), else freed. */
+static void free_slots(struct tfs_staging *st)
+{
+	struct tfs_ringkeep_shape sh;
+
+	ring_shape(st, &sh);
+	if (st->cfg.keep && st->be->keep && !st->be->keep(st->b) &&
+	    !tfs_ringkeep_put(st->cfg.keep, &sh, st->b))
+		return;
+	st->be->destroy(st->b);
+}
+
 int tfs_staging_create(const struct tfs_staging_config *cfg, struct tfs_staging **out, char *err,
 		       size_t err_cap)
 {
@@ -329,7 +370,7 @@ int tfs_staging_create(const struct tfs_staging_config *cfg, struct tfs_staging 
 			goto fail;
 		}
 	}
-	rc = be->create(cfg, st->slot_bytes, &st->b, err, err_cap);
+	rc = make_slots(st, cfg, err, err_cap);
 	if (rc)
 		goto fail;
 	tfs_version_get(cfg->ver);
@@ -361,9 +402,9 @@ void tfs_staging_destroy(struct tfs_staging *st)
 		tfs_workgroup_wait(&st->fills);
 		tfs_workgroup_destroy(&st->fills);
 	}
-	/* The backend completes every batch under way before it is gone: their lists are
-	 * released by then. */
-	st->be->destroy(st->b);
+	/* The backend completes every batch under way before it is gone (or kept): their lists
+	 * are released by then. */
+	free_slots(st);
 	count(&n_leased, -(int64_t)st->leased);
 	count(&n_rings, -1);
 	count(&n_slots, -(int64_t)st->cfg.depth);

@@ -11,6 +11,7 @@
 #include "cache.h"
 #include "devcache.h"
 #include "reader.h"
+#include "ringkeep.h"
 #include "version.h"
 #include "workpool.h"
 
@@ -68,6 +69,10 @@ struct tfs_staging_config {
 	/* Fills made ahead run on it, and the host backend splits a large batch's copy over its
 	 * threads (borrowed: outlives the ring); NULL: every fill on the caller's thread alone. */
 	struct tfs_workpool *pool;
+	/* Slots of closed rings (ringkeep.h): the ring takes kept ones of its shape rather than
+	 * make its own, and its own are kept there when it is destroyed (borrowed: outlives the
+	 * ring); NULL: made and freed with the ring. */
+	struct tfs_ringkeep *keep;
 };
 
 /* Where a slot's batch is, for the loader. */
@@ -161,6 +166,12 @@ struct tfs_staging_backend {
 	void (*locate)(const void *b, unsigned slot, struct tfs_staging_loc *loc);
 	/* Optional: ready device for cache's rings ahead of the first (probed already). */
 	void (*prepare)(int device, struct tfs_cache *cache);
+	/* Optional, both or neither: the ring is gone and its slots are to be kept (every batch
+	 * complete first; host: the file leaves the ring's name); 0, or -errno and then destroy
+	 * frees them. reuse: kept slots become cfg's ring's (host: the file takes its name);
+	 * on failure destroy frees them. */
+	int (*keep)(void *b);
+	int (*reuse)(void *b, const struct tfs_staging_config *cfg, char *err, size_t err_cap);
 };
 
 extern const struct tfs_staging_backend tfs_staging_host;

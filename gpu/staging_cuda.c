@@ -281,6 +281,31 @@ static void cuda_destroy(void *b)
 	free(c);
 }
 
+/* Kept: every batch complete (their lists released); the memory, events and IPC handles stay
+ * as they are for the next ring. */
+static int cuda_keep(void *b)
+{
+	struct cuda *c = b;
+
+	if (cudaSetDevice(c->dev) != cudaSuccess ||
+	    cudaStreamSynchronize(c->stream) != cudaSuccess ||
+	    cudaStreamSynchronize(c->done) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return -EIO;
+	}
+	return 0;
+}
+
+static int cuda_reuse(void *b, const struct tfs_staging_config *cfg, char *err, size_t err_cap)
+{
+	struct cuda *c = b;
+
+	(void)err;
+	(void)err_cap;
+	c->pool = cfg->pool;
+	return 0;
+}
+
 static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes, void **out,
 		       char *err, size_t err_cap)
 {
@@ -562,6 +587,8 @@ static const struct tfs_staging_backend cuda_backend = {
 	.submit = cuda_submit,
 	.locate = cuda_locate,
 	.prepare = cuda_prepare,
+	.keep = cuda_keep,
+	.reuse = cuda_reuse,
 };
 
 const struct tfs_staging_backend *const tfs_staging_cuda = &cuda_backend;

@@ -18,7 +18,8 @@
 #define DEFAULT_SHM_DIR "/dev/shm"
 
 struct host {
-	char *path;
+	char *path; /* the ring's file: tensorfs-<tag>, or while kept tensorfs-<pid>-kept-<n> */
+	char *dir;
 	uint8_t *map;
 	uint64_t size, slot_bytes;
 	struct tfs_workpool *pool; /* a large batch's copy is split over it */
@@ -68,7 +69,9 @@ static int host_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	h->size = slot_bytes * cfg->depth;
 	h->pool = cfg->pool;
 	h->last = UINT32_MAX;
-	if (asprintf(&h->path, "%s/tensorfs-%s", dir, cfg->tag ? cfg->tag : "ring") < 0) {
+	h->dir = strdup(dir);
+	if (!h->dir ||
+	    asprintf(&h->path, "%s/tensorfs-%s", dir, cfg->tag ? cfg->tag : "ring") < 0) {
 		h->path = NULL;
 		rc = -ENOMEM;
 		goto out;
@@ -117,6 +120,7 @@ out:
 		if (fd >= 0)
 			unlink(h->path);
 		free(h->path);
+		free(h->dir);
 		free(h);
 		return rc;
 	}
@@ -135,7 +139,53 @@ static void host_destroy(void *b)
 		tfs_warn("staging: cannot remove %s: %s", h->path, strerror(errno));
 	munmap(h->map, h->size);
 	free(h->path);
+	free(h->dir);
 	free(h);
+}
+
+/* The file leaves `from` for dir/tensorfs-<name> (a file there, left by an earlier daemon that
+ * had our pid, is replaced). */
+static int move_file(struct host *h, const char *name, char *err, size_t err_cap)
+{
+	char *to;
+
+	if (asprintf(&to, "%s/tensorfs-%s", h->dir, name) < 0)
+		return -ENOMEM;
+	if (rename(h->path, to)) {
+		const int e = errno;
+
+		snprintf(err, err_cap, "cannot rename %s to %s: %s", h->path, to, strerror(e));
+		free(to);
+		return -e;
+	}
+	free(h->path);
+	h->path = to;
+	return 0;
+}
+
+/* Kept: the stream's name goes, as when the file is removed; loaders that still map it keep
+ * their mapping (and would see the next stream's batches: the same user's). */
+static int host_keep(void *b)
+{
+	static unsigned n; /* atomic */
+	char name[64], err[256];
+	int rc;
+
+	snprintf(name, sizeof(name), "%ld-kept-%u", (long)getpid(),
+		 __atomic_fetch_add(&n, 1, __ATOMIC_RELAXED));
+	rc = move_file(b, name, err, sizeof(err));
+	if (rc)
+		tfs_warn("staging: %s", err);
+	return rc;
+}
+
+static int host_reuse(void *b, const struct tfs_staging_config *cfg, char *err, size_t err_cap)
+{
+	struct host *h = b;
+
+	h->pool = cfg->pool;
+	h->last = UINT32_MAX;
+	return move_file(h, cfg->tag ? cfg->tag : "ring", err, err_cap);
 }
 
 static int host_begin(void *b, unsigned slot, uint8_t **mem)
@@ -179,4 +229,6 @@ const struct tfs_staging_backend tfs_staging_host = {
 	.begin = host_begin,
 	.submit = host_submit,
 	.locate = host_locate,
+	.keep = host_keep,
+	.reuse = host_reuse,
 };

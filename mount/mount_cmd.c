@@ -100,6 +100,12 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 				tfs_err("-o staging_mem=%s: expected a size like 16G", val);
 				return -EINVAL;
 			}
+		} else if (!strcmp(o, "staging_keep") && val) {
+			if (tfs_parse_size(val, &ctl_limits.max_keep)) {
+				tfs_err("-o staging_keep=%s: expected a size like 1G, or 0", val);
+				return -EINVAL;
+			}
+			ctl_limits.keep_given = 1;
 		} else if (!strcmp(o, "cache_gpu") && val) {
 			if (tfs_parse_size(val, &ctl_limits.cache_gpu)) {
 				tfs_err("-o cache_gpu=%s: expected a size like 40G", val);

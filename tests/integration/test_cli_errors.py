@@ -173,6 +173,12 @@ def test_mount_errors(lake, tmp_path, foreground):
     assert rc != 0 and not is_mounted(mnt)
     assert "cuda_init=gpu0" in err, err
 
+    # kept slots of a size that is not one
+    rc, out, err = run_mount_expect_failure([lake.url, mnt, "-o", "staging_keep=lots", *fg], mnt,
+                                            tmp_path, "stagingkeep")
+    assert rc != 0 and not is_mounted(mnt)
+    assert "staging_keep=lots" in err, err
+
 
 def test_help():
     # help for one command: its lines of the usage text and an example, on stdout, status 0

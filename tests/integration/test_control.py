@@ -77,7 +77,10 @@ def wait_for(pred, what, timeout=10.0):
 
 
 def shm_files(pid):
-    return [f for f in os.listdir("/dev/shm") if f.startswith(f"tensorfs-{pid}-")]
+    """The slot files of daemon pid's streams (not those of slots kept after their streams
+    closed, tensorfs-PID-kept-N: the daemon's until a stream takes them or it frees them)."""
+    return [f for f in os.listdir("/dev/shm")
+            if f.startswith(f"tensorfs-{pid}-") and not f.startswith(f"tensorfs-{pid}-kept-")]
 
 
 def test_host_batches_equal_fancy_indexing(lake, mount):
@@ -248,6 +251,50 @@ def test_stager_next_is_one_ioctl(lake, mount):
         assert g.next(release=None).rows == 5
     with pytest.raises(ValueError):
         g.next()
+
+
+def test_a_stream_an_epoch_reuses_the_slots(lake, mount):
+    """A stream opened after one of the same shape closed takes its slots (kept, up to
+    -o staging_keep bytes): the same memory under the new stream's file name, the old name
+    gone, the batches right. Another shape gets slots of its own; staging_keep=0 keeps none."""
+    cols = build(lake)
+    m = mount(lake)
+    ver = m.path / "d" / "main"
+    files = []
+    for epoch in range(3):  # a Stager an epoch, as a training loop opens them
+        vp = tensorfs.view_path(ver, seed=2, epoch=epoch)
+        order = np.load(os.path.join(vp, "label.npy"))
+        with tensorfs.Stager(m.path, vp, ["image", "label"], depth=3, batch_size=100) as g:
+            got, path = [], None
+            for b in g.batches():
+                got.append(np.array(b["image"]))
+                path = os.fsdecode(g._next.out.path)  # the slot file, from the ioctl's reply
+            files.append((path, os.stat(path).st_ino))
+        assert np.array_equal(np.concatenate(got), cols["image"][(order - 1) // 3])
+        # The stream's name goes with it (once the daemon has the file's release, which the
+        # kernel sends after close() returns).
+        wait_for(lambda: not os.path.exists(path), "the stream's file to go")
+        wait_for(lambda: staging_stats(m)["kept"]["rings"] == 1, "the slots kept")
+        st = staging_stats(m)["kept"]
+        assert st["reused"] == epoch and st["bytes"] > 0, st
+    assert len({name for name, _ in files}) == 3  # a name a stream
+    assert len({ino for _, ino in files}) == 1    # one memory
+    # Another shape: slots of its own (the kept ones stay kept).
+    with tensorfs.Stager(m.path, "d/main", ["label"], batch_size=10) as g:
+        assert list(g.next()["label"]) == list(cols["label"][:10])
+    wait_for(lambda: staging_stats(m)["kept"]["rings"] == 2, "both kept")
+    assert staging_stats(m)["kept"]["reused"] == 2
+    pid = m.pid
+    assert m.stop() == []
+    assert not [p for p in os.listdir("/dev/shm") if p.startswith(f"tensorfs-{pid}-")]
+
+    m = mount(lake, opts=("staging_keep=0",))
+    for epoch in range(2):
+        with tensorfs.Stager(m.path, "d/main", ["label"], batch_size=10) as g:
+            assert list(g.next()["label"]) == list(cols["label"][:10])
+    wait_for(lambda: staging_stats(m)["sessions"] == 0, "the sessions closed")
+    st = staging_stats(m)["kept"]
+    assert st == {"budget": 0, "rings": 0, "bytes": 0, "reused": 0, "dropped": 0}, st
 
 
 def test_cuda_init_readies_a_device_or_says_why_not(lake, mount):

@@ -303,6 +303,144 @@ static void test_chunks_pinned_until_complete(void **state)
 	tfs_cache_destroy(small);
 }
 
+/* A host ring like ring()'s, named tag, its slots kept in keep. */
+static struct tfs_staging *kept_ring(unsigned depth, uint64_t max_rows, const char *tag,
+				     struct tfs_ringkeep *keep)
+{
+	struct tfs_staging_config cfg = {
+		.ver = ver,
+		.cache = cache,
+		.ncols = 2,
+		.max_rows = max_rows,
+		.depth = depth,
+		.device = TFS_STAGING_HOST,
+		.shm_dir = tmpdir,
+		.tag = tag,
+		.uid = getuid(),
+		.gid = getgid(),
+		.pool = pool,
+		.keep = keep,
+	};
+	struct tfs_staging *st = NULL;
+	char err[256] = "";
+
+	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
+	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
+	assert_int_equal(tfs_staging_create(&cfg, &st, err, sizeof(err)), 0);
+	return st;
+}
+
+static void one_batch(struct tfs_staging *st, uint64_t first)
+{
+	uint64_t rows[50];
+	int slot;
+
+	for (size_t i = 0; i < 50; i++)
+		rows[i] = (first + i * 13) % N;
+	slot = tfs_staging_fill(st, -1, rows, 50, 1);
+	assert_true(slot >= 0);
+	assert_int_equal(tfs_staging_take(st, (unsigned)slot), 0);
+	check_slot(st, (unsigned)slot, rows, 50);
+	assert_int_equal(tfs_staging_release(st, (unsigned)slot), 0);
+}
+
+static ino_t file_of(struct tfs_staging *st, char *path, size_t cap)
+{
+	struct tfs_staging_loc loc;
+	struct stat sb;
+
+	tfs_staging_locate(st, 0, &loc);
+	snprintf(path, cap, "%s", loc.path);
+	assert_int_equal(stat(path, &sb), 0);
+	return sb.st_ino;
+}
+
+/* Files of kept slots in the test's directory: tensorfs-<pid>-kept-<n>. */
+static int kept_files(void)
+{
+	char cmd[600];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls %s | grep -c -- '^tensorfs-%ld-kept-'", tmpdir,
+		 (long)getpid());
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%d", &n), 1);
+	pclose(f);
+	return n;
+}
+
+/* A ring of the shape of one destroyed takes its slots (the same file, under the new ring's
+ * name; the old name gone); another shape makes its own; the budget drops the least recently
+ * kept; freeing the keep frees (and removes) every file. */
+static void test_kept_slots(void **state)
+{
+	struct tfs_staging *a, *b, *c, *d;
+	struct tfs_ringkeep_stats ks;
+	struct tfs_ringkeep *keep;
+	char pa[512], pb[512], pc[512];
+	ino_t ia, ic;
+	uint64_t ring_bytes, small_bytes;
+
+	(void)state;
+	a = kept_ring(3, 200, "ka", NULL);
+	ring_bytes = tfs_staging_slot_bytes(a) * 3;
+	tfs_staging_destroy(a);
+	c = kept_ring(2, 100, "kc", NULL);
+	small_bytes = tfs_staging_slot_bytes(c) * 2;
+	tfs_staging_destroy(c);
+	assert_int_equal(tfs_ringkeep_create(ring_bytes + small_bytes, &keep), 0);
+
+	a = kept_ring(3, 200, "ka", keep);
+	one_batch(a, 1);
+	ia = file_of(a, pa, sizeof(pa));
+	tfs_staging_destroy(a);
+	assert_int_equal(access(pa, F_OK), -1); /* its name went with the ring */
+	assert_int_equal(kept_files(), 1);
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.rings, 1);
+	assert_int_equal(ks.bytes, ring_bytes);
+
+	b = kept_ring(3, 200, "kb", keep);
+	assert_int_equal(file_of(b, pb, sizeof(pb)), ia);
+	assert_true(strstr(pb, "tensorfs-kb") != NULL);
+	assert_int_equal(kept_files(), 0);
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.rings, 0);
+	assert_int_equal(ks.reused, 1);
+	for (uint64_t i = 0; i < 5; i++)
+		one_batch(b, i * 101);
+
+	c = kept_ring(2, 100, "kc", keep); /* another shape: made afresh */
+	ic = file_of(c, pc, sizeof(pc));
+	assert_true(ic != ia);
+	one_batch(c, 7);
+	tfs_staging_destroy(b);
+	tfs_staging_destroy(c);
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.rings, 2);
+	assert_int_equal(ks.bytes, ring_bytes + small_bytes);
+	assert_int_equal(kept_files(), 2);
+
+	/* A third shape kept: the budget drops the least recently kept (b's slots). */
+	d = kept_ring(2, 100, "kd", keep);
+	assert_int_equal(file_of(d, pc, sizeof(pc)), ic); /* c's, reused */
+	tfs_staging_destroy(d);
+	d = kept_ring(1, 100, "kd", keep);
+	tfs_staging_destroy(d);
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.dropped, 1);
+	assert_int_equal(ks.rings, 2);
+	a = kept_ring(3, 200, "ka", keep); /* b's slots are gone: new ones */
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.reused, 2); /* b's, then c's */
+	one_batch(a, 3);
+	tfs_staging_destroy(a);
+	tfs_ringkeep_free(keep);
+	assert_int_equal(kept_files(), 0);
+}
+
 static void test_limits_and_devices(void **state)
 {
 	struct tfs_staging *st;
@@ -335,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_slot_states),
 		cmocka_unit_test(test_chunks_pinned_until_complete),
 		cmocka_unit_test(test_limits_and_devices),
+		cmocka_unit_test(test_kept_slots),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

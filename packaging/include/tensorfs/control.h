@@ -63,8 +63,10 @@
  *
  * Host slots: one file per stream, /dev/shm/tensorfs-<daemonpid>-<session>-<stream>, mode 0600
  * owned by the daemon user (a loader of another uid, with -o allow_other, gets a read-only ACL
- * entry), unlinked when the stream closes. Slot N starts at N * slot_bytes. A mapped slot's
- * bytes are the batch until the slot is released; then the daemon may overwrite them.
+ * entry), unlinked when the stream closes (its memory may be kept, as
+ * tensorfs-<daemonpid>-kept-<n>, for the next stream of the same shape and user: mount option
+ * staging_keep). Slot N starts at N * slot_bytes. A mapped slot's bytes are the batch until the
+ * slot is released; then the daemon may overwrite them.
  *
  * ioctl protocol: the same operations as fixed-size structs (FUSE restricted ioctls: no
  * pointers, sizes encoded in the command, <= 16 KiB). Every struct starts with
