@@ -17,14 +17,16 @@
 #   cuda32    the same with 3 KiB rows (32x32x3)
 #   host      bench_staging on the host backend, 150 KB rows: the batch split over the pool
 #   import    bench_import: images, JSON Lines and WebDataset at 1, 2 and every thread
+#   e2e       bench_e2e: 6,000 JPEGs to cuda:0 batches, ImageFolder + DataLoader against
+#             import + a Stager an epoch (cold, warm)
 #   cases     bench.py cases 1 and 10 on 2 GiB: the cold scan against N `zstd -d` of cold
 #             input, cold random rows against a local .npy
 #
 # Output goes under $OUT (default ./gpu-out), a file a step (at most 8 come back from a call).
 # Limits (seconds) can be set: GPUT (pytest, 150), BT (each cuda bench, 60), HT (host, 60),
-# IT (import, 150), CT (cases, 150). All of unit, pytest, cuda224, cuda224g, host and cases took
-# 4.5 minutes on an H200 with 16 cores. FFmpeg's libraries are not carried: the binary opens them
-# only to import video or audio, which no step runs.
+# IT (import, 150), ET (e2e, 150), CT (cases, 150). All of unit, pytest, cuda224, cuda224g, host
+# and cases took 4.5 minutes on an H200 with 16 cores. FFmpeg's libraries are not carried: the
+# binary opens them only to import video or audio, which no step runs. e2e needs torchvision.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${TENSORFS_BIN:-build/rel/tensorfs}
@@ -42,7 +44,7 @@ if [ "${1:-}" = carry ]; then
 	exit 0
 fi
 if [ $# = 0 ]; then
-	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import cases)" >&2
+	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import e2e cases)" >&2
 	exit 2
 fi
 
@@ -89,6 +91,10 @@ for step in "$@"; do
 	import)
 		timeout "${IT:-150}" python3 tests/bench/bench_import.py --images 6000 --rows 600000 \
 			--repeat 2 2>&1 | tee "$o/import.txt" | tail -30
+		;;
+	e2e)
+		timeout "${ET:-150}" python3 tests/bench/bench_e2e.py --images 6000 2>&1 |
+			tee "$o/e2e.txt" | tail -8
 		;;
 	cases)
 		timeout "${CT:-150}" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 2>&1 |
