@@ -12,6 +12,8 @@ with a .cls and a .txt each.
   PIL, N processes   the same on a multiprocessing Pool of every CPU
   import --images    --size 224x224 --crop --labels-from-dirs (the same pixels as PIL's), at
                      --threads 1, 2 and every CPU: decode, resize, zstd, hash and write
+  disk               the import's bytes written as fresh 4 MiB files and fsync'ed: the rate
+                     no thread count can pass (each image rate is printed as a share of it)
   import --jsonl     rows/s at 1, 2 and every CPU
   import --webdataset  rows/s at 1, 2 and every CPU (decoded images, ragged)
 
@@ -31,6 +33,7 @@ import io
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import tarfile
 import time
@@ -100,6 +103,31 @@ def make_shards(work, files, nshards=4):
     return shards
 
 
+def disk_write_rate(d, total, file_bytes=4 << 20):
+    """MB/s at which fresh files of file_bytes land in directory d and are made durable, as an
+    import writes its chunks: total bytes written, each file started on its way to the disk
+    as it is closed (sync_file_range), all fsync'ed at the end."""
+    d.mkdir(parents=True, exist_ok=True)
+    buf = os.urandom(file_bytes)  # incompressible, as decoded pixels mostly are
+    n = max(1, total // file_bytes)
+    t = time.perf_counter()
+    fds = []
+    for i in range(n):
+        fd = os.open(d / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, buf)
+        fds.append(fd)
+    for fd in fds:
+        os.fsync(fd)
+        os.close(fd)
+    rate = n * file_bytes / (time.perf_counter() - t) / 1e6
+    shutil.rmtree(d)
+    return rate
+
+
+def tree_bytes(d):
+    return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
+
+
 def timed_import(lake, name, *args):
     """Seconds of one import into a new dataset of the lake. Outputs stay until the bench ends:
     a run right after the removal of hundreds of files would pay for ext4's search past inodes
@@ -147,6 +175,16 @@ def main():
               f"{cores} processes {pilN:,.0f} ({pilN / pil1:.2f}x)")
         rates = {}
         opts = ("--size", "224x224", "--crop", "--labels-from-dirs")
+        # The disk's part: an import writes its chunks and makes them durable; the same bytes
+        # written as fresh files and fsync'ed bound the import, whatever its threads.
+        run("create", f"{lake}/size")
+        run("import", f"{lake}/size", "--images", work / "tree", *opts, "-q")
+        written = tree_bytes(work / "lake" / "size")
+        disk = disk_write_rate(work / "disk", written)
+        disk_ips = a.images / (written / (disk * 1e6))
+        print(f"disk: an import of these images writes {written / 1e6:,.0f} MB; fresh files "
+              f"of 4 MiB written and fsync'ed at {disk:,.0f} MB/s: at most {disk_ips:,.0f} "
+              f"images/s whatever the threads")
         for th in counts:
             t = best("--images", work / "tree", *opts, "--threads", th)
             t0 = best("--images", work / "few", *opts, "--threads", th)
@@ -154,7 +192,8 @@ def main():
             print(f"import --images --threads {th:>2}: {rates[th]:8,.0f} images/s  "
                   f"{rates[th] / th / pil1:.2f}x PIL per core  "
                   f"{rates[th] / rates[1]:.2f}x 1 thread ({rates[th] / rates[1] / th:.2f} of "
-                  f"linear)  {rates[th] / pilN:.2f}x the PIL pool; of its {t:.2f} s, "
+                  f"linear)  {rates[th] / pilN:.2f}x the PIL pool  {rates[th] / disk_ips:.2f} "
+                  f"of the disk's bound; of its {t:.2f} s, "
                   f"{t0 * 1e3:.0f} ms for {few} images (past them "
                   f"{(a.images - few) / max(t - t0, 1e-9):,.0f} images/s)")
         for label, args, n in (("jsonl", ["--jsonl", work / "a.jsonl"], a.rows),
