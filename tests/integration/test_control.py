@@ -297,6 +297,112 @@ def test_a_stream_an_epoch_reuses_the_slots(lake, mount):
     assert st == {"budget": 0, "rings": 0, "bytes": 0, "reused": 0, "dropped": 0}, st
 
 
+class _Event:
+    """torch.cuda.Event's part the Stager uses: done once the test says so or once waited on."""
+
+    def __init__(self):
+        self.done = self.waited = False
+
+    def record(self, stream):
+        self.stream = stream
+
+    def query(self):
+        return self.done
+
+    def synchronize(self):
+        self.done = self.waited = True
+
+
+class _Stream:
+    def __init__(self, events):
+        self.events = events
+
+    def synchronize(self):
+        for e in self.events:
+            e.synchronize()
+
+
+class _Cuda:
+    """The Stager's CUDA side with torch's events and streams stood in for (a unit test of
+    staging.py's releases: the daemon's batches stay host ones)."""
+
+    def __init__(self):
+        import types
+
+        self.events = []
+
+        def event():
+            self.events.append(_Event())
+            return self.events[-1]
+
+        self.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(
+            Event=event, current_stream=lambda dev: _Stream(self.events)))
+
+    def close(self):
+        pass
+
+
+def test_cuda_batches_go_back_once_their_work_is_done(lake, mount):
+    """On CUDA, next(release=B) does not wait for the device: an event recorded after the work
+    queued on B marks it, and B's slot goes back in a later request once the event completed;
+    with all the slots but two held, the oldest is waited for. The loader thus queues work
+    ahead of the device, and the daemon never gets a slot whose work is not done."""
+    cols = build(lake)
+    m = mount(lake)
+    with tensorfs.Stager(m.path, "d/main", ["label"], depth=4, batch_size=100) as g:
+        fake = g._cuda = _Cuda()
+        g._dev = 0
+        gave, real = [], g._next_call
+        marks = []  # (slot, event) of each batch let go, in order
+
+        def spy(n, give):
+            if give >= 0:  # the oldest let go and not yet given back
+                slot, ev = next((s, e) for s, e in marks if s is not None)
+                assert slot == give and ev.done, "a slot given back before its work was done"
+                marks[marks.index((slot, ev))] = (None, ev)
+            gave.append(give)
+            return real(n, give)
+
+        g._next_call = spy
+        got, prev, most = [], None, 0
+        for k in range(N // 100 + 1):
+            b = g.next(release=prev)
+            if prev is not None:
+                marks.append((prev.slot, fake.events[-1]))
+            if b is None:
+                break
+            got.append(np.array(b["label"]))
+            most = max(most, len(g._pending) + len(g._leased))
+            assert staging_stats(m)["slots_leased"] == len(g._pending) + len(g._leased)
+            if k >= 10:  # from here on the device keeps up: nothing is waited for
+                for e in fake.events:
+                    e.done = True
+            prev = b
+        assert np.array_equal(np.concatenate(got), cols["label"])
+        assert most == 3  # the batch in hand and two let go: one slot left to fill ahead
+        waited = [e.waited for e in fake.events]
+        assert any(waited[:10]) and not any(waited[11:]), waited
+        assert gave[:3] == [-1, -1, -1]  # nothing done yet: nothing given back
+        g._give_back_all()
+        assert not g._pending and staging_stats(m)["slots_leased"] == 0
+        # batches(): the same, and every slot back at its end
+        g._next_call = real
+        g.seek(0)
+        fake.events.clear()
+        n = sum(b.rows for b in g.batches())
+        assert n == N and staging_stats(m)["slots_leased"] == 0
+        assert all(e.done for e in fake.events)
+        # A batch let go and then released by hand: waited for, given back once.
+        g.seek(0)
+        b1 = g.next()
+        b2 = g.next(release=b1)
+        assert b1.released and len(g._pending) == 1
+        g.release(b1.slot)
+        assert fake.events[-1].waited and not g._pending
+        g.release(b2)
+        assert staging_stats(m)["slots_leased"] == 0
+
+
 def test_cuda_init_readies_a_device_or_says_why_not(lake, mount):
     """-o cuda_init=0 on a machine without that device (or a build without CUDA) mounts,
     serves host batches and logs why the device was not made ready; with one, the log says the

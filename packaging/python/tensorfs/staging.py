@@ -11,6 +11,7 @@ A batch is valid until it is released: ``batch.release()``, ``stager.release(bat
 step of the iterator, or closing the stager. Copy what must outlive that.
 """
 
+import collections
 import contextlib
 import ctypes
 import ctypes.util
@@ -285,6 +286,7 @@ class Stager:
         self._dev = None  # the CUDA device of the batches
         self._leased = {}
         self._next = _CtlNext()  # the TFS_CTL_IOC_NEXT call, reused
+        self._pending = collections.deque()  # CUDA: (slot, event) let go, not given back
         self._next_ioctl = None  # None: not tried yet; False: the daemon lacks it
         try:
             req = (f"open {_target(mountpoint, version_or_view)} cols={','.join(self.columns)}"
@@ -411,7 +413,7 @@ class Stager:
         """The next batch_size rows in stream order (fewer at the end); None at the end.
         release: a batch (or slot) given back in the same request."""
         n = self.batch_size if batch_size is None else int(batch_size)
-        give = -1 if release is None else self._let_go(release)
+        give = self._give_back(release)
         try:
             if self._next_ioctl is not False:
                 reply = self._next_call(n, give)
@@ -452,19 +454,59 @@ class Stager:
 
     def release(self, batch_or_slot):
         """Give a slot back; its arrays may be overwritten from now on."""
-        self.request(f"release stream={self.stream} slot={self._let_go(batch_or_slot)}")
+        slot = self._let_go(batch_or_slot)
+        for i, (s, ev) in enumerate(self._pending):  # let go by next(), not yet given back
+            if s == slot:
+                ev.synchronize()
+                del self._pending[i]
+                break
+        self.request(f"release stream={self.stream} slot={slot}")
 
-    def _let_go(self, batch_or_slot):
-        """This side of a release: the batch is marked released; returns its slot."""
+    def _let_go(self, batch_or_slot, wait=True):
+        """This side of a release: the batch is marked released; returns its slot. wait: on
+        CUDA, the work queued on the current stream is waited for first."""
         slot = batch_or_slot.slot if isinstance(batch_or_slot, Batch) else int(batch_or_slot)
         b = self._leased.pop(slot, None)
         if b is not None:
             b.released = True
-            if self._cuda is not None and b:
+            if self._cuda is not None and b and wait:
                 # The daemon may refill the slot as soon as it is released: work queued on it
                 # must be done (on the batch's device's stream, whichever device is current).
                 self._cuda.torch.cuda.current_stream(self._dev).synchronize()
         return slot
+
+    def _give_back(self, release):
+        """For next(release=...): the slot to give back in the request (-1: none).
+
+        A CUDA batch is not waited for there. An event recorded on the current stream after
+        the work queued on the batch marks it, and its slot goes back in a later request, once
+        the event has completed: the loader goes on queueing work while the device runs what
+        it has, as torch lets it. When the loader would hold more than all the slots but two
+        (the next batch's, and one the daemon fills ahead), the oldest is waited for."""
+        if release is not None:
+            held = release.slot if isinstance(release, Batch) else int(release)
+            if self._cuda is None or held not in self._leased:
+                return self._let_go(release)  # (a slot not ours: the daemon says so)
+            self._let_go(release, wait=False)
+            ev = self._cuda.torch.cuda.Event()
+            ev.record(self._cuda.torch.cuda.current_stream(self._dev))
+            self._pending.append((held, ev))
+        if not self._pending:
+            return -1
+        slot, ev = self._pending[0]
+        if not ev.query():
+            if len(self._pending) + len(self._leased) <= self.slots - 2:
+                return -1
+            ev.synchronize()
+        self._pending.popleft()
+        return slot
+
+    def _give_back_all(self):
+        """The slots let go by next() and not yet given back: waited for, then given back."""
+        while self._pending and self._fd is not None:
+            slot, ev = self._pending.popleft()
+            ev.synchronize()
+            self.request(f"release stream={self.stream} slot={slot}")
 
     def stats(self):
         """The daemon's staging counters: {'sessions': .., 'leased': .., ...}."""
@@ -490,6 +532,7 @@ class Stager:
         finally:
             if prev is not None and self._fd is not None:
                 prev.release()
+            self._give_back_all()
 
     def __iter__(self):
         return self.batches()
@@ -502,6 +545,7 @@ class Stager:
         for b in self._leased.values():
             b.released = True
         self._leased.clear()
+        pending, self._pending = self._pending, collections.deque()
         try:
             # Closing the file lets the daemon free the slots and events: before that, work on
             # leased batches must be done and our mappings closed (cudaFree of an allocation
@@ -509,6 +553,8 @@ class Stager:
             # undefined).
             if self._cuda is not None:
                 try:
+                    for _, ev in pending:  # let go by next(), not given back yet
+                        ev.synchronize()
                     if leased:
                         self._cuda.torch.cuda.current_stream(self._dev).synchronize()
                 finally:
