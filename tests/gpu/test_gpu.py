@@ -490,3 +490,44 @@ def test_gpu_cache(lake, mount):
           f"{spent_line(spent, before, after)}\n"
           f"{[ln for ln in stats.splitlines() if 'gpu_cache' in ln]}")
     assert ratio >= 5, f"FAIL: staging from the GPU cache reaches {ratio:.2f}x pinned copy"
+
+
+def test_batches_given_back_after_their_work(lake, mount):
+    """Stager.batches() on CUDA gives a batch back without waiting for the device (an event
+    marks its work; the slot goes back once that completed). Work queued on each batch, slow on
+    purpose, reads the batch last: had its slot been refilled under it, the sums would be
+    another batch's. Printed: how far ahead of the device the loop ran, and a stream (two
+    Stagers in turn: the second takes the first's kept slots) of the same."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    n, batch, shape = 4096, 256, (64, 64, 3)
+    rng = np.random.default_rng(17)
+    img = rng.integers(0, 256, size=(n,) + shape, dtype=np.uint8)
+    lake.build("ra", {"image": img, "label": np.arange(n, dtype=np.int64)}, "--chunk-size", "4M")
+    m = mount(lake, opts=("cache_mem=1G", "cuda_init=0"))
+    want = img.reshape(n, -1).astype(np.int64).sum(axis=1)
+    for epoch in range(2):
+        vp = f"ra/main/views/seed=3,epoch={epoch}"
+        sums, labels = [], []
+        with tensorfs.Stager(m.path, vp, ["image", "label"], device="cuda:0", depth=4,
+                             batch_size=batch) as g:
+            t0 = time.perf_counter()
+            for b in g.batches():
+                x = b["image"].float()
+                for _ in range(40):  # the training step, slow on purpose
+                    x = torch.sqrt(x * x + 1.0) - 0.5
+                keep = x.sum() * 0  # the step's result, queued before the batch is read
+                sums.append(b["image"].reshape(b.rows, -1).long().sum(dim=1) + keep.long())
+                labels.append(b["label"].clone())
+            t_loop = time.perf_counter() - t0
+            torch.cuda.synchronize()
+            t_all = time.perf_counter() - t0
+        got = torch.cat(sums).cpu().numpy()
+        lab = torch.cat(labels).cpu().numpy()
+        assert sorted(lab.tolist()) == list(range(n))
+        assert np.array_equal(got, want[lab]), "a batch's slot was refilled under its work"
+        print(f"\nepoch {epoch}: the loop ended after {t_loop * 1e3:.0f} ms, the device after "
+              f"{t_all * 1e3:.0f} ms")
+    st = json.loads((m.path / ".tensorfs" / "stats").read_text())["staging"]["kept"]
+    assert st["reused"] >= 1, st
