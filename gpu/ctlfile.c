@@ -90,6 +90,7 @@ static void remove_stale_files(const char *dir)
 
 int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile **out)
 {
+	const uint64_t keep = cfg->keep_given ? cfg->max_keep : TFS_CTL_DEFAULT_KEEP;
 	struct tfs_ctlfile *ctl = calloc(1, sizeof(*ctl));
 	if (!ctl)
 		return -ENOMEM;
@@ -115,8 +116,6 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 		free(ctl);
 		return -ENOMEM;
 	}
-	const uint64_t keep = cfg->keep_given ? cfg->max_keep : TFS_CTL_DEFAULT_KEEP;
-
 	if (keep) {
 		const int e = tfs_ringkeep_create(keep, &ctl->keep);
 
@@ -717,14 +716,19 @@ int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 		{ "bytes_total", "counter", "Bytes staged." },
 		{ "requests_total", "counter", "Control-file requests." },
 		{ "errors_total", "counter", "Control-file requests answered with an error." },
+		{ "kept_bytes", "gauge", "Bytes of slots kept after their streams closed." },
+		{ "kept_reused_total", "counter", "Streams that took kept slots." },
 	};
 	uint64_t v[sizeof(m) / sizeof(m[0])];
+	struct tfs_ringkeep_stats ks;
 	int rc = 0;
 
 	tfs_staging_stats(&ss);
 	tfs_ctl_stats_now(ctl, &st, NULL);
+	tfs_ringkeep_stats(ctl->keep, &ks);
 	v[0] = st.sessions, v[1] = st.streams, v[2] = st.slots, v[3] = st.slots_leased;
 	v[4] = st.batches, v[5] = st.rows, v[6] = st.bytes, v[7] = st.requests, v[8] = st.errors;
+	v[9] = ks.bytes, v[10] = ks.reused;
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]) && !rc; i++)
 		rc = tfs_buf_printf(out,
 				    "# HELP tensorfs_staging_%s %s\n# TYPE tensorfs_staging_%s %s\n"

@@ -143,8 +143,8 @@ static void host_destroy(void *b)
 	free(h);
 }
 
-/* The file leaves `from` for dir/tensorfs-<name> (a file there, left by an earlier daemon that
- * had our pid, is replaced). */
+/* The file renamed dir/tensorfs-<name> (a file of that name, left by an earlier daemon that had
+ * our pid, is replaced). */
 static int move_file(struct host *h, const char *name, char *err, size_t err_cap)
 {
 	char *to;

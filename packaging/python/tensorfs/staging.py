@@ -3,9 +3,10 @@
 
 ``Stager`` speaks the text protocol of ``<mount>/.tensorfs/control`` (documented in
 ``tensorfs/control.h`` and the README), and asks for each next batch with the protocol's
-TFS_CTL_IOC_NEXT ioctl: one call into the daemon a batch where a text request makes two. Host batches are numpy arrays on the daemon's
-shared-memory slot file (zero-copy, read-only); CUDA batches are torch tensors on the daemon's
-device slots, opened through CUDA IPC, after the current stream waits on the slot's event.
+TFS_CTL_IOC_NEXT ioctl: one call into the daemon a batch where a text request makes two. Host
+batches are numpy arrays on the daemon's shared-memory slot file (zero-copy, read-only); CUDA
+batches are torch tensors on the daemon's device slots, opened through CUDA IPC, after the
+current stream waits on the slot's event.
 
 A batch is valid until it is released: ``batch.release()``, ``stager.release(batch)``, the next
 step of the iterator, or closing the stager. Copy what must outlive that.
