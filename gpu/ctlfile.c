@@ -90,7 +90,7 @@ static void remove_stale_files(const char *dir)
 
 int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile **out)
 {
-	const uint64_t keep = cfg->keep_given ? cfg->max_keep : TFS_CTL_DEFAULT_KEEP;
+	uint64_t keep = cfg->keep_given ? cfg->max_keep : TFS_CTL_DEFAULT_KEEP;
 	struct tfs_ctlfile *ctl = calloc(1, sizeof(*ctl));
 	if (!ctl)
 		return -ENOMEM;
@@ -116,8 +116,9 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 		free(ctl);
 		return -ENOMEM;
 	}
+	keep = keep < ctl->max_staging ? keep : ctl->max_staging;
 	if (keep) {
-		const int e = tfs_ringkeep_create(keep, &ctl->keep);
+		const int e = tfs_ringkeep_create(keep, TFS_CTL_KEEP_MS, &ctl->keep);
 
 		if (e) {
 			free(ctl->shm_dir);

@@ -31,8 +31,8 @@ struct tfs_ctlfile_config {
 	 * 0: none. */
 	int cuda_init;
 	/* -o staging_keep=SIZE: bytes of closed streams' slots kept for the next stream of the
-	 * same shape (ringkeep.h), over the staging_mem limit; keep_given 0: the default
-	 * (TFS_CTL_DEFAULT_KEEP); max_keep 0: none. */
+	 * same shape (ringkeep.h), for TFS_CTL_KEEP_MS at most, besides the staging_mem limit and
+	 * no more than it; keep_given 0: the default (TFS_CTL_DEFAULT_KEEP); max_keep 0: none. */
 	uint64_t max_keep;
 	int keep_given;
 };
@@ -40,6 +40,7 @@ struct tfs_ctlfile_config {
 #define TFS_CTL_DEFAULT_SESSIONS 256
 #define TFS_CTL_DEFAULT_STREAMS 1024
 #define TFS_CTL_DEFAULT_KEEP (1ull << 30)
+#define TFS_CTL_KEEP_MS 30000 /* how long closed streams' slots are kept */
 
 /* Also removes slot files that daemons no longer running left in the shm directory. */
 int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile **out);

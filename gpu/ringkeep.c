@@ -1,26 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /* ringkeep: kept rings in a list, most recently kept first; a put that goes past the budget
- * frees from the end.
+ * frees from the end, and a thread of the keep's own frees the rings kept longer than its time
+ * (the end of the list too).
  *
- * Locking: k->lock guards the list and the counters; a backend's destroy runs outside it. */
+ * Locking: k->lock guards the list, the counters and stop; a backend's destroy runs outside
+ * it. */
 #include "ringkeep.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "staging.h"
+#include "util.h"
 
 struct kept {
 	struct tfs_ringkeep_shape shape;
 	void *b;
+	uint64_t at; /* tfs_now_ns() when kept */
 	struct kept *next;
 };
 
 struct tfs_ringkeep {
 	pthread_mutex_t lock;
-	uint64_t budget;
+	pthread_cond_t cond; /* the reaper: a ring kept, or stop */
+	pthread_t reaper;
+	int stop;
+	uint64_t budget, ttl_ns;
 	struct kept *head; /* most recently kept first */
 	struct tfs_ringkeep_stats st;
 };
@@ -36,19 +44,6 @@ static int same(const struct tfs_ringkeep_shape *a, const struct tfs_ringkeep_sh
 	       a->depth == b->depth && a->uid == b->uid && a->gid == b->gid;
 }
 
-int tfs_ringkeep_create(uint64_t budget, struct tfs_ringkeep **out)
-{
-	struct tfs_ringkeep *k = calloc(1, sizeof(*k));
-
-	if (!k)
-		return -ENOMEM;
-	pthread_mutex_init(&k->lock, NULL);
-	k->budget = budget;
-	k->st.budget = budget;
-	*out = k;
-	return 0;
-}
-
 static void free_list(struct kept *e)
 {
 	while (e) {
@@ -60,11 +55,95 @@ static void free_list(struct kept *e)
 	}
 }
 
+/* Cut the list at *p: the rings from there on are no longer kept (k->lock held). */
+static struct kept *cut(struct tfs_ringkeep *k, struct kept **p)
+{
+	struct kept *out = *p;
+
+	*p = NULL;
+	for (struct kept *x = out; x; x = x->next) {
+		k->st.rings--;
+		k->st.bytes -= shape_bytes(&x->shape);
+		k->st.dropped++;
+	}
+	return out;
+}
+
+/* Frees the rings kept longer than the keep's time. */
+static void *reap(void *arg)
+{
+	struct tfs_ringkeep *k = arg;
+
+	pthread_mutex_lock(&k->lock);
+	while (!k->stop) {
+		const uint64_t now = tfs_now_ns();
+		uint64_t oldest = UINT64_MAX;
+		struct kept **p = &k->head;
+
+		while (*p && (*p)->at + k->ttl_ns > now)
+			p = &(*p)->next;
+		if (*p) { /* expired, and every one kept before it */
+			struct kept *out = cut(k, p);
+
+			pthread_mutex_unlock(&k->lock);
+			free_list(out);
+			pthread_mutex_lock(&k->lock);
+			continue;
+		}
+		for (struct kept *e = k->head; e; e = e->next)
+			oldest = e->at;
+		if (oldest == UINT64_MAX) {
+			pthread_cond_wait(&k->cond, &k->lock);
+		} else {
+			const uint64_t at = oldest + k->ttl_ns;
+			struct timespec ts = { (time_t)(at / 1000000000u),
+					       (long)(at % 1000000000u) };
+
+			pthread_cond_timedwait(&k->cond, &k->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&k->lock);
+	return NULL;
+}
+
+int tfs_ringkeep_create(uint64_t budget, unsigned ttl_ms, struct tfs_ringkeep **out)
+{
+	struct tfs_ringkeep *k = calloc(1, sizeof(*k));
+	pthread_condattr_t ca;
+	int rc;
+
+	if (!k)
+		return -ENOMEM;
+	pthread_mutex_init(&k->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* tfs_now_ns's clock */
+	pthread_cond_init(&k->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	k->budget = budget;
+	k->ttl_ns = (uint64_t)ttl_ms * 1000000u;
+	k->st.budget = budget;
+	rc = pthread_create(&k->reaper, NULL, reap, k);
+	if (rc) {
+		pthread_cond_destroy(&k->cond);
+		pthread_mutex_destroy(&k->lock);
+		free(k);
+		return -rc;
+	}
+	*out = k;
+	return 0;
+}
+
 void tfs_ringkeep_free(struct tfs_ringkeep *k)
 {
 	if (!k)
 		return;
+	pthread_mutex_lock(&k->lock);
+	k->stop = 1;
+	pthread_cond_signal(&k->cond);
+	pthread_mutex_unlock(&k->lock);
+	pthread_join(k->reaper, NULL);
 	free_list(k->head);
+	pthread_cond_destroy(&k->cond);
 	pthread_mutex_destroy(&k->lock);
 	free(k);
 }
@@ -72,8 +151,8 @@ void tfs_ringkeep_free(struct tfs_ringkeep *k)
 int tfs_ringkeep_put(struct tfs_ringkeep *k, const struct tfs_ringkeep_shape *shape, void *b)
 {
 	const uint64_t bytes = shape_bytes(shape);
-	struct kept *e, **p, *out = NULL;
-	uint64_t total;
+	struct kept *e, **p, *out;
+	uint64_t total = 0;
 
 	if (bytes > k->budget)
 		return -ENOSPC;
@@ -82,24 +161,20 @@ int tfs_ringkeep_put(struct tfs_ringkeep *k, const struct tfs_ringkeep_shape *sh
 		return -ENOMEM;
 	e->shape = *shape;
 	e->b = b;
+	e->at = tfs_now_ns();
 	pthread_mutex_lock(&k->lock);
 	e->next = k->head;
 	k->head = e;
 	k->st.rings++;
 	k->st.bytes += bytes;
 	/* The least recently kept past the budget are cut off the list, to be freed unlocked. */
-	for (p = &k->head, total = 0; *p; p = &(*p)->next) {
+	for (p = &k->head; *p; p = &(*p)->next) {
 		total += shape_bytes(&(*p)->shape);
 		if (total > k->budget)
 			break;
 	}
-	out = *p;
-	*p = NULL;
-	for (struct kept *x = out; x; x = x->next) {
-		k->st.rings--;
-		k->st.bytes -= shape_bytes(&x->shape);
-		k->st.dropped++;
-	}
+	out = cut(k, p);
+	pthread_cond_signal(&k->cond); /* the reaper times the oldest */
 	pthread_mutex_unlock(&k->lock);
 	free_list(out);
 	return 0;

@@ -4,7 +4,9 @@
  * memory's allocation each time (the host backend's shared memory: 50 ms for 231 MB on a
  * 2-core VM; the cuda backend's pinned and device memory and events), and freeing them. A ring
  * of the same backend, device, slots, slot bytes and loader takes kept slots instead. Bounded
- * in bytes; the least recently kept go first. Thread-safe. */
+ * in bytes (the least recently kept go first) and in time: slots a stream an epoch reuses are
+ * kept for the milliseconds between a stream's close and the next one's open, and need not
+ * hold memory (the device's, for a CUDA ring) long after the last. Thread-safe. */
 #ifndef TFS_RINGKEEP_H
 #define TFS_RINGKEEP_H
 
@@ -24,8 +26,9 @@ struct tfs_ringkeep_shape {
 
 struct tfs_ringkeep;
 
-/* Up to budget bytes of slots kept (slot bytes x slots, over every ring kept); 0: none. */
-int tfs_ringkeep_create(uint64_t budget, struct tfs_ringkeep **out);
+/* Up to budget bytes of slots kept (slot bytes x slots, over every ring kept), each for at most
+ * ttl_ms milliseconds (a thread of the keep's own frees them then). */
+int tfs_ringkeep_create(uint64_t budget, unsigned ttl_ms, struct tfs_ringkeep **out);
 /* Frees every ring kept (the backend's destroy). NULL is fine. */
 void tfs_ringkeep_free(struct tfs_ringkeep *k);
 
@@ -40,7 +43,7 @@ struct tfs_ringkeep_stats {
 	uint64_t budget;
 	uint64_t rings, bytes; /* kept now */
 	uint64_t reused;       /* rings made of kept slots */
-	uint64_t dropped;      /* kept slots freed to stay in the budget */
+	uint64_t dropped;      /* kept slots freed to stay in the budget or past their time */
 };
 void tfs_ringkeep_stats(struct tfs_ringkeep *k, struct tfs_ringkeep_stats *out);
 

@@ -390,7 +390,7 @@ static void test_kept_slots(void **state)
 	c = kept_ring(2, 100, "kc", NULL);
 	small_bytes = tfs_staging_slot_bytes(c) * 2;
 	tfs_staging_destroy(c);
-	assert_int_equal(tfs_ringkeep_create(ring_bytes + small_bytes, &keep), 0);
+	assert_int_equal(tfs_ringkeep_create(ring_bytes + small_bytes, 60000, &keep), 0);
 
 	a = kept_ring(3, 200, "ka", keep);
 	one_batch(a, 1);
@@ -441,6 +441,36 @@ static void test_kept_slots(void **state)
 	assert_int_equal(kept_files(), 0);
 }
 
+/* Kept slots go after the keep's time: the file removed, counted as dropped. */
+static void test_kept_slots_expire(void **state)
+{
+	struct tfs_ringkeep_stats ks;
+	struct tfs_ringkeep *keep;
+	struct tfs_staging *a;
+
+	(void)state;
+	assert_int_equal(tfs_ringkeep_create(64 << 20, 150, &keep), 0);
+	a = kept_ring(2, 100, "ke", keep);
+	one_batch(a, 5);
+	tfs_staging_destroy(a);
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.rings, 1);
+	for (int i = 0; i < 500 && ks.rings; i++) {
+		usleep(10000);
+		tfs_ringkeep_stats(keep, &ks);
+	}
+	assert_int_equal(ks.rings, 0);
+	assert_int_equal(ks.bytes, 0);
+	assert_int_equal(ks.dropped, 1);
+	assert_int_equal(kept_files(), 0);
+	a = kept_ring(2, 100, "ke", keep); /* made afresh */
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.reused, 0);
+	tfs_staging_destroy(a);
+	tfs_ringkeep_free(keep);
+	assert_int_equal(kept_files(), 0);
+}
+
 static void test_limits_and_devices(void **state)
 {
 	struct tfs_staging *st;
@@ -474,6 +504,7 @@ int main(void)
 		cmocka_unit_test(test_chunks_pinned_until_complete),
 		cmocka_unit_test(test_limits_and_devices),
 		cmocka_unit_test(test_kept_slots),
+		cmocka_unit_test(test_kept_slots_expire),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
