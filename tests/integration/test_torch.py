@@ -58,3 +58,24 @@ def test_torch(lake, mount):
         seen.extend(idx.tolist())
     assert sorted(seen) == list(range(N))
     del x, y, loader
+
+
+def test_device_slots_reach_torch_as_cuda_arrays():
+    """A CUDA batch's column is a tensor torch makes from the CUDA array interface of a small
+    object (staging.py's _DeviceArray): torch must see the interface on the instance. Without a
+    CUDA build of torch, it is seen when torch goes on to initialise CUDA (rather than failing
+    to infer a dtype, as for an object without one)."""
+    import pytest
+    from tensorfs.staging import _DeviceArray
+
+    if torch.cuda.is_available():
+        pytest.skip("with CUDA, tests/gpu stages real batches")
+    cai = {"shape": (4, 3), "typestr": "<f4", "data": (4096, False), "version": 2,
+           "strides": None}
+    for obj, seen in ((_DeviceArray(cai), True), (object(), False)):
+        try:
+            torch.as_tensor(obj, device="cuda:0")
+        except (RuntimeError, AssertionError) as e:
+            assert ("infer dtype" not in str(e)) == seen, str(e)
+        else:
+            raise AssertionError("a tensor on a device this torch lacks")
