@@ -569,6 +569,13 @@ class Stager:
                         self._cuda.torch.cuda.current_stream(self._dev).synchronize()
                 finally:
                     self._cuda.close()
+            # The stream closed by a request: its slots are kept for the next stream of its
+            # shape (-o staging_keep) when this returns. The file's release closes it too, but
+            # reaches the daemon after close() has returned: the next Stager could open first.
+            try:
+                self.request(f"close stream={self.stream}")
+            except (OSError, ValueError):
+                pass
         finally:
             fd, self._fd = self._fd, None
             if self._mm is not None:
