@@ -3,8 +3,7 @@
  * frees from the end, and a thread of the keep's own frees the rings kept longer than its time
  * (the end of the list too).
  *
- * Locking: k->lock guards the list, the counters and stop; a backend's destroy runs outside
- * it. */
+ * Locking: a backend's destroy runs outside k->lock. */
 #include "ringkeep.h"
 
 #include <errno.h>
@@ -25,12 +24,12 @@ struct kept {
 
 struct tfs_ringkeep {
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* the reaper: a ring kept, or stop */
+	pthread_cond_t cond; /* the reaper's: a ring kept, or stop */
 	pthread_t reaper;
-	int stop;
-	uint64_t budget, ttl_ns;
-	struct kept *head; /* most recently kept first */
-	struct tfs_ringkeep_stats st;
+	int stop;		      /* protected by lock */
+	uint64_t budget, ttl_ns;      /* immutable */
+	struct kept *head;	      /* most recently kept first; protected by lock */
+	struct tfs_ringkeep_stats st; /* protected by lock */
 };
 
 static uint64_t shape_bytes(const struct tfs_ringkeep_shape *s)
