@@ -63,6 +63,29 @@ static void stream_end(void)
 #endif
 }
 
+/* n bytes from s to d: a column's row of 4 to 16 bytes (a label, a few numbers) by two loads and
+ * two stores each, not a call of memcpy (a shuffled batch of 2,048 int64 labels is 2,048 ops). */
+static inline void copy_row(uint8_t *d, const uint8_t *s, size_t n)
+{
+	if (n >= 8 && n <= 16) {
+		uint64_t a, b;
+
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy(d + n - 8, &b, 8);
+	} else if (n >= 4 && n < 8) {
+		uint32_t a, b;
+
+		memcpy(&a, s, 4);
+		memcpy(&b, s + n - 4, 4);
+		memcpy(d, &a, 4);
+		memcpy(d + n - 4, &b, 4);
+	} else {
+		memcpy(d, s, n);
+	}
+}
+
 /* The ops' bytes [lo, hi), counted in list order, into dst. */
 static void run_bytes(const struct tfs_gather_list *l, uint8_t *dst, uint64_t lo, uint64_t hi,
 		      int stream)
@@ -85,7 +108,7 @@ static void run_bytes(const struct tfs_gather_list *l, uint8_t *dst, uint64_t lo
 		else if (stream)
 			copy_stream(to, (const uint8_t *)(uintptr_t)(o->src + a), (size_t)(b - a));
 		else
-			memcpy(to, (const void *)(uintptr_t)(o->src + a), (size_t)(b - a));
+			copy_row(to, (const uint8_t *)(uintptr_t)(o->src + a), (size_t)(b - a));
 	}
 	if (stream)
 		stream_end();

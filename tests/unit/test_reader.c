@@ -479,6 +479,36 @@ static void test_pad_bad_rows(void **state)
 	free(dst);
 }
 
+/* Rows of 1 to 40 bytes (the executor copies 4 to 16 of them without memcpy) land as memcpy
+ * puts them, at every alignment, and nothing around them moves. */
+static void test_small_rows(void **state)
+{
+	uint8_t src[4096], want[8192], got[8192];
+	struct tfs_gather_list l;
+	uint64_t x = 2463534242ull, dst = 1;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 131 + 7);
+	memset(want, 0x5a, sizeof(want));
+	memset(got, 0x5a, sizeof(got));
+	tfs_gather_list_init(&l, NULL);
+	for (size_t n = 1; n <= 40; n++) {
+		for (int k = 0; k < 3; k++) {
+			const size_t from = (size_t)(x % (sizeof(src) - n));
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			assert_true(dst + n < sizeof(want));
+			assert_int_equal(tfs_gather_list_add(&l, src + from, dst, n), 0);
+			memcpy(want + dst, src + from, n);
+			dst += n + 1 + k; /* a gap: ops do not merge, and the gap stays as it was */
+		}
+	}
+	tfs_gather_list_run(&l, got);
+	assert_memory_equal(got, want, sizeof(want));
+	tfs_gather_list_free(&l);
+}
+
 /* tfs_gather_list_run_on, split over a pool and written past the caches, puts the same bytes
  * where the plain loop does: ops of every length (odd ones, and ops crossing the parts'
  * boundaries), sources and destinations at every alignment, zeros, and ops already in place;
@@ -557,8 +587,8 @@ int main(void)
 		cmocka_unit_test(test_fixed),	     cmocka_unit_test(test_ragged),
 		cmocka_unit_test(test_text),	     cmocka_unit_test(test_bytes),
 		cmocka_unit_test(test_room),	     cmocka_unit_test(test_frames),
-		cmocka_unit_test(test_pad_bad_rows), cmocka_unit_test(test_run_on_pool),
-		cmocka_unit_test(test_pins_once),
+		cmocka_unit_test(test_pad_bad_rows), cmocka_unit_test(test_small_rows),
+		cmocka_unit_test(test_run_on_pool),  cmocka_unit_test(test_pins_once),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
