@@ -209,24 +209,44 @@ def test_next_gives_back_the_batch_before(lake, mount):
     s.close()
 
 
-def test_stager_next_is_one_ioctl(lake, mount):
-    """Stager.next asks through TFS_CTL_IOC_NEXT (one call into the daemon a batch, the slot
-    before given back in it) and gets what the text request gives: the same batches of a
-    shuffled view, the same errors, None at the end."""
+def test_stager_asks_through_ioctls(lake, mount):
+    """Stager.next, stage and release ask through the control file's ioctls (TFS_CTL_IOC_NEXT,
+    STAGE, RELEASE: one call into the daemon each, next giving the slot before back in it) and
+    get what the text requests give: the same batches of a shuffled view, of explicit rows
+    (binary up to 1,024 of them, text beyond) and of ranges, the same errors, None at the end."""
+    from tensorfs import staging
+
     cols = build(lake)
     m = mount(lake)
     vp = tensorfs.view_path(m.path / "d" / "main", seed=5)
     order = np.load(os.path.join(vp, "label.npy"))
-    got = {}
+    rng = np.random.default_rng(9)
+    picks = [rng.integers(0, N, 7), rng.integers(0, N, 1024), rng.integers(0, N, 1500),
+             range(100, 228), slice(2990, None), slice(10, 40, 3), [N - 1]]
+    got, staged = {}, {}
     for how in ("ioctl", "text"):
         with tensorfs.Stager(m.path, vp, ["image", "label", "feat"], depth=2,
-                             batch_size=128) as g:
-            if how == "text":
-                g._next_ioctl = False  # as with a daemon without the ioctl
-            got[how] = [(b.pos, {k: np.array(v) for k, v in b.items()}) for b in g.batches()]
-            assert g._next_ioctl is (how == "ioctl")
+                             batch_size=2048) as g:
+            if how == "text":  # as with a daemon without them
+                g._no_ioctl = {staging._IOC_NEXT, staging._IOC_STAGE, staging._IOC_RELEASE}
+            got[how] = [(b.pos, {k: np.array(v) for k, v in b.items()})
+                        for b in g.batches(128)]
             assert g.next() is None  # the end, again
+            staged[how] = []
+            for p in picks:
+                b = g.stage(p, slot=1)
+                staged[how].append({k: np.array(v) for k, v in b.items()})
+                assert b.slot == 1
+                b.release()
+            with pytest.raises(tensorfs.StagingError) as ei:
+                g.stage([0, N])
+            assert ei.value.errno == errno.ERANGE
+            with pytest.raises(tensorfs.StagingError) as ei:
+                g.stage(range(5, 6), slot=2)
+            assert ei.value.errno == errno.EINVAL and "slots 0..1" in str(ei.value)
             assert int(g.stats()["leased"]) == 0
+            if how == "ioctl":
+                assert not g._no_ioctl  # every call went through its ioctl
     assert [p for p, _ in got["ioctl"]] == list(range(0, N, 128))
     for (p, a), (q, b) in zip(got["ioctl"], got["text"], strict=True):
         assert p == q and a.keys() == b.keys()
@@ -235,13 +255,17 @@ def test_stager_next_is_one_ioctl(lake, mount):
     assert np.array_equal(np.concatenate([a["label"] for _, a in got["ioctl"]]), order)
     assert np.array_equal(np.concatenate([a["feat"] for _, a in got["ioctl"]]),
                           cols["feat"][(order - 1) // 3])
+    for p, a, b in zip(picks, staged["ioctl"], staged["text"], strict=True):
+        rows = order[np.arange(N)[p] if isinstance(p, slice) else np.asarray(p)]
+        for k in a:
+            assert np.array_equal(a[k], b[k]), (p, k)
+        assert np.array_equal(a["feat"], cols["feat"][(rows - 1) // 3]), p
     # A slot not held: refused with no batch made; the stream goes on from where it was.
     with tensorfs.Stager(m.path, vp, ["label"], depth=2, batch_size=10) as g:
         b = g.next()
         with pytest.raises(tensorfs.StagingError) as ei:
             g.next(release=1 - b.slot)
         assert ei.value.errno == errno.EINVAL and "not leased" in str(ei.value)
-        assert g._next_ioctl
         c = g.next(release=b)
         assert c.pos == 10 and list(c["label"]) == list(order[10:20])
         with pytest.raises(tensorfs.StagingError) as ei:
@@ -249,6 +273,10 @@ def test_stager_next_is_one_ioctl(lake, mount):
         assert ei.value.errno == errno.EINVAL and "at least 1" in str(ei.value)
         g.seek(N - 5)
         assert g.next(release=None).rows == 5
+        with pytest.raises(tensorfs.StagingError) as ei:
+            g.release(7)
+        assert ei.value.errno == errno.EINVAL and "not leased" in str(ei.value)
+        assert not g._no_ioctl
     with pytest.raises(ValueError):
         g.next()
 
