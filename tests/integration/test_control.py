@@ -210,10 +210,11 @@ def test_next_gives_back_the_batch_before(lake, mount):
 
 
 def test_stager_asks_through_ioctls(lake, mount):
-    """Stager.next, stage and release ask through the control file's ioctls (TFS_CTL_IOC_NEXT,
-    STAGE, RELEASE: one call into the daemon each, next giving the slot before back in it) and
-    get what the text requests give: the same batches of a shuffled view, of explicit rows
-    (binary up to 1,024 of them, text beyond) and of ranges, the same errors, None at the end."""
+    """Stager.next, stage, release and seek ask through the control file's ioctls
+    (TFS_CTL_IOC_NEXT, STAGE, RELEASE, SEEK: one call into the daemon each, next giving the slot
+    before back in it) and get what the text requests give: the same batches of a shuffled view,
+    of explicit rows (binary up to 1,024 of them, text beyond) and of ranges, the same errors,
+    None at the end."""
     from tensorfs import staging
 
     cols = build(lake)
@@ -228,7 +229,8 @@ def test_stager_asks_through_ioctls(lake, mount):
         with tensorfs.Stager(m.path, vp, ["image", "label", "feat"], depth=2,
                              batch_size=2048) as g:
             if how == "text":  # as with a daemon without them
-                g._no_ioctl = {staging._IOC_NEXT, staging._IOC_STAGE, staging._IOC_RELEASE}
+                g._no_ioctl = {staging._IOC_NEXT, staging._IOC_STAGE, staging._IOC_RELEASE,
+                               staging._IOC_SEEK}
             got[how] = [(b.pos, {k: np.array(v) for k, v in b.items()})
                         for b in g.batches(128)]
             assert g.next() is None  # the end, again
@@ -271,6 +273,9 @@ def test_stager_asks_through_ioctls(lake, mount):
         with pytest.raises(tensorfs.StagingError) as ei:
             g.next(batch_size=0, release=c)
         assert ei.value.errno == errno.EINVAL and "at least 1" in str(ei.value)
+        with pytest.raises(tensorfs.StagingError) as ei:
+            g.seek(N + 1)
+        assert ei.value.errno == errno.ERANGE
         g.seek(N - 5)
         assert g.next(release=None).rows == 5
         with pytest.raises(tensorfs.StagingError) as ei:

@@ -120,12 +120,18 @@ class _CtlRelease(ctypes.Structure):
     _fields_ = [("st", _CtlStatus), ("stream", ctypes.c_uint32), ("slot", ctypes.c_int32)]
 
 
+class _CtlSeek(ctypes.Structure):
+    _fields_ = [("st", _CtlStatus), ("stream", ctypes.c_uint32), ("pad0", ctypes.c_uint32),
+                ("pos", ctypes.c_uint64)]
+
+
 def _iowr(nr, struct):
     """_IOWR(0xB9, nr, struct): direction read|write, size, type, number."""
     return (3 << 30) | (ctypes.sizeof(struct) << 16) | (0xB9 << 8) | nr
 
 
-_IOC_STAGE, _IOC_RELEASE, _IOC_NEXT = _iowr(2, _CtlStage), _iowr(3, _CtlRelease), _iowr(7, _CtlNext)
+_IOC_STAGE, _IOC_RELEASE, _IOC_SEEK = _iowr(2, _CtlStage), _iowr(3, _CtlRelease), _iowr(6, _CtlSeek)
+_IOC_NEXT = _iowr(7, _CtlNext)
 _ROWS, _RANGE = 1, 2  # enum tfs_ctl_mode
 _KINDS = {1: "ragged", 2: "text", 3: "bytes"}
 
@@ -495,7 +501,9 @@ class Stager:
         return _batch_fields(x.out) if self._ioctl(_IOC_NEXT, x) else None
 
     def seek(self, pos=0):
-        self.request(f"seek stream={self.stream} pos={int(pos)}")
+        x = _CtlSeek(stream=self.stream, pos=int(pos))
+        if not self._ioctl(_IOC_SEEK, x):
+            self.request(f"seek stream={self.stream} pos={int(pos)}")
 
     def release(self, batch_or_slot):
         """Give a slot back; its arrays may be overwritten from now on."""
