@@ -121,7 +121,7 @@ static int ioc_stage(struct tfs_ctlfile_session *se, const struct tfs_ctl_stage 
 		rc = tfs_ctl_stream_stage(s, NULL, in->start, in->count, in->slot, &slot, err);
 		break;
 	case TFS_CTL_NEXT:
-		rc = tfs_ctl_stream_next(s, in->count, &slot, err);
+		rc = tfs_ctl_stream_next(s, -1, in->count, &slot, err);
 		break;
 	default:
 		SET_ERR("mode %u: expected TFS_CTL_ROWS, TFS_CTL_RANGE or TFS_CTL_NEXT", in->mode);
@@ -145,9 +145,7 @@ static int ioc_next(struct tfs_ctlfile_session *se, const struct tfs_ctl_next *i
 		SET_ERR("release=%d: a slot, or -1 for none", in->release);
 		return -EINVAL;
 	}
-	rc = in->release >= 0 ? tfs_ctl_stream_release(s, in->release, err) : 0;
-	if (!rc)
-		rc = tfs_ctl_stream_next(s, in->batch, &slot, err);
+	rc = tfs_ctl_stream_next(s, in->release, in->batch, &slot, err);
 	if (!rc)
 		fill_batch(s, slot, &out->out);
 	return rc;

@@ -134,9 +134,11 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 /* The session's stream id; NULL (with err set) when there is none. */
 struct tfs_ctl_stream *tfs_ctl_stream_find(struct tfs_ctlfile_session *se, uint64_t id, char *err);
 int tfs_ctl_stream_close(struct tfs_ctlfile_session *se, uint64_t id, char *err);
-/* The next batch of the stream's order (batch rows, 0: the stream's batch size) in a leased
- * slot, made ahead where it can be. */
-int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, char *err);
+/* The next batch of the stream's order (batch rows, at least 1) in a leased slot, made ahead
+ * where it can be. release >= 0: the loader gives that slot back first, in the same request (a
+ * slot not leased is an error, and then no batch is made); < 0: none. */
+int tfs_ctl_stream_next(struct tfs_ctl_stream *s, int release, uint64_t batch, unsigned *slot,
+			char *err);
 /* Stage by rows (rows != NULL, n of them) or by range [start, start + n) into slot (-1: any
  * free one), which is leased to the caller: *out. */
 int tfs_ctl_stream_stage(struct tfs_ctl_stream *s, const uint64_t *rows, uint64_t start, uint64_t n,

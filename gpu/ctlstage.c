@@ -157,11 +157,14 @@ static void stream_at(struct tfs_ctl_stream *s, uint64_t first, uint64_t last)
 	tfs_reader_at(s->reader, first, last, (s->n - (last + 1)) * s->row_bytes);
 }
 
-int tfs_ctl_stream_next(struct tfs_ctl_stream *s, uint64_t batch, unsigned *slot, char *err)
+int tfs_ctl_stream_next(struct tfs_ctl_stream *s, int release, uint64_t batch, unsigned *slot,
+			char *err)
 {
 	uint64_t used;
 	int rc;
 
+	if (release >= 0 && (rc = tfs_ctl_stream_release(s, release, err)))
+		return rc;
 	if (!batch) {
 		SET_ERR("batch must be at least 1");
 		return -EINVAL;

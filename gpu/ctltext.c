@@ -314,24 +314,22 @@ static int text_stage(struct tfs_ctlfile_session *se, const struct kv *kv, size_
 static int text_next(struct tfs_ctlfile_session *se, const struct kv *kv, size_t nkv,
 		     struct tfs_buf *r, char *err)
 {
-	const char *release = kv_get(kv, nkv, "release");
 	struct tfs_ctl_stream *s;
 	uint64_t batch, done = 0;
 	unsigned slot;
+	int give = -1; /* release=K: the loader is done with slot K, told in the same request */
 	int rc = kv_check(kv, nkv, "next", next_keys, err);
 
 	if (!rc)
 		rc = get_stream(se, kv, nkv, &s, err);
 	if (!rc)
 		rc = need_u64(kv, nkv, "batch", &batch, err);
-	/* release=K: the loader is done with slot K, told in the same round trip (a slot it
-	 * does not hold is an error, and no batch is made). */
-	if (!rc && release)
+	if (!rc && kv_get(kv, nkv, "release")) {
 		rc = need_u64(kv, nkv, "release", &done, err);
-	if (!rc && release)
-		rc = tfs_ctl_stream_release(s, done > INT_MAX ? INT_MAX : (int)done, err);
+		give = done > INT_MAX ? INT_MAX : (int)done; /* no such slot: not leased */
+	}
 	if (!rc)
-		rc = tfs_ctl_stream_next(s, batch, &slot, err);
+		rc = tfs_ctl_stream_next(s, give, batch, &slot, err);
 	return rc ? rc : reply_batch(r, s, slot);
 }
 
