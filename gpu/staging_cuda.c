@@ -232,18 +232,26 @@ static int use_kernel(struct cuda *c)
 	return on;
 }
 
+/* Wait for every batch under way to complete and its list to be released (each step tried,
+ * whatever the one before gave): 0, or -EIO when a step failed. */
+static int settle(struct cuda *c)
+{
+	int bad = cudaSetDevice(c->dev) != cudaSuccess;
+
+	bad |= c->stream && cudaStreamSynchronize(c->stream) != cudaSuccess;
+	bad |= c->done && cudaStreamSynchronize(c->done) != cudaSuccess;
+	if (bad)
+		(void)cudaGetLastError();
+	return bad ? -EIO : 0;
+}
+
 static void cuda_destroy(void *b)
 {
 	struct cuda *c = b;
 
 	if (!c)
 		return;
-	if (cudaSetDevice(c->dev) != cudaSuccess)
-		(void)cudaGetLastError();
-	if (c->stream)
-		cudaStreamSynchronize(c->stream);
-	if (c->done)
-		cudaStreamSynchronize(c->done);
+	(void)settle(c);
 	for (unsigned i = 0; c->ev && i < c->depth; i++)
 		if (c->ev[i])
 			cudaEventDestroy(c->ev[i]);
@@ -285,15 +293,7 @@ static void cuda_destroy(void *b)
  * as they are for the next ring. */
 static int cuda_keep(void *b)
 {
-	struct cuda *c = b;
-
-	if (cudaSetDevice(c->dev) != cudaSuccess ||
-	    cudaStreamSynchronize(c->stream) != cudaSuccess ||
-	    cudaStreamSynchronize(c->done) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return -EIO;
-	}
-	return 0;
+	return settle(b);
 }
 
 static int cuda_reuse(void *b, const struct tfs_staging_config *cfg, char *err, size_t err_cap)
@@ -552,9 +552,7 @@ static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t
 out:
 	if (rc) {
 		/* Uploads, a kernel or the release may still be under way: wait for them first. */
-		if (cudaStreamSynchronize(c->stream) != cudaSuccess ||
-		    cudaStreamSynchronize(c->done) != cudaSuccess)
-			(void)cudaGetLastError();
+		(void)settle(c);
 	}
 	if (owned)
 		list_done(f);
