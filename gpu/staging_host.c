@@ -56,6 +56,20 @@ static int grant_read(int fd, uid_t uid)
 	return fsetxattr(fd, "system.posix_acl_access", buf, sizeof(buf), 0) ? -errno : 0;
 }
 
+/* dir/tensorfs-<name>, allocated; NULL when out of memory. name: a ring's tag, or a kept
+ * ring's. */
+static char *file_path(const char *dir, const char *name)
+{
+	char *p;
+
+	return asprintf(&p, "%s/tensorfs-%s", dir, name) < 0 ? NULL : p;
+}
+
+static const char *ring_tag(const struct tfs_staging_config *cfg)
+{
+	return cfg->tag ? cfg->tag : "ring";
+}
+
 static int host_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes, void **out,
 		       char *err, size_t err_cap)
 {
@@ -70,9 +84,8 @@ static int host_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 	h->pool = cfg->pool;
 	h->last = UINT32_MAX;
 	h->dir = strdup(dir);
-	if (!h->dir ||
-	    asprintf(&h->path, "%s/tensorfs-%s", dir, cfg->tag ? cfg->tag : "ring") < 0) {
-		h->path = NULL;
+	h->path = file_path(dir, ring_tag(cfg));
+	if (!h->dir || !h->path) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -147,9 +160,9 @@ static void host_destroy(void *b)
  * our pid, is replaced). */
 static int move_file(struct host *h, const char *name, char *err, size_t err_cap)
 {
-	char *to;
+	char *to = file_path(h->dir, name);
 
-	if (asprintf(&to, "%s/tensorfs-%s", h->dir, name) < 0)
+	if (!to)
 		return -ENOMEM;
 	if (rename(h->path, to)) {
 		const int e = errno;
@@ -185,7 +198,7 @@ static int host_reuse(void *b, const struct tfs_staging_config *cfg, char *err, 
 
 	h->pool = cfg->pool;
 	h->last = UINT32_MAX;
-	return move_file(h, cfg->tag ? cfg->tag : "ring", err, err_cap);
+	return move_file(h, ring_tag(cfg), err, err_cap);
 }
 
 static int host_begin(void *b, unsigned slot, uint8_t **mem)
