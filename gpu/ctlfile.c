@@ -223,15 +223,17 @@ static void stream_free(struct tfs_ctl_stream *s)
 {
 	if (!s)
 		return;
+	if (s->ring)
+		tfs_ctl_drop_ahead(s, 0);
+	/* Its slots freed or kept (counted by the keep) before their bytes go back to the limit:
+	 * live and kept slots never exceed it together. */
+	tfs_staging_destroy(s->ring);
 	if (s->counted) {
 		pthread_mutex_lock(&s->ctl->lock);
 		s->ctl->nstreams--;
 		s->ctl->staging_bytes -= s->bytes;
 		pthread_mutex_unlock(&s->ctl->lock);
 	}
-	if (s->ring)
-		tfs_ctl_drop_ahead(s, 0);
-	tfs_staging_destroy(s->ring);
 	tfs_reader_close(s->reader); /* after the ring that reads through it */
 	tfs_lake_view_put(s->lake, s->lview);
 	tfs_version_put(s->ver);
@@ -424,7 +426,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	struct tfs_staging_config cfg = { 0 };
 	struct tfs_ctl_stream *s = NULL;
 	unsigned slot_id = 0;
-	uint64_t row_bytes = 0, slot_bytes;
+	uint64_t row_bytes = 0, slot_bytes, keep_room = 0;
 	char tag[64];
 	int rc;
 
@@ -565,6 +567,9 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 		ctl->staging_bytes += slot_bytes * s->depth;
 		s->bytes = slot_bytes * s->depth;
 		s->counted = 1;
+		/* Kept slots (ringkeep.h) count against the limit too: the room left beside the
+		 * live streams' is all they may hold once this one makes slots of its own. */
+		keep_room = ctl->max_staging - ctl->staging_bytes;
 	}
 	pthread_mutex_unlock(&ctl->lock);
 	if (rc)
@@ -604,6 +609,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.gid = se->gid;
 	cfg.pool = tfs_lake_pool(ctl->lake);
 	cfg.keep = ctl->keep;
+	cfg.keep_room = keep_room;
 	rc = tfs_staging_create(&cfg, &s->ring, err, ERR_MAX);
 	if (!rc && s->view && !s->pack)
 		rc = stream_plan(s, slot_bytes / s->max_batch);

@@ -31,8 +31,9 @@ struct tfs_ctlfile_config {
 	 * 0: none. */
 	int cuda_init;
 	/* -o staging_keep=SIZE: bytes of closed streams' slots kept for the next stream of the
-	 * same shape (ringkeep.h), for TFS_CTL_KEEP_MS at most, besides the staging_mem limit and
-	 * no more than it; keep_given 0: the default (TFS_CTL_DEFAULT_KEEP); max_keep 0: none. */
+	 * same shape (ringkeep.h), for TFS_CTL_KEEP_MS at most, no more than staging_mem and
+	 * counted in it with the open streams' slots; keep_given 0: the default
+	 * (TFS_CTL_DEFAULT_KEEP); max_keep 0: none. */
 	uint64_t max_keep;
 	int keep_given;
 };

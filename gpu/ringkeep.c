@@ -68,6 +68,21 @@ static struct kept *cut(struct tfs_ringkeep *k, struct kept **p)
 	return out;
 }
 
+/* The least recently kept rings past limit bytes, cut off the list to be freed unlocked (k->lock
+ * held). */
+static struct kept *cut_past(struct tfs_ringkeep *k, uint64_t limit)
+{
+	struct kept **p;
+	uint64_t total = 0;
+
+	for (p = &k->head; *p; p = &(*p)->next) {
+		total += shape_bytes(&(*p)->shape);
+		if (total > limit)
+			break;
+	}
+	return cut(k, p);
+}
+
 /* Frees the rings kept longer than the keep's time. */
 static void *reap(void *arg)
 {
@@ -150,8 +165,7 @@ void tfs_ringkeep_free(struct tfs_ringkeep *k)
 int tfs_ringkeep_put(struct tfs_ringkeep *k, const struct tfs_ringkeep_shape *shape, void *b)
 {
 	const uint64_t bytes = shape_bytes(shape);
-	struct kept *e, **p, *out;
-	uint64_t total = 0;
+	struct kept *e, *out;
 
 	if (bytes > k->budget)
 		return -ENOSPC;
@@ -166,17 +180,21 @@ int tfs_ringkeep_put(struct tfs_ringkeep *k, const struct tfs_ringkeep_shape *sh
 	k->head = e;
 	k->st.rings++;
 	k->st.bytes += bytes;
-	/* The least recently kept past the budget are cut off the list, to be freed unlocked. */
-	for (p = &k->head; *p; p = &(*p)->next) {
-		total += shape_bytes(&(*p)->shape);
-		if (total > k->budget)
-			break;
-	}
-	out = cut(k, p);
+	out = cut_past(k, k->budget);
 	pthread_cond_signal(&k->cond); /* the reaper times the oldest */
 	pthread_mutex_unlock(&k->lock);
 	free_list(out);
 	return 0;
+}
+
+void tfs_ringkeep_fit(struct tfs_ringkeep *k, uint64_t bytes)
+{
+	struct kept *out;
+
+	pthread_mutex_lock(&k->lock);
+	out = cut_past(k, bytes);
+	pthread_mutex_unlock(&k->lock);
+	free_list(out);
 }
 
 void *tfs_ringkeep_take(struct tfs_ringkeep *k, const struct tfs_ringkeep_shape *shape)

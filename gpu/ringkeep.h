@@ -6,7 +6,9 @@
  * of the same backend, device, slots, slot bytes and loader takes kept slots instead. Bounded
  * in bytes (the least recently kept go first) and in time: slots a stream an epoch reuses are
  * kept for the milliseconds between a stream's close and the next one's open, and need not
- * hold memory (the device's, for a CUDA ring) long after the last. Thread-safe. */
+ * hold memory (the device's, for a CUDA ring) long after the last. Kept slots count against the
+ * staging limit with the live ones: a ring that makes slots of its own first frees kept ones
+ * past what the limit leaves (tfs_ringkeep_fit). Thread-safe. */
 #ifndef TFS_RINGKEEP_H
 #define TFS_RINGKEEP_H
 
@@ -36,6 +38,9 @@ void tfs_ringkeep_free(struct tfs_ringkeep *k);
  * the backend's keep accepted. Returns 0, or -ENOSPC when it alone exceeds the budget (the
  * caller frees it). Rings kept before it are freed while the bytes exceed the budget. */
 int tfs_ringkeep_put(struct tfs_ringkeep *k, const struct tfs_ringkeep_shape *shape, void *b);
+/* Free the least recently kept rings until at most bytes are kept: what a ring about to make
+ * slots of its own leaves of the staging limit (staging.h keep_room). */
+void tfs_ringkeep_fit(struct tfs_ringkeep *k, uint64_t bytes);
 /* A ring kept with exactly that shape, no longer kept (the most recently kept), or NULL. */
 void *tfs_ringkeep_take(struct tfs_ringkeep *k, const struct tfs_ringkeep_shape *shape);
 

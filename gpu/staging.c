@@ -296,6 +296,8 @@ static int make_slots(struct tfs_staging *st, const struct tfs_staging_config *c
 			err[0] = 0;
 		}
 	}
+	if (cfg->keep)
+		tfs_ringkeep_fit(cfg->keep, cfg->keep_room);
 	return st->be->create(cfg, st->slot_bytes, &st->b, err, err_cap);
 }
 

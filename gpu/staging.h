@@ -73,6 +73,11 @@ struct tfs_staging_config {
 	 * make its own, and its own are kept there when it is destroyed (borrowed: outlives the
 	 * ring); NULL: made and freed with the ring. */
 	struct tfs_ringkeep *keep;
+	/* With keep: the bytes of kept slots the staging limit leaves beside this ring's (and every
+	 * other live ring's). A ring that finds no kept slots of its shape frees the least recently
+	 * kept past this before it makes its own, so that live and kept slots stay within the
+	 * limit together. UINT64_MAX: no limit but the keep's own budget. */
+	uint64_t keep_room;
 };
 
 /* Where a slot's batch is, for the loader. */

@@ -329,6 +329,50 @@ def test_a_stream_an_epoch_reuses_the_slots(lake, mount):
     assert st == {"budget": 0, "rings": 0, "bytes": 0, "reused": 0, "dropped": 0}, st
 
 
+def test_kept_slots_count_against_staging_mem(lake, mount):
+    """Kept slots and live ones stay within -o staging_mem together: a stream that makes slots
+    of its own first frees kept ones past the room the limit leaves it, and a stream of a kept
+    shape still takes them however little room is left."""
+    cols = build(lake)
+
+    def epoch(m, names):
+        """The keep's stats while a stream of these columns is open, and after it closed."""
+        with tensorfs.Stager(m.path, "d/main", names, depth=3, batch_size=1000) as g:
+            b = g.next()
+            for name in names:
+                assert np.array_equal(np.array(b[name]), cols[name][:1000]), name
+            during = staging_stats(m)["kept"]
+        return during, staging_stats(m)["kept"]
+
+    m = mount(lake)
+    big = epoch(m, ["image", "label"])[1]["bytes"]   # a ring's slots, as the keep counts them
+    small = epoch(m, ["image"])[1]["bytes"] - big
+    assert 0 < small < big, (small, big)
+    during, after = epoch(m, ["label"])  # plenty of room: every ring stays kept
+    assert during["rings"] == 2 and after["rings"] == 3 and after["dropped"] == 0, after
+    m.stop()
+
+    # Room for the larger ring's slots and a little more: not for both rings'.
+    limit = big + small // 2
+    m = mount(lake, opts=(f"staging_mem={limit}",))
+    during, after = epoch(m, ["image", "label"])
+    assert during["rings"] == 0 and after["rings"] == 1 and after["bytes"] == big, after
+    # The same shape takes the kept slots, with no room left beside them.
+    during, after = epoch(m, ["image", "label"])
+    assert during["rings"] == 0 and during["reused"] == 1, during
+    assert after["rings"] == 1 and after["dropped"] == 0, after
+    # Another shape: the kept slots go before its own are made, while it is open.
+    during, after = epoch(m, ["image"])
+    assert during["rings"] == 0 and during["dropped"] == 1, during
+    assert after["rings"] == 1 and after["bytes"] == small, after
+    during, after = epoch(m, ["image", "label"])
+    assert during["rings"] == 0 and during["dropped"] == 2, during
+    assert after["bytes"] == big and after["reused"] == 1, after
+    pid = m.pid
+    assert m.stop() == []
+    assert not [p for p in os.listdir("/dev/shm") if p.startswith(f"tensorfs-{pid}-")]
+
+
 class _Event:
     """torch.cuda.Event's part the Stager uses: done once the test says so or once waited on."""
 

@@ -303,9 +303,10 @@ static void test_chunks_pinned_until_complete(void **state)
 	tfs_cache_destroy(small);
 }
 
-/* A host ring like ring()'s, named tag, its slots kept in keep. */
-static struct tfs_staging *kept_ring(unsigned depth, uint64_t max_rows, const char *tag,
-				     struct tfs_ringkeep *keep)
+/* A host ring like ring()'s, named tag, its slots kept in keep, which may hold room bytes
+ * beside it. */
+static struct tfs_staging *kept_ring_in(unsigned depth, uint64_t max_rows, const char *tag,
+					struct tfs_ringkeep *keep, uint64_t room)
 {
 	struct tfs_staging_config cfg = {
 		.ver = ver,
@@ -320,6 +321,7 @@ static struct tfs_staging *kept_ring(unsigned depth, uint64_t max_rows, const ch
 		.gid = getgid(),
 		.pool = pool,
 		.keep = keep,
+		.keep_room = room,
 	};
 	struct tfs_staging *st = NULL;
 	char err[256] = "";
@@ -328,6 +330,12 @@ static struct tfs_staging *kept_ring(unsigned depth, uint64_t max_rows, const ch
 	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
 	assert_int_equal(tfs_staging_create(&cfg, &st, err, sizeof(err)), 0);
 	return st;
+}
+
+static struct tfs_staging *kept_ring(unsigned depth, uint64_t max_rows, const char *tag,
+				     struct tfs_ringkeep *keep)
+{
+	return kept_ring_in(depth, max_rows, tag, keep, UINT64_MAX);
 }
 
 static void one_batch(struct tfs_staging *st, uint64_t first)
@@ -471,6 +479,59 @@ static void test_kept_slots_expire(void **state)
 	assert_int_equal(kept_files(), 0);
 }
 
+/* Kept slots stay within the room the staging limit leaves: a ring that makes slots of its own
+ * first frees the least recently kept past its room; one that takes kept slots frees none. */
+static void test_kept_slots_within_room(void **state)
+{
+	struct tfs_staging *a, *c, *d;
+	struct tfs_ringkeep_stats ks;
+	struct tfs_ringkeep *keep;
+	char pc[512], pd[512];
+	uint64_t small_bytes;
+	ino_t ic;
+
+	(void)state;
+	assert_int_equal(tfs_ringkeep_create(UINT64_MAX, 60000, &keep), 0);
+	a = kept_ring(3, 200, "ra", keep);
+	c = kept_ring(2, 100, "rc", keep);
+	small_bytes = tfs_staging_slot_bytes(c) * 2;
+	ic = file_of(c, pc, sizeof(pc));
+	tfs_staging_destroy(a);
+	tfs_staging_destroy(c); /* kept: c's, then a's */
+	assert_int_equal(kept_files(), 2);
+
+	/* A third shape with room for c's slots alone: a's go (the least recently kept). */
+	d = kept_ring_in(1, 100, "rd", keep, small_bytes);
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.rings, 1);
+	assert_int_equal(ks.bytes, small_bytes);
+	assert_int_equal(ks.dropped, 1);
+	assert_int_equal(kept_files(), 1);
+	one_batch(d, 2);
+	tfs_staging_destroy(d); /* kept too: d's, then c's */
+
+	/* No room at all, but c's shape: its slots are taken, and nothing else is freed. */
+	c = kept_ring_in(2, 100, "rc2", keep, 0);
+	assert_int_equal(file_of(c, pd, sizeof(pd)), ic);
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.rings, 1);
+	assert_int_equal(ks.dropped, 1);
+	one_batch(c, 4);
+
+	/* No room and a shape not kept: every kept ring goes before the new slots are made. */
+	a = kept_ring_in(3, 200, "ra2", keep, 0);
+	tfs_ringkeep_stats(keep, &ks);
+	assert_int_equal(ks.rings, 0);
+	assert_int_equal(ks.bytes, 0);
+	assert_int_equal(ks.dropped, 2);
+	assert_int_equal(kept_files(), 0);
+	one_batch(a, 6);
+	tfs_staging_destroy(a);
+	tfs_staging_destroy(c);
+	tfs_ringkeep_free(keep);
+	assert_int_equal(kept_files(), 0);
+}
+
 static void test_limits_and_devices(void **state)
 {
 	struct tfs_staging *st;
@@ -505,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_limits_and_devices),
 		cmocka_unit_test(test_kept_slots),
 		cmocka_unit_test(test_kept_slots_expire),
+		cmocka_unit_test(test_kept_slots_within_room),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
