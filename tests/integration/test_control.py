@@ -16,7 +16,6 @@ import pytest
 from conftest import REPO_ROOT, SLOW
 
 import tensorfs  # noqa: E402
-from tensorfs.staging import StagingError  # noqa: E402
 
 N = 3000
 CTL_CLIENT = os.environ.get("TENSORFS_CTL_CLIENT") or str(REPO_ROOT / "build" / "rel" / "tests"
