@@ -139,7 +139,7 @@ static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint
 		last->bytes += bytes;
 		return 0;
 	}
-	if (TFS_GROW(l->ops, &l->ops_cap, l->nops + 1))
+	if (l->nops == l->ops_cap && TFS_GROW(l->ops, &l->ops_cap, l->nops + 1))
 		return -ENOMEM;
 	l->ops[l->nops++] = (struct tfs_gather_op){ s, dst, bytes, pin };
 	return 0;
@@ -589,6 +589,17 @@ int tfs_reader_bytes_bad(struct tfs_reader *r, size_t part, uint64_t a, uint64_t
 
 /* --- gathers --------------------------------------------------------------------------------- */
 
+/* Whole chunks a fixed column's gather has pinned, by chunk number modulo NEAR: a row of one of
+ * them is an op at once, without the list's map, the piece's checks or the bad-chunk test,
+ * which the first row of that chunk went through. */
+#define NEAR 64
+struct near {
+	size_t k1; /* the chunk's number + 1; 0: none */
+	const uint8_t *data;
+	uint64_t len;
+	uint32_t pin;
+};
+
 /* Rows of a fixed column or part: row i to dst + i x row bytes. Runs of consecutive rows of one
  * chunk are one op. */
 static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, size_t n,
@@ -598,23 +609,34 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 	const uint64_t rb = c->row_bytes;
 	const int frames = __atomic_load_n(&r->frames, __ATOMIC_RELAXED);
 	struct ahead ah = { .pool = r->lake ? tfs_lake_pool(r->lake) : NULL };
+	struct near near[NEAR] = { { 0 } };
 	int rc = 0;
 
 	if (!rb)
 		return 0;
+	/* Room for an op a row: add_op does not grow the array in the loop. */
+	if (TFS_GROW(l->ops, &l->ops_cap, l->nops + n))
+		return -ENOMEM;
 	tfs_batch_loads_init(&ah.loads);
 	for (size_t i = 0; i < n && !rc;) {
 		const uint64_t src = rows[i];
 		const size_t k = tfs_column_chunk_of(c, src);
 		const uint64_t in = src - tfs_column_chunk_first(c, k);
 		const uint64_t left = tfs_column_chunk_rows(c, k) - in; /* in this chunk from src */
+		struct near *nb = &near[k % NEAR];
 		const size_t mark_ops = l->nops;
 		const uint64_t mark_bytes = l->bytes;
 		size_t run = 1;
+		long whole;
 
 		assert(src < c->rows);
 		while (i + run < n && rows[i + run] == src + run && run < left)
 			run++;
+		if (nb->k1 == k + 1 && (in + run) * rb <= nb->len) {
+			rc = add_op(l, nb->data + in * rb, dst + i * rb, run * rb, nb->pin);
+			i += run;
+			continue;
+		}
 		ah.rows = rows + i + run;
 		ah.n = n - i - run;
 		/* A chunk known bad is not fetched again. */
@@ -626,6 +648,9 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 			list_truncate(l, mark_ops, mark_bytes); /* pieces read before the damage */
 			rc = add_op(l, NULL, dst + i * rb, run * rb, TFS_GATHER_NO_PIN);
 			*padded += run;
+		} else if (!rc && (whole = map_find(l, col, k)) >= 0) {
+			*nb = (struct near){ k + 1, l->pins[whole].e->data, l->pins[whole].e->len,
+					     (uint32_t)whole };
 		}
 		i += run;
 	}
