@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* devcache: keys to runs of a region (arena.h over memory not ours), LRU among unused entries. */
+/* devcache: keys to runs of segments (an arena.h each, over memory not ours), LRU among unused
+ * entries.
+ *
+ * Locking: d->lock guards everything here; the caller's callbacks (grow, release, evict) run
+ * with it dropped. One grow at a time: an insert that needs room while another grows waits for
+ * it (d->grown) rather than evict. */
 #include "devcache.h"
 
 #include <assert.h>
@@ -10,50 +15,61 @@
 #include "arena.h"
 #include "idmap.h"
 
-/* The arena hands out offsets dressed as addresses from this one: never dereferenced. */
+/* An arena hands out offsets dressed as addresses from this one: never dereferenced. */
 #define FAKE_BASE ((uint8_t *)(uintptr_t)TFS_ARENA_GRANULE)
+
+struct seg {
+	uint64_t addr;		/* the caller's memory, seg_bytes of it */
+	struct tfs_arena *runs; /* over FAKE_BASE */
+	size_t entries;		/* entries whose run lies here */
+	int draining;		/* takes no new runs; released once empty */
+	struct seg *next;
+};
 
 struct dentry {
 	struct tfs_devcache_entry pub; /* first: entry pointers are dentry pointers */
-	struct tfs_idmap_node node;    /* protected by d->lock */
-	uint8_t *run;		       /* from d->runs */
-	unsigned refs;		       /* protected by d->lock */
-	int ready;		       /* protected by d->lock */
-	struct dentry *prev, *next;    /* LRU of ready entries, most recent first; by d->lock */
+	struct tfs_idmap_node node;
+	struct seg *seg;
+	uint8_t *run; /* from seg->runs */
+	unsigned refs;
+	int ready;
+	struct dentry *prev, *next; /* LRU of ready entries, most recent first */
 };
 
 struct tfs_devcache {
 	pthread_mutex_t lock;
-	struct tfs_arena *runs; /* taken only under lock here */
-	struct tfs_idmap map;	/* protected by lock */
-	struct dentry lru;	/* sentinel; protected by lock */
-	void (*evict)(void *arg, void *tag);
-	void *arg;
-	uint64_t base, budget;
-	uint64_t bytes, hits, misses, inserts, evictions, full; /* protected by lock */
+	pthread_cond_t grown; /* a grow ended */
+	int growing;
+	struct seg *segs;
+	struct tfs_idmap map;
+	struct dentry lru; /* sentinel */
+	struct tfs_devcache_mem mem;
+	uint64_t budget, seg_bytes; /* immutable */
+	uint64_t bytes, held, hits, misses, inserts, evictions, full, released;
 };
 
-int tfs_devcache_create(uint64_t base, uint64_t bytes, void (*evict)(void *arg, void *tag),
-			void *arg, struct tfs_devcache **out)
+int tfs_devcache_create(uint64_t budget, uint64_t seg_bytes, const struct tfs_devcache_mem *mem,
+			struct tfs_devcache **out)
 {
-	struct tfs_devcache *d = calloc(1, sizeof(*d));
+	struct tfs_devcache *d;
 	int rc;
 
+	if (!seg_bytes || seg_bytes % TFS_ARENA_GRANULE)
+		return -EINVAL;
+	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	rc = tfs_arena_create_over(FAKE_BASE, bytes, &d->runs);
-	if (!rc && (rc = tfs_idmap_init(&d->map, 256)))
-		tfs_arena_destroy(d->runs);
+	rc = tfs_idmap_init(&d->map, 256);
 	if (rc) {
 		free(d);
 		return rc;
 	}
 	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->grown, NULL);
 	d->lru.next = d->lru.prev = &d->lru;
-	d->evict = evict;
-	d->arg = arg;
-	d->base = base;
-	d->budget = bytes;
+	d->mem = *mem;
+	d->seg_bytes = seg_bytes;
+	d->budget = budget < seg_bytes ? seg_bytes : budget / seg_bytes * seg_bytes;
 	*out = d;
 	return 0;
 }
@@ -79,13 +95,66 @@ static void drop(struct tfs_devcache *d, struct dentry *e)
 	tfs_idmap_remove(&d->map, &e->node);
 	if (e->ready)
 		lru_unlink(e);
-	tfs_arena_free(d->runs, e->run);
+	tfs_arena_free(e->seg->runs, e->run);
+	e->seg->entries--;
 	d->bytes -= e->pub.len;
+}
+
+/* Evict e (unused, ready) onto *victims, whose callbacks run once unlocked; under d->lock. */
+static void evict(struct tfs_devcache *d, struct dentry *e, struct dentry **victims)
+{
+	drop(d, e);
+	e->next = *victims;
+	*victims = e;
+	d->evictions++;
+}
+
+/* Segments draining and empty, off the list onto *out to be released unlocked (counted as
+ * given back); under d->lock. */
+static void take_empty(struct tfs_devcache *d, struct seg **out)
+{
+	for (struct seg **p = &d->segs; *p;) {
+		struct seg *s = *p;
+
+		if (s->draining && !s->entries) {
+			*p = s->next;
+			s->next = *out;
+			*out = s;
+			d->held -= d->seg_bytes;
+			d->released++;
+		} else {
+			p = &s->next;
+		}
+	}
+}
+
+/* The callbacks for what went while locked. */
+static void settle(struct tfs_devcache *d, struct dentry *victims, struct seg *segs)
+{
+	while (victims) {
+		struct dentry *v = victims;
+
+		victims = v->next;
+		if (d->mem.evict)
+			d->mem.evict(d->mem.arg, v->pub.tag);
+		free(v);
+	}
+	while (segs) {
+		struct seg *s = segs;
+
+		segs = s->next;
+		if (d->mem.release)
+			d->mem.release(d->mem.arg, s->addr, d->seg_bytes);
+		tfs_arena_destroy(s->runs);
+		free(s);
+	}
 }
 
 void tfs_devcache_destroy(struct tfs_devcache *d)
 {
 	struct tfs_idmap_node *n;
+	struct dentry *victims = NULL;
+	struct seg *segs;
 
 	if (!d)
 		return;
@@ -95,12 +164,18 @@ void tfs_devcache_destroy(struct tfs_devcache *d)
 
 		n = n->next;
 		assert(!e->refs);
-		if (e->ready && d->evict)
-			d->evict(d->arg, e->pub.tag);
-		free(e);
+		if (e->ready) {
+			e->next = victims;
+			victims = e;
+		} else {
+			free(e);
+		}
 	}
+	segs = d->segs;
+	d->segs = NULL;
+	settle(d, victims, segs);
 	tfs_idmap_free(&d->map);
-	tfs_arena_destroy(d->runs);
+	pthread_cond_destroy(&d->grown);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 }
@@ -125,41 +200,95 @@ struct tfs_devcache_entry *tfs_devcache_get(struct tfs_devcache *d, const struct
 	return e ? &e->pub : NULL;
 }
 
+/* A run of len in a segment that takes new ones (e->seg, e->run), or 0; under d->lock. */
+static int place(struct tfs_devcache *d, struct dentry *e, uint64_t len)
+{
+	size_t cap;
+
+	for (struct seg *s = d->segs; s; s = s->next) {
+		if (s->draining || !(e->run = tfs_arena_alloc(s->runs, len, &cap)))
+			continue;
+		e->seg = s;
+		s->entries++;
+		return 1;
+	}
+	return 0;
+}
+
+/* One more segment from the caller, if the budget allows and it gives one: 1 when one was
+ * added (or another thread's grow ended meanwhile: worth another look), 0 when not. Under
+ * d->lock, dropped around the call. */
+static int grow(struct tfs_devcache *d)
+{
+	struct seg *s;
+
+	if (d->growing) {
+		pthread_cond_wait(&d->grown, &d->lock);
+		return 1;
+	}
+	if (!d->mem.grow || d->held + d->seg_bytes > d->budget)
+		return 0;
+	s = calloc(1, sizeof(*s));
+	if (!s || tfs_arena_create_over(FAKE_BASE, d->seg_bytes, &s->runs)) {
+		free(s);
+		return 0;
+	}
+	d->growing = 1;
+	pthread_mutex_unlock(&d->lock);
+	s->addr = d->mem.grow(d->mem.arg, d->seg_bytes);
+	pthread_mutex_lock(&d->lock);
+	d->growing = 0;
+	pthread_cond_broadcast(&d->grown);
+	if (!s->addr) {
+		tfs_arena_destroy(s->runs);
+		free(s);
+		return 0;
+	}
+	s->next = d->segs;
+	d->segs = s;
+	d->held += d->seg_bytes;
+	return 1;
+}
+
 struct tfs_devcache_entry *tfs_devcache_insert(struct tfs_devcache *d, const struct tfs_id *key,
 					       uint64_t len)
 {
-	struct dentry *e = calloc(1, sizeof(*e)), *victims = NULL;
-	size_t cap;
+	struct dentry *e = calloc(1, sizeof(*e)), *victims = NULL, *v;
+	struct seg *empty = NULL;
+	int placed = 0;
 
 	if (!e)
 		return NULL;
 	pthread_mutex_lock(&d->lock);
-	if (tfs_idmap_find(&d->map, key) || len > d->budget) {
+	if (tfs_idmap_find(&d->map, key) || len > d->seg_bytes) {
 		pthread_mutex_unlock(&d->lock);
 		free(e);
 		return NULL;
 	}
-	/* Evict from the cold end until a run fits: unused, ready entries only. */
-	for (struct dentry *v = d->lru.prev; !(e->run = tfs_arena_alloc(d->runs, len, &cap));) {
+	/* A segment's free run, else a new segment, else evictions from the cold end (unused,
+	 * ready entries only) until a run fits. */
+	while (!(placed = place(d, e, len)) && grow(d))
+		if (tfs_idmap_find(&d->map, key))
+			break; /* inserted by another thread meanwhile */
+	for (v = d->lru.prev; !placed && !tfs_idmap_find(&d->map, key);) {
 		while (v != &d->lru && v->refs)
 			v = v->prev;
 		if (v == &d->lru)
 			break;
 		struct dentry *prev = v->prev;
 
-		drop(d, v);
-		v->next = victims; /* the callback runs once unlocked */
-		victims = v;
-		d->evictions++;
+		evict(d, v, &victims);
 		v = prev;
+		placed = place(d, e, len);
 	}
-	if (!e->run) {
-		d->full++;
+	if (!placed) {
+		if (!tfs_idmap_find(&d->map, key))
+			d->full++;
 		free(e);
 		e = NULL;
 	} else {
 		e->node.id = *key;
-		e->pub.addr = d->base + (uint64_t)(e->run - FAKE_BASE);
+		e->pub.addr = e->seg->addr + (uint64_t)(e->run - FAKE_BASE);
 		e->pub.len = len;
 		e->refs = 1;
 		e->prev = e->next = e;
@@ -167,15 +296,9 @@ struct tfs_devcache_entry *tfs_devcache_insert(struct tfs_devcache *d, const str
 		d->bytes += len;
 		d->inserts++;
 	}
+	take_empty(d, &empty);
 	pthread_mutex_unlock(&d->lock);
-	while (victims) {
-		struct dentry *v = victims;
-
-		victims = v->next;
-		if (d->evict)
-			d->evict(d->arg, v->pub.tag);
-		free(v);
-	}
+	settle(d, victims, empty);
 	return e ? &e->pub : NULL;
 }
 
@@ -207,16 +330,67 @@ void tfs_devcache_put(struct tfs_devcache *d, struct tfs_devcache_entry *pe)
 		free(e);
 }
 
+/* The segment to give back next: an empty one that takes runs, else the one holding the least
+ * recently used entry of those that do; NULL when every segment drains. Under d->lock. */
+static struct seg *coldest(struct tfs_devcache *d)
+{
+	for (struct seg *s = d->segs; s; s = s->next)
+		if (!s->draining && !s->entries)
+			return s;
+	for (struct dentry *e = d->lru.prev; e != &d->lru; e = e->prev)
+		if (!e->seg->draining)
+			return e->seg;
+	for (struct seg *s = d->segs; s; s = s->next)
+		if (!s->draining)
+			return s; /* its entries are all being filled */
+	return NULL;
+}
+
+uint64_t tfs_devcache_shrink(struct tfs_devcache *d, uint64_t bytes)
+{
+	struct dentry *victims = NULL;
+	struct seg *out = NULL, *s;
+	uint64_t draining = 0, now = 0;
+
+	pthread_mutex_lock(&d->lock);
+	/* Segments already draining count towards what is asked: their entries put since go now,
+	 * and the segments once empty. */
+	for (struct dentry *e = d->lru.prev, *prev; e != &d->lru; e = prev) {
+		prev = e->prev;
+		if (e->seg->draining && !e->refs)
+			evict(d, e, &victims);
+	}
+	for (s = d->segs; s; s = s->next)
+		draining += s->draining ? d->seg_bytes : 0;
+	while (draining < bytes && (s = coldest(d))) {
+		s->draining = 1;
+		draining += d->seg_bytes;
+		for (struct dentry *e = d->lru.prev, *prev; e != &d->lru; e = prev) {
+			prev = e->prev;
+			if (e->seg == s && !e->refs)
+				evict(d, e, &victims);
+		}
+	}
+	take_empty(d, &out);
+	for (s = out; s; s = s->next)
+		now += d->seg_bytes;
+	pthread_mutex_unlock(&d->lock);
+	settle(d, victims, out);
+	return now;
+}
+
 void tfs_devcache_stats(struct tfs_devcache *d, struct tfs_devcache_stats *out)
 {
 	pthread_mutex_lock(&d->lock);
 	out->budget = d->budget;
 	out->bytes = d->bytes;
 	out->entries = d->map.n;
+	out->held = d->held;
 	out->hits = d->hits;
 	out->misses = d->misses;
 	out->inserts = d->inserts;
 	out->evictions = d->evictions;
 	out->full = d->full;
+	out->released = d->released;
 	pthread_mutex_unlock(&d->lock);
 }

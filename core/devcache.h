@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* devcache: a chunk cache over memory this module never touches (a GPU's): which chunks are
- * where in a region the caller allocated, with references and LRU eviction. The policy lives
- * here, apart from the buffers (as SQLite's pcache from pcache1): gpu/ allocates the region,
- * moves the bytes in and records when they are there. Thread-safe. */
+ * where in segments of memory the caller allocates as the cache grows and frees when asked to
+ * give memory back, with references and LRU eviction. The policy lives here, apart from the
+ * buffers (as SQLite's pcache from pcache1): gpu/ allocates and frees the segments, moves the
+ * bytes in and records when they are there. Thread-safe. */
 #ifndef TFS_DEVCACHE_H
 #define TFS_DEVCACHE_H
 
@@ -13,7 +14,7 @@
 
 struct tfs_devcache;
 
-/* A cached chunk: its bytes at addr (in the region's address space). */
+/* A cached chunk: its bytes at addr (in the segments' address space). */
 struct tfs_devcache_entry {
 	uint64_t addr;
 	uint64_t len;
@@ -24,30 +25,51 @@ struct tfs_devcache_entry {
 	int landed;
 };
 
-/* Runs of [base, base + bytes) (bytes: a multiple of 64 KiB). evict(arg, tag) is called for
- * each ready entry that is evicted or destroyed, on the thread that evicts (one inside
- * tfs_devcache_insert, or tfs_devcache_destroy). */
-int tfs_devcache_create(uint64_t base, uint64_t bytes, void (*evict)(void *arg, void *tag),
-			void *arg, struct tfs_devcache **out);
-/* Every entry goes (none may be referenced). NULL is fine. */
+/* The caller's memory. Each runs on a thread that inserts, shrinks or destroys, never under the
+ * cache's lock, never inside tfs_devcache_put. */
+struct tfs_devcache_mem {
+	/* A new segment of bytes: its address, or 0 when it cannot be spared now (the cache then
+	 * makes room by eviction within the segments it has). */
+	uint64_t (*grow)(void *arg, uint64_t bytes);
+	/* A segment given back: no entry lies in it any more. */
+	void (*release)(void *arg, uint64_t addr, uint64_t bytes);
+	/* A ready entry evicted or destroyed: its tag. */
+	void (*evict)(void *arg, void *tag);
+	void *arg;
+};
+
+/* Up to budget bytes in segments of seg_bytes (a multiple of 64 KiB; the budget is rounded down
+ * to whole segments, at least one), none allocated until an insert needs one. */
+int tfs_devcache_create(uint64_t budget, uint64_t seg_bytes, const struct tfs_devcache_mem *mem,
+			struct tfs_devcache **out);
+/* Every entry goes (none may be referenced), every segment is released. NULL is fine. */
 void tfs_devcache_destroy(struct tfs_devcache *d);
 
 /* The ready entry of key, referenced, or NULL (counted as a hit or a miss). */
 struct tfs_devcache_entry *tfs_devcache_get(struct tfs_devcache *d, const struct tfs_id *key);
-/* Room for key's len bytes, referenced, for the caller to fill and then mark ready; unused
- * entries are evicted, least recently used first, to make it. NULL when key is already there
- * (being filled by another caller) or when referenced entries leave no room. */
+/* Room for key's len bytes, referenced, for the caller to fill and then mark ready: in a segment
+ * it has, else in a new one while the budget allows and grow gives one, else by evicting unused
+ * entries, least recently used first. NULL when key is already there (being filled by another
+ * caller), when len exceeds a segment, or when referenced entries leave no room. */
 struct tfs_devcache_entry *tfs_devcache_insert(struct tfs_devcache *d, const struct tfs_id *key,
 					       uint64_t len);
 /* The caller filled e (its reference from tfs_devcache_insert): others may get it from now on. */
 void tfs_devcache_ready(struct tfs_devcache *d, struct tfs_devcache_entry *e, void *tag);
 /* Drop a reference. A failed fill drops its entry: put without ready. Safe on any thread (it
- * never evicts, so never calls evict). */
+ * never evicts nor releases, so never calls back). */
 void tfs_devcache_put(struct tfs_devcache *d, struct tfs_devcache_entry *e);
+
+/* Give back at least bytes of memory, whole segments, those holding the least recently used
+ * entries first: their unused entries are evicted and each segment is released once no entry
+ * lies in it; a segment with referenced entries takes no new ones and is released by a later
+ * insert or shrink after they are put. Returns the bytes released now. */
+uint64_t tfs_devcache_shrink(struct tfs_devcache *d, uint64_t bytes);
 
 struct tfs_devcache_stats {
 	uint64_t budget, bytes, entries; /* now */
+	uint64_t held;			 /* bytes of segments allocated now */
 	uint64_t hits, misses, inserts, evictions, full;
+	uint64_t released; /* segments given back by tfs_devcache_shrink */
 };
 void tfs_devcache_stats(struct tfs_devcache *d, struct tfs_devcache_stats *out);
 

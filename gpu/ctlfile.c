@@ -99,6 +99,7 @@ int tfs_ctlfile_create(const struct tfs_ctlfile_config *cfg, struct tfs_ctlfile 
 	ctl->max_streams = cfg->max_streams ? cfg->max_streams : TFS_CTL_DEFAULT_STREAMS;
 	ctl->max_staging = cfg->max_staging;
 	ctl->cache_gpu = cfg->cache_gpu;
+	ctl->cache_gpu_headroom = cfg->cache_gpu_headroom;
 	if (cfg->cuda_init > 0)
 		tfs_staging_prepare(cfg->cuda_init - 1, tfs_lake_cache(cfg->lake));
 	if (!ctl->max_staging) {
@@ -603,6 +604,7 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	cfg.depth = s->depth;
 	cfg.device = s->device;
 	cfg.cache_gpu = ctl->cache_gpu;
+	cfg.cache_gpu_headroom = ctl->cache_gpu_headroom;
 	cfg.shm_dir = ctl->shm_dir;
 	cfg.tag = tag;
 	cfg.uid = se->uid;
@@ -696,15 +698,15 @@ int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 		", \"slots\": %" PRIu64 ", \"slots_leased\": %" PRIu64 ", \"batches\": %" PRIu64
 		", \"rows\": %" PRIu64 ", \"bytes\": %" PRIu64
 		", \"gather_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
-		", \"gpu_cache\": {\"budget\": %" PRIu64 ", \"bytes\": %" PRIu64
-		", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
-		", \"evictions\": %" PRIu64 "}, \"kept\": {\"budget\": %" PRIu64
-		", \"rings\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"reused\": %" PRIu64
-		", \"dropped\": %" PRIu64 "}},\n",
+		", \"gpu_cache\": {\"budget\": %" PRIu64 ", \"held\": %" PRIu64
+		", \"bytes\": %" PRIu64 ", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64
+		", \"misses\": %" PRIu64 ", \"evictions\": %" PRIu64 ", \"given_back\": %" PRIu64
+		"}, \"kept\": {\"budget\": %" PRIu64 ", \"rings\": %" PRIu64 ", \"bytes\": %" PRIu64
+		", \"reused\": %" PRIu64 ", \"dropped\": %" PRIu64 "}},\n",
 		st.sessions, st.streams, st.slots, st.slots_leased, st.batches, st.rows, st.bytes,
-		(double)ss.fill_ns / 1e9, st.requests, st.errors, ss.gpu.budget, ss.gpu.bytes,
-		ss.gpu.entries, ss.gpu.hits, ss.gpu.misses, ss.gpu.evictions, ks.budget, ks.rings,
-		ks.bytes, ks.reused, ks.dropped);
+		(double)ss.fill_ns / 1e9, st.requests, st.errors, ss.gpu.budget, ss.gpu.held,
+		ss.gpu.bytes, ss.gpu.entries, ss.gpu.hits, ss.gpu.misses, ss.gpu.evictions,
+		ss.gpu.released, ks.budget, ks.rings, ks.bytes, ks.reused, ks.dropped);
 }
 
 int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)

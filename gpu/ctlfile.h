@@ -27,6 +27,9 @@ struct tfs_ctlfile_config {
 	/* Bytes of each GPU's memory that CUDA streams keep decoded chunks in (-o cache_gpu);
 	 * 0: none. */
 	uint64_t cache_gpu;
+	/* -o cache_gpu_headroom=SIZE: bytes of each GPU the cache leaves free for other
+	 * allocations, giving memory back when they take more; 0: the default (staging.h). */
+	uint64_t cache_gpu_headroom;
 	/* -o cuda_init=N: the CUDA device made ready at mount (tfs_staging_prepare), plus one;
 	 * 0: none. */
 	int cuda_init;

@@ -40,6 +40,7 @@ struct tfs_ctlfile {
 	unsigned max_sessions, max_streams;   /* immutable: the limits */
 	uint64_t max_staging;		      /* immutable */
 	uint64_t cache_gpu;		      /* immutable: bytes of a GPU chunk cache, 0: none */
+	uint64_t cache_gpu_headroom;	      /* immutable: what it leaves free (staging.h) */
 	struct tfs_ctlfile_session *sessions; /* protected by lock */
 	unsigned next_session;		      /* protected by lock */
 	uint64_t nsessions, nstreams;	      /* now; protected by lock */

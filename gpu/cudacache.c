@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* cudacache: a device's chunk cache: the region, uploads and the events that say they are done. */
+/* cudacache: a device's chunk cache: its segments of device memory, taken and given back, the
+ * uploads and the events that say they are done. */
 #include "staging.h"
 
 #ifdef TFS_HAVE_CUDA
@@ -13,17 +14,25 @@
 #include "util.h"
 
 #define MAX_DEVICES 64
+/* The cache's memory comes in segments of this (at most its budget): taken as chunks need
+ * room, given back a segment at a time when the device runs short. */
+#define SEG_BYTES (256ull << 20)
+/* How often the filling threads look at the device's free memory (cudaMemGetInfo). */
+#define CHECK_NS (100ull * 1000000u)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* Per device: its cache, or tried and failed; protected by lock (then read-only). */
-static struct {
+/* Per device: its cache, or tried and failed; protected by lock (then read-only, but for
+ * checked, atomic). */
+static struct dev {
 	struct tfs_devcache *dc;
-	void *mem;
+	int dev;
+	uint64_t headroom; /* bytes of the device the cache leaves free */
+	uint64_t checked;  /* tfs_now_ns() of the last look at the free memory */
 	int tried;
 } devs[MAX_DEVICES];
 
 /* An entry goes: the event of its upload goes with it (a CUDA call: this runs inside
- * tfs_devcache_insert, on a thread that stages, never in a stream callback). */
+ * tfs_devcache_insert or _shrink, on a thread that stages, never in a stream callback). */
 static void evicted(void *arg, void *tag)
 {
 	(void)arg;
@@ -31,7 +40,45 @@ static void evicted(void *arg, void *tag)
 		(void)cudaGetLastError();
 }
 
-struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes)
+/* The device's free memory, or 0 when it cannot be told. */
+static uint64_t free_now(uint64_t *total)
+{
+	size_t f = 0, t = 0;
+
+	if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	if (total)
+		*total = t;
+	return f;
+}
+
+/* A segment, if the device keeps its headroom free after it (the device is current: a thread
+ * that stages to it inserts). */
+static uint64_t grow(void *arg, uint64_t bytes)
+{
+	const struct dev *d = arg;
+	void *p = NULL;
+
+	if (free_now(NULL) < bytes + d->headroom)
+		return 0;
+	if (cudaMalloc(&p, bytes) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return (uint64_t)(uintptr_t)p;
+}
+
+static void release(void *arg, uint64_t addr, uint64_t bytes)
+{
+	(void)arg;
+	(void)bytes;
+	if (cudaFree((void *)(uintptr_t)addr) != cudaSuccess)
+		(void)cudaGetLastError();
+}
+
+struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes, uint64_t headroom)
 {
 	struct tfs_devcache *dc;
 
@@ -39,29 +86,62 @@ struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes)
 		return NULL;
 	pthread_mutex_lock(&lock);
 	if (!devs[dev].tried && bytes) {
-		const uint64_t len = bytes / TFS_ARENA_GRANULE * TFS_ARENA_GRANULE;
-		cudaError_t e;
+		struct dev *d = &devs[dev];
+		const uint64_t seg = bytes < SEG_BYTES
+					     ? bytes / TFS_ARENA_GRANULE * TFS_ARENA_GRANULE
+					     : SEG_BYTES;
+		const struct tfs_devcache_mem mem = { grow, release, evicted, d };
+		uint64_t total = 0;
 
-		devs[dev].tried = 1;
-		e = len ? cudaMalloc(&devs[dev].mem, len) : cudaErrorInvalidValue;
-		if (e != cudaSuccess || tfs_devcache_create((uint64_t)(uintptr_t)devs[dev].mem, len,
-							    evicted, NULL, &devs[dev].dc)) {
-			if (e != cudaSuccess)
-				tfs_cuda_errno(e, "cache_gpu: cudaMalloc");
-			else
-				cudaFree(devs[dev].mem);
+		d->tried = 1;
+		d->dev = dev;
+		free_now(&total);
+		/* Default: a 32nd of the device, at least 2 GiB. */
+		d->headroom = headroom ? headroom : total / 32;
+		if (d->headroom < (2ull << 30))
+			d->headroom = 2ull << 30;
+		if (!seg || tfs_devcache_create(bytes, seg, &mem, &d->dc)) {
 			tfs_warn("staging: cuda:%d: no chunk cache in GPU memory (%llu bytes asked "
 				 "for): batches read host memory",
 				 dev, (unsigned long long)bytes);
-			devs[dev].mem = NULL;
+			d->dc = NULL;
 		} else {
-			tfs_info("staging: cuda:%d: a chunk cache of %llu MiB in GPU memory", dev,
-				 (unsigned long long)(len >> 20));
+			tfs_info("staging: cuda:%d: a chunk cache of up to %llu MiB in GPU memory, "
+				 "taken as chunks need it, given back while less than %llu MiB of "
+				 "the device is free",
+				 dev, (unsigned long long)(bytes >> 20),
+				 (unsigned long long)(d->headroom >> 20));
 		}
 	}
 	dc = devs[dev].dc;
 	pthread_mutex_unlock(&lock);
 	return dc;
+}
+
+/* Memory given back while the device has less than the headroom free (other processes'
+ * allocations grew), looked at every CHECK_NS at most by the threads that fill batches. */
+static void relieve(struct tfs_devcache *dc, int dev)
+{
+	struct dev *d = dev >= 0 && dev < MAX_DEVICES ? &devs[dev] : NULL;
+	uint64_t now = tfs_now_ns(), last, free_b, got;
+
+	if (!d || d->dc != dc)
+		return;
+	last = __atomic_load_n(&d->checked, __ATOMIC_RELAXED);
+	if (now - last < CHECK_NS ||
+	    !__atomic_compare_exchange_n(&d->checked, &last, now, 0, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	free_b = free_now(NULL);
+	if (!free_b || free_b >= d->headroom)
+		return;
+	got = tfs_devcache_shrink(dc, d->headroom - free_b);
+	if (got)
+		tfs_info("staging: cuda:%d: %llu MiB of the GPU chunk cache given back (%llu MiB "
+			 "of the device were free, %llu MiB kept free)",
+			 d->dev, (unsigned long long)(got >> 20),
+			 (unsigned long long)(free_b >> 20),
+			 (unsigned long long)(d->headroom >> 20));
 }
 
 /* Upload pin p's chunk into a new entry; NULL when there is no room (or it is being uploaded
@@ -95,18 +175,20 @@ static struct tfs_devcache_entry *upload(struct tfs_devcache *dc, const struct t
 	return e;
 }
 
-int tfs_cudacache_map(struct tfs_devcache *dc, const struct tfs_gather_list *l, cudaStream_t stream,
-		      uint64_t *dev, struct tfs_devcache_entry **held, size_t *nheld)
+int tfs_cudacache_map(struct tfs_devcache *dc, int dev, const struct tfs_gather_list *l,
+		      cudaStream_t stream, uint64_t *addr, struct tfs_devcache_entry **held,
+		      size_t *nheld)
 {
 	int rc = 0;
 
 	*nheld = 0;
+	relieve(dc, dev);
 	for (size_t i = 0; i < l->npins && !rc; i++) {
 		const struct tfs_gather_pin *p = &l->pins[i];
 		struct tfs_devcache_entry *e;
 		cudaError_t ce;
 
-		dev[i] = 0;
+		addr[i] = 0;
 		if (!p->whole)
 			continue; /* a frame: read from host memory */
 		e = tfs_devcache_get(dc, p->id);
@@ -131,7 +213,7 @@ int tfs_cudacache_map(struct tfs_devcache *dc, const struct tfs_gather_list *l, 
 			}
 		}
 		if (e) {
-			dev[i] = e->addr;
+			addr[i] = e->addr;
 			held[(*nheld)++] = e;
 		}
 	}
@@ -156,6 +238,8 @@ void tfs_staging_cuda_cache_stats(struct tfs_devcache_stats *out)
 		out->inserts += s.inserts;
 		out->evictions += s.evictions;
 		out->full += s.full;
+		out->held += s.held;
+		out->released += s.released;
 	}
 	pthread_mutex_unlock(&lock);
 }

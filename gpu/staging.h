@@ -50,8 +50,10 @@ struct tfs_staging_config {
 	unsigned depth; /* slots */
 	int device;	/* TFS_STAGING_HOST or a CUDA device */
 	/* cuda: bytes of the device's memory for a chunk cache that every ring of the device
-	 * shares (made by the first ring asking for one; later sizes are ignored); 0: none. */
-	uint64_t cache_gpu;
+	 * shares (made by the first ring asking for one; later sizes are ignored); 0: none. It
+	 * leaves cache_gpu_headroom bytes of the device free for other allocations, giving memory
+	 * back when they take more (0: a 32nd of the device, at least 2 GiB; cudacache.h). */
+	uint64_t cache_gpu, cache_gpu_headroom;
 	const char *shm_dir; /* host: directory of slot files; NULL: /dev/shm */
 	const char *tag;     /* host: makes the file name unique: tensorfs-<tag> */
 	uid_t uid;	     /* host: the loader, who must be able to read the file */

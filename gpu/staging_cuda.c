@@ -360,7 +360,7 @@ static int cuda_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 		c->pinned_delta = (intptr_t)dp - (intptr_t)c->pinned;
 	}
 	c->reg = arena_register(c->cache, c->dev);
-	c->dc = tfs_cudacache_get(c->dev, cfg->cache_gpu);
+	c->dc = tfs_cudacache_get(c->dev, cfg->cache_gpu, cfg->cache_gpu_headroom);
 	tfs_info("staging: cuda:%d: %u slots of %.1f MiB set up in %.1f ms (context %.1f ms, "
 		 "pinned slots %.1f ms)",
 		 c->dev, c->depth, (double)slot_bytes / 1048576.0,
@@ -498,7 +498,7 @@ static int map_device_cache(struct cuda *c, struct inflight *f, const struct tfs
 		f->cap = cap;
 	}
 	f->dc = c->dc;
-	return tfs_cudacache_map(c->dc, l, c->stream, f->dev, f->held, &f->nheld);
+	return tfs_cudacache_map(c->dc, c->dev, l, c->stream, f->dev, f->held, &f->nheld);
 }
 
 static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t bytes)

@@ -111,6 +111,12 @@ static int parse_mount_opts(char *list, struct tfs_fs_config *cfg, struct tfs_la
 				tfs_err("-o cache_gpu=%s: expected a size like 40G", val);
 				return -EINVAL;
 			}
+		} else if (!strcmp(o, "cache_gpu_headroom") && val) {
+			if (tfs_parse_size(val, &ctl_limits.cache_gpu_headroom) ||
+			    !ctl_limits.cache_gpu_headroom) {
+				tfs_err("-o cache_gpu_headroom=%s: expected a size like 4G", val);
+				return -EINVAL;
+			}
 		} else if (!strcmp(o, "cuda_init") && val) {
 			long n;
 

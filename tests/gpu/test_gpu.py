@@ -492,6 +492,59 @@ def test_gpu_cache(lake, mount):
     assert ratio >= 5, f"FAIL: staging from the GPU cache reaches {ratio:.2f}x pinned copy"
 
 
+def _device_free():
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    ck(RT.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)), "cudaMemGetInfo")
+    return free.value
+
+
+def test_gpu_cache_gives_memory_back(lake, mount):
+    """-o cache_gpu takes device memory as chunks need it, and gives it back, a segment at a
+    time, once another process leaves less than -o cache_gpu_headroom of the device free; the
+    batches stay right meanwhile, and the cache grows again once the memory is free."""
+    n, batch, shape = 4096, 512, (224, 224, 3)  # 616 MB
+    rb = int(np.prod(shape)) + 8
+    rng = np.random.default_rng(17)
+    img = rng.integers(0, 256, size=(n,) + shape, dtype=np.uint8)
+    lake.build("q", {"image": img, "label": np.arange(n, dtype=np.int64)}, "--chunk-size", "4M")
+    headroom = 1 << 30
+    m = mount(lake, opts=("cache_mem=4G", "cache_gpu=2G", f"cache_gpu_headroom={headroom}"))
+    loader = Loader()
+
+    def gpu_cache():
+        return json.loads((m.path / ".tensorfs" / "stats").read_bytes())["staging"]["gpu_cache"]
+
+    def check(got):
+        assert np.array_equal(got["image"], img[got["label"]])
+    with tensorfs.Stager(m.path, "q/main/views/seed=1", ["image", "label"], device="cuda:0",
+                         depth=4, batch_size=batch) as g:
+        staged_epoch(g, loader, batch, rb, check)
+        full = gpu_cache()
+        assert full["held"] >= 512 << 20 and full["entries"] > 0 and full["given_back"] == 0, full
+        # This process takes all of the device but half the headroom.
+        take = _device_free() - headroom // 2
+        p = ctypes.c_void_p()
+        ck(RT.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(take)), "cudaMalloc")
+        try:
+            t0 = time.time()
+            while gpu_cache()["given_back"] == 0 and time.time() - t0 < 20:
+                staged_epoch(g, loader, batch, rb, check)  # fills look every 100 ms
+            short = gpu_cache()
+            free = _device_free()
+        finally:
+            RT.cudaFree(p)
+        print(f"\ncache_gpu: {full['held'] >> 20} MiB held after an epoch; with another "
+              f"allocation leaving {headroom // 2 >> 20} MiB free: {short['held'] >> 20} MiB "
+              f"held, {short['given_back']} segments given back, {free >> 20} MiB free")
+        assert short["given_back"] >= 1 and short["held"] < full["held"], short
+        assert free > headroom // 2 + (128 << 20), free  # the segments given back
+        for _ in range(2):
+            staged_epoch(g, loader, batch, rb, check)
+        again = gpu_cache()
+        assert again["held"] > short["held"], again
+        loader.close()
+
+
 def test_batches_given_back_after_their_work(lake, mount):
     """Stager.batches() on CUDA gives a batch back without waiting for the device (an event
     marks its work; the slot goes back once that completed). Work queued on each batch, slow on

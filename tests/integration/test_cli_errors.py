@@ -179,6 +179,12 @@ def test_mount_errors(lake, tmp_path, foreground):
     assert rc != 0 and not is_mounted(mnt)
     assert "staging_keep=lots" in err, err
 
+    # a GPU cache that would leave nothing of the device free
+    rc, out, err = run_mount_expect_failure([lake.url, mnt, "-o", "cache_gpu_headroom=0", *fg],
+                                            mnt, tmp_path, "headroom")
+    assert rc != 0 and not is_mounted(mnt)
+    assert "cache_gpu_headroom=0" in err, err
+
 
 def test_help():
     # help for one command: its lines of the usage text and an example, on stdout, status 0
