@@ -1666,6 +1666,36 @@ static void test_name_valid(void **state)
 
 /* --- schema.json ---------------------------------------------------------------------------- */
 
+/* Listed chunks (a data part's): the chunk of every row equals the first chunk whose end is
+ * past it, for chunks alike, of wildly different sizes, and with empty ones, and r >= rows gives
+ * nchunks. */
+static void test_chunk_of_listed(void **state)
+{
+	static const uint64_t alike[] = { 100, 200, 300, 400, 500, 600, 700, 800 };
+	static const uint64_t skewed[] = { 1, 2, 3, 700, 701, 702, 703, 800 };
+	static const uint64_t empties[] = { 0, 0, 90, 90, 90, 500, 500, 800 };
+	static const uint64_t one[] = { 800 };
+	const struct {
+		const uint64_t *end;
+		size_t n;
+	} layouts[] = { { alike, 8 }, { skewed, 8 }, { empties, 8 }, { one, 1 } };
+
+	(void)state;
+	for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
+		struct tfs_column c = { .rows = 800,
+					.chunk_end = (uint64_t *)layouts[l].end,
+					.nchunks = layouts[l].n };
+
+		for (uint64_t r = 0; r <= 801; r++) {
+			size_t want = 0;
+
+			while (want < c.nchunks && c.chunk_end[want] <= r)
+				want++;
+			assert_int_equal(tfs_column_chunk_of(&c, r), want);
+		}
+	}
+}
+
 static void test_schema_json(void **state)
 {
 	static const uint64_t img[] = { 3, 32, 32 };
@@ -1774,6 +1804,7 @@ int main(void)
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_name_valid),
 		cmocka_unit_test(test_schema_json),
+		cmocka_unit_test(test_chunk_of_listed),
 	};
 
 	if (getenv("TFS_TEST_FILTER"))
