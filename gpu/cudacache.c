@@ -40,18 +40,18 @@ static void evicted(void *arg, void *tag)
 		(void)cudaGetLastError();
 }
 
-/* The device's free memory, or 0 when it cannot be told. */
-static uint64_t free_now(uint64_t *total)
+/* The current device's free and total memory; 0, or -1 when they cannot be told. */
+static int mem_now(uint64_t *free_b, uint64_t *total)
 {
 	size_t f = 0, t = 0;
 
 	if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
 		(void)cudaGetLastError();
-		return 0;
+		return -1;
 	}
-	if (total)
-		*total = t;
-	return f;
+	*free_b = f;
+	*total = t;
+	return 0;
 }
 
 /* A segment, if the device keeps its headroom free after it (the device is current: a thread
@@ -59,9 +59,10 @@ static uint64_t free_now(uint64_t *total)
 static uint64_t grow(void *arg, uint64_t bytes)
 {
 	const struct dev *d = arg;
+	uint64_t free_b, total;
 	void *p = NULL;
 
-	if (free_now(NULL) < bytes + d->headroom)
+	if (mem_now(&free_b, &total) || free_b < bytes + d->headroom)
 		return 0;
 	if (cudaMalloc(&p, bytes) != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -91,15 +92,15 @@ struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes, uint64_t headroo
 					     ? bytes / TFS_ARENA_GRANULE * TFS_ARENA_GRANULE
 					     : SEG_BYTES;
 		const struct tfs_devcache_mem mem = { grow, release, evicted, d };
-		uint64_t total = 0;
+		uint64_t free_b, total = 0;
 
 		d->tried = 1;
 		d->dev = dev;
-		free_now(&total);
+		mem_now(&free_b, &total);
 		/* Default: a 32nd of the device, at least 2 GiB. */
-		d->headroom = headroom ? headroom : total / 32;
-		if (d->headroom < (2ull << 30))
-			d->headroom = 2ull << 30;
+		d->headroom = headroom			  ? headroom
+			      : total / 32 > (2ull << 30) ? total / 32
+							  : 2ull << 30;
 		if (!seg || tfs_devcache_create(bytes, seg, &mem, &d->dc)) {
 			tfs_warn("staging: cuda:%d: no chunk cache in GPU memory (%llu bytes asked "
 				 "for): batches read host memory",
@@ -123,7 +124,7 @@ struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes, uint64_t headroo
 static void relieve(struct tfs_devcache *dc, int dev)
 {
 	struct dev *d = dev >= 0 && dev < MAX_DEVICES ? &devs[dev] : NULL;
-	uint64_t now = tfs_now_ns(), last, free_b, got;
+	uint64_t now = tfs_now_ns(), last, free_b, total, got;
 
 	if (!d || d->dc != dc)
 		return;
@@ -132,8 +133,7 @@ static void relieve(struct tfs_devcache *dc, int dev)
 	    !__atomic_compare_exchange_n(&d->checked, &last, now, 0, __ATOMIC_RELAXED,
 					 __ATOMIC_RELAXED))
 		return;
-	free_b = free_now(NULL);
-	if (!free_b || free_b >= d->headroom)
+	if (mem_now(&free_b, &total) || free_b >= d->headroom)
 		return;
 	got = tfs_devcache_shrink(dc, d->headroom - free_b);
 	if (got)
