@@ -727,6 +727,9 @@ int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 		{ "errors_total", "counter", "Control-file requests answered with an error." },
 		{ "kept_bytes", "gauge", "Bytes of slots kept after their streams closed." },
 		{ "kept_reused_total", "counter", "Streams that took kept slots." },
+		{ "gpu_cache_held_bytes", "gauge", "Bytes of GPU memory the chunk cache holds." },
+		{ "gpu_cache_given_back_total", "counter",
+		  "Segments of GPU memory the chunk cache gave back to other allocations." },
 	};
 	uint64_t v[sizeof(m) / sizeof(m[0])];
 	struct tfs_ringkeep_stats ks;
@@ -737,7 +740,7 @@ int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 	tfs_ringkeep_stats(ctl->keep, &ks);
 	v[0] = st.sessions, v[1] = st.streams, v[2] = st.slots, v[3] = st.slots_leased;
 	v[4] = st.batches, v[5] = st.rows, v[6] = st.bytes, v[7] = st.requests, v[8] = st.errors;
-	v[9] = ks.bytes, v[10] = ks.reused;
+	v[9] = ks.bytes, v[10] = ks.reused, v[11] = ss.gpu.held, v[12] = ss.gpu.released;
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]) && !rc; i++)
 		rc = tfs_buf_printf(out,
 				    "# HELP tensorfs_staging_%s %s\n# TYPE tensorfs_staging_%s %s\n"

@@ -60,7 +60,9 @@ def test_metrics_follow_reads(lake, mount):
                  "tensorfs_reader_wait_seconds_total", "tensorfs_cache_budget_bytes",
                  "tensorfs_prefetch_inflight_bytes", 'tensorfs_store_requests_total{op="get"}',
                  "tensorfs_staging_slots", "tensorfs_lookup_errors_total", "tensorfs_views",
-                 "tensorfs_views_idle_bytes", "tensorfs_view_mem_bytes", "tensorfs_nodes"):
+                 "tensorfs_views_idle_bytes", "tensorfs_view_mem_bytes", "tensorfs_nodes",
+                 "tensorfs_staging_gpu_cache_held_bytes",
+                 "tensorfs_staging_gpu_cache_given_back_total"):
         assert name in before, name
     got = np.load(m.path / "ds" / "main" / "x.npy")
     assert np.array_equal(got, x)
