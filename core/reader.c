@@ -614,9 +614,6 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 
 	if (!rb)
 		return 0;
-	/* Room for an op a row: add_op does not grow the array in the loop. */
-	if (TFS_GROW(l->ops, &l->ops_cap, l->nops + n))
-		return -ENOMEM;
 	tfs_batch_loads_init(&ah.loads);
 	for (size_t i = 0; i < n && !rc;) {
 		const uint64_t src = rows[i];
