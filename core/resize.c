@@ -93,7 +93,7 @@ static uint8_t clip8(int32_t ss)
 /* Along y a row of sums is accumulated tap by tap, a block of values at a time so that the
  * block's sums stay in vector registers across the taps. */
 TFS_RESIZE_CLONES
-static void pass_y(const struct tfs_image *in, const struct coeffs *c, struct tfs_image *out)
+static void pass_y_plain(const struct tfs_image *in, const struct coeffs *c, struct tfs_image *out)
 {
 	enum { BLOCK = 32 };
 	const size_t rowlen = (size_t)in->w * 3;
@@ -174,13 +174,13 @@ __attribute__((target("avx2"))) static inline void store24(uint8_t *d, __m256i p
  * row's 8 pixels are widened to 8 dwords, the 8 x 8 dwords transposed in registers and each
  * column narrowed back to 24 bytes. A row is loaded as bytes 0-15 and 12-27: 4 bytes past its
  * 8 pixels are read (the caller keeps them inside the image); exactly 24 bytes are written. */
-__attribute__((target("avx2"))) static void block8(const uint8_t *src, size_t sstride,
-						  uint8_t *dst, size_t dstride)
+__attribute__((target("avx2"))) static void block8(const uint8_t *src, size_t sstride, uint8_t *dst,
+						   size_t dstride)
 {
 	const __m128i widen = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
-	const __m256i narrow = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
-						-1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1,
-						-1, -1, -1);
+	const __m256i narrow =
+		_mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4,
+				 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
 	__m256i r[8], t[8];
 
 	for (int i = 0; i < 8; i++) {
@@ -204,8 +204,8 @@ __attribute__((target("avx2"))) static void block8(const uint8_t *src, size_t ss
 		r[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
 	}
 	for (int c = 0; c < 4; c++) {
-		store24(dst + (size_t)c * dstride,
-			_mm256_permute2x128_si256(r[c], r[c + 4], 0x20), narrow);
+		store24(dst + (size_t)c * dstride, _mm256_permute2x128_si256(r[c], r[c + 4], 0x20),
+			narrow);
 		store24(dst + (size_t)(c + 4) * dstride,
 			_mm256_permute2x128_si256(r[c], r[c + 4], 0x31), narrow);
 	}
@@ -221,20 +221,120 @@ static void transpose_by_block(const uint8_t *src, uint32_t w, uint32_t h, uint8
 		for (uint32_t y0 = 0; y0 < h; y0 += TILE)
 			for (uint32_t x = x0; x < x0 + TILE && x < w; x += 8)
 				for (uint32_t y = y0; y < y0 + TILE && y < h; y += 8) {
-					const uint32_t bw = w - x < 8 ? w - x : 8, bh = h - y < 8 ? h - y : 8;
+					const uint32_t bw = w - x < 8 ? w - x : 8,
+						       bh = h - y < 8 ? h - y : 8;
 
 					if (bw == 8 && bh == 8 && (y + 8 < h || x + 9 <= w)) {
 						block8(src + ((size_t)y * w + x) * 3, (size_t)w * 3,
-						       dst + ((size_t)x * h + y) * 3, (size_t)h * 3);
+						       dst + ((size_t)x * h + y) * 3,
+						       (size_t)h * 3);
 						continue;
 					}
 					for (uint32_t i = 0; i < bw; i++)
 						for (uint32_t j = 0; j < bh; j++)
-							memcpy(dst + ((size_t)(x + i) * h + y + j) * 3,
-							       src + ((size_t)(y + j) * w + x + i) * 3, 3);
+							memcpy(dst + ((size_t)(x + i) * h + y + j) *
+									       3,
+							       src + ((size_t)(y + j) * w + x + i) *
+									       3,
+							       3);
 				}
 }
+
+#define MADD_TAPS 64
+
+/* Along y with AVX2's multiply-add of 16-bit pairs: two taps an instruction where pass_y's
+ * 32-bit multiplies take one (and two micro-ops). A weight k (0 <= k <= 1 << PRECISION_BITS)
+ * is split k = kh << 11 | kl, both below 1 << 11 + 1, so every product and pair fits the
+ * instruction's signed 16-bit inputs and 32-bit sums, and 1 << (PRECISION_BITS - 1) +
+ * (sum(p * kh) << 11) + sum(p * kl) is pass_y's sum exactly: the bytes are the same. */
+__attribute__((target("avx2"))) static void
+pass_y_madd(const struct tfs_image *in, const struct coeffs *c, struct tfs_image *out)
+{
+	const size_t rowlen = (size_t)in->w * 3;
+	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+
+	for (uint32_t y = 0; y < out->h; y++) {
+		const int ymin = c->bounds[y * 2], n = c->bounds[y * 2 + 1];
+		const int32_t *k = &c->k[(size_t)y * c->ksize];
+		const uint8_t *first = in->px + (size_t)ymin * rowlen;
+		uint8_t *o = out->px + (size_t)y * rowlen;
+		__m256i kh[MADD_TAPS / 2], kl[MADD_TAPS / 2];
+		size_t i = 0;
+
+		for (int t = 0; t < n; t += 2) {
+			const int32_t k0 = k[t], k1 = t + 1 < n ? k[t + 1] : 0;
+
+			kh[t / 2] = _mm256_set1_epi32((k1 >> 11) << 16 | (k0 >> 11));
+			kl[t / 2] = _mm256_set1_epi32((k1 & 0x7ff) << 16 | (k0 & 0x7ff));
+		}
+		for (; i + 16 <= rowlen; i += 16) {
+			__m256i h0 = _mm256_setzero_si256(), h1 = h0, l0 = h0, l1 = h0;
+
+			for (int t = 0; t < n; t += 2) {
+				const uint8_t *r = first + (size_t)t * rowlen + i;
+				const __m256i a = _mm256_cvtepu8_epi16(
+					_mm_loadu_si128((const __m128i *)(const void *)r));
+				const __m256i b =
+					t + 1 < n ? _mm256_cvtepu8_epi16(_mm_loadu_si128((
+							    const __m128i *)(const void *)(r +
+											   rowlen)))
+						  : _mm256_setzero_si256();
+				/* Per 128-bit lane: bytes 0-3 (8-11) of both taps interleaved, and
+				 * bytes 4-7 (12-15). */
+				const __m256i lo = _mm256_unpacklo_epi16(a, b);
+				const __m256i hi = _mm256_unpackhi_epi16(a, b);
+
+				h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(lo, kh[t / 2]));
+				h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(hi, kh[t / 2]));
+				l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(lo, kl[t / 2]));
+				l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(hi, kl[t / 2]));
+			}
+			h0 = _mm256_add_epi32(_mm256_add_epi32(half, _mm256_slli_epi32(h0, 11)),
+					      l0);
+			h1 = _mm256_add_epi32(_mm256_add_epi32(half, _mm256_slli_epi32(h1, 11)),
+					      l1);
+			/* clip8: shifted, then packed with saturation back into byte order (the
+			 * packs undo the unpacks lane by lane). */
+			h0 = _mm256_packs_epi32(_mm256_srai_epi32(h0, PRECISION_BITS),
+						_mm256_srai_epi32(h1, PRECISION_BITS));
+			h0 = _mm256_permute4x64_epi64(_mm256_packus_epi16(h0, h0), 0x08);
+			_mm_storeu_si128((__m128i *)(void *)(o + i), _mm256_castsi256_si128(h0));
+		}
+		for (; i < rowlen; i++) {
+			int32_t acc = 1 << (PRECISION_BITS - 1);
+
+			for (int t = 0; t < n; t++)
+				acc += first[(size_t)t * rowlen + i] * k[t];
+			o[i] = clip8(acc);
+		}
+	}
+}
+
+/* Whether pass_y_madd computes these weights exactly: each within 0 .. 1 << PRECISION_BITS
+ * (bilinear's are), and few enough taps for its registers' copy of them. */
+static int madd_fits(const struct coeffs *c, uint32_t out_n)
+{
+	if (c->ksize > MADD_TAPS)
+		return 0;
+	for (size_t i = 0; i < (size_t)out_n * (size_t)c->ksize; i++)
+		if (c->k[i] < 0 || c->k[i] > 1 << PRECISION_BITS)
+			return 0;
+	return 1;
+}
 #endif
+
+/* Along y: with AVX2's 16-bit multiply-adds where the machine has them and the weights fit,
+ * else the plain loops (the same bytes either way). */
+static void pass_y(const struct tfs_image *in, const struct coeffs *c, struct tfs_image *out)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (__builtin_cpu_supports("avx2") && madd_fits(c, out->h)) {
+		pass_y_madd(in, c, out);
+		return;
+	}
+#endif
+	pass_y_plain(in, c, out);
+}
 
 static void transpose(const uint8_t *src, uint32_t w, uint32_t h, uint8_t *dst)
 {
@@ -273,7 +373,8 @@ static int pass(const struct tfs_image *in, uint32_t out_n, int horizontal, stru
 	int rc = precompute(horizontal ? in->w : in->h, out_n, &c);
 
 	if (!rc)
-		rc = horizontal ? tfs_image_alloc(out, out_n, in->h) : tfs_image_alloc(out, in->w, out_n);
+		rc = horizontal ? tfs_image_alloc(out, out_n, in->h)
+				: tfs_image_alloc(out, in->w, out_n);
 	if (!rc && horizontal)
 		rc = pass_x(in, &c, out);
 	else if (!rc)
