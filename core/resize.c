@@ -242,11 +242,12 @@ static void transpose_by_block(const uint8_t *src, uint32_t w, uint32_t h, uint8
 
 #define MADD_TAPS 64
 
-/* Along y with AVX2's multiply-add of 16-bit pairs: two taps an instruction where pass_y's
- * 32-bit multiplies take one (and two micro-ops). A weight k (0 <= k <= 1 << PRECISION_BITS)
- * is split k = kh << 11 | kl, both below 1 << 11 + 1, so every product and pair fits the
- * instruction's signed 16-bit inputs and 32-bit sums, and 1 << (PRECISION_BITS - 1) +
- * (sum(p * kh) << 11) + sum(p * kl) is pass_y's sum exactly: the bytes are the same. */
+/* Along y with AVX2's multiply-add of 16-bit pairs: two taps an instruction where
+ * pass_y_plain's 32-bit multiplies take one (of two micro-ops). A weight k (0 <= k <= 1 <<
+ * PRECISION_BITS) is split k = kh << 11 | kl (kh at most 1 << 11, kl below it), so every
+ * product and pair fits the instruction's signed 16-bit inputs and 32-bit sums, and
+ * 1 << (PRECISION_BITS - 1) + (sum(p * kh) << 11) + sum(p * kl) is pass_y_plain's sum exactly:
+ * the bytes are the same. */
 __attribute__((target("avx2"))) static void
 pass_y_madd(const struct tfs_image *in, const struct coeffs *c, struct tfs_image *out)
 {
