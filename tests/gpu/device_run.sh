@@ -23,7 +23,7 @@
 #             input, cold random rows against a local .npy
 #
 # Output goes under $OUT (default ./gpu-out), a file a step (at most 8 come back from a call).
-# Limits (seconds) can be set: GPUT (pytest, 150), BT (each cuda bench, 60), HT (host, 60),
+# Limits (seconds) can be set: GPUT (pytest, 200), BT (each cuda bench, 60), HT (host, 60),
 # IT (import, 150), ET (e2e, 150), CT (cases, 150). All of unit, pytest, cuda224, cuda224g, host
 # and cases took 4.5 minutes on an H200 with 16 cores. FFmpeg's libraries are not carried: the
 # binary opens them only to import video or audio, which no step runs. e2e needs torchvision.
@@ -75,7 +75,7 @@ for step in "$@"; do
 		tail -4 "$o/unit.txt"
 		;;
 	pytest)
-		timeout "${GPUT:-150}" python3 -m pytest -v -s -p no:cacheprovider tests/gpu \
+		timeout "${GPUT:-200}" python3 -m pytest -v -s -p no:cacheprovider tests/gpu \
 			>"$o/test_gpu.txt" 2>&1
 		echo "pytest rc=$?"
 		grep -E "PASSED|FAILED|SKIP|ratio|per batch|first batch|passed|failed" "$o/test_gpu.txt"
