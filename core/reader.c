@@ -589,9 +589,9 @@ int tfs_reader_bytes_bad(struct tfs_reader *r, size_t part, uint64_t a, uint64_t
 
 /* --- gathers --------------------------------------------------------------------------------- */
 
-/* Whole chunks a fixed column's gather has pinned, by chunk number modulo NEAR: a row of one of
- * them is an op at once, without the list's map, the piece's checks or the bad-chunk test,
- * which the first row of that chunk went through. */
+/* Whole chunks a gather has pinned, by chunk number modulo NEAR: a row of one is an op at once,
+ * without the map and checks its chunk's first row went through (a fixed column's bad-chunk
+ * test too). Pins stay until the list's release: an entry holds however its ops are cut. */
 #define NEAR 64
 struct near {
 	size_t k1; /* the chunk's number + 1; 0: none */
@@ -655,9 +655,9 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 	return rc;
 }
 
-/* Bytes [a, b) of data part `part` to dst. */
+/* Bytes [a, b) of data part `part` to dst; near: the gather's whole chunks of it (NULL: none). */
 static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t b, uint64_t dst,
-			struct ahead *ah, struct tfs_gather_list *l)
+			struct ahead *ah, struct near *near, struct tfs_gather_list *l)
 {
 	const struct tfs_column *d = &r->v->manifest.cols[part];
 	int rc = 0;
@@ -668,8 +668,18 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
 		const uint64_t first = tfs_column_chunk_first(d, k);
 		const uint64_t end = first + tfs_column_chunk_rows(d, k);
 		const uint64_t take = (end < b ? end : b) - pos;
+		struct near *nb = near ? &near[k % NEAR] : NULL;
+		long whole;
 
-		rc = gather_chunk_bytes(r, part, k, pos - first, take, dst + (pos - a), 0, ah, l);
+		if (nb && nb->k1 == k + 1 && pos - first + take <= nb->len) {
+			rc = add_op(l, nb->data + (pos - first), dst + (pos - a), take, nb->pin);
+		} else {
+			rc = gather_chunk_bytes(r, part, k, pos - first, take, dst + (pos - a), 0,
+						ah, l);
+			if (!rc && nb && (whole = map_find(l, part, k)) >= 0)
+				*nb = (struct near){ k + 1, l->pins[whole].e->data,
+						     l->pins[whole].e->len, (uint32_t)whole };
+		}
 		pos += take;
 	}
 	return rc;
@@ -679,13 +689,14 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
  * lies in a chunk damaged for good and the reader pads (then nothing was added); or -errno. A
  * row of a chunk known bad is not fetched again. */
 static int row_bytes(struct tfs_reader *r, size_t part, uint64_t row_a, uint64_t row_b, uint64_t a,
-		     uint64_t b, uint64_t dst, struct ahead *ah, struct tfs_gather_list *l)
+		     uint64_t b, uint64_t dst, struct ahead *ah, struct near *near,
+		     struct tfs_gather_list *l)
 {
 	const size_t mark_ops = l->nops;
 	const uint64_t mark_bytes = l->bytes;
 	int rc = r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)
 			 ? -EIO
-			 : gather_bytes(r, part, a, b, dst, ah, l);
+			 : gather_bytes(r, part, a, b, dst, ah, near, l);
 
 	if (rc == -EIO && r->pad && tfs_reader_bytes_bad(r, part, row_a, row_b)) {
 		list_truncate(l, mark_ops, mark_bytes); /* its pieces read so far go */
@@ -698,7 +709,7 @@ int tfs_reader_gather_bytes(struct tfs_reader *r, size_t part, uint64_t row_a, u
 			    uint64_t a, uint64_t b, uint64_t dst, struct tfs_gather_list *l,
 			    int *padded)
 {
-	int rc = row_bytes(r, part, row_a, row_b, a, b, dst, NULL, l);
+	int rc = row_bytes(r, part, row_a, row_b, a, b, dst, NULL, NULL, l);
 
 	*padded = rc == 1;
 	return rc == 1 ? add_op(l, NULL, dst, b - a, TFS_GATHER_NO_PIN) : rc;
@@ -714,6 +725,7 @@ static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 	struct ahead ah = { .pool = r->lake ? tfs_lake_pool(r->lake) : NULL,
 			    .spans = 1,
 			    .header = col };
+	struct near near[NEAR] = { { 0 } };
 	struct tfs_spans sp;
 	int rc = 0;
 
@@ -743,7 +755,7 @@ static int gather_spans(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 			ah.rows = rows + i + 1;
 			ah.n = n - i - 1;
 			got = row_bytes(r, h->data, a, b, a, b, at->data_off + used,
-					ah.pool ? &ah : NULL, l);
+					ah.pool ? &ah : NULL, near, l);
 			if (got == 1) {
 				offs[i + 1] = used; /* a bad row, padded: empty */
 				res->padded++;
