@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* gatherrun: the host's executor of gather lists. A list's ops run on the CPU, a large list's
+/* gatherrun: the host's executors of gather lists. A list's ops run on the CPU, a large list's
  * split by bytes over threads of a pool and written past the CPU's caches (a batch larger than
  * the cache is not read back from it: fetching each destination line before overwriting it would
- * add a third of the memory traffic). */
+ * add a third of the memory traffic); a part of the destination as iovecs into the pinned
+ * chunks (a reply written straight from the cache), or copied out. */
 #include "reader.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -166,4 +168,55 @@ void tfs_gather_list_run_on(const struct tfs_gather_list *l, uint8_t *dst,
 	part_run(&parts[0].w);
 	tfs_workgroup_wait(&g);
 	tfs_workgroup_destroy(&g);
+}
+
+/* The part of op o that falls in [from, to) of the destination: [*lo, *hi), empty when
+ * *hi <= *lo. */
+static void clip(const struct tfs_gather_op *o, uint64_t from, uint64_t to, uint64_t *lo,
+		 uint64_t *hi)
+{
+	*lo = o->dst > from ? o->dst : from;
+	*hi = o->dst + o->bytes < to ? o->dst + o->bytes : to;
+}
+
+size_t tfs_gather_list_iov(const struct tfs_gather_list *l, uint64_t from, uint64_t to,
+			   const uint8_t *zeros, struct iovec *iov, size_t max)
+{
+	size_t n = 0;
+	uint64_t at = from;
+
+	for (size_t i = 0; i < l->nops && at < to; i++) {
+		const struct tfs_gather_op *o = &l->ops[i];
+		uint64_t lo, hi;
+
+		clip(o, from, to, &lo, &hi);
+		if (hi <= lo)
+			continue;
+		assert(lo == at); /* in order, without gaps */
+		if (n == max)
+			return 0;
+		iov[n].iov_base = o->src ? (void *)(uintptr_t)(o->src + (lo - o->dst))
+					 : (void *)(uintptr_t)zeros;
+		iov[n++].iov_len = (size_t)(hi - lo);
+		at = hi;
+	}
+	assert(at == to);
+	return n;
+}
+
+void tfs_gather_list_copy(const struct tfs_gather_list *l, uint64_t from, uint64_t to, uint8_t *out)
+{
+	for (size_t i = 0; i < l->nops; i++) {
+		const struct tfs_gather_op *o = &l->ops[i];
+		uint64_t lo, hi;
+
+		clip(o, from, to, &lo, &hi);
+		if (hi <= lo)
+			continue;
+		if (o->src)
+			memcpy(out + (lo - from), (const void *)(uintptr_t)(o->src + (lo - o->dst)),
+			       (size_t)(hi - lo));
+		else
+			memset(out + (lo - from), 0, (size_t)(hi - lo));
+	}
 }

@@ -73,57 +73,6 @@ void tfs_gather_list_free(struct tfs_gather_list *l)
 	l->ops_cap = l->pins_cap = 0;
 }
 
-/* The part of op o that falls in [from, to) of the destination: [*lo, *hi), empty when
- * *hi <= *lo. */
-static void clip(const struct tfs_gather_op *o, uint64_t from, uint64_t to, uint64_t *lo,
-		 uint64_t *hi)
-{
-	*lo = o->dst > from ? o->dst : from;
-	*hi = o->dst + o->bytes < to ? o->dst + o->bytes : to;
-}
-
-size_t tfs_gather_list_iov(const struct tfs_gather_list *l, uint64_t from, uint64_t to,
-			   const uint8_t *zeros, struct iovec *iov, size_t max)
-{
-	size_t n = 0;
-	uint64_t at = from;
-
-	for (size_t i = 0; i < l->nops && at < to; i++) {
-		const struct tfs_gather_op *o = &l->ops[i];
-		uint64_t lo, hi;
-
-		clip(o, from, to, &lo, &hi);
-		if (hi <= lo)
-			continue;
-		assert(lo == at); /* in order, without gaps */
-		if (n == max)
-			return 0;
-		iov[n].iov_base = o->src ? (void *)(uintptr_t)(o->src + (lo - o->dst))
-					 : (void *)(uintptr_t)zeros;
-		iov[n++].iov_len = (size_t)(hi - lo);
-		at = hi;
-	}
-	assert(at == to);
-	return n;
-}
-
-void tfs_gather_list_copy(const struct tfs_gather_list *l, uint64_t from, uint64_t to, uint8_t *out)
-{
-	for (size_t i = 0; i < l->nops; i++) {
-		const struct tfs_gather_op *o = &l->ops[i];
-		uint64_t lo, hi;
-
-		clip(o, from, to, &lo, &hi);
-		if (hi <= lo)
-			continue;
-		if (o->src)
-			memcpy(out + (lo - from), (const void *)(uintptr_t)(o->src + (lo - o->dst)),
-			       (size_t)(hi - lo));
-		else
-			memset(out + (lo - from), 0, (size_t)(hi - lo));
-	}
-}
-
 /* Append an op, merged into the last one when it continues it on both sides. */
 static int add_op(struct tfs_gather_list *l, const void *src, uint64_t dst, uint64_t bytes,
 		  uint32_t pin)
@@ -600,6 +549,29 @@ struct near {
 	uint32_t pin;
 };
 
+/* Bytes [off, off + len) of chunk k, as an op to dst, when the table holds it whole: 1, or the
+ * op's error; 0 when it does not. */
+static int near_op(struct near *near, struct tfs_gather_list *l, size_t k, uint64_t off,
+		   uint64_t len, uint64_t dst, int *rc)
+{
+	const struct near *nb = &near[k % NEAR];
+
+	if (nb->k1 != k + 1 || off + len > nb->len)
+		return 0;
+	*rc = add_op(l, nb->data + off, dst, len, nb->pin);
+	return 1;
+}
+
+/* Chunk k of part into the table, if the list pinned it whole. */
+static void near_keep(struct near *near, const struct tfs_gather_list *l, size_t part, size_t k)
+{
+	const long whole = map_find(l, part, k);
+
+	if (whole >= 0)
+		near[k % NEAR] = (struct near){ k + 1, l->pins[whole].e->data,
+						l->pins[whole].e->len, (uint32_t)whole };
+}
+
 /* Rows of a fixed column or part: row i to dst + i x row bytes. Runs of consecutive rows of one
  * chunk are one op. */
 static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, size_t n,
@@ -620,17 +592,14 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 		const size_t k = tfs_column_chunk_of(c, src);
 		const uint64_t in = src - tfs_column_chunk_first(c, k);
 		const uint64_t left = tfs_column_chunk_rows(c, k) - in; /* in this chunk from src */
-		struct near *nb = &near[k % NEAR];
 		const size_t mark_ops = l->nops;
 		const uint64_t mark_bytes = l->bytes;
 		size_t run = 1;
-		long whole;
 
 		assert(src < c->rows);
 		while (i + run < n && rows[i + run] == src + run && run < left)
 			run++;
-		if (nb->k1 == k + 1 && (in + run) * rb <= nb->len) {
-			rc = add_op(l, nb->data + in * rb, dst + i * rb, run * rb, nb->pin);
+		if (near_op(near, l, k, in * rb, run * rb, dst + i * rb, &rc)) {
 			i += run;
 			continue;
 		}
@@ -645,9 +614,8 @@ static int gather_fixed(struct tfs_reader *r, size_t col, const uint64_t *rows, 
 			list_truncate(l, mark_ops, mark_bytes); /* pieces read before the damage */
 			rc = add_op(l, NULL, dst + i * rb, run * rb, TFS_GATHER_NO_PIN);
 			*padded += run;
-		} else if (!rc && (whole = map_find(l, col, k)) >= 0) {
-			*nb = (struct near){ k + 1, l->pins[whole].e->data, l->pins[whole].e->len,
-					     (uint32_t)whole };
+		} else if (!rc) {
+			near_keep(near, l, col, k);
 		}
 		i += run;
 	}
@@ -668,17 +636,12 @@ static int gather_bytes(struct tfs_reader *r, size_t part, uint64_t a, uint64_t 
 		const uint64_t first = tfs_column_chunk_first(d, k);
 		const uint64_t end = first + tfs_column_chunk_rows(d, k);
 		const uint64_t take = (end < b ? end : b) - pos;
-		struct near *nb = near ? &near[k % NEAR] : NULL;
-		long whole;
 
-		if (nb && nb->k1 == k + 1 && pos - first + take <= nb->len) {
-			rc = add_op(l, nb->data + (pos - first), dst + (pos - a), take, nb->pin);
-		} else {
+		if (!near || !near_op(near, l, k, pos - first, take, dst + (pos - a), &rc)) {
 			rc = gather_chunk_bytes(r, part, k, pos - first, take, dst + (pos - a), 0,
 						ah, l);
-			if (!rc && nb && (whole = map_find(l, part, k)) >= 0)
-				*nb = (struct near){ k + 1, l->pins[whole].e->data,
-						     l->pins[whole].e->len, (uint32_t)whole };
+			if (!rc && near)
+				near_keep(near, l, part, k);
 		}
 		pos += take;
 	}
