@@ -45,7 +45,7 @@ struct tfs_devcache {
 	struct dentry lru; /* sentinel */
 	struct tfs_devcache_mem mem;
 	uint64_t budget, seg_bytes; /* immutable */
-	uint64_t bytes, held, hits, misses, inserts, evictions, full, released;
+	uint64_t bytes, held, hits, misses, inserts, evictions, full, given_back;
 };
 
 int tfs_devcache_create(uint64_t budget, uint64_t seg_bytes, const struct tfs_devcache_mem *mem,
@@ -121,7 +121,7 @@ static void take_empty(struct tfs_devcache *d, struct seg **out)
 			s->next = *out;
 			*out = s;
 			d->held -= d->seg_bytes;
-			d->released++;
+			d->given_back++;
 		} else {
 			p = &s->next;
 		}
@@ -129,7 +129,7 @@ static void take_empty(struct tfs_devcache *d, struct seg **out)
 }
 
 /* The callbacks for what went while locked. */
-static void settle(struct tfs_devcache *d, struct dentry *victims, struct seg *segs)
+static void call_back(struct tfs_devcache *d, struct dentry *victims, struct seg *segs)
 {
 	while (victims) {
 		struct dentry *v = victims;
@@ -173,7 +173,7 @@ void tfs_devcache_destroy(struct tfs_devcache *d)
 	}
 	segs = d->segs;
 	d->segs = NULL;
-	settle(d, victims, segs);
+	call_back(d, victims, segs);
 	tfs_idmap_free(&d->map);
 	pthread_cond_destroy(&d->grown);
 	pthread_mutex_destroy(&d->lock);
@@ -298,7 +298,7 @@ struct tfs_devcache_entry *tfs_devcache_insert(struct tfs_devcache *d, const str
 	}
 	take_empty(d, &empty);
 	pthread_mutex_unlock(&d->lock);
-	settle(d, victims, empty);
+	call_back(d, victims, empty);
 	return e ? &e->pub : NULL;
 }
 
@@ -353,29 +353,25 @@ uint64_t tfs_devcache_shrink(struct tfs_devcache *d, uint64_t bytes)
 	uint64_t draining = 0, now = 0;
 
 	pthread_mutex_lock(&d->lock);
-	/* Segments already draining count towards what is asked: their entries put since go now,
-	 * and the segments once empty. */
-	for (struct dentry *e = d->lru.prev, *prev; e != &d->lru; e = prev) {
-		prev = e->prev;
-		if (e->seg->draining && !e->refs)
-			evict(d, e, &victims);
-	}
+	/* Segments already draining count towards what is asked. */
 	for (s = d->segs; s; s = s->next)
 		draining += s->draining ? d->seg_bytes : 0;
 	while (draining < bytes && (s = coldest(d))) {
 		s->draining = 1;
 		draining += d->seg_bytes;
-		for (struct dentry *e = d->lru.prev, *prev; e != &d->lru; e = prev) {
-			prev = e->prev;
-			if (e->seg == s && !e->refs)
-				evict(d, e, &victims);
-		}
+	}
+	/* The unused entries of every draining segment go (those put since an earlier shrink
+	 * too), and each segment once empty. */
+	for (struct dentry *e = d->lru.prev, *prev; e != &d->lru; e = prev) {
+		prev = e->prev;
+		if (e->seg->draining && !e->refs)
+			evict(d, e, &victims);
 	}
 	take_empty(d, &out);
 	for (s = out; s; s = s->next)
 		now += d->seg_bytes;
 	pthread_mutex_unlock(&d->lock);
-	settle(d, victims, out);
+	call_back(d, victims, out);
 	return now;
 }
 
@@ -391,6 +387,6 @@ void tfs_devcache_stats(struct tfs_devcache *d, struct tfs_devcache_stats *out)
 	out->inserts = d->inserts;
 	out->evictions = d->evictions;
 	out->full = d->full;
-	out->released = d->released;
+	out->given_back = d->given_back;
 	pthread_mutex_unlock(&d->lock);
 }

@@ -69,7 +69,7 @@ struct tfs_devcache_stats {
 	uint64_t budget, bytes, entries; /* now */
 	uint64_t held;			 /* bytes of segments allocated now */
 	uint64_t hits, misses, inserts, evictions, full;
-	uint64_t released; /* segments given back by tfs_devcache_shrink */
+	uint64_t given_back; /* segments given back (tfs_devcache_shrink) */
 };
 void tfs_devcache_stats(struct tfs_devcache *d, struct tfs_devcache_stats *out);
 

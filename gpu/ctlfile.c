@@ -706,7 +706,7 @@ int tfs_ctlfile_stats_json(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 		st.sessions, st.streams, st.slots, st.slots_leased, st.batches, st.rows, st.bytes,
 		(double)ss.fill_ns / 1e9, st.requests, st.errors, ss.gpu.budget, ss.gpu.held,
 		ss.gpu.bytes, ss.gpu.entries, ss.gpu.hits, ss.gpu.misses, ss.gpu.evictions,
-		ss.gpu.released, ks.budget, ks.rings, ks.bytes, ks.reused, ks.dropped);
+		ss.gpu.given_back, ks.budget, ks.rings, ks.bytes, ks.reused, ks.dropped);
 }
 
 int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)
@@ -740,7 +740,7 @@ int tfs_ctlfile_metrics(struct tfs_ctlfile *ctl, struct tfs_buf *out)
 	tfs_ringkeep_stats(ctl->keep, &ks);
 	v[0] = st.sessions, v[1] = st.streams, v[2] = st.slots, v[3] = st.slots_leased;
 	v[4] = st.batches, v[5] = st.rows, v[6] = st.bytes, v[7] = st.requests, v[8] = st.errors;
-	v[9] = ks.bytes, v[10] = ks.reused, v[11] = ss.gpu.held, v[12] = ss.gpu.released;
+	v[9] = ks.bytes, v[10] = ks.reused, v[11] = ss.gpu.held, v[12] = ss.gpu.given_back;
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]) && !rc; i++)
 		rc = tfs_buf_printf(out,
 				    "# HELP tensorfs_staging_%s %s\n# TYPE tensorfs_staging_%s %s\n"

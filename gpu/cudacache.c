@@ -239,7 +239,7 @@ void tfs_staging_cuda_cache_stats(struct tfs_devcache_stats *out)
 		out->evictions += s.evictions;
 		out->full += s.full;
 		out->held += s.held;
-		out->released += s.released;
+		out->given_back += s.given_back;
 	}
 	pthread_mutex_unlock(&lock);
 }

@@ -278,7 +278,7 @@ static void test_shrink(void **state)
 	assert_true(cached(d, 1) && cached(d, 2) && cached(d, 5) && cached(d, 6));
 	tfs_devcache_stats(d, &st);
 	assert_int_equal(st.held, 4 * G);
-	assert_int_equal(st.released, 1);
+	assert_int_equal(st.given_back, 1);
 	assert_int_equal(st.entries, 4);
 
 	/* 5 is the coldest now, and referenced: its segment drains. */
@@ -368,7 +368,7 @@ static void test_threads(void **state)
 	tfs_devcache_stats(shared, &st);
 	assert_true(st.held <= 3 * TSEG);
 	assert_true(st.bytes <= st.held);
-	assert_true(st.released > 0 && st.evictions > 0);
+	assert_true(st.given_back > 0 && st.evictions > 0);
 	tfs_devcache_destroy(shared);
 	slow = 0;
 	assert_int_equal(mem.grown, mem.released);
