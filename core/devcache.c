@@ -2,18 +2,21 @@
 /* devcache: keys to runs of segments (an arena.h each, over memory not ours), LRU among unused
  * entries.
  *
- * Locking: d->lock guards everything here; the caller's callbacks (grow, release, evict) run
- * with it dropped. One grow at a time: an insert that needs room while another grows waits for
- * it (d->grown) rather than evict. */
+ * Locking: d->lock guards everything here; the caller's callbacks (grow, release, evict,
+ * short_by) run with it dropped. One grow at a time: an insert that needs room while another
+ * grows waits for it (d->grown) rather than evict. The watcher (mem.short_by) sleeps on d->wake
+ * and shrinks through the API like any caller. */
 #include "devcache.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "arena.h"
 #include "idmap.h"
+#include "util.h"
 
 /* An arena hands out offsets dressed as addresses from this one: never dereferenced. */
 #define FAKE_BASE ((uint8_t *)(uintptr_t)TFS_ARENA_GRANULE)
@@ -46,7 +49,39 @@ struct tfs_devcache {
 	struct tfs_devcache_mem mem;
 	uint64_t budget, seg_bytes; /* immutable */
 	uint64_t bytes, held, hits, misses, inserts, evictions, full, given_back;
+	pthread_cond_t wake; /* the watcher's sleep, cut short by stop */
+	pthread_t watcher;   /* when mem.short_by */
+	int stop;
 };
+
+/* Every mem.watch_ms while the cache holds memory: shrink by what the memory is short of. A
+ * shrink also releases segments an earlier one left draining once their entries are put, so
+ * those go back too without an insert. */
+static void *watch(void *arg)
+{
+	struct tfs_devcache *d = arg;
+
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop) {
+		const uint64_t at = tfs_now_ns() + (uint64_t)d->mem.watch_ms * 1000000u;
+		const struct timespec ts = { (time_t)(at / 1000000000u), (long)(at % 1000000000u) };
+		uint64_t need, got;
+
+		pthread_cond_timedwait(&d->wake, &d->lock, &ts);
+		if (d->stop || !d->held)
+			continue;
+		pthread_mutex_unlock(&d->lock);
+		need = d->mem.short_by(d->mem.arg);
+		got = tfs_devcache_shrink(d, need);
+		if (got)
+			tfs_info("%s: %llu MiB of the chunk cache given back (%llu MiB short)",
+				 d->mem.name ? d->mem.name : "devcache",
+				 (unsigned long long)(got >> 20), (unsigned long long)(need >> 20));
+		pthread_mutex_lock(&d->lock);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
 
 int tfs_devcache_create(uint64_t budget, uint64_t seg_bytes, const struct tfs_devcache_mem *mem,
 			struct tfs_devcache **out)
@@ -70,6 +105,24 @@ int tfs_devcache_create(uint64_t budget, uint64_t seg_bytes, const struct tfs_de
 	d->mem = *mem;
 	d->seg_bytes = seg_bytes;
 	d->budget = budget < seg_bytes ? seg_bytes : budget / seg_bytes * seg_bytes;
+	if (mem->short_by) {
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* tfs_now_ns's clock */
+		pthread_cond_init(&d->wake, &ca);
+		pthread_condattr_destroy(&ca);
+		d->mem.watch_ms = mem->watch_ms ? mem->watch_ms : 100;
+		rc = pthread_create(&d->watcher, NULL, watch, d);
+		if (rc) {
+			pthread_cond_destroy(&d->wake);
+			pthread_cond_destroy(&d->grown);
+			pthread_mutex_destroy(&d->lock);
+			tfs_idmap_free(&d->map);
+			free(d);
+			return -rc;
+		}
+	}
 	*out = d;
 	return 0;
 }
@@ -158,6 +211,14 @@ void tfs_devcache_destroy(struct tfs_devcache *d)
 
 	if (!d)
 		return;
+	if (d->mem.short_by) {
+		pthread_mutex_lock(&d->lock);
+		d->stop = 1;
+		pthread_cond_signal(&d->wake);
+		pthread_mutex_unlock(&d->lock);
+		pthread_join(d->watcher, NULL);
+		pthread_cond_destroy(&d->wake);
+	}
 	n = tfs_idmap_drain(&d->map);
 	while (n) {
 		struct dentry *e = tfs_idmap_entry(n, struct dentry, node);
@@ -356,6 +417,10 @@ uint64_t tfs_devcache_shrink(struct tfs_devcache *d, uint64_t bytes)
 	/* Segments already draining count towards what is asked. */
 	for (s = d->segs; s; s = s->next)
 		draining += s->draining ? d->seg_bytes : 0;
+	if (!bytes && !draining) { /* nothing asked, nothing left to release */
+		pthread_mutex_unlock(&d->lock);
+		return 0;
+	}
 	while (draining < bytes && (s = coldest(d))) {
 		s->draining = 1;
 		draining += d->seg_bytes;

@@ -36,13 +36,22 @@ struct tfs_devcache_mem {
 	/* A ready entry evicted or destroyed: its tag. */
 	void (*evict)(void *arg, void *tag);
 	void *arg;
+	/* Optional: how many bytes the memory is short of now (0: none). With it, a thread of the
+	 * cache's own asks every watch_ms while the cache holds a segment and shrinks by the
+	 * answer (tfs_devcache_shrink), so memory goes back while nothing inserts: a loader that
+	 * is idle, or blocked on its consumer, while another program allocates. release and evict
+	 * then run on that thread too. */
+	uint64_t (*short_by)(void *arg);
+	unsigned watch_ms;
+	const char *name; /* the memory's, for the log line of what went back ("cuda:0") */
 };
 
 /* Up to budget bytes in segments of seg_bytes (a multiple of 64 KiB; the budget is rounded down
  * to whole segments, at least one), none allocated until an insert needs one. */
 int tfs_devcache_create(uint64_t budget, uint64_t seg_bytes, const struct tfs_devcache_mem *mem,
 			struct tfs_devcache **out);
-/* Every entry goes (none may be referenced), every segment is released. NULL is fine. */
+/* The watcher stops (joined), every entry goes (none may be referenced), every segment is
+ * released. NULL is fine. */
 void tfs_devcache_destroy(struct tfs_devcache *d);
 
 /* The ready entry of key, referenced, or NULL (counted as a hit or a miss). */

@@ -157,7 +157,8 @@ void tfs_ctlfile_destroy(struct tfs_ctlfile *ctl)
 		ctl->sessions = s->next;
 		session_free(s);
 	}
-	tfs_ringkeep_free(ctl->keep); /* after the streams that kept their slots there */
+	tfs_ringkeep_free(ctl->keep);	/* after the streams that kept their slots there */
+	tfs_staging_cuda_cache_close(); /* after every ring that could read from them */
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl->mountpoint);
 	free(ctl->shm_dir);

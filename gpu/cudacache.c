@@ -17,8 +17,8 @@
 /* The cache's memory comes in segments of this (at most its budget): taken as chunks need
  * room, given back a segment at a time when the device runs short. */
 #define SEG_BYTES (256ull << 20)
-/* How often the filling threads look at the device's free memory (cudaMemGetInfo). */
-#define CHECK_NS (100ull * 1000000u)
+/* How often the cache's watcher looks at the device's free memory (cudaMemGetInfo). */
+#define WATCH_MS 100
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Per device: its cache, or tried and failed; protected by lock (then read-only, but for
@@ -27,7 +27,7 @@ static struct dev {
 	struct tfs_devcache *dc;
 	int dev;
 	uint64_t headroom; /* bytes of the device the cache leaves free */
-	uint64_t checked;  /* tfs_now_ns() of the last look at the free memory */
+	char name[16];	   /* "cuda:N" */
 	int tried;
 } devs[MAX_DEVICES];
 
@@ -71,6 +71,23 @@ static uint64_t grow(void *arg, uint64_t bytes)
 	return (uint64_t)(uintptr_t)p;
 }
 
+/* How far the device's free memory is below the headroom (other processes' allocations grew),
+ * asked by the cache's watcher on a thread of its own: the device is made current there, for
+ * this and for the cudaFree and cudaEventDestroy of what the cache then gives back. */
+static uint64_t short_by(void *arg)
+{
+	const struct dev *d = arg;
+	uint64_t free_b, total;
+
+	if (cudaSetDevice(d->dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	if (mem_now(&free_b, &total) || free_b >= d->headroom)
+		return 0;
+	return d->headroom - free_b;
+}
+
 static void release(void *arg, uint64_t addr, uint64_t bytes)
 {
 	(void)arg;
@@ -91,11 +108,18 @@ struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes, uint64_t headroo
 		const uint64_t seg = bytes < SEG_BYTES
 					     ? bytes / TFS_ARENA_GRANULE * TFS_ARENA_GRANULE
 					     : SEG_BYTES;
-		const struct tfs_devcache_mem mem = { grow, release, evicted, d };
+		const struct tfs_devcache_mem mem = { .grow = grow,
+						      .release = release,
+						      .evict = evicted,
+						      .arg = d,
+						      .short_by = short_by,
+						      .watch_ms = WATCH_MS,
+						      .name = d->name };
 		uint64_t free_b, total = 0;
 
 		d->tried = 1;
 		d->dev = dev;
+		snprintf(d->name, sizeof(d->name), "cuda:%d", dev);
 		mem_now(&free_b, &total);
 		/* Default: a 32nd of the device, at least 2 GiB. */
 		d->headroom = headroom			  ? headroom
@@ -117,31 +141,6 @@ struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes, uint64_t headroo
 	dc = devs[dev].dc;
 	pthread_mutex_unlock(&lock);
 	return dc;
-}
-
-/* Memory given back while the device has less than the headroom free (other processes'
- * allocations grew), looked at every CHECK_NS at most by the threads that fill batches. */
-static void relieve(struct tfs_devcache *dc, int dev)
-{
-	struct dev *d = dev >= 0 && dev < MAX_DEVICES ? &devs[dev] : NULL;
-	uint64_t now = tfs_now_ns(), last, free_b, total, got;
-
-	if (!d || d->dc != dc)
-		return;
-	last = __atomic_load_n(&d->checked, __ATOMIC_RELAXED);
-	if (now - last < CHECK_NS ||
-	    !__atomic_compare_exchange_n(&d->checked, &last, now, 0, __ATOMIC_RELAXED,
-					 __ATOMIC_RELAXED))
-		return;
-	if (mem_now(&free_b, &total) || free_b >= d->headroom)
-		return;
-	got = tfs_devcache_shrink(dc, d->headroom - free_b);
-	if (got)
-		tfs_info("staging: cuda:%d: %llu MiB of the GPU chunk cache given back (%llu MiB "
-			 "of the device were free, %llu MiB kept free)",
-			 d->dev, (unsigned long long)(got >> 20),
-			 (unsigned long long)(free_b >> 20),
-			 (unsigned long long)(d->headroom >> 20));
 }
 
 /* Upload pin p's chunk into a new entry; NULL when there is no room (or it is being uploaded
@@ -175,14 +174,12 @@ static struct tfs_devcache_entry *upload(struct tfs_devcache *dc, const struct t
 	return e;
 }
 
-int tfs_cudacache_map(struct tfs_devcache *dc, int dev, const struct tfs_gather_list *l,
-		      cudaStream_t stream, uint64_t *addr, struct tfs_devcache_entry **held,
-		      size_t *nheld)
+int tfs_cudacache_map(struct tfs_devcache *dc, const struct tfs_gather_list *l, cudaStream_t stream,
+		      uint64_t *addr, struct tfs_devcache_entry **held, size_t *nheld)
 {
 	int rc = 0;
 
 	*nheld = 0;
-	relieve(dc, dev);
 	for (size_t i = 0; i < l->npins && !rc; i++) {
 		const struct tfs_gather_pin *p = &l->pins[i];
 		struct tfs_devcache_entry *e;
@@ -244,6 +241,16 @@ void tfs_staging_cuda_cache_stats(struct tfs_devcache_stats *out)
 	pthread_mutex_unlock(&lock);
 }
 
+void tfs_staging_cuda_cache_close(void)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_DEVICES; i++) {
+		tfs_devcache_destroy(devs[i].dc); /* its watcher first */
+		memset(&devs[i], 0, sizeof(devs[i]));
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 #else /* !TFS_HAVE_CUDA */
 
 #include <string.h>
@@ -251,6 +258,10 @@ void tfs_staging_cuda_cache_stats(struct tfs_devcache_stats *out)
 void tfs_staging_cuda_cache_stats(struct tfs_devcache_stats *out)
 {
 	memset(out, 0, sizeof(*out));
+}
+
+void tfs_staging_cuda_cache_close(void)
+{
 }
 
 #endif

@@ -184,6 +184,9 @@ struct tfs_staging_backend {
 extern const struct tfs_staging_backend tfs_staging_host;
 /* The cuda backend's chunk caches in GPU memory, summed (zeros without). */
 void tfs_staging_cuda_cache_stats(struct tfs_devcache_stats *out);
+/* They go, their device memory with them (no stream may be open, no batch under way); the next
+ * CUDA stream makes them again. */
+void tfs_staging_cuda_cache_close(void);
 /* NULL in a build without the CUDA toolkit. */
 extern const struct tfs_staging_backend *const tfs_staging_cuda;
 

@@ -498,7 +498,7 @@ static int map_device_cache(struct cuda *c, struct inflight *f, const struct tfs
 		f->cap = cap;
 	}
 	f->dc = c->dc;
-	return tfs_cudacache_map(c->dc, c->dev, l, c->stream, f->dev, f->held, &f->nheld);
+	return tfs_cudacache_map(c->dc, l, c->stream, f->dev, f->held, &f->nheld);
 }
 
 static int cuda_submit(void *b, unsigned slot, struct tfs_gather_list *l, size_t bytes)

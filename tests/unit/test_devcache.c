@@ -3,7 +3,7 @@
  * only, each evicted entry's tag handed back once; a failed fill leaves nothing behind; memory
  * taken a segment at a time as entries need it, within the budget and only when the caller
  * gives it; given back under pressure, a segment at a time, the coldest first, never under a
- * referenced entry. */
+ * referenced entry, and by the cache's own watcher when the memory is short. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -76,7 +76,9 @@ static void on_evict(void *arg, void *tag)
 	__atomic_add_fetch(&evicted[(uintptr_t)tag % 32], 1, __ATOMIC_RELAXED);
 }
 
-static const struct tfs_devcache_mem callbacks = { on_grow, on_release, on_evict, NULL };
+static const struct tfs_devcache_mem callbacks = { .grow = on_grow,
+						   .release = on_release,
+						   .evict = on_evict };
 
 static void reset(void)
 {
@@ -374,13 +376,108 @@ static void test_threads(void **state)
 	assert_int_equal(mem.grown, mem.released);
 }
 
+/* The watcher: memory the stand-in says is short goes back with no call from the test, and
+ * the segment of a referenced entry once it is put. */
+static uint64_t shortage;    /* atomic: what on_short answers */
+static unsigned short_calls; /* atomic */
+
+static uint64_t on_short(void *arg)
+{
+	(void)arg;
+	__atomic_add_fetch(&short_calls, 1, __ATOMIC_RELAXED);
+	return __atomic_load_n(&shortage, __ATOMIC_RELAXED);
+}
+
+static uint64_t held_now(struct tfs_devcache *d)
+{
+	struct tfs_devcache_stats st;
+
+	tfs_devcache_stats(d, &st);
+	return st.held;
+}
+
+/* Until the watcher has asked n more times (10 s at most). */
+static void rounds(unsigned n)
+{
+	const unsigned want = __atomic_load_n(&short_calls, __ATOMIC_RELAXED) + n;
+
+	for (int i = 0; i < 10000 && __atomic_load_n(&short_calls, __ATOMIC_RELAXED) < want; i++)
+		usleep(1000);
+	assert_true(__atomic_load_n(&short_calls, __ATOMIC_RELAXED) >= want);
+}
+
+static void test_watcher(void **state)
+{
+	struct tfs_devcache_mem m = callbacks;
+	struct tfs_devcache_entry *e[8], *held;
+	struct tfs_devcache_stats st;
+	struct tfs_devcache *d;
+	struct tfs_id k = key(3);
+	unsigned calls;
+
+	(void)state;
+	reset();
+	m.short_by = on_short;
+	m.watch_ms = 2;
+	m.name = "stand-in";
+	shortage = 0;
+	assert_int_equal(tfs_devcache_create(8 * G, 2 * G, &m, &d), 0);
+	/* Nothing held: never asked. */
+	calls = __atomic_load_n(&short_calls, __ATOMIC_RELAXED);
+	usleep(20000);
+	assert_int_equal(__atomic_load_n(&short_calls, __ATOMIC_RELAXED), calls);
+	for (int i = 1; i <= 6; i++)
+		e[i] = put_ready(d, i, G); /* 1, 2 | 3, 4 | 5, 6 */
+	held = tfs_devcache_get(d, &k);
+	assert_ptr_equal(held, e[3]);
+	assert_true(cached(d, 1) && cached(d, 2)); /* coldest: 4, then 5, 6 */
+	rounds(2);
+	assert_int_equal(held_now(d), 6 * G); /* not short: all kept */
+
+	/* Short by a byte: 4's segment drains; 4 goes, 3 is referenced and stays. */
+	__atomic_store_n(&shortage, 1, __ATOMIC_RELAXED);
+	rounds(3);
+	assert_int_equal(__atomic_load_n(&evicted[4], __ATOMIC_RELAXED), 1);
+	assert_int_equal(__atomic_load_n(&evicted[3], __ATOMIC_RELAXED), 0);
+	assert_int_equal(held_now(d), 6 * G);
+	/* The draining segment answers the shortage: nothing more goes while it lasts. */
+	assert_true(cached(d, 5) && cached(d, 6) && cached(d, 1) && cached(d, 2));
+	assert_int_equal(mem.released, 0);
+
+	/* 3 put, no longer short: its segment goes back all the same, with no call from here. */
+	__atomic_store_n(&shortage, 0, __ATOMIC_RELAXED);
+	tfs_devcache_put(d, held);
+	rounds(3);
+	tfs_devcache_stats(d, &st);
+	assert_int_equal(st.held, 4 * G);
+	assert_int_equal(st.given_back, 1);
+	assert_int_equal(__atomic_load_n(&evicted[3], __ATOMIC_RELAXED), 1);
+	assert_int_equal(mem.released, 1);
+	assert_true(cached(d, 1) && cached(d, 2) && cached(d, 5) && cached(d, 6));
+
+	/* Short by more than it holds: everything goes; then it grows again. */
+	__atomic_store_n(&shortage, 100 * G, __ATOMIC_RELAXED);
+	for (int i = 0; i < 10000 && held_now(d); i++)
+		usleep(1000);
+	assert_int_equal(held_now(d), 0);
+	/* Nothing held: no more asking. */
+	calls = __atomic_load_n(&short_calls, __ATOMIC_RELAXED);
+	usleep(20000);
+	assert_int_equal(__atomic_load_n(&short_calls, __ATOMIC_RELAXED), calls);
+	__atomic_store_n(&shortage, 0, __ATOMIC_RELAXED);
+	e[7] = put_ready(d, 7, G);
+	assert_true(cached(d, 7));
+	assert_int_equal(held_now(d), 2 * G);
+	tfs_devcache_destroy(d); /* joins the watcher */
+	assert_int_equal(mem.grown, mem.released);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_policy),
-		cmocka_unit_test(test_segments_grow),
-		cmocka_unit_test(test_shrink),
-		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_policy),	cmocka_unit_test(test_segments_grow),
+		cmocka_unit_test(test_shrink),	cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_watcher),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
