@@ -452,10 +452,14 @@ int tfs_ctl_stream_open(struct tfs_ctlfile_session *se, const struct tfs_ctl_ope
 	s->ctl = ctl;
 	s->lake = ctl->lake;
 	s->device = TFS_STAGING_HOST;
-	if (a->device && tfs_staging_parse_device(a->device, &s->device)) {
-		SET_ERR("device '%s': expected host or cuda:N", a->device);
-		rc = -EINVAL;
-		goto fail;
+	if (a->device) {
+		rc = tfs_staging_parse_device(a->device, &s->device, err, ERR_MAX);
+		if (rc == -EINVAL)
+			SET_ERR("device '%s': expected host, cuda:N or a CUDA device's PCI bus id "
+				"(0000:3b:00.0)",
+				a->device);
+		if (rc)
+			goto fail;
 	}
 	if (a->depth > TFS_STAGING_MAX_DEPTH) {
 		SET_ERR("depth=%u: at most %d slots", a->depth, TFS_STAGING_MAX_DEPTH);

@@ -3,6 +3,7 @@
 #include "staging.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <stddef.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -72,10 +73,39 @@ void tfs_staging_stats(struct tfs_staging_stats *out)
 	tfs_staging_cuda_cache_stats(&out->gpu);
 }
 
-int tfs_staging_parse_device(const char *s, int *device)
+/* [DOMAIN:]BUS:DEVICE.FUNCTION in hex digits, as CUDA and lspci write a PCI bus id. */
+static int is_pci_bus_id(const char *s)
+{
+	size_t colons = 0, dots = 0, n = strlen(s);
+
+	if (n < 7 || n > 16 || !isxdigit((unsigned char)s[0]) || s[n - 2] != '.')
+		return 0;
+	for (const char *p = s; *p; p++) {
+		if (*p == ':')
+			colons++;
+		else if (*p == '.')
+			dots++;
+		else if (!isxdigit((unsigned char)*p))
+			return 0;
+		if ((*p == ':' || *p == '.') && !isxdigit((unsigned char)p[1]))
+			return 0;
+	}
+	return (colons == 1 || colons == 2) && dots == 1;
+}
+
+int tfs_staging_parse_device(const char *s, int *device, char *err, size_t err_cap)
 {
 	char *end;
 	long n;
+
+	if (is_pci_bus_id(s)) {
+		if (!tfs_staging_cuda || !tfs_staging_cuda->find_pci) {
+			snprintf(err, err_cap, "%s: this tensorfs was built without CUDA support",
+				 s);
+			return -ENODEV;
+		}
+		return tfs_staging_cuda->find_pci(s, device, err, err_cap);
+	}
 
 	if (!strcmp(s, "host") || !strcmp(s, "cpu")) {
 		*device = TFS_STAGING_HOST;

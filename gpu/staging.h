@@ -22,8 +22,12 @@
 #define TFS_STAGING_IPC_BYTES 64
 #define TFS_STAGING_HOST (-1) /* the device number of host memory */
 
-/* "host" -> TFS_STAGING_HOST, "cuda" or "cuda:N" -> N. Returns 0 or -EINVAL. */
-int tfs_staging_parse_device(const char *s, int *device);
+/* "host" -> TFS_STAGING_HOST, "cuda" or "cuda:N" -> N, and a PCI bus id ("0000:3b:00.0" or
+ * "3b:00.0", as cudaDeviceGetPCIBusId writes it) -> this process's number for the CUDA device
+ * there: a loader names its device so where CUDA_VISIBLE_DEVICES numbers the devices otherwise
+ * than in the daemon. Returns 0; -EINVAL for none of these forms; -ENODEV, with the reason in
+ * err, for a bus id without a CUDA device (or without CUDA in this build). */
+int tfs_staging_parse_device(const char *s, int *device, char *err, size_t err_cap);
 
 /* Whether device can be staged to now: 0, or -ENODEV with the reason in err (no CUDA support
  * in this build, no driver, no such device). */
@@ -173,6 +177,9 @@ struct tfs_staging_backend {
 	void (*locate)(const void *b, unsigned slot, struct tfs_staging_loc *loc);
 	/* Optional: ready device for cache's rings ahead of the first (probed already). */
 	void (*prepare)(int device, struct tfs_cache *cache);
+	/* Optional: the device at a PCI bus id (checked for its form already); 0, or -ENODEV
+	 * with the reason in err. */
+	int (*find_pci)(const char *pci, int *device, char *err, size_t err_cap);
 	/* Optional, both or neither: the ring is gone and its slots are to be kept (every batch
 	 * complete first; host: the file leaves the ring's name); 0, or -errno and then destroy
 	 * frees them. reuse: kept slots become cfg's ring's (host: the file takes its name);

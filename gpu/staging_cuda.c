@@ -117,6 +117,21 @@ static int cuda_probe(int device, char *err, size_t err_cap)
 	return 0;
 }
 
+static int cuda_find_pci(const char *pci, int *device, char *err, size_t err_cap)
+{
+	int d = -1;
+	cudaError_t e = cudaDeviceGetByPCIBusId(&d, pci);
+
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		snprintf(err, err_cap, "%s: no CUDA device at that PCI bus id (%s)", pci,
+			 cudaGetErrorString(e));
+		return -ENODEV;
+	}
+	*device = d;
+	return 0;
+}
+
 /* --- the cache's arena, registered once a process -------------------------------------------
  * Registering pins every page of the arena (cache_mem and a quarter): a second or more for tens
  * of GiB. It runs on a thread of its own, started by the first CUDA ring; until it is done,
@@ -585,6 +600,7 @@ static const struct tfs_staging_backend cuda_backend = {
 	.submit = cuda_submit,
 	.locate = cuda_locate,
 	.prepare = cuda_prepare,
+	.find_pci = cuda_find_pci,
 	.keep = cuda_keep,
 	.reuse = cuda_reuse,
 };

@@ -158,6 +158,45 @@ def test_cuda_batches_equal_host(lake, mount):
         loader.close()
 
 
+def test_device_named_by_pci_bus_id(lake, mount):
+    """A loader names its device by PCI bus id (the same in every process, whatever
+    CUDA_VISIBLE_DEVICES says), and tensorfs.Stager does so for device="cuda:N": the daemon
+    stages to its own number of that device, and the batches are right; a bus id with no
+    device there is an error reply."""
+    cols = build(lake)
+    m = mount(lake)
+    buf = ctypes.create_string_buffer(32)
+    ck(RT.cudaDeviceGetPCIBusId(buf, 32, 0), "cudaDeviceGetPCIBusId")
+    bus = buf.value.decode()
+    rng = np.random.default_rng(9)
+    loader = Loader()
+    with tensorfs.Stager(m.path, "d/main", ["image", "label"], device="cuda:0",
+                         batch_size=256) as g:
+        try:
+            import torch
+            if torch.cuda.is_available():
+                assert g._local == 0  # asked for by bus id
+        except ImportError:
+            pass
+        for name in (bus, bus.lower()):
+            f, _ = raw(g, f"open d/main cols=image,label device={name} batch=256")
+            assert f["device"] == "cuda:0", f  # this machine's daemon numbers it the same
+            rows = rng.integers(0, N, size=256)
+            bf, bc = raw(g, f"stage stream={f['stream']} rows=" + ",".join(map(str, rows)))
+            got = loader.read(bf, bc)
+            for c in ("image", "label"):
+                assert np.array_equal(got[c], cols[c][rows]), c
+            raw(g, f"release stream={f['stream']} slot={bf['slot']}")
+            raw(g, f"close stream={f['stream']}")
+        with pytest.raises(tensorfs.StagingError) as ei:
+            g.request("open d/main cols=label device=0000:ff:1f.7")
+        assert ei.value.name == "ENODEV" and "0000:ff:1f.7" in ei.value.message
+        b = g.next()  # the session goes on
+        assert b is not None and b.rows == 256
+        b.release()
+        loader.close()
+
+
 def test_cuda_pack_batches_equal_the_view(lake, mount, tmp_path):
     """A pack view staged on the device, tokens widened to int64: the batches equal the view's
     tokens.npy row for row."""

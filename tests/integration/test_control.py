@@ -572,6 +572,8 @@ BAD = [
     ("open d/main cols=label device=cuda:0", "ENODEV"),
     ("open d/main cols=label device=cuda:7", "ENODEV"),
     ("open d/main cols=label device=gpu", "EINVAL"),
+    ("open d/main cols=label device=0000:ff:1f.7", "ENODEV"),  # a bus id, no device there
+    ("open d/main cols=label device=0000:fg:1f.7", "EINVAL"),
     ("open d/main cols=label depth=0", "EINVAL"),
     ("open d/main cols=label depth=1000", "EINVAL"),
     ("open d/main cols=label colour=red", "EINVAL"),

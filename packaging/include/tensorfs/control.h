@@ -108,7 +108,7 @@ struct tfs_ctl_open {
 	uint32_t ahead; /* UINT32_MAX: default */
 	uint32_t pad0;
 	uint64_t room; /* row bytes per slot of each ragged, text or bytes column; 0: default */
-	char device[TFS_CTL_DEVICE_MAX]; /* "host", "cuda:0"; empty: host */
+	char device[TFS_CTL_DEVICE_MAX]; /* "host", "cuda:0", a PCI bus id; empty: host */
 	/* out */
 	uint32_t stream;
 	uint32_t slots;

@@ -263,6 +263,13 @@ class _Cuda:
             self.mems[hexstr] = (ptr.value, device)
         return self.mems[hexstr][0]
 
+    def pci(self, device):
+        """The PCI bus id of this process's CUDA device number `device` ("0000:3B:00.0")."""
+        buf = ctypes.create_string_buffer(32)
+        self._check(self.lib.cudaDeviceGetPCIBusId(buf, len(buf), device),
+                    "cudaDeviceGetPCIBusId")
+        return buf.value.decode()
+
     def wait(self, hexstr, device):
         if hexstr not in self.events:
             ev = ctypes.c_void_p()
@@ -298,8 +305,10 @@ class Stager:
 
     mountpoint: the mount; version_or_view: "DATASET/REF", "DATASET/commits/ID", either with
     "/views/PARAMS", or such a directory's path; columns: names to stage; device: "host" or
-    "cuda:N"; depth: slots in the ring; batch_size: the most rows a batch may have (default:
-    the daemon's, 1024 or what fits 1 GiB); ahead: batches of next() made ahead; room: bytes
+    "cuda:N" (numbered as this process numbers its devices: the daemon is asked for that
+    device by its PCI bus id, whatever CUDA_VISIBLE_DEVICES says in either process); depth:
+    slots in the ring; batch_size: the most rows a batch may have (default: the daemon's,
+    1024 or what fits 1 GiB); ahead: batches of next() made ahead; room: bytes
     of row data a slot holds for each ragged, text or bytes column (default: what the largest
     batch of next() needs). dtype: for a pack view (views/pack=S,...), "int32" or "int64" to
     stage its tokens as, ready for an embedding lookup (default: as stored).
@@ -317,14 +326,16 @@ class Stager:
         self._fd = os.open(_control_path(mountpoint), os.O_RDWR | os.O_CLOEXEC)
         self._mm = None
         self._cuda = None
-        self._dev = None  # the CUDA device of the batches
+        self._dev = None  # the CUDA device of the batches, as this process numbers it
+        self._local = None  # the same, known from `device` (None: the daemon's number is ours)
         self._leased = {}
         self._next, self._stage, self._release = _CtlNext(), _CtlStage(), _CtlRelease()
         self._pending = collections.deque()  # CUDA: (slot, event) let go, not given back
         self._no_ioctl = set()  # commands the daemon answered ENOTTY to (an older daemon)
         try:
+            asked = self._by_bus_id(device) if device.startswith("cuda") else device
             req = (f"open {_target(mountpoint, version_or_view)} cols={','.join(self.columns)}"
-                   f" device={device} depth={int(depth)}")
+                   f" depth={int(depth)}")
             if batch_size is not None:
                 req += f" batch={int(batch_size)}"
             if ahead is not None:
@@ -333,7 +344,15 @@ class Stager:
                 req += f" room={int(room)}"
             if dtype is not None:
                 req += f" dtype={dtype}"
-            info, _ = _parse_reply(self.request(req))
+            try:
+                reply = self.request(f"{req} device={asked}")
+            except StagingError as e:
+                # A daemon that does not take a bus id: the device by its number, as before.
+                if asked == device or e.name != "EINVAL" or f"'{asked}'" not in e.message:
+                    raise
+                self._local = None
+                reply = self.request(f"{req} device={device}")
+            info, _ = _parse_reply(reply)
         except BaseException:
             os.close(self._fd)
             self._fd = None
@@ -343,6 +362,22 @@ class Stager:
         self.slots = int(info["slots"])
         self.batch_size = int(info["batch"])
         self.commit = info["commit"]
+
+    def _by_bus_id(self, device):
+        """A CUDA device ("cuda" or "cuda:N", numbered as this process numbers them) as the
+        daemon is asked for it: its PCI bus id, which names the same device in every process
+        whatever CUDA_VISIBLE_DEVICES says (a loader that sees one GPU as cuda:0 gets its
+        batches on that GPU). As given where the id cannot be told: the daemon then takes N as
+        its own number, or says why there is no such device."""
+        try:
+            cuda = _Cuda()
+            n = int(device[5:]) if device.startswith("cuda:") else \
+                cuda.torch.cuda.current_device()
+            bus = cuda.pci(n)
+        except Exception:  # no torch, no CUDA runtime or driver, no such device
+            return device
+        self._cuda, self._local = cuda, n
+        return bus
 
     # -- the protocol -------------------------------------------------------------------------
     def request(self, line):
@@ -380,7 +415,8 @@ class Stager:
                 arrays[c["name"]] = np.ndarray(shape, dtype=np.dtype(c["dtype"]),
                                                buffer=self._mm, offset=int(c["offset"]))
         else:
-            dev = self._dev = int(info["device"].split(":")[1])
+            dev = self._dev = self._local if self._local is not None else \
+                int(info["device"].split(":")[1])
             if self._cuda is None:
                 self._cuda = _Cuda()
             base = self._cuda.mem(info["ipc"], dev)
