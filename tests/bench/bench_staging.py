@@ -4,7 +4,7 @@
 
     TENSORFS_BIN=build/rel/tensorfs /usr/bin/python3 tests/bench/bench_staging.py [--size-mb 256]
         [--batch 256] [--batches 200] [--row 32x32x3] [--device cuda:0] [--cache-gpu SIZE]
-        [--workdir DIR] [--json PATH]
+        [--workdir DIR] [--json PATH] [--profile FILE]
 
 It builds an image-like uint8 column (32x32x3 per row) and an int64 label column, imports them,
 mounts the lake, and then, for the same random batches of row indices (a shuffled epoch), times:
@@ -96,6 +96,24 @@ def timed(fn, batches):
     return len(batches) / (time.perf_counter() - t0)
 
 
+def profiled(path, fn, batches, what):
+    """fn over the batches once more under cProfile; the 25 calls that took the most time of
+    their own, with the batch count, written to path."""
+    import cProfile
+    import io
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    fn(batches)
+    pr.disable()
+    out = io.StringIO()
+    out.write(f"{what}: {len(batches)} batches under cProfile (its own cost inflates Python "
+              "calls; C calls' times stand)\n")
+    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(25)
+    Path(path).write_text(out.getvalue())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size-mb", type=int, default=256)
@@ -104,6 +122,9 @@ def main():
     ap.add_argument("--row", default="32x32x3", help="a row's shape, uint8")
     ap.add_argument("--device", default="host", help="host, or cuda:N for the GPU cases")
     ap.add_argument("--cache-gpu", help="the mount's -o cache_gpu (with --device cuda:N)")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="after the timed runs, one more pass of next (next-cuda with --device "
+                         "cuda:N) under cProfile: the loader's calls by their own time, to FILE")
     ap.add_argument("--workdir")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -178,6 +199,8 @@ def main():
                 x["image"][0, 0, 0, 0]
             it.close()
         results["next"] = timed(nxt, batches)
+        if a.profile and not cuda:
+            profiled(a.profile, nxt, batches, "next")
 
         def fancy(bs):
             for b in bs:
@@ -244,6 +267,8 @@ def main():
                 it.close()
                 torch.cuda.synchronize()
             results["next-cuda"] = timed(nxt_cuda, batches)
+            if a.profile:
+                profiled(a.profile, nxt_cuda, batches, "next-cuda")
             gstager.close()
 
             def fancy_cuda(bs):

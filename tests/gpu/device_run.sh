@@ -62,8 +62,10 @@ elapsed() { echo "[t+$(($(date +%s) - T0))s] $*"; }
 bench_cuda() { # row, cache_gpu, step
 	echo "== bench_staging cuda:0 --row $1 ${2:+--cache-gpu $2}"
 	timeout "${BT:-60}" python3 tests/bench/bench_staging.py --device cuda:0 --row "$1" \
-		--size-mb 1024 --batch 256 --batches 200 ${2:+--cache-gpu "$2"} 2>&1 |
-		tee "$o/$3.txt" | tail -14
+		--size-mb 1024 --batch 256 --batches 200 ${2:+--cache-gpu "$2"} \
+		--profile "$o/$3.prof" 2>&1 | tee "$o/$3.txt" | tail -14
+	# Where a batch's time goes on the loader's side (torch tensors, events, the ioctl).
+	[ -f "$o/$3.prof" ] && sed -n '1p;/ncalls/,+16p' "$o/$3.prof"
 }
 
 for step in "$@"; do
