@@ -291,7 +291,7 @@ def main():
                 results["loader-cuda"] = timed(loader_cuda, batches)
         stager.close()
         vstager.close()
-        del cols
+        cols = None  # its maps go before the unmount
     finally:
         m.stop()
         if not a.workdir:
