@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "jsonalloc.h"
 #include "pipeline.h"
 #include "rowcol.h"
 #include "workpool.h"
@@ -132,6 +133,11 @@ static const char *bad_row(const json_t *obj, struct field *f, size_t nf, char *
 	return NULL;
 }
 
+static int dump_to_buf(const char *p, size_t n, void *out)
+{
+	return tfs_buf_append(out, p, n) ? -1 : 0;
+}
+
 /* Field f's value v of one row, as the bytes its column takes, appended to out. */
 static int encode_value(const struct field *f, const json_t *v, struct tfs_buf *out)
 {
@@ -183,15 +189,12 @@ static int encode_value(const struct field *f, const json_t *v, struct tfs_buf *
 		}
 		return rc;
 	}
-	default: {
-		char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-
-		if (!text)
-			return -ENOMEM;
-		rc = tfs_buf_append(out, text, strlen(text));
-		free(text);
-		return rc;
-	}
+	default:
+		/* Its JSON text straight into out: no string of jansson's to free (inside a
+		 * jsonalloc scope, jansson's memory is not malloc's). */
+		return json_dump_callback(v, dump_to_buf, out, JSON_COMPACT | JSON_ENCODE_ANY)
+			       ? -ENOMEM
+			       : 0;
 	}
 }
 
@@ -303,9 +306,11 @@ static int scan_block(void *item)
 	while (next_line(&l, &line, &n)) {
 		json_t *o;
 
-		if (is_blank(line, n) || !(o = parse(line, n, why, sizeof(why))))
+		if (is_blank(line, n))
 			continue;
-		for (size_t i = 0; json_is_object(o) && i < b->nf; i++) {
+		tfs_jsonalloc_begin(); /* the line's values go with it */
+		o = parse(line, n, why, sizeof(why));
+		for (size_t i = 0; o && json_is_object(o) && i < b->nf; i++) {
 			const json_t *x = json_object_get(o, f[i].name);
 
 			if (x)
@@ -314,6 +319,7 @@ static int scan_block(void *item)
 				token_range(x, &b->tok_min, &b->tok_max);
 		}
 		json_decref(o);
+		tfs_jsonalloc_end();
 	}
 	for (size_t i = 0; i < b->nf; i++)
 		b->kind[i] = f[i].kind;
@@ -489,6 +495,7 @@ static int parse_block(void *item)
 
 		if (is_blank(line, n))
 			continue;
+		tfs_jsonalloc_begin(); /* the line's values go with it */
 		obj = parse(line, n, why, sizeof(why));
 		bad = obj ? bad_row(obj, f, b->nf, why, sizeof(why)) : why;
 		/* A media file that does not decode makes the record a bad row. */
@@ -528,6 +535,7 @@ static int parse_block(void *item)
 			b->lens[(b->nrows - 1) * b->nf + i] = b->vals[i].len - before;
 		}
 		json_decref(obj);
+		tfs_jsonalloc_end();
 	}
 	b->lines = l.lineno;
 	b->rc = rc;
@@ -616,7 +624,8 @@ static int parse_use(void *arg, void *item)
 				rc = tfs_rowcol_add(a->f[i].w, b->vals[i].data + off, len,
 						    ragged ? &shape : NULL);
 				if (rc == -EINVAL)
-					tfs_err("%s: line %" PRIu64 ": a text field is not valid UTF-8",
+					tfs_err("%s: line %" PRIu64
+						": a text field is not valid UTF-8",
 						a->path, a->lineno + b->rows[k].line);
 			}
 			off += len;
@@ -702,6 +711,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		tsize = !colon ? 0 : !strcmp(colon + 1, "uint16") ? 2 : 4;
 		tokens = tokname;
 	}
+	tfs_jsonalloc_install(); /* before the pool's threads parse */
 	rc = tfs_txn_begin(&t, s, ds, o);
 	if (!rc)
 		rc = tfs_import_map_file(path, &mapped, &len);
