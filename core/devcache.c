@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "arena.h"
 #include "idmap.h"
@@ -63,11 +62,10 @@ static void *watch(void *arg)
 
 	pthread_mutex_lock(&d->lock);
 	while (!d->stop) {
-		const uint64_t at = tfs_now_ns() + (uint64_t)d->mem.watch_ms * 1000000u;
-		const struct timespec ts = { (time_t)(at / 1000000000u), (long)(at % 1000000000u) };
 		uint64_t need, got;
 
-		pthread_cond_timedwait(&d->wake, &d->lock, &ts);
+		tfs_cond_wait_until(&d->wake, &d->lock,
+				    tfs_now_ns() + (uint64_t)d->mem.watch_ms * 1000000u);
 		if (d->stop || !d->held)
 			continue;
 		pthread_mutex_unlock(&d->lock);
@@ -106,12 +104,7 @@ int tfs_devcache_create(uint64_t budget, uint64_t seg_bytes, const struct tfs_de
 	d->seg_bytes = seg_bytes;
 	d->budget = budget < seg_bytes ? seg_bytes : budget / seg_bytes * seg_bytes;
 	if (mem->short_by) {
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* tfs_now_ns's clock */
-		pthread_cond_init(&d->wake, &ca);
-		pthread_condattr_destroy(&ca);
+		tfs_cond_init_monotonic(&d->wake);
 		d->mem.watch_ms = mem->watch_ms ? mem->watch_ms : 100;
 		rc = pthread_create(&d->watcher, NULL, watch, d);
 		if (rc) {

@@ -419,6 +419,23 @@ uint64_t tfs_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void tfs_cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* tfs_now_ns's clock */
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+void tfs_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t at_ns)
+{
+	const struct timespec ts = { (time_t)(at_ns / 1000000000u), (long)(at_ns % 1000000000u) };
+
+	pthread_cond_timedwait(c, m, &ts);
+}
+
 /* --- mountinfo ------------------------------------------------------------------------------ */
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo. */

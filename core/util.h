@@ -4,6 +4,7 @@
 #define TFS_UTIL_H
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,6 +91,12 @@ void tfs_format_utc(int64_t seconds, const char *fmt, char *out, size_t cap);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t tfs_now_ns(void);
+/* A condition variable whose timed waits run on tfs_now_ns's clock (a wall-clock step neither
+ * shortens nor stretches them). */
+void tfs_cond_init_monotonic(pthread_cond_t *c);
+/* Wait on c (m held, as pthread_cond_wait) until tfs_now_ns() reaches at_ns, a signal, or a
+ * spurious wake-up. c from tfs_cond_init_monotonic. */
+void tfs_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t at_ns);
 
 /* Overflow-checked multiply: returns 0 and stores a*b, or -EOVERFLOW. */
 static inline int tfs_mul_u64(uint64_t a, uint64_t b, uint64_t *out)

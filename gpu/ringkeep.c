@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "staging.h"
 #include "util.h"
@@ -109,11 +108,7 @@ static void *reap(void *arg)
 		if (oldest == UINT64_MAX) {
 			pthread_cond_wait(&k->cond, &k->lock);
 		} else {
-			const uint64_t at = oldest + k->ttl_ns;
-			struct timespec ts = { (time_t)(at / 1000000000u),
-					       (long)(at % 1000000000u) };
-
-			pthread_cond_timedwait(&k->cond, &k->lock, &ts);
+			tfs_cond_wait_until(&k->cond, &k->lock, oldest + k->ttl_ns);
 		}
 	}
 	pthread_mutex_unlock(&k->lock);
@@ -123,16 +118,12 @@ static void *reap(void *arg)
 int tfs_ringkeep_create(uint64_t budget, unsigned ttl_ms, struct tfs_ringkeep **out)
 {
 	struct tfs_ringkeep *k = calloc(1, sizeof(*k));
-	pthread_condattr_t ca;
 	int rc;
 
 	if (!k)
 		return -ENOMEM;
 	pthread_mutex_init(&k->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* tfs_now_ns's clock */
-	pthread_cond_init(&k->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	tfs_cond_init_monotonic(&k->cond);
 	k->budget = budget;
 	k->ttl_ns = (uint64_t)ttl_ms * 1000000u;
 	k->st.budget = budget;

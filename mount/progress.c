@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 struct tfs_progress_line {
@@ -81,13 +80,7 @@ static void *run(void *arg)
 
 	pthread_mutex_lock(&pl->lock);
 	while (!pl->stop) {
-		struct timespec until;
-
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += (long)(period_ns % 1000000000ull);
-		until.tv_sec += (time_t)(period_ns / 1000000000ull) + until.tv_nsec / 1000000000;
-		until.tv_nsec %= 1000000000;
-		pthread_cond_timedwait(&pl->cond, &pl->lock, &until);
+		tfs_cond_wait_until(&pl->cond, &pl->lock, tfs_now_ns() + period_ns);
 		if (!pl->stop)
 			draw(pl, 0);
 	}
@@ -113,7 +106,7 @@ struct tfs_progress_line *tfs_progress_line_start(const char *what, const char *
 	pl->tty = tty;
 	pl->start_ns = tfs_now_ns();
 	pthread_mutex_init(&pl->lock, NULL);
-	pthread_cond_init(&pl->cond, NULL);
+	tfs_cond_init_monotonic(&pl->cond);
 	if (pthread_create(&pl->thread, NULL, run, pl)) {
 		pthread_mutex_destroy(&pl->lock);
 		pthread_cond_destroy(&pl->cond);
