@@ -85,6 +85,17 @@ static uint8_t clip8(int32_t ss)
 	return (uint8_t)(ss > 255 ? 255 : ss);
 }
 
+/* Output byte from the n values at p, p + stride, ... weighed by k: PIL's sum, one at a time
+ * (the vector loops' ends). */
+static uint8_t column_sum(const uint8_t *p, size_t stride, const int32_t *k, int n)
+{
+	int32_t acc = 1 << (PRECISION_BITS - 1);
+
+	for (int t = 0; t < n; t++)
+		acc += p[(size_t)t * stride] * k[t];
+	return clip8(acc);
+}
+
 /* The passes compute exactly what PIL's do (its sums are 32-bit too: the weights of a pixel add
  * up to 1 << PRECISION_BITS, so no sum of 8-bit samples can overflow), in an order a compiler
  * vectorises: the three channels of a pixel together along x; whole rows at a time along y,
@@ -119,13 +130,8 @@ static void pass_y_plain(const struct tfs_image *in, const struct coeffs *c, str
 			for (int j = 0; j < BLOCK; j++)
 				o[i + j] = clip8(acc[j]);
 		}
-		for (; i < rowlen; i++) {
-			int32_t acc = 1 << (PRECISION_BITS - 1);
-
-			for (int t = 0; t < n; t++)
-				acc += first[(size_t)t * rowlen + i] * k[t];
-			o[i] = clip8(acc);
-		}
+		for (; i < rowlen; i++)
+			o[i] = column_sum(first + i, rowlen, k, n);
 	}
 }
 
@@ -301,13 +307,8 @@ pass_y_madd(const struct tfs_image *in, const struct coeffs *c, struct tfs_image
 			h0 = _mm256_permute4x64_epi64(_mm256_packus_epi16(h0, h0), 0x08);
 			_mm_storeu_si128((__m128i *)(void *)(o + i), _mm256_castsi256_si128(h0));
 		}
-		for (; i < rowlen; i++) {
-			int32_t acc = 1 << (PRECISION_BITS - 1);
-
-			for (int t = 0; t < n; t++)
-				acc += first[(size_t)t * rowlen + i] * k[t];
-			o[i] = clip8(acc);
-		}
+		for (; i < rowlen; i++)
+			o[i] = column_sum(first + i, rowlen, k, n);
 	}
 }
 
