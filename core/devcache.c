@@ -156,9 +156,11 @@ static void evict(struct tfs_devcache *d, struct dentry *e, struct dentry **vict
 }
 
 /* Segments draining and empty, off the list onto *out to be released unlocked (counted as
- * given back); under d->lock. */
-static void take_empty(struct tfs_devcache *d, struct seg **out)
+ * given back); under d->lock. Returns their bytes. */
+static uint64_t take_empty(struct tfs_devcache *d, struct seg **out)
 {
+	uint64_t bytes = 0;
+
 	for (struct seg **p = &d->segs; *p;) {
 		struct seg *s = *p;
 
@@ -168,10 +170,12 @@ static void take_empty(struct tfs_devcache *d, struct seg **out)
 			*out = s;
 			d->held -= d->seg_bytes;
 			d->given_back++;
+			bytes += d->seg_bytes;
 		} else {
 			p = &s->next;
 		}
 	}
+	return bytes;
 }
 
 /* The callbacks for what went while locked. */
@@ -404,7 +408,7 @@ uint64_t tfs_devcache_shrink(struct tfs_devcache *d, uint64_t bytes)
 {
 	struct dentry *victims = NULL;
 	struct seg *out = NULL, *s;
-	uint64_t draining = 0, now = 0;
+	uint64_t draining = 0, now;
 
 	pthread_mutex_lock(&d->lock);
 	/* Segments already draining count towards what is asked. */
@@ -425,9 +429,7 @@ uint64_t tfs_devcache_shrink(struct tfs_devcache *d, uint64_t bytes)
 		if (e->seg->draining && !e->refs)
 			evict(d, e, &victims);
 	}
-	take_empty(d, &out);
-	for (s = out; s; s = s->next)
-		now += d->seg_bytes;
+	now = take_empty(d, &out);
 	pthread_mutex_unlock(&d->lock);
 	call_back(d, victims, out);
 	return now;
