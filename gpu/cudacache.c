@@ -21,18 +21,18 @@
 #define WATCH_MS 100
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* Per device: its cache, or tried and failed; protected by lock (then read-only, but for
- * checked, atomic). */
+/* Per device (its number: the index): its cache, or tried and failed; protected by lock (then
+ * read-only). */
 static struct dev {
 	struct tfs_devcache *dc;
-	int dev;
 	uint64_t headroom; /* bytes of the device the cache leaves free */
 	char name[16];	   /* "cuda:N" */
 	int tried;
 } devs[MAX_DEVICES];
 
 /* An entry goes: the event of its upload goes with it (a CUDA call: this runs inside
- * tfs_devcache_insert or _shrink, on a thread that stages, never in a stream callback). */
+ * tfs_devcache_insert or _shrink, on a thread that stages or the cache's watcher, never in a
+ * stream callback). */
 static void evicted(void *arg, void *tag)
 {
 	(void)arg;
@@ -79,7 +79,7 @@ static uint64_t short_by(void *arg)
 	const struct dev *d = arg;
 	uint64_t free_b, total;
 
-	if (cudaSetDevice(d->dev) != cudaSuccess) {
+	if (cudaSetDevice((int)(d - devs)) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return 0;
 	}
@@ -118,7 +118,6 @@ struct tfs_devcache *tfs_cudacache_get(int dev, uint64_t bytes, uint64_t headroo
 		uint64_t free_b, total = 0;
 
 		d->tried = 1;
-		d->dev = dev;
 		snprintf(d->name, sizeof(d->name), "cuda:%d", dev);
 		mem_now(&free_b, &total);
 		/* Default: a 32nd of the device, at least 2 GiB. */
