@@ -18,13 +18,14 @@ with a .cls and a .txt each.
   import --webdataset  rows/s at 1, 2 and every CPU (decoded images, ragged)
 
 Prints each rate with its ratio to its baseline (PIL per core, the 1-thread import), run in this
-invocation, and the machine's cores as well as its CPUs: where two hardware threads share a
-core, scaling past the core count is judged against the cores too. An import's time includes what does not depend on its size: the process's start, the
-lake's and dataset's opening, the commit. That part is measured too (an import of the first 20
-images at the same thread count) and printed beside each image rate, with the rate of the images
-past those 20 ((N - 20) / (T(N) - T(20))): on many cores an import of a few thousand images takes
-under a second, and the part that does not scale is then a visible share of it. The targets (issue: import on every core): images >= 1.5x PIL per core at 1 thread,
->= 1.8x from 1 to 2 threads, >= 0.8x linear to every core and >= 1.2x the PIL pool.
+invocation, and the machine's cores as well as its CPUs: where two hardware threads share a core,
+scaling past the core count is judged against the cores too. An import's time includes what does not
+depend on its size: the process's start, the lake's and dataset's opening, the commit. That part is
+measured too (an import of the first 20 images at the same thread count) and printed beside each
+image rate, with the rate of the images past those 20 ((N - 20) / (T(N) - T(20))): on many cores an
+import of a few thousand images takes under a second, and the part that does not scale is then a
+visible share of it. The targets (issue: import on every core): images >= 1.5x PIL per core at 1
+thread, >= 1.8x from 1 to 2 threads, >= 0.8x linear to every core and >= 1.2x the PIL pool.
 
     /usr/bin/python3 tests/bench/bench_import.py [--images 2000] [--rows 300000]
 """
