@@ -19,7 +19,9 @@ struct arena {
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t key; /* the thread's arena, freed when the thread exits */
-static int ready;	  /* key made and jansson's functions set (by setup, once) */
+/* Key made and jansson's functions set: by tfs_jsonalloc_install, before the threads that open
+ * scopes exist or are handed work. */
+static int ready;
 /* The arena of this thread's open scope: NULL outside one. */
 static __thread struct arena *cur;
 
@@ -78,9 +80,8 @@ void tfs_jsonalloc_begin(void)
 	struct arena *a;
 
 	assert(!cur);
-	pthread_once(&once, setup);
 	if (!ready)
-		return;
+		return; /* not installed (or it failed): malloc */
 	a = pthread_getspecific(key);
 	if (!a) {
 		a = calloc(1, sizeof(*a));

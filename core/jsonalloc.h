@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* jsonalloc: jansson's allocations, for values parsed and dropped on one thread within a scope,
  * from a bump arena of the thread's: a JSON Lines import parses every line twice, and a malloc
- * and a free for each value and key were a sixth of its time. Everything else jansson makes
+ * and a free for each value and key were an eighth of its time. Everything else jansson makes
  * (values that outlive a scope, other threads' values) is plain malloc as before. */
 #ifndef TFS_JSONALLOC_H
 #define TFS_JSONALLOC_H
@@ -10,7 +10,7 @@
  * jansson made earlier are freed with free() as they were made with malloc()). */
 void tfs_jsonalloc_install(void);
 /* On this thread, from now until tfs_jsonalloc_end: values come from its arena (those that do
- * not fit, from malloc). Scopes do not nest. */
+ * not fit, from malloc; all of them, before tfs_jsonalloc_install). Scopes do not nest. */
 void tfs_jsonalloc_begin(void);
 /* Every value made in the scope has been dropped (json_decref): the arena is empty again. */
 void tfs_jsonalloc_end(void);
