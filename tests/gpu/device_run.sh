@@ -21,10 +21,13 @@
 #             import + a Stager an epoch (cold, warm)
 #   cases     bench.py cases 1 and 10 on 2 GiB: the cold scan against N `zstd -d` of cold
 #             input, cold random rows against a local .npy
+#   frames    the same on data imported with 16 KiB and with 32 KiB frames (the default is
+#             64 KiB): what smaller frames give cold random rows, and take from the cold scan,
+#             on a real disk
 #
 # Output goes under $OUT (default ./gpu-out), a file a step (at most 8 come back from a call).
 # Limits (seconds) can be set: GPUT (pytest, 200), BT (each cuda bench, 60), HT (host, 60),
-# IT (import, 150), ET (e2e, 150), CT (cases, 150). All of unit, pytest, cuda224, cuda224g, host
+# IT (import, 150), ET (e2e, 150), CT (cases, 150; frames, each size). All of unit, pytest, cuda224, cuda224g, host
 # and cases took 4.5 minutes on an H200 with 16 cores. FFmpeg's libraries are not carried: the
 # binary opens them only to import video or audio, which no step runs. e2e needs torchvision.
 set -uo pipefail
@@ -44,7 +47,7 @@ if [ "${1:-}" = carry ]; then
 	exit 0
 fi
 if [ $# = 0 ]; then
-	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import e2e cases)" >&2
+	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import e2e cases frames)" >&2
 	exit 2
 fi
 
@@ -101,6 +104,13 @@ for step in "$@"; do
 	cases)
 		timeout "${CT:-150}" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 2>&1 |
 			tee "$o/cases.txt" | tail -30
+		;;
+	frames)
+		for f in 16K 32K; do
+			echo "== --frame-size $f"
+			timeout "${CT:-150}" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 \
+				--frame-size "$f" 2>&1 | tee "$o/frames$f.txt" | grep -E "^(1|10) "
+		done
 		;;
 	*) echo "unknown step $step" >&2 ;;
 	esac
