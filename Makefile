@@ -264,7 +264,8 @@ valgrind: $(UNIT_BIN) $(REPLAY_BIN)
 # ThreadSanitizer over the unit tests and the integration tests that run the most threads at once
 # (concurrent readers, prefetch under eviction, staging sessions, the tier's writer, S3 faults).
 TSAN_TESTS := tests/integration/test_concurrent.py tests/integration/test_cache.py \
-	tests/integration/test_control.py tests/integration/test_cluster.py \
+	tests/integration/test_control.py tests/integration/test_control_sessions.py \
+	tests/integration/test_cluster.py \
 	tests/integration/test_frames.py tests/integration/test_views.py tests/integration/test_s3.py \
 	tests/integration/test_import_threads.py tests/integration/test_pack.py \
 	tests/integration/test_mix.py tests/integration/test_knn.py
