@@ -2,13 +2,16 @@
 /* rng: xoshiro256** from splitmix64, as the header says. */
 #include "rng.h"
 
-static uint64_t splitmix64(uint64_t *x)
+uint64_t tfs_rng_mix(uint64_t z)
 {
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	return tfs_rng_mix(*x += 0x9e3779b97f4a7c15ull);
 }
 
 void tfs_rng_seed(struct tfs_rng *r, uint64_t seed, uint64_t epoch)

@@ -11,6 +11,9 @@ struct tfs_rng {
 	uint64_t s[4];
 };
 
+/* splitmix64's output function: a bijection of 64-bit integers, 0 to 0, that spreads every bit of
+ * its input over its output (splitmix64 is mix(x += 0x9e3779b97f4a7c15)). */
+uint64_t tfs_rng_mix(uint64_t z);
 /* x = seed ^ splitmix64(epoch); s[i] = splitmix64(x) four times (splitmix64 advances its
  * argument by 0x9e3779b97f4a7c15 before mixing). */
 void tfs_rng_seed(struct tfs_rng *r, uint64_t seed, uint64_t epoch);

@@ -3,6 +3,7 @@
  * the chunk cache. Refcounted; immutable once open. */
 #include "version.h"
 #include "badchunks.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -192,14 +193,22 @@ struct piece_ctx {
 	uint32_t i;
 };
 
-/* Cache keys of a chunk's frame index and frames: no other object's id, in practice. */
+/* Cache keys of a chunk's frame index and frames: the chunk's id with its first 16 bytes (the
+ * cache's shard and bucket) XORed with two mixes of piece + 1. A mix is a bijection that maps
+ * only 0 to 0, so each piece has its own key and none is the chunk's id; another object's key
+ * would need two SHA-256 ids that differ by a given 16-byte mask and agree in 16 bytes. (A
+ * SHA-256 of the chunk's id and the piece took 0.9 us, twice or more a frame read.) */
 static void piece_key(const struct tfs_id *chunk, uint32_t piece, struct tfs_id *out)
 {
-	uint8_t b[TFS_ID_LEN + 4];
+	const uint64_t p = (uint64_t)piece + 1;
+	const uint64_t mask[2] = { tfs_rng_mix(p), tfs_rng_mix(p + 0x9e3779b97f4a7c15ull) };
+	uint64_t w[2];
 
-	memcpy(b, chunk->b, TFS_ID_LEN);
-	memcpy(b + TFS_ID_LEN, &piece, 4);
-	tfs_id_of(b, sizeof(b), out);
+	*out = *chunk;
+	memcpy(w, out->b, sizeof(w));
+	w[0] ^= mask[0];
+	w[1] ^= mask[1];
+	memcpy(out->b, w, sizeof(w));
 }
 
 static ssize_t read_range(const struct piece_ctx *p, uint64_t off, void *buf, size_t len)
