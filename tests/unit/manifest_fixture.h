@@ -12,16 +12,7 @@
 
 #include "format.h"
 #include "util.h"
-
-static inline struct tfs_dtype dtype_of(const char *descr)
-{
-	struct tfs_dtype dt;
-	int big;
-	char err[128];
-
-	assert_int_equal(tfs_dtype_parse(descr, &dt, &big, err, sizeof(err)), 0);
-	return dt;
-}
+#include "dtype_fixture.h"
 
 static inline struct tfs_id id_from_seed(unsigned seed)
 {

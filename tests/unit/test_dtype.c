@@ -15,6 +15,7 @@
 #include "util.h"
 
 #include "guard_fixture.h"
+#include "dtype_fixture.h"
 
 /* --- tfs_dtype_parse ------------------------------------------------------------------------ */
 
@@ -135,16 +136,6 @@ static void test_dtype_parse_error_message_is_bounded(void **state)
 }
 
 /* --- tfs_dtype_swap ------------------------------------------------------------------------- */
-
-static struct tfs_dtype dtype_of(const char *descr)
-{
-	struct tfs_dtype dt;
-	int big;
-	char err[128];
-
-	assert_int_equal(tfs_dtype_parse(descr, &dt, &big, err, sizeof(err)), 0);
-	return dt;
-}
 
 static void test_dtype_swap_int16(void **state)
 {

@@ -18,6 +18,7 @@
 #include "util.h"
 
 #include "guard_fixture.h"
+#include "dtype_fixture.h"
 
 /* --- headers written by numpy ----------------------------------------------------------------
  * Produced with numpy 1.24.2: np.save() for v1.0, numpy.lib.format.write_array(version=(2, 0) or
@@ -145,16 +146,6 @@ static int parse_dict(unsigned major, const char *dict, struct tfs_npy_info *inf
 	size_t need = 0, n = make_npy(major, dict, buf, sizeof(buf));
 
 	return parse_exact(buf, n, info, &need, err, err_cap);
-}
-
-static struct tfs_dtype dtype_of(const char *descr)
-{
-	struct tfs_dtype dt;
-	int big;
-	char err[128];
-
-	assert_int_equal(tfs_dtype_parse(descr, &dt, &big, err, sizeof(err)), 0);
-	return dt;
 }
 
 /* --- tfs_npy_parse on numpy's own headers --------------------------------------------------- */
