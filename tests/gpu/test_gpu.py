@@ -187,6 +187,7 @@ def test_device_named_by_pci_bus_id(lake, mount):
             for c in ("image", "label"):
                 assert np.array_equal(got[c], cols[c][rows]), c
             raw(g, f"release stream={f['stream']} slot={bf['slot']}")
+            loader.close()  # before its stream's slots may be freed
             raw(g, f"close stream={f['stream']}")
         with pytest.raises(tensorfs.StagingError) as ei:
             g.request("open d/main cols=label device=0000:ff:1f.7")
@@ -219,7 +220,7 @@ def test_cuda_pack_batches_equal_the_view(lake, mount, tmp_path):
             got = loader.read(f, c)
             assert np.array_equal(got["tokens"], want[start:start + 64].astype(np.int64))
             g.release(int(f["slot"]))
-    loader.close()
+        loader.close()
 
 
 def test_cuda_ragged_and_text_batches_equal_host(lake, mount, tmp_path):
