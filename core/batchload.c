@@ -27,7 +27,8 @@ static int load_run(struct tfs_work *w)
 	/* Errors are the gather's to meet: it reads the same bytes and says which. */
 	if (!j->want)
 		tfs_version_chunk_prefetch(j->v, j->cache, j->col, j->k);
-	else if (!tfs_version_piece_get(j->v, j->cache, j->col, j->k, j->off, j->want, &e, &base))
+	else if (!tfs_version_piece_get(j->v, j->cache, NULL, j->col, j->k, j->off, j->want, &e,
+					&base)) /* the loads of a batch run side by side already */
 		tfs_cache_put(j->cache, e);
 	return 0;
 }

@@ -260,7 +260,9 @@ static int pin_piece(struct tfs_reader *r, struct tfs_gather_list *l, size_t par
 		rc = -ENOENT;
 	}
 	if (rc == -ENOENT)
-		rc = frames ? tfs_version_piece_get(r->v, r->cache, part, k, off, want, &e, base)
+		rc = frames ? tfs_version_piece_get(r->v, r->cache,
+						    r->lake ? tfs_lake_pool(r->lake) : NULL, part,
+						    k, off, want, &e, base)
 			    : tfs_version_chunk_get(r->v, r->cache, part, k, &e);
 	if (rc)
 		return rc;

@@ -4,6 +4,7 @@
 #include "version.h"
 #include "badchunks.h"
 #include "rng.h"
+#include "workpool.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -313,13 +314,44 @@ static int load_frame_in_run(void *arg, const struct tfs_id *key, uint8_t **data
 
 #define RUN_MAX_BYTES (4u << 20) /* stored bytes one request reads for a run of frames */
 
+/* A frame of a run after the first, decoded into the cache on the pool while the reader decodes
+ * the first: a page fault's 1 MiB read-around is 16 frames of 64 KiB, which the fault waited for
+ * one after another. */
+struct frame_job {
+	struct tfs_work w; /* first: the task is the job */
+	struct run_ctx r;
+	struct tfs_id key;
+};
+
+/* Frame r->p.i of the run, kept in the cache for the reads that follow; a failure here is
+ * theirs to meet. */
+static void cache_run_frame(struct run_ctx *r, const struct tfs_id *key)
+{
+	struct tfs_cache_entry *e;
+
+	if (!tfs_cache_get(r->p.cache, key, load_frame_in_run, r, &e))
+		tfs_cache_put(r->p.cache, e);
+}
+
+static int frame_job_run(struct tfs_work *w)
+{
+	struct frame_job *j = (struct frame_job *)w;
+
+	cache_run_frame(&j->r, &j->key);
+	return 0;
+}
+
 /* Frames i..j of the chunk (all wanted by one read) with one request when frame i is not cached:
- * each decoded into its own cache entry; *e: frame i's, pinned. Frames after i that do not fit
- * RUN_MAX_BYTES are left to their own loads. */
-static int get_frame_run(struct piece_ctx *p, uint32_t i, uint32_t j, struct tfs_cache_entry **e)
+ * each decoded into its own cache entry, those after i on pool (when given) while this thread
+ * decodes i; *e: frame i's, pinned. Frames after i that do not fit RUN_MAX_BYTES are left to
+ * their own loads. Returns once every frame of the run is decoded: they read the run's buffer. */
+static int get_frame_run(struct piece_ctx *p, struct tfs_workpool *pool, uint32_t i, uint32_t j,
+			 struct tfs_cache_entry **e)
 {
 	const struct tfs_column *c = p->c;
 	struct run_ctx r = { *p, NULL, p->t->f[i].off };
+	struct frame_job *jobs = NULL;
+	struct tfs_workgroup g;
 	struct tfs_id key;
 	uint8_t *run = NULL;
 	size_t cap = 0, bytes;
@@ -340,26 +372,42 @@ static int get_frame_run(struct piece_ctx *p, uint32_t i, uint32_t j, struct tfs
 	got = read_range(p, r.run_off, run, bytes);
 	rc = got < 0 ? (int)got : 0;
 	r.run = run;
-	for (uint32_t m = j; !rc && m > i; m--) {
-		struct tfs_cache_entry *later;
+	if (!rc && pool)
+		jobs = calloc(j - i, sizeof(*jobs));
+	if (jobs) {
+		tfs_workgroup_init(&g, pool);
+		for (uint32_t m = i + 1; m <= j; m++) {
+			struct frame_job *fj = &jobs[m - i - 1];
 
+			fj->w.run = frame_job_run;
+			fj->r = r;
+			fj->r.p.i = m;
+			piece_key(&c->chunks[p->k].id, m, &fj->key);
+			tfs_workgroup_submit(&g, &fj->w, TFS_WORK_WAITED);
+		}
+	}
+	for (uint32_t m = j; !rc && !jobs && m > i; m--) {
 		r.p.i = m;
 		piece_key(&c->chunks[p->k].id, m, &key);
-		/* Kept in the cache for the reads that follow; a failure here is theirs to meet. */
-		if (!tfs_cache_get(p->cache, &key, load_frame_in_run, &r, &later))
-			tfs_cache_put(p->cache, later);
+		cache_run_frame(&r, &key);
 	}
 	if (!rc) {
 		r.p.i = i;
 		piece_key(&c->chunks[p->k].id, i, &key);
 		rc = tfs_cache_get(p->cache, &key, load_frame_in_run, &r, e);
 	}
+	if (jobs) {
+		(void)tfs_workgroup_wait(&g); /* the jobs report nothing: see cache_run_frame */
+		tfs_workgroup_destroy(&g);
+		free(jobs);
+	}
 	tfs_cache_release(p->cache, run, cap);
 	return rc;
 }
 
-int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
-			  uint64_t in, uint64_t want, struct tfs_cache_entry **e, uint64_t *base)
+int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, struct tfs_workpool *pool,
+			  size_t col, size_t k, uint64_t in, uint64_t want,
+			  struct tfs_cache_entry **e, uint64_t *base)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];
 	struct piece_ctx p = { v, cache, c, k, NULL, 0 };
@@ -386,7 +434,7 @@ int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 	i = (uint32_t)(in / p.t->frame_raw);
 	last = want > p.t->raw_size - in ? p.t->raw_size - 1 : in + (want ? want : 1) - 1;
 	*base = (uint64_t)i * p.t->frame_raw;
-	rc = get_frame_run(&p, i, (uint32_t)(last / p.t->frame_raw), e);
+	rc = get_frame_run(&p, pool, i, (uint32_t)(last / p.t->frame_raw), e);
 	tfs_cache_put(cache, ix); /* p.t is gone from here on */
 	if (!rc)
 		return 0;

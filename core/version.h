@@ -11,6 +11,8 @@
 #include "cache.h"
 #include "format.h"
 
+struct tfs_workpool;
+
 struct tfs_version {
 	struct tfs_store *store; /* borrowed: outlives every version */
 	char *ds;
@@ -40,10 +42,12 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
  * read and checked by ranged reads, so that a row costs a frame's decode, not the chunk's. A chunk
  * that is not framed, and any failure on the frame path, goes to tfs_version_chunk_get, whose
  * error (and log line) is this one's. *base is the chunk offset of (*e)->data[0]. */
-int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k,
-			  uint64_t in, uint64_t want, struct tfs_cache_entry **e, uint64_t *base);
+int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, struct tfs_workpool *pool,
+			  size_t col, size_t k, uint64_t in, uint64_t want,
+			  struct tfs_cache_entry **e, uint64_t *base);
 /* want: the bytes from in on that the caller is about to read (0: just byte in). When they span
- * frames none of which is cached, the run is read with one request and each frame cached. */
+ * frames none of which is cached, the run is read with one request and each frame cached; pool
+ * (NULL: none) decodes the frames after the first meanwhile, at TFS_WORK_WAITED. */
 
 /* Load the frame index of chunk k of column col into the cache ahead of a reader that jumps
  * (a column's indexes are loaded together when it starts to), unless the chunk or its index is

@@ -307,7 +307,8 @@ static void column_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle 
 
 		assert(count < maxbufs);
 		rc = whole ? tfs_version_chunk_get(h->ver, tfs_lake_cache(fs->lake), h->col, k, &e)
-			   : tfs_version_piece_get(h->ver, tfs_lake_cache(fs->lake), h->col, k, in,
+			   : tfs_version_piece_get(h->ver, tfs_lake_cache(fs->lake),
+						   tfs_lake_pool(fs->lake), h->col, k, in,
 						   end - pos, &e, &base);
 		if (rc)
 			goto out;

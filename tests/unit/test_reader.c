@@ -326,6 +326,81 @@ static void test_frames(void **state)
 	free(dst);
 }
 
+/* img's byte j of row i, as setup wrote it. */
+static uint8_t img_byte(uint64_t i, uint64_t j)
+{
+	return (uint8_t)(i * 31 + j * 7 + (i * j) % 13);
+}
+
+/* Chunk k's frame entry e, which starts at chunk offset base, against img. */
+static void check_frame(const struct tfs_column *c, size_t k, const struct tfs_cache_entry *e,
+			uint64_t base)
+{
+	const uint64_t first = tfs_column_chunk_first(c, k);
+
+	for (size_t o = 0; o < e->len; o += 97)
+		assert_int_equal(e->data[o], img_byte(first + (base + o) / FB, (base + o) % FB));
+	assert_int_equal(e->data[e->len - 1],
+			 img_byte(first + (base + e->len - 1) / FB, (base + e->len - 1) % FB));
+}
+
+/* A read of a whole chunk's frames at once (a page fault's read-around) gets its first frame
+ * pinned and leaves every frame of the run cached, each decoded once, the frames after the first
+ * on the pool when one is given (else on this thread): the reads that follow are hits. */
+static void test_frame_runs(void **state)
+{
+	const int col = tfs_version_column(vf, "img");
+	const struct tfs_column *c = &vf->manifest.cols[col];
+	struct tfs_workpool *pool;
+
+	(void)state;
+	assert_int_equal(tfs_workpool_create(3, &pool), 0);
+	for (int pooled = 0; pooled < 2; pooled++) {
+		struct tfs_cache_stats cs0, cs1;
+		struct tfs_cache *fresh;
+
+		assert_int_equal(tfs_cache_create(64 << 20, &fresh), 0);
+		for (size_t k = 0; k < 4; k++) {
+			const uint64_t bytes = tfs_column_chunk_rows(c, k) * FB;
+			struct tfs_cache_entry *e;
+			uint64_t base = 1;
+
+			assert_int_equal(tfs_version_piece_get(vf, fresh, pooled ? pool : NULL,
+							       (size_t)col, k, 0, bytes, &e, &base),
+					 0);
+			assert_int_equal(base, 0);
+			assert_true(e->len < bytes && bytes > 2 * e->len); /* a frame of several */
+			check_frame(c, k, e, base);
+			tfs_cache_put(fresh, e);
+		}
+		if (pooled)
+			assert_true(tfs_workpool_busy_peak(pool) > 0); /* frames ran as tasks */
+		else
+			assert_int_equal(tfs_workpool_busy_peak(pool), 0);
+		tfs_cache_stats(fresh, &cs0);
+		for (size_t k = 0; k < 4; k++) {
+			const uint64_t bytes = tfs_column_chunk_rows(c, k) * FB;
+
+			for (uint64_t in = 0; in < bytes; in += 20000) {
+				struct tfs_cache_entry *e;
+				uint64_t base;
+
+				assert_int_equal(tfs_version_piece_get(vf, fresh, NULL, (size_t)col,
+								       k, in, 1, &e, &base),
+						 0);
+				assert_true(base <= in && in < base + e->len);
+				check_frame(c, k, e, base);
+				tfs_cache_put(fresh, e);
+			}
+		}
+		tfs_cache_stats(fresh, &cs1);
+		assert_int_equal(cs1.misses, cs0.misses); /* every frame was cached by its run */
+		assert_int_equal(cs1.bytes_loaded, cs0.bytes_loaded);
+		tfs_cache_destroy(fresh);
+	}
+	tfs_workpool_destroy(pool);
+}
+
 /* A chunk is pinned once a list however the batch's rows alternate among chunks, as a shuffled
  * batch's do: here 100 chunks in turn, three times over (more than the last pins a frame is
  * looked for among). */
@@ -589,6 +664,7 @@ int main(void)
 		cmocka_unit_test(test_room),	     cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_pad_bad_rows), cmocka_unit_test(test_small_rows),
 		cmocka_unit_test(test_run_on_pool),  cmocka_unit_test(test_pins_once),
+		cmocka_unit_test(test_frame_runs),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
