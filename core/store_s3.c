@@ -27,6 +27,11 @@ struct range_ctx {
 
 /* A whole object against its ETag when that is the MD5 of the content (single-part uploads on
  * S3 and most compatible servers): 1 good, 0 damaged, -1 cannot tell. */
+/* Reads of a whole ref or marker whose body disagrees with its MD5 ETag, backing off between
+ * them: a server whose metadata and data are not updated as one (s3rver) can serve a value being
+ * overwritten torn, and a value read again once the write is done is whole. */
+#define ETAG_READS 3
+
 static int etag_check(const char *etag, const void *data, size_t len)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -83,13 +88,14 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 		if (off || *total != (int64_t)resp.body_len || r->object ||
 		    etag_check(resp.etag, dst, resp.body_len) != 0)
 			return (ssize_t)resp.body_len;
-		if (attempt == 1) {
-			tfs_err("%s: content does not match its ETag again after a refetch",
-				r->what);
+		if (attempt == ETAG_READS - 1) {
+			tfs_err("%s: content does not match its ETag on %d reads", r->what,
+				ETAG_READS);
 			return -EIO;
 		}
 		tfs_warn("%s: content does not match its ETag; fetching it again", r->what);
 		__atomic_add_fetch(&r->s->base.count.retries, 1, __ATOMIC_RELAXED);
+		tfs_http_backoff(r->s->http, (unsigned)attempt);
 	}
 }
 
@@ -191,7 +197,7 @@ static int get_etag(struct tfs_s3_store *s, const char *key, struct tfs_buf *out
 			rc = tfs_s3_status_rc(w, &resp, out);
 		if (rc || etag_check(resp.etag, out->data, out->len) != 0)
 			break;
-		if (attempt == 2) {
+		if (attempt == ETAG_READS - 1) {
 			tfs_err("%s: content and ETag disagree on every read", w);
 			return -EIO;
 		}
