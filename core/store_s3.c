@@ -25,13 +25,13 @@ struct range_ctx {
 	int object;    /* a content-addressed object: its own checksum vouches for it */
 };
 
-/* A whole object against its ETag when that is the MD5 of the content (single-part uploads on
- * S3 and most compatible servers): 1 good, 0 damaged, -1 cannot tell. */
 /* Reads of a whole ref or marker whose body disagrees with its MD5 ETag, backing off between
  * them: a server whose metadata and data are not updated as one (s3rver) can serve a value being
  * overwritten torn, and a value read again once the write is done is whole. */
 #define ETAG_READS 3
 
+/* A whole object against its ETag when that is the MD5 of the content (single-part uploads on
+ * S3 and most compatible servers): 1 good, 0 damaged, -1 cannot tell. */
 static int etag_check(const char *etag, const void *data, size_t len)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
