@@ -310,7 +310,7 @@ static int scan_block(void *item)
 			continue;
 		tfs_jsonalloc_begin(); /* the line's values go with it */
 		o = parse(line, n, why, sizeof(why));
-		for (size_t i = 0; o && json_is_object(o) && i < b->nf; i++) {
+		for (size_t i = 0; json_is_object(o) && i < b->nf; i++) { /* NULL is not one */
 			const json_t *x = json_object_get(o, f[i].name);
 
 			if (x)

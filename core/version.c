@@ -315,8 +315,8 @@ static int load_frame_in_run(void *arg, const struct tfs_id *key, uint8_t **data
 #define RUN_MAX_BYTES (4u << 20) /* stored bytes one request reads for a run of frames */
 
 /* A frame of a run after the first, decoded into the cache on the pool while the reader decodes
- * the first: a page fault's 1 MiB read-around is 16 frames of 64 KiB, which the fault waited for
- * one after another. */
+ * the first: the 16 frames of 64 KiB of a page fault's 1 MiB read-around are decoded side by
+ * side, not one after another while the fault waits. */
 struct frame_job {
 	struct tfs_work w; /* first: the task is the job */
 	struct run_ctx r;
@@ -385,11 +385,12 @@ static int get_frame_run(struct piece_ctx *p, struct tfs_workpool *pool, uint32_
 			piece_key(&c->chunks[p->k].id, m, &fj->key);
 			tfs_workgroup_submit(&g, &fj->w, TFS_WORK_WAITED);
 		}
-	}
-	for (uint32_t m = j; !rc && !jobs && m > i; m--) {
-		r.p.i = m;
-		piece_key(&c->chunks[p->k].id, m, &key);
-		cache_run_frame(&r, &key);
+	} else {
+		for (uint32_t m = j; !rc && m > i; m--) {
+			r.p.i = m;
+			piece_key(&c->chunks[p->k].id, m, &key);
+			cache_run_frame(&r, &key);
+		}
 	}
 	if (!rc) {
 		r.p.i = i;
