@@ -42,14 +42,15 @@ def make_jsonl(path, rng):
                     "meta": {"k": i % 5}}) + "\n")
 
 
-def make_shards(tmp_path, rng):
+def make_shards(tmp_path, rng, width=24):
+    """Two shards of 120 samples, JPEG and PNG in turn, `width` pixels wide."""
     paths = []
     for shard in range(2):
         p = tmp_path / f"s{shard}.tar"
         with tarfile.open(p, "w") as t:
             for i in range(120):
                 key = f"{shard}/{i:04d}"
-                img = rng.integers(0, 256, size=(int(rng.integers(8, 40)), 24, 3),
+                img = rng.integers(0, 256, size=(int(rng.integers(8, 40)), width, 3),
                                    dtype=np.uint8)
                 b = io.BytesIO()
                 Image.fromarray(img).save(b, "JPEG" if i % 2 else "PNG")
@@ -107,7 +108,9 @@ def test_threads_reach_the_work(lake, tmp_path, kind):
         make_jsonl(tmp_path / "a.jsonl", rng)
         args = ["--jsonl", tmp_path / "a.jsonl"]
     else:
-        args = ["--webdataset"] + make_shards(tmp_path, rng)
+        # Images wide enough that decoding one takes far longer than reading it from the
+        # tar, so the reading thread keeps every worker fed even under a sanitizer.
+        args = ["--webdataset"] + make_shards(tmp_path, rng, width=512)
     for th, want in ((1, lambda n: n == 1), (3, lambda n: n >= 2)):
         lake.create(f"d{th}")
         p = lake.import_(f"d{th}", {}, *args, "--threads", th)
