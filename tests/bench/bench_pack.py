@@ -35,7 +35,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from tfscli import TFS, run, unmount, workdir  # noqa: E402
+from tfscli import run, unmount, workdir  # noqa: E402
 
 
 def write_corpus(prefix, tokens, seed=0):

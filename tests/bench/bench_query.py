@@ -23,7 +23,6 @@ from .npy files into a file:// lake (zstd chunks, as any column).
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from tfscli import TFS, run, workdir  # noqa: E402
+from tfscli import run, workdir  # noqa: E402
 
 
 def timed(fn, repeat):

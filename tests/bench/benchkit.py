@@ -327,7 +327,7 @@ def folio_census(path, nbytes=64 * MiB):
     the folio they are in, from /proc/self/pagemap and /proc/kpageflags (root). Returns
     {folio KiB: pages} or None when the files cannot be read."""
     import mmap
-    KPF_HEAD, KPF_TAIL, KPF_THP = 1 << 15, 1 << 16, 1 << 22
+    KPF_HEAD, KPF_TAIL = 1 << 15, 1 << 16
     size = min(nbytes, os.path.getsize(path))
     size -= size % 4096
     try:
