@@ -28,6 +28,10 @@ visible share of it. The targets (issue: import on every core): images >= 1.5x P
 thread, >= 1.8x from 1 to 2 threads, >= 0.8x linear to every core and >= 1.2x the PIL pool.
 
     /usr/bin/python3 tests/bench/bench_import.py [--images 2000] [--rows 300000]
+        [--kinds images,jsonl,webdataset]
+
+--kinds picks the imports to time (the images are made for every kind: WebDataset's shards hold
+them); PIL and the disk's bound are measured only with images.
 """
 
 import argparse
@@ -157,12 +161,63 @@ def timed_import(lake, name, *args):
     return time.perf_counter() - t
 
 
+def of_cores(speedup, th, phys, shared):
+    """The speedup as a share of linear in cores, where threads past the cores share them."""
+    if not shared or th <= phys:
+        return ""
+    return f", {speedup / phys:.2f} of linear in cores"
+
+
+def images(a, work, files, few, counts, phys, shared, lake, best):
+    """PIL on 1 process and on every CPU, the disk's bound, and the image import at each thread
+    count against them."""
+    cores = os.cpu_count() or 1
+    t = min(_timed(lambda: [pil_one(f) for f in files]) for _ in range(a.repeat))
+    pil1 = a.images / t
+    with multiprocessing.Pool(cores) as pool:
+        t = min(_timed(lambda: pool.map(pil_one, files, chunksize=16))
+                for _ in range(a.repeat))
+    pilN = a.images / t
+    print(f"PIL open+convert+resize+crop: 1 process {pil1:,.0f} images/s, "
+          f"{cores} processes {pilN:,.0f} ({pilN / pil1:.2f}x)")
+    rates = {}
+    opts = ("--size", "224x224", "--crop", "--labels-from-dirs")
+    # The disk's part: an import writes its chunks and makes them durable; the same bytes
+    # written as fresh files and fsync'ed bound the import, whatever its threads.
+    run("create", f"{lake}/size")
+    run("import", f"{lake}/size", "--images", work / "tree", *opts, "-q")
+    written = tree_bytes(work / "lake" / "size")
+    disk = disk_write_rate(work / "disk", written)
+    disk_ips = a.images / (written / (disk * 1e6))
+    print(f"disk: an import of these images writes {written / 1e6:,.0f} MB; fresh files "
+          f"of 4 MiB written and fsync'ed at {disk:,.0f} MB/s: at most {disk_ips:,.0f} "
+          f"images/s whatever the threads")
+    for th in counts:
+        t = best("--images", work / "tree", *opts, "--threads", th)
+        t0 = best("--images", work / "few", *opts, "--threads", th)
+        rates[th] = a.images / t
+        print(f"import --images --threads {th:>2}: {rates[th]:8,.0f} images/s  "
+              f"{rates[th] / th / pil1:.2f}x PIL per core  "
+              f"{rates[th] / rates[1]:.2f}x 1 thread ({rates[th] / rates[1] / th:.2f} of "
+              f"linear{of_cores(rates[th] / rates[1], th, phys, shared)})  "
+              f"{rates[th] / pilN:.2f}x the PIL pool  {rates[th] / disk_ips:.2f} "
+              f"of the disk's bound; of its {t:.2f} s, "
+              f"{t0 * 1e3:.0f} ms for {few} images (past them "
+              f"{(a.images - few) / max(t - t0, 1e-9):,.0f} images/s)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=2000)
     ap.add_argument("--rows", type=int, default=300000)
     ap.add_argument("--repeat", type=int, default=2, help="best of N runs of each")
+    ap.add_argument("--kinds", default="images,jsonl,webdataset",
+                    help="which imports to time, comma-separated")
     a = ap.parse_args()
+    kinds = a.kinds.split(",")
+    unknown = set(kinds) - {"images", "jsonl", "webdataset"}
+    if unknown:
+        ap.error(f"unknown --kinds {', '.join(sorted(unknown))}")
     cores = os.cpu_count() or 1
     counts = sorted({1, 2, cores})
     phys = physical_cores()
@@ -178,8 +233,9 @@ def main():
             d = work / "few" / f.parent.name
             d.mkdir(parents=True, exist_ok=True)
             os.link(f, d / f.name)
-        make_jsonl(work / "a.jsonl", a.rows)
-        shards = make_shards(work, files)
+        if "jsonl" in kinds:
+            make_jsonl(work / "a.jsonl", a.rows)
+        shards = make_shards(work, files) if "webdataset" in kinds else []
         lake = f"file://{work}/lake"
         k = [0]
 
@@ -187,51 +243,18 @@ def main():
             k[0] += 1
             return min(timed_import(lake, f"d{k[0]}_{r}", *args) for r in range(a.repeat))
 
-        t = min(_timed(lambda: [pil_one(f) for f in files]) for _ in range(a.repeat))
-        pil1 = a.images / t
-        with multiprocessing.Pool(cores) as pool:
-            t = min(_timed(lambda: pool.map(pil_one, files, chunksize=16))
-                    for _ in range(a.repeat))
-        pilN = a.images / t
-        print(f"PIL open+convert+resize+crop: 1 process {pil1:,.0f} images/s, "
-              f"{cores} processes {pilN:,.0f} ({pilN / pil1:.2f}x)")
-        rates = {}
-        opts = ("--size", "224x224", "--crop", "--labels-from-dirs")
-
-        def of_cores(speedup, th):
-            if not shared or th <= phys:
-                return ""
-            return f", {speedup / phys:.2f} of linear in cores"
-        # The disk's part: an import writes its chunks and makes them durable; the same bytes
-        # written as fresh files and fsync'ed bound the import, whatever its threads.
-        run("create", f"{lake}/size")
-        run("import", f"{lake}/size", "--images", work / "tree", *opts, "-q")
-        written = tree_bytes(work / "lake" / "size")
-        disk = disk_write_rate(work / "disk", written)
-        disk_ips = a.images / (written / (disk * 1e6))
-        print(f"disk: an import of these images writes {written / 1e6:,.0f} MB; fresh files "
-              f"of 4 MiB written and fsync'ed at {disk:,.0f} MB/s: at most {disk_ips:,.0f} "
-              f"images/s whatever the threads")
-        for th in counts:
-            t = best("--images", work / "tree", *opts, "--threads", th)
-            t0 = best("--images", work / "few", *opts, "--threads", th)
-            rates[th] = a.images / t
-            print(f"import --images --threads {th:>2}: {rates[th]:8,.0f} images/s  "
-                  f"{rates[th] / th / pil1:.2f}x PIL per core  "
-                  f"{rates[th] / rates[1]:.2f}x 1 thread ({rates[th] / rates[1] / th:.2f} of "
-                  f"linear{of_cores(rates[th] / rates[1], th)})  {rates[th] / pilN:.2f}x the "
-                  f"PIL pool  {rates[th] / disk_ips:.2f} "
-                  f"of the disk's bound; of its {t:.2f} s, "
-                  f"{t0 * 1e3:.0f} ms for {few} images (past them "
-                  f"{(a.images - few) / max(t - t0, 1e-9):,.0f} images/s)")
+        if "images" in kinds:
+            images(a, work, files, few, counts, phys, shared, lake, best)
         for label, args, n in (("jsonl", ["--jsonl", work / "a.jsonl"], a.rows),
                                ("webdataset", ["--webdataset", *shards], a.images)):
+            if label not in kinds:
+                continue
             rates = {}
             for th in counts:
                 rates[th] = n / best(*args, "--threads", th)
                 print(f"import --{label} --threads {th:>2}: {rates[th]:10,.0f} rows/s  "
                       f"{rates[th] / rates[1]:.2f}x 1 thread ({rates[th] / rates[1] / th:.2f} "
-                      f"of linear{of_cores(rates[th] / rates[1], th)})")
+                      f"of linear{of_cores(rates[th] / rates[1], th, phys, shared)})")
 
 
 def _timed(fn):

@@ -17,6 +17,8 @@
 #   cuda32    the same with 3 KiB rows (32x32x3)
 #   host      bench_staging on the host backend, 150 KB rows: the batch split over the pool
 #   import    bench_import: images, JSON Lines and WebDataset at 1, 2 and every thread
+#   wds       bench_import: WebDataset alone at 1, 2 and every thread (import's last part,
+#             which a call's time has cut off before)
 #   e2e       bench_e2e: 6,000 JPEGs to cuda:0 batches, ImageFolder + DataLoader against
 #             import + a Stager an epoch (cold, warm)
 #   cases     bench.py cases 1 and 10 on 2 GiB: the cold scan against N `zstd -d` of cold
@@ -27,11 +29,14 @@
 #
 # Output goes under $OUT (default ./gpu-out), a file a step (at most 8 come back from a call).
 # Limits (seconds) can be set: GPUT (pytest, 200), BT (each cuda bench, 60), HT (host, 60),
-# IT (import, 150), ET (e2e, 150), CT (cases, 150; frames, each size). All of unit, pytest, cuda224, cuda224g, host
-# and cases took 4.5 minutes on an H200 with 16 cores. FFmpeg's libraries are not carried: the
+# IT (import and wds, 150), ET (e2e, 150), CT (cases, 150; frames, each size). BUDGET (540) is
+# the whole call's: a step gets what is left of it when that is less than its own limit, and
+# steps with under 20 s left are skipped and named, so a call returns its output inside the
+# device's 600 s a command. All of unit, pytest, cuda224, cuda224g, host and cases took 4.5
+# minutes on an H200 with 16 cores. FFmpeg's libraries are not carried: the
 # binary opens them only to import video or audio, which no step runs. e2e needs torchvision.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BIN=${TENSORFS_BIN:-build/rel/tensorfs}
 
 if [ "${1:-}" = carry ]; then
@@ -47,7 +52,7 @@ if [ "${1:-}" = carry ]; then
 	exit 0
 fi
 if [ $# = 0 ]; then
-	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import e2e cases frames)" >&2
+	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import wds e2e cases frames)" >&2
 	exit 2
 fi
 
@@ -61,10 +66,15 @@ export LD_LIBRARY_PATH="$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PWD/.devlibs/bin:$PATH" TENSORFS_BIN="$PWD/$BIN" PYTHONUNBUFFERED=1
 ldd "$BIN" | grep "not found"
 elapsed() { echo "[t+$(($(date +%s) - T0))s] $*"; }
+END=$((T0 + ${BUDGET:-540}))
+lim() { # a step's limit: its own ($1) or what is left of the call's budget, the smaller
+	local left=$((END - $(date +%s)))
+	echo $((left < $1 ? left : $1))
+}
 
 bench_cuda() { # row, cache_gpu, step
 	echo "== bench_staging cuda:0 --row $1 ${2:+--cache-gpu $2}"
-	timeout "${BT:-60}" python3 tests/bench/bench_staging.py --device cuda:0 --row "$1" \
+	timeout "$(lim "${BT:-60}")" python3 tests/bench/bench_staging.py --device cuda:0 --row "$1" \
 		--size-mb 1024 --batch 256 --batches 200 ${2:+--cache-gpu "$2"} \
 		--profile "$o/$3.prof" 2>&1 | tee "$o/$3.txt" | tail -14
 	# Where a batch's time goes on the loader's side (torch tensors, events, the ioctl).
@@ -72,6 +82,10 @@ bench_cuda() { # row, cache_gpu, step
 }
 
 for step in "$@"; do
+	if [ "$(lim 20)" -lt 20 ]; then
+		echo "== $step skipped: under 20 s of BUDGET left"
+		continue
+	fi
 	case $step in
 	unit)
 		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$o/gpu.txt"
@@ -80,7 +94,7 @@ for step in "$@"; do
 		tail -4 "$o/unit.txt"
 		;;
 	pytest)
-		timeout "${GPUT:-200}" python3 -m pytest -v -s -p no:cacheprovider tests/gpu \
+		timeout "$(lim "${GPUT:-200}")" python3 -m pytest -v -s -p no:cacheprovider tests/gpu \
 			>"$o/test_gpu.txt" 2>&1
 		echo "pytest rc=$?"
 		grep -E "PASSED|FAILED|SKIP|ratio|per batch|first batch|passed|failed" "$o/test_gpu.txt"
@@ -90,25 +104,29 @@ for step in "$@"; do
 	cuda32) bench_cuda 32x32x3 "" "$step" ;;
 	host)
 		echo "$(nproc) CPUs"
-		timeout "${HT:-60}" python3 tests/bench/bench_staging.py --device host --row 224x224x3 \
+		timeout "$(lim "${HT:-60}")" python3 tests/bench/bench_staging.py --device host --row 224x224x3 \
 			--size-mb 1024 --batch 256 --batches 300 2>&1 | tee "$o/host.txt" | tail -10
 		;;
 	import)
-		timeout "${IT:-150}" python3 tests/bench/bench_import.py --images 6000 --rows 600000 \
-			--repeat 2 2>&1 | tee "$o/import.txt" | tail -30
+		timeout "$(lim "${IT:-150}")" python3 tests/bench/bench_import.py --images 6000 \
+			--rows 600000 --repeat 2 2>&1 | tee "$o/import.txt" | tail -30
+		;;
+	wds)
+		timeout "$(lim "${IT:-150}")" python3 tests/bench/bench_import.py --images 6000 \
+			--repeat 2 --kinds webdataset 2>&1 | tee "$o/wds.txt" | tail -8
 		;;
 	e2e)
-		timeout "${ET:-150}" python3 tests/bench/bench_e2e.py --images 6000 2>&1 |
+		timeout "$(lim "${ET:-150}")" python3 tests/bench/bench_e2e.py --images 6000 2>&1 |
 			tee "$o/e2e.txt" | tail -8
 		;;
 	cases)
-		timeout "${CT:-150}" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 2>&1 |
+		timeout "$(lim "${CT:-150}")" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 2>&1 |
 			tee "$o/cases.txt" | tail -30
 		;;
 	frames)
 		for f in 16K 32K; do
 			echo "== --frame-size $f"
-			timeout "${CT:-150}" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 \
+			timeout "$(lim "${CT:-150}")" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 \
 				--frame-size "$f" 2>&1 | tee "$o/frames$f.txt" | grep -E "^(1|10) "
 		done
 		;;
