@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchkit import (BenchError, COLUMN, CpuMeter, DATASET, folio_census, log, MB, med, MiB,
-                      proc_status, random_mmap, random_pread, RssSampler, scan_mmap,
+from benchkit import (BenchError, COLUMN, CpuMeter, DATASET, DiskMeter, folio_census, log, MB,
+                      med, MiB, proc_status, random_mmap, random_pread, RssSampler, scan_mmap,
                       scan_read, warm_files, zstd_decompress, zstd_frames)  # noqa: E402
 from benchimages import case8, case9  # noqa: E402
 
@@ -364,27 +364,33 @@ def random_rows(ctx, res, case, cache_mem):
     n = len(idx)
     res["indices"] = n
     res["row_bytes"] = rb
-    v = {}
+    v, dm = {}, {}
     for method in ("mmap", "pread"):
         fn = ((lambda p: random_mmap(p, idx)) if method == "mmap"
               else (lambda p: random_pread(p, idx, rb)))
         for where in ("mount", "local"):
-            cold, warm, stats = [], [], []
+            cold, warm, stats, disk = [], [], [], []
             for _ in range(a.cold_reps):
                 if where == "mount":
                     with ctx.mount(cache_mem=cache_mem) as m:
                         path = m.file()
                         os.stat(path)
                         ctx.cache.drop()
-                        with CpuMeter(m.pid) as c:
+                        with CpuMeter(m.pid) as c, DiskMeter(ctx.npy) as d:
                             cold.append(fn(path))
                         res.setdefault(f"cold_{method}_mount_cpu", []).append(c.as_dict())
                         warm.append(fn(path))
                         stats.append(m.stats())
                 else:
                     ctx.cache.drop()
-                    cold.append(fn(ctx.npy))
+                    with DiskMeter(ctx.npy) as d:
+                        cold.append(fn(ctx.npy))
                     warm.append(fn(ctx.npy))
+                disk.append(d)
+            dm[(method, where)] = disk[-1]
+            # What a cold row cost the disk (the lake and the local file share it).
+            res[f"cold_{method}_{where}_disk"] = [{"reads": d.reads, "bytes": d.bytes}
+                                                  for d in disk]
             for state, ts in (("cold", cold), ("warm", warm)):
                 v[(method, where, state)] = n / med(ts)
                 res[f"{state}_{method}_{where}"] = {"seconds": ts, "rows_per_s": n / med(ts),
@@ -392,12 +398,17 @@ def random_rows(ctx, res, case, cache_mem):
             if where == "mount":
                 res[f"{method}_mount_daemon_stats"] = stats
             log(f"  random {method:5s} {where:5s}: cold {v[(method, where, 'cold')]:,.0f} "
-                f"rows/s, warm {v[(method, where, 'warm')]:,.0f} rows/s")
+                f"rows/s, warm {v[(method, where, 'warm')]:,.0f} rows/s"
+                + (f"; cold: {disk[-1].per(n)}" if disk[-1].per(n) else ""))
     for state in ("cold", "warm"):
         for method, label in (("mmap", "np.array(mm[i])"), ("pread", "pread(row)")):
+            cost = ""
+            if state == "cold" and dm[(method, "mount")].per(n):
+                cost = (f"; a row cost the disk {dm[(method, 'mount')].per(n)} "
+                        f"(local: {dm[(method, 'local')].per(n)})")
             ctx.add(case, f"{state} random {n} rows {label}", v[(method, "mount", state)],
                     "rows/s", f"local .npy {state}", v[(method, "local", state)],
-                    note=f"{rb} B rows" + (f", cache_mem={cache_mem}" if cache_mem else ""),
+                    note=f"{rb} B rows" + (f", cache_mem={cache_mem}" if cache_mem else "") + cost,
                     target=("ratio", 0.5) if case == 10 else None)
 
 

@@ -506,6 +506,57 @@ class CpuMeter:
                 f"client CPU {self.client_s:.2f}s")
 
 
+def _disk_names(path):
+    """The /proc/diskstats names whose reads count for files under path: its block device where
+    st_dev names one (a partition counts as itself), else (overlay, device mapper) every whole
+    disk but loop, ram and zram devices."""
+    st = os.stat(path)
+    try:
+        return [Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}").resolve().name]
+    except OSError:
+        pass
+    try:
+        return [d for d in os.listdir("/sys/block") if not d.startswith(("loop", "ram", "zram"))]
+    except OSError:
+        return []
+
+
+def _disk_reads(names):
+    """(reads completed, bytes read) summed over the diskstats rows named; None if unreadable."""
+    try:
+        with open("/proc/diskstats") as f:
+            rows = [ln.split() for ln in f]
+    except OSError:
+        return None
+    got = [(int(r[3]), int(r[5]) * 512) for r in rows if len(r) > 5 and r[2] in names]
+    return (sum(g[0] for g in got), sum(g[1] for g in got)) if got else None
+
+
+class DiskMeter:
+    """Reads the disk under a path completed over a block, and their bytes (/proc/diskstats):
+    what a cold read really cost the disk, whatever the page cache and read-ahead did."""
+
+    def __init__(self, path):
+        self.names = _disk_names(path)
+        self.reads = self.bytes = None
+
+    def __enter__(self):
+        self._r0 = _disk_reads(self.names)
+        return self
+
+    def __exit__(self, *exc):
+        r1 = _disk_reads(self.names)
+        if r1 is not None and self._r0 is not None:
+            self.reads, self.bytes = r1[0] - self._r0[0], r1[1] - self._r0[1]
+        return False
+
+    def per(self, n):
+        """'R disk reads, K KiB a row' over n rows ('' where not known)."""
+        if self.reads is None or not n:
+            return ""
+        return f"{self.reads / n:.2f} disk reads, {self.bytes / 1024 / n:.1f} KiB a row"
+
+
 def med(xs):
     return statistics.median(xs) if xs else None
 
