@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "diskcache.h"
+#include "fill_fixture.h"
 #include "format.h"
 #include "object.h"
 #include "store.h"
@@ -34,18 +35,6 @@ struct obj {
 	char key[TFS_KEY_MAX];
 	struct tfs_buf bytes;
 };
-
-static inline void fill_random(uint8_t *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull | 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x >> 12;
-		x ^= x << 25;
-		x ^= x >> 27;
-		p[i] = (uint8_t)((x * 0x2545F4914F6CDD1Dull) >> 56);
-	}
-}
 
 static inline void make_lake(const char *name, struct lake *l)
 {
@@ -68,7 +57,7 @@ static inline void put_obj(const struct lake *l, uint64_t seed, size_t raw_len, 
 
 	assert_non_null(raw);
 	memset(o, 0, sizeof(*o));
-	fill_random(raw, raw_len, seed);
+	fill_random(raw, raw_len, seed * 0x9E3779B97F4A7C15ull);
 	assert_int_equal(
 		tfs_object_encode(TFS_OBJ_CHUNK, TFS_CODEC_RAW, 0, raw, raw_len, &o->bytes), 0);
 	free(raw);

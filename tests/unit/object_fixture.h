@@ -9,23 +9,11 @@
 
 #include <xxhash.h>
 
+#include "fill_fixture.h"
 #include "object.h"
 #include "util.h"
 
 #define MIB (1024u * 1024u)
-
-/* Deterministic pseudo-random bytes (xorshift64*), so failures reproduce. */
-static inline void fill_random(uint8_t *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed | 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x >> 12;
-		x ^= x << 25;
-		x ^= x >> 27;
-		p[i] = (uint8_t)((x * 0x2545F4914F6CDD1Dull) >> 56);
-	}
-}
 
 /* Text-like data that zstd shrinks a lot. */
 static inline void fill_compressible(uint8_t *p, size_t n)

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
+#include "fill_fixture.h"
 #include "object.h"
 #include "util.h"
 
@@ -27,18 +28,6 @@ static void fill_image_like(uint8_t *p, size_t n, uint64_t seed)
 		x ^= x << 25;
 		x ^= x >> 27;
 		p[i] = (uint8_t)((i / 7) % 200 + ((x * 0x2545F4914F6CDD1Dull) >> 63));
-	}
-}
-
-static void fill_random(uint8_t *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed | 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x >> 12;
-		x ^= x << 25;
-		x ^= x >> 27;
-		p[i] = (uint8_t)((x * 0x2545F4914F6CDD1Dull) >> 56);
 	}
 }
 
