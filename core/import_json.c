@@ -3,7 +3,14 @@
  * other numbers float64, booleans bool, strings text, lists of numbers ragged (fixed with
  * --fixed COL when every row has one length), anything else its JSON text. The fields are the
  * first object's; a row that lacks one, has another, or has one of another kind is a bad row:
- * skipped and named, or with --strict the end of the import. */
+ * skipped and named, or with --strict the end of the import.
+ *
+ * A field's kind is what every row makes it (a float anywhere makes an integer field float),
+ * which no row can be encoded before. The rows are read once on a guess: the kinds of the first
+ * object and the megabyte of lines after it. A row that widens a field past the guess ends that
+ * reading before its block's rows are added, and the rows are read again with the guess
+ * widened; a row past that guess too, and every line is read for the kinds first (jsonkinds.c's
+ * pass 1). The chunks the readings that ended wrote no commit reaches (gc takes them). */
 #include "import.h"
 
 #include <errno.h>
@@ -16,96 +23,17 @@
 #include <jansson.h>
 
 #include "jsonalloc.h"
+#include "jsonkinds.h"
 #include "pipeline.h"
 #include "rowcol.h"
 #include "workpool.h"
 
-#define MAX_FIELDS 64
-
-/* What a field holds, as its column will. */
-enum fkind { F_INT, F_FLOAT, F_BOOL, F_TEXT, F_LIST_INT, F_LIST_FLOAT, F_JSON };
-
-struct field {
-	const char *name; /* the first object's key (kept alive by it) */
-	enum fkind kind;
-	int fixed; /* --fixed: a list column of one length */
-	/* --tokens: a list of token ids, stored as uint16 when every id fits, else uint32 */
-	int tokens;
-	unsigned tsize; /* 2 or 4, once the ids are known */
-	char media;	/* --media: 'i', 'v' or 'a': a path to a file decoded into the row */
-	size_t len;	/* that length (lists), set by the first row */
-	size_t col;	/* its column in the manifest */
-	struct tfs_rowcol *w;
-};
-
-static enum fkind kind_of(const json_t *v)
-{
-	size_t i;
-	const json_t *e;
-	int floats = 0;
-
-	if (json_is_integer(v))
-		return F_INT;
-	if (json_is_real(v))
-		return F_FLOAT;
-	if (json_is_boolean(v))
-		return F_BOOL;
-	if (json_is_string(v))
-		return F_TEXT;
-	if (json_is_array(v)) {
-		json_array_foreach(v, i, e)
-		{
-			if (json_is_real(e))
-				floats = 1;
-			else if (!json_is_integer(e))
-				return F_JSON;
-		}
-		return floats ? F_LIST_FLOAT : F_LIST_INT;
-	}
-	return F_JSON;
-}
-
-/* May a value of kind k go into a field of kind f? (Integers go where floats go.) */
-static int fits(enum fkind f, enum fkind k)
-{
-	return f == k || (f == F_FLOAT && k == F_INT) || (f == F_LIST_FLOAT && k == F_LIST_INT) ||
-	       f == F_JSON;
-}
-
-/* Widen a field to take a value of kind k, where a column can: ints to floats. */
-static int widen(struct field *f, enum fkind k)
-{
-	if (fits(f->kind, k))
-		return 1;
-	if ((f->kind == F_INT && k == F_FLOAT) || (f->kind == F_LIST_INT && k == F_LIST_FLOAT)) {
-		f->kind = k;
-		return 1;
-	}
-	return 0;
-}
-
-/* The lines of a mapped file, one at a time. */
-struct lines {
-	const char *p, *end;
-	uint64_t lineno;
-};
-
-static int next_line(struct lines *l, const char **line, size_t *len)
-{
-	const char *nl;
-
-	if (l->p >= l->end)
-		return 0;
-	nl = memchr(l->p, '\n', (size_t)(l->end - l->p));
-	*line = l->p;
-	*len = (size_t)((nl ? nl : l->end) - l->p);
-	l->p = nl ? nl + 1 : l->end;
-	l->lineno++;
-	return 1;
-}
+/* What a block's use returns when a row widened a field past the guessed kinds. */
+#define WIDENED 1
 
 /* Why row obj does not fit the fields (NULL: it does). */
-static const char *bad_row(const json_t *obj, struct field *f, size_t nf, char *why, size_t cap)
+static const char *bad_row(const json_t *obj, struct tfs_jfield *f, size_t nf, char *why,
+			   size_t cap)
 {
 	if (!json_is_object(obj))
 		return "not a JSON object";
@@ -120,7 +48,7 @@ static const char *bad_row(const json_t *obj, struct field *f, size_t nf, char *
 			snprintf(why, cap, "no field '%s'", f[i].name);
 			return why;
 		}
-		if (!fits(f[i].kind, kind_of(v))) {
+		if (!tfs_jkind_fits(f[i].kind, tfs_jkind_of(v))) {
 			snprintf(why, cap, "field '%s' holds another kind of value", f[i].name);
 			return why;
 		}
@@ -139,7 +67,7 @@ static int dump_to_buf(const char *p, size_t n, void *out)
 }
 
 /* Field f's value v of one row, as the bytes its column takes, appended to out. */
-static int encode_value(const struct field *f, const json_t *v, struct tfs_buf *out)
+static int encode_value(const struct tfs_jfield *f, const json_t *v, struct tfs_buf *out)
 {
 	union {
 		int64_t i;
@@ -149,19 +77,19 @@ static int encode_value(const struct field *f, const json_t *v, struct tfs_buf *
 	int rc;
 
 	switch (f->kind) {
-	case F_INT:
+	case TFS_JK_INT:
 		x.i = json_integer_value(v);
 		return tfs_buf_append(out, &x.i, 8);
-	case F_FLOAT:
+	case TFS_JK_FLOAT:
 		x.d = json_number_value(v);
 		return tfs_buf_append(out, &x.d, 8);
-	case F_BOOL:
+	case TFS_JK_BOOL:
 		x.b = json_is_true(v);
 		return tfs_buf_append(out, &x.b, 1);
-	case F_TEXT:
+	case TFS_JK_TEXT:
 		return tfs_buf_append(out, json_string_value(v), json_string_length(v));
-	case F_LIST_INT:
-	case F_LIST_FLOAT: {
+	case TFS_JK_LIST_INT:
+	case TFS_JK_LIST_FLOAT: {
 		const size_t n = json_array_size(v);
 
 		if (f->tokens) { /* ids checked to fit by pass 1 */
@@ -181,7 +109,7 @@ static int encode_value(const struct field *f, const json_t *v, struct tfs_buf *
 		}
 		rc = tfs_buf_reserve(out, n * 8);
 		for (size_t i = 0; !rc && i < n; i++) {
-			if (f->kind == F_LIST_INT)
+			if (f->kind == TFS_JK_LIST_INT)
 				x.i = json_integer_value(json_array_get(v, i));
 			else
 				x.d = json_number_value(json_array_get(v, i));
@@ -198,35 +126,19 @@ static int encode_value(const struct field *f, const json_t *v, struct tfs_buf *
 	}
 }
 
-static json_t *parse(const char *line, size_t len, char *why, size_t cap)
+/* quiet: the row was named already, by a reading that ended on a widened field. */
+static void skip(struct tfs_import_result *res, uint64_t lineno, const char *why, int strict,
+		 int quiet)
 {
-	json_error_t e;
-	json_t *v = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
-
-	if (!v)
-		snprintf(why, cap, "%s", e.text);
-	return v;
-}
-
-static int is_blank(const char *p, size_t n)
-{
-	while (n && (*p == ' ' || *p == '\t' || *p == '\r'))
-		p++, n--;
-	return n == 0;
-}
-
-static void skip(struct tfs_import_result *res, uint64_t lineno, const char *why, int strict)
-{
-	tfs_warn("line %" PRIu64 ": %s%s", lineno, why, strict ? "" : "; skipped");
+	if (!quiet)
+		tfs_warn("line %" PRIu64 ": %s%s", lineno, why, strict ? "" : "; skipped");
 	if (res->skipped < TFS_IMPORT_SKIPS_KEPT)
 		snprintf(res->skips[res->skipped], sizeof(res->skips[0]), "line %" PRIu64 ": %s",
 			 lineno, why);
 	res->skipped++;
 }
 
-/* --- blocks of lines, parsed on the pool --------------------------------------------------- */
-
-#define BLOCK_BYTES (1u << 20) /* input a block: a megabyte, to the end of its last line */
+/* --- blocks of lines, encoded on the pool ------------------------------------------------- */
 
 /* A row of a block: its line within the block and, bad, why. */
 struct brow {
@@ -238,20 +150,22 @@ struct brow {
 /* A block of lines: an item of the pipeline. */
 struct block {
 	const char *p, *end;
-	const struct field *f; /* the fields as the pass knows them */
+	const struct tfs_jfield *f; /* the fields, their kinds those rows are encoded to */
 	size_t nf;
-	const struct tfs_media_fields *mf; /* pass 2: what media fields decode with */
+	int guess;			   /* f's kinds are a guess: check each row against it */
+	const struct tfs_media_fields *mf; /* what media fields decode with */
 	const char *base;		   /* the directory media paths are under */
-	struct tfs_buf media[MAX_FIELDS];  /* pass 2: a row's decoded media, before it is taken */
-	uint64_t lines;			   /* lines in the block */
-	/* pass 1: the kinds the block's rows widen the fields to, and the range of the --tokens
-	 * field's ids */
-	enum fkind kind[MAX_FIELDS];
-	int64_t tok_min, tok_max;
-	/* pass 2: each row, each field's values back to back, and the reasons of bad rows */
+	struct tfs_buf media[TFS_JSONL_MAX_FIELDS]; /* a row's decoded media, before it is taken */
+	uint64_t lines;				    /* lines in the block */
+	/* guess: what the rows widen the fields to, and the first line that widened one past
+	 * the guess (0: none) and that field */
+	struct tfs_jtally t;
+	uint64_t widened;
+	size_t widened_field;
+	/* each row, each field's values back to back, and the reasons of bad rows */
 	struct brow *rows;
 	size_t nrows, rows_cap;
-	struct tfs_buf vals[MAX_FIELDS];
+	struct tfs_buf vals[TFS_JSONL_MAX_FIELDS];
 	size_t *lens; /* nrows x nf value lengths */
 	size_t lens_cap;
 	char (*why)[160];
@@ -259,96 +173,11 @@ struct block {
 	int rc; /* out of memory */
 };
 
-/* The next block of [*at, end): a megabyte, to the end of its last line. */
-static int next_block(const char **at, const char *end, const char **bp, const char **be)
-{
-	const char *e, *nl;
-
-	if (*at >= end)
-		return 0;
-	e = end - *at > BLOCK_BYTES ? *at + BLOCK_BYTES : end;
-	nl = e < end ? memchr(e, '\n', (size_t)(end - e)) : NULL;
-	e = nl ? nl + 1 : end;
-	*bp = *at;
-	*be = e;
-	*at = e;
-	return 1;
-}
-
-/* Widen [*lo, *hi] to the integers of list v. */
-static void token_range(const json_t *v, int64_t *lo, int64_t *hi)
-{
-	size_t i;
-	const json_t *e;
-
-	json_array_foreach(v, i, e)
-	{
-		const int64_t x = json_is_integer(e) ? json_integer_value(e) : 0;
-
-		*lo = x < *lo ? x : *lo;
-		*hi = x > *hi ? x : *hi;
-	}
-}
-
-/* Pass 1 on a block: the kinds its rows widen the fields to. */
-static int scan_block(void *item)
-{
-	struct block *b = item;
-	struct lines l = { b->p, b->end, 0 };
-	struct field f[MAX_FIELDS];
-	const char *line;
-	char why[160];
-	size_t n;
-
-	memcpy(f, b->f, b->nf * sizeof(*f));
-	b->tok_min = INT64_MAX;
-	b->tok_max = INT64_MIN;
-	while (next_line(&l, &line, &n)) {
-		json_t *o;
-
-		if (is_blank(line, n))
-			continue;
-		tfs_jsonalloc_begin(); /* the line's values go with it */
-		o = parse(line, n, why, sizeof(why));
-		for (size_t i = 0; json_is_object(o) && i < b->nf; i++) { /* NULL is not one */
-			const json_t *x = json_object_get(o, f[i].name);
-
-			if (x)
-				widen(&f[i], kind_of(x));
-			if (x && f[i].tokens)
-				token_range(x, &b->tok_min, &b->tok_max);
-		}
-		json_decref(o);
-		tfs_jsonalloc_end();
-	}
-	for (size_t i = 0; i < b->nf; i++)
-		b->kind[i] = f[i].kind;
-	return 0;
-}
-
-/* Pass 1's result: the fields, and the --tokens field's id range. */
-struct scanned {
-	struct field *f;
-	int64_t tok_min, tok_max;
-};
-
-static int scan_use(void *arg, void *item)
-{
-	struct scanned *sc = arg;
-	const struct block *b = item;
-
-	for (size_t i = 0; i < b->nf; i++)
-		widen(&sc->f[i], b->kind[i]);
-	sc->tok_min = b->tok_min < sc->tok_min ? b->tok_min : sc->tok_min;
-	sc->tok_max = b->tok_max > sc->tok_max ? b->tok_max : sc->tok_max;
-	return 0;
-}
-
 static void block_clear(void *item)
 {
 	struct block *b = item;
 
-	for (size_t i = 0; i < MAX_FIELDS; i++) {
+	for (size_t i = 0; i < TFS_JSONL_MAX_FIELDS; i++) {
 		tfs_buf_free(&b->vals[i]);
 		tfs_buf_free(&b->media[i]);
 	}
@@ -357,114 +186,29 @@ static void block_clear(void *item)
 	free(b->why);
 }
 
-static const struct tfs_pipeline_ops scan_ops = { scan_block, scan_use, block_clear };
-
-/* Pass 1: the fields (from the first object) and their kinds (widened by the later rows, a
- * block at a time on the pool). */
-static int scan(struct tfs_workpool *pool, const char *data, size_t len, struct field *f,
-		size_t *nf, json_t **first, const char *const *fixed, size_t nfixed,
-		const char *tokens, unsigned tsize)
+/* Does what t counted widen a field of f past its kind, or take the --tokens ids past what
+ * f's size holds? The field, or -1. */
+static long widens(const struct tfs_jtally *t, const struct tfs_jfield *f)
 {
-	struct scanned sc = { f, INT64_MAX, INT64_MIN };
-	struct field f0[MAX_FIELDS];
-	struct lines l = { data, data ? data + len : NULL, 0 }; /* an empty file: NULL */
-	struct tfs_pipeline *pipe = NULL;
-	const char *line, *key, *at;
-	size_t n;
-	json_t *v;
-	char why[160];
-	int rc;
+	for (size_t i = 0; i < t->nf; i++) {
+		const int64_t top = f[i].tsize == 2 ? UINT16_MAX : UINT32_MAX;
 
-	*first = NULL;
-	while (!*first && next_line(&l, &line, &n)) {
-		json_t *o;
-
-		if (is_blank(line, n) || !(o = parse(line, n, why, sizeof(why))))
-			continue;
-		if (!json_is_object(o) || json_object_size(o) == 0 ||
-		    json_object_size(o) > MAX_FIELDS) {
-			json_decref(o);
-			continue;
-		}
-		*first = o;
-		*nf = 0;
-		json_object_foreach(o, key, v)
-		{
-			f[*nf] = (struct field){ .name = key,
-						 .kind = kind_of(v),
-						 .tokens = tokens && !strcmp(key, tokens) };
-			if (f[*nf].tokens)
-				token_range(v, &sc.tok_min, &sc.tok_max);
-			(*nf)++;
-		}
+		if (t->f[i].kind != f[i].kind || (f[i].tokens && t->tok_max != INT64_MIN &&
+						  (t->tok_min < 0 || t->tok_max > top)))
+			return (long)i;
 	}
-	if (!*first)
-		return -EINVAL;
-	/* The blocks start from the first object's kinds, a copy of their own: f is widened by
-	 * their results as they come in, while later blocks are scanned. */
-	memcpy(f0, f, *nf * sizeof(*f));
-	rc = tfs_pipeline_create(pool, sizeof(struct block), 2 * tfs_workpool_threads(pool) + 2,
-				 &scan_ops, &sc, &pipe);
-	at = l.p;
-	while (!rc) {
-		struct block *b = tfs_pipeline_next(pipe, &rc);
-
-		if (!b || !next_block(&at, l.end, &b->p, &b->end))
-			break;
-		b->f = f0;
-		b->nf = *nf;
-		tfs_pipeline_submit(pipe);
-	}
-	if (!rc)
-		rc = tfs_pipeline_drain(pipe);
-	tfs_pipeline_free(pipe);
-	if (rc)
-		return rc;
-	for (size_t i = 0; tokens && i < *nf; i++) {
-		const int64_t top = tsize == 2 ? UINT16_MAX : UINT32_MAX;
-
-		if (!f[i].tokens)
-			continue;
-		if (f[i].kind != F_LIST_INT) {
-			tfs_err("--tokens %s: the field is not a list of integers", tokens);
-			return -EINVAL;
-		}
-		if (sc.tok_min < 0 || (sc.tok_max >= 0 && sc.tok_max > top)) {
-			tfs_err("--tokens %s: id %" PRId64 " is not a token id (0 to %" PRId64 ")",
-				tokens, sc.tok_min < 0 ? sc.tok_min : sc.tok_max, top);
-			return -EINVAL;
-		}
-		f[i].tsize = tsize ? tsize : sc.tok_max <= UINT16_MAX ? 2 : 4;
-		tokens = NULL;
-	}
-	if (tokens) {
-		tfs_err("--tokens %s: the first object has no such field", tokens);
-		return -EINVAL;
-	}
-	for (size_t k = 0; k < nfixed; k++) {
-		size_t i = 0;
-
-		while (i < *nf && strcmp(f[i].name, fixed[k]))
-			i++;
-		if (i == *nf || (f[i].kind != F_LIST_INT && f[i].kind != F_LIST_FLOAT)) {
-			tfs_err("--fixed %s: no field of lists of numbers by that name", fixed[k]);
-			return -EINVAL;
-		}
-		f[i].fixed = 1;
-		f[i].len = json_array_size(json_object_get(*first, f[i].name));
-	}
-	return 0;
+	return -1;
 }
 
 /* --media FIELD=KIND: fields of paths to decode (text fields of the first object). */
-static int mark_media(struct field *f, size_t nf, const struct tfs_media_fields *media)
+static int mark_media(struct tfs_jfield *f, size_t nf, const struct tfs_media_fields *media)
 {
 	for (size_t k = 0; media && k < media->n; k++) {
 		size_t i = 0;
 
 		while (i < nf && strcmp(f[i].name, media->name[k]))
 			i++;
-		if (i == nf || f[i].kind != F_TEXT) {
+		if (i == nf || f[i].kind != TFS_JK_TEXT) {
 			tfs_err("--media %s: no text field of that name (a path a record)",
 				media->name[k]);
 			return -EINVAL;
@@ -478,25 +222,39 @@ static int mark_media(struct field *f, size_t nf, const struct tfs_media_fields 
 static int parse_block(void *item)
 {
 	struct block *b = item;
-	struct lines l = { b->p, b->end, 0 };
+	struct tfs_jlines l = { b->p, b->end, 0 };
 	const char *line;
 	char why[160];
 	size_t n;
 	int rc = 0;
 
 	b->nrows = b->nwhy = 0;
+	b->widened = 0;
 	for (size_t i = 0; i < b->nf; i++)
 		b->vals[i].len = 0;
-	while (!rc && next_line(&l, &line, &n)) {
-		struct field *f = (struct field *)b->f;
+	if (b->guess)
+		tfs_jtally_init(&b->t, b->f, b->nf);
+	while (!rc && !b->widened && tfs_jlines_next(&l, &line, &n)) {
+		struct tfs_jfield *f = (struct tfs_jfield *)b->f;
 		json_t *obj;
 		const char *bad;
 		struct brow *r;
+		long w;
 
-		if (is_blank(line, n))
+		if (tfs_jline_blank(line, n))
 			continue;
 		tfs_jsonalloc_begin(); /* the line's values go with it */
-		obj = parse(line, n, why, sizeof(why));
+		obj = tfs_jline_parse(line, n, why, sizeof(why));
+		if (b->guess) { /* a row past the guess: the block is not used, nor the rest read */
+			tfs_jtally_row(&b->t, obj);
+			if ((w = widens(&b->t, f)) >= 0) {
+				b->widened = l.lineno;
+				b->widened_field = (size_t)w;
+				json_decref(obj);
+				tfs_jsonalloc_end();
+				break;
+			}
+		}
 		bad = obj ? bad_row(obj, f, b->nf, why, sizeof(why)) : why;
 		/* A media file that does not decode makes the record a bad row. */
 		for (size_t i = 0; !bad && i < b->nf; i++) {
@@ -544,24 +302,30 @@ static int parse_block(void *item)
 
 /* Where pass 2's rows go, in order. */
 struct adder {
-	struct field *f;
+	struct tfs_jfield *f;
 	size_t nf;
 	const char *path;
 	int strict;
-	uint64_t lineno; /* lines before the block */
+	uint64_t lineno;  /* lines before the block */
+	uint64_t quiet;	  /* the bad rows of lines up to this one were named already */
+	uint64_t bytes;	  /* progress: the rows' bytes added */
+	uint64_t widened; /* the line that widened a field past the guess (0: none) */
+	size_t widened_field;
+	enum tfs_jkind widened_to; /* that field's kind after it */
+	struct tfs_jtally seen;	   /* what that block's lines widened the fields to, up to it */
 	struct tfs_import_result *res;
 	struct tfs_progress *progress;
 };
 
 /* The kind of field f's column: media and lists of any length ragged, text and JSON text,
  * numbers, booleans and --fixed lists fixed. */
-static enum tfs_col_kind column_kind(const struct field *f)
+static enum tfs_col_kind column_kind(const struct tfs_jfield *f)
 {
 	if (f->media)
 		return TFS_COL_RAGGED;
-	if (f->kind == F_TEXT || f->kind == F_JSON)
+	if (f->kind == TFS_JK_TEXT || f->kind == TFS_JK_JSON)
 		return TFS_COL_TEXT;
-	if ((f->kind == F_LIST_INT || f->kind == F_LIST_FLOAT) && !f->fixed)
+	if ((f->kind == TFS_JK_LIST_INT || f->kind == TFS_JK_LIST_FLOAT) && !f->fixed)
 		return TFS_COL_RAGGED;
 	return TFS_COL_FIXED;
 }
@@ -575,6 +339,13 @@ static int parse_use(void *arg, void *item)
 	uint64_t good = 0, bytes = 0;
 	int rc = b->rc;
 
+	if (!rc && b->widened) { /* before any of its rows is added or named */
+		a->widened = a->lineno + b->widened;
+		a->widened_field = b->widened_field;
+		a->widened_to = b->t.f[b->widened_field].kind;
+		a->seen = b->t;
+		return WIDENED;
+	}
 	for (size_t k = 0; !rc && k < b->nrows; k++) {
 		const struct brow *r = &b->rows[k];
 		const uint64_t lineno = a->lineno + r->line;
@@ -584,7 +355,7 @@ static int parse_use(void *arg, void *item)
 			bytes += r->len;
 			continue;
 		}
-		skip(a->res, lineno, b->why[r->bad], a->strict);
+		skip(a->res, lineno, b->why[r->bad], a->strict, lineno <= a->quiet);
 		if (a->strict) {
 			tfs_err("--strict: line %" PRIu64 " is bad; nothing was committed", lineno);
 			rc = -EINVAL;
@@ -633,6 +404,7 @@ static int parse_use(void *arg, void *item)
 	}
 	if (!rc) {
 		a->res->rows += good;
+		a->bytes += bytes;
 		tfs_progress_add(a->progress, bytes, good);
 	}
 	a->lineno += b->lines;
@@ -643,12 +415,13 @@ static const struct tfs_pipeline_ops parse_ops = { parse_block, parse_use, block
 
 /* The column field f's values go to: found and checked (appending to a dataset made from JSON
  * Lines before), or added. */
-static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_import_opts *o,
+static int add_column(struct tfs_manifest *m, struct tfs_jfield *f, const struct tfs_import_opts *o,
 		      const char *path)
 {
 	static const char *const descr[] = {
-		[F_INT] = "<i8",      [F_FLOAT] = "<f8",      [F_BOOL] = "|b1", [F_TEXT] = "|u1",
-		[F_LIST_INT] = "<i8", [F_LIST_FLOAT] = "<f8", [F_JSON] = "|u1"
+		[TFS_JK_INT] = "<i8",  [TFS_JK_FLOAT] = "<f8",	  [TFS_JK_BOOL] = "|b1",
+		[TFS_JK_TEXT] = "|u1", [TFS_JK_LIST_INT] = "<i8", [TFS_JK_LIST_FLOAT] = "<f8",
+		[TFS_JK_JSON] = "|u1"
 	};
 	const enum tfs_col_kind kind = column_kind(f);
 	const uint64_t shape = f->len;
@@ -674,6 +447,104 @@ static int add_column(struct tfs_manifest *m, struct field *f, const struct tfs_
 				 f->fixed ? &shape : NULL, o, path, &f->col);
 }
 
+/* A kind that widens, or was widened to, in a log line. */
+static const char *kind_name(enum tfs_jkind k)
+{
+	return k == TFS_JK_INT	      ? "integers"
+	       : k == TFS_JK_FLOAT    ? "floats"
+	       : k == TFS_JK_LIST_INT ? "lists of integers"
+				      : "lists of floats";
+}
+
+/* What a reading that ended on a widened field does next, in a log line. */
+static void say_widened(const char *path, const struct adder *a, const struct tfs_jfield *w,
+			int reading)
+{
+	const char *next = reading ? "every line is read for the columns' kinds, then the rows "
+				     "again"
+				   : "the rows are read again with it widened";
+
+	if (a->widened_to != w->kind)
+		tfs_info("%s: line %" PRIu64 ": field '%s' holds %s where the lines before it held "
+			 "%s: %s",
+			 path, a->widened, w->name, kind_name(a->widened_to), kind_name(w->kind),
+			 next);
+	else
+		tfs_info("%s: line %" PRIu64
+			 ": field '%s' holds a token id past 0 to %u, which the "
+			 "lines before it kept to: %s",
+			 path, a->widened, w->name, w->tsize == 2 ? UINT16_MAX : UINT32_MAX, next);
+}
+
+/* An import's reading of the rows: where they come from and go to. */
+struct reading {
+	struct tfs_store *s;
+	const char *ds, *path, *base;
+	const char *data;
+	size_t len;
+	struct tfs_txn *t;
+	struct tfs_workpool *pool;
+	const struct tfs_import_opts *o;
+	const struct tfs_media_fields *media;
+};
+
+/* Pass 2: the columns of f begun in m, every row encoded on the pool a block at a time and
+ * added in order by a, the columns finished. guess: f's kinds are a guess; WIDENED, with a's
+ * widened line and field, when a row widens past it (its block's rows not added: m and the
+ * columns are then the caller's to free, and nothing they wrote is reachable). */
+static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs_jfield *f,
+		     size_t nf, int guess, struct adder *a)
+{
+	struct tfs_pipeline *pipe = NULL;
+	const char *at = j->data;
+	int rc = tfs_manifest_copy_extra(&j->t->old, 4 * nf, m);
+
+	for (size_t i = 0; !rc && i < nf; i++)
+		rc = add_column(m, &f[i], j->o, j->path);
+	for (size_t i = 0; !rc && i < nf; i++) {
+		rc = tfs_rowcol_begin(j->s, j->ds, m, f[i].col, &f[i].w);
+		if (!rc)
+			tfs_rowcol_use_pool(f[i].w, j->pool);
+	}
+	if (!rc)
+		rc = tfs_pipeline_create(j->pool, sizeof(struct block),
+					 2 * tfs_workpool_threads(j->pool) + 2, &parse_ops, a,
+					 &pipe);
+	while (!rc) {
+		struct block *b = tfs_pipeline_next(pipe, &rc);
+
+		if (!b || !tfs_jlines_block(&at, j->data + j->len, &b->p, &b->end))
+			break;
+		b->f = f;
+		b->nf = nf;
+		b->guess = guess;
+		b->mf = j->media;
+		b->base = j->base;
+		tfs_pipeline_submit(pipe);
+	}
+	if (!rc)
+		rc = tfs_pipeline_drain(pipe);
+	tfs_pipeline_free(pipe);
+	for (size_t i = 0; !rc && i < nf; i++)
+		rc = tfs_rowcol_finish(f[i].w);
+	return rc;
+}
+
+/* Forget a reading that ended on a widened field: its columns, its manifest, and what it
+ * added to the result and the progress line. */
+static void drop_reading(struct tfs_jfield *f, size_t nf, struct tfs_manifest *m,
+			 const struct adder *a, struct tfs_import_result *res,
+			 struct tfs_progress *progress)
+{
+	for (size_t i = 0; i < nf; i++) {
+		tfs_rowcol_free(f[i].w);
+		f[i].w = NULL;
+	}
+	tfs_manifest_free(m);
+	tfs_progress_add(progress, 0 - a->bytes, 0 - res->rows); /* back by what it added */
+	memset(res, 0, sizeof(*res));
+}
+
 int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		     const char *const *fixed, size_t nfixed, const char *tokens,
 		     const struct tfs_media_fields *media, int strict,
@@ -682,17 +553,20 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 {
 	char base[4096];
 	const char *slash = strrchr(path, '/');
-	struct field f[MAX_FIELDS];
+	struct tfs_jfield f0[TFS_JSONL_MAX_FIELDS], f[TFS_JSONL_MAX_FIELDS] = { { 0 } };
+	struct tfs_jtally t;
 	struct tfs_manifest m = { 0 };
 	struct tfs_workpool *pool = NULL;
-	struct tfs_pipeline *pipe = NULL;
 	char tokname[256] = "";
 	unsigned tsize = 0;
 	json_t *first = NULL;
 	const uint8_t *mapped = NULL;
-	const char *data = NULL, *at;
+	const char *data = NULL, *rest = NULL, *after = NULL;
 	size_t len = 0, nf = 0;
-	struct tfs_txn t;
+	struct adder a;
+	uint64_t named = 0; /* the bad rows up to this line were named */
+	struct reading j = { s, ds, path, base, NULL, 0, NULL, NULL, o, media };
+	struct tfs_txn txn;
 	int rc;
 
 	memset(res, 0, sizeof(*res));
@@ -712,57 +586,65 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		tokens = tokname;
 	}
 	tfs_jsonalloc_install(); /* before the pool's threads parse */
-	rc = tfs_txn_begin(&t, s, ds, o);
+	rc = tfs_txn_begin(&txn, s, ds, o);
 	if (!rc)
 		rc = tfs_import_map_file(path, &mapped, &len);
 	data = (const char *)mapped;
 	if (!rc)
 		rc = tfs_import_pool(o, &pool);
-	if (!rc &&
-	    (rc = scan(pool, data, len, f, &nf, &first, fixed, nfixed, tokens, tsize)) == -EINVAL &&
-	    !first)
+	if (!rc && (rc = tfs_jsonl_first(data, len, tokens, f0, &nf, &first, &t, &rest)) == -EINVAL)
 		tfs_err("%s: no line holds a JSON object with fields", path);
+	/* The guess: the kinds of the first object and of the megabyte of lines after it. */
+	if (!rc) {
+		const char *at = rest, *bp;
+
+		after = rest;
+		if (tfs_jlines_block(&at, data + len, &bp, &after))
+			rc = tfs_jsonl_scan(pool, bp, after, &t);
+	}
+	if (!rc) {
+		memcpy(f, f0, nf * sizeof(*f));
+		rc = tfs_jsonl_settle(f, nf, first, &t, tokens, tsize, fixed, nfixed);
+	}
 	if (!rc)
 		rc = mark_media(f, nf, media);
-	if (!rc)
-		rc = tfs_manifest_copy_extra(&t.old, 4 * nf, &m);
-	for (size_t i = 0; !rc && i < nf; i++)
-		rc = add_column(&m, &f[i], o, path);
-	for (size_t i = 0; !rc && i < nf; i++) {
-		rc = tfs_rowcol_begin(s, ds, &m, f[i].col, &f[i].w);
-		if (!rc)
-			tfs_rowcol_use_pool(f[i].w, pool);
-	}
-	/* Pass 2: blocks parsed on the pool, their rows added in order. */
-	if (!rc) {
-		struct adder a = { f, nf, path, strict, 0, res, o->progress };
-
-		rc = tfs_pipeline_create(pool, sizeof(struct block),
-					 2 * tfs_workpool_threads(pool) + 2, &parse_ops, &a, &pipe);
-		at = data;
-		while (!rc) {
-			struct block *b = tfs_pipeline_next(pipe, &rc);
-
-			if (!b || !next_block(&at, data + len, &b->p, &b->end))
-				break;
-			b->f = f;
-			b->mf = media;
-			b->base = base;
-			b->nf = nf;
-			tfs_pipeline_submit(pipe);
+	j.data = data;
+	j.len = len;
+	j.t = &txn;
+	j.pool = pool;
+	/* Past that megabyte the kinds are a guess. A row past it widens the guess, and the rows
+	 * are read again; a row past that guess too, and every line is read for the kinds
+	 * first. (A field widens once at most: integers to floats, token ids to uint32.) */
+	for (int reading = 0; !rc; reading++) {
+		a = (struct adder){ .f = f,
+				    .nf = nf,
+				    .path = path,
+				    .strict = strict,
+				    .quiet = named,
+				    .res = res,
+				    .progress = o->progress };
+		rc = read_rows(&j, &m, f, nf, reading < 2 && after < data + len, &a);
+		if (rc != WIDENED)
+			break;
+		say_widened(path, &a, &f[a.widened_field], reading);
+		/* The bad rows of the blocks added were named: the same rows are bad again. */
+		named = a.lineno > named ? a.lineno : named;
+		drop_reading(f, nf, &m, &a, res, o->progress);
+		tfs_jtally_merge(&t, &a.seen);
+		rc = reading ? tfs_jsonl_scan(pool, after, data + len, &t) : 0;
+		if (!rc) {
+			memcpy(f, f0, nf * sizeof(*f));
+			rc = tfs_jsonl_settle(f, nf, first, &t, tokens, tsize, fixed, nfixed);
 		}
 		if (!rc)
-			rc = tfs_pipeline_drain(pipe);
-		tfs_pipeline_free(pipe);
+			rc = mark_media(f, nf, media);
 	}
-	for (size_t i = 0; !rc && i < nf; i++)
-		rc = tfs_rowcol_finish(f[i].w);
 	if (!rc) {
-		m.rows = t.old.rows + res->rows;
+		m.rows = txn.old.rows + res->rows;
 		rc = tfs_import_same_rows(&m, m.rows, path);
 	}
 	if (!rc)
-		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
+		rc = tfs_txn_commit(&txn, &m, o->message, commit_id);
 	if (pool)
 		res->busy_peak = tfs_workpool_busy_peak(pool);
 	for (size_t i = 0; i < nf; i++)
@@ -772,6 +654,6 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	if (data)
 		munmap((void *)data, len);
 	tfs_manifest_free(&m);
-	tfs_txn_end(&t);
+	tfs_txn_end(&txn);
 	return rc;
 }
