@@ -33,19 +33,6 @@ static void open_lake(const char *name, struct tfs_store **s, char *path, size_t
 	assert_non_null(*s);
 }
 
-static int log_contains(const char *needle)
-{
-	FILE *f = fopen(logpath, "r");
-	char line[2048];
-	int found = 0;
-
-	assert_non_null(f);
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
-	fclose(f);
-	return found;
-}
-
 /* --- a real file:// lake -------------------------------------------------------------------- */
 
 static void test_dataset_create_and_check(void **state)

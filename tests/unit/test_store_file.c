@@ -80,19 +80,6 @@ static void assert_holds(const char *key, const char *want)
 	tfs_buf_free(&got);
 }
 
-static int log_contains(const char *needle)
-{
-	FILE *f = fopen(logpath, "r");
-	char line[2048];
-	int found = 0;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 static void test_batch_shows_nothing_until_it_ends(void **state)
 {
 	static const char *const keys[] = { "b/o/aa/1", "b/o/aa/2", "b/o/bb/1", "b/o/aa/3",
@@ -102,9 +89,9 @@ static void test_batch_shows_nothing_until_it_ends(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < 5; i++) {
-		assert_int_equal(tfs_store_put_new_begin(st, keys[i], keys[i], strlen(keys[i]),
-							 &puts[i]),
-				 0);
+		assert_int_equal(
+			tfs_store_put_new_begin(st, keys[i], keys[i], strlen(keys[i]), &puts[i]),
+			0);
 		assert_non_null(puts[i]);
 		assert_int_equal(tfs_store_head(st, keys[i], &size), -ENOENT);
 	}
@@ -115,9 +102,8 @@ static void test_batch_shows_nothing_until_it_ends(void **state)
 		assert_null(puts[i]);
 		assert_holds(keys[i], keys[i]);
 	}
-	assert_int_equal(temps("b/o/aa", NULL, 0) + temps("b/o/bb", NULL, 0) +
-				 temps("b/o/cc", NULL, 0),
-			 0);
+	assert_int_equal(
+		temps("b/o/aa", NULL, 0) + temps("b/o/bb", NULL, 0) + temps("b/o/cc", NULL, 0), 0);
 	/* There now: refused at begin, as put_new refuses it, with nothing begun. */
 	assert_int_equal(tfs_store_put_new_begin(st, keys[0], "x", 1, &puts[0]), -EEXIST);
 	assert_null(puts[0]);

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -19,6 +20,20 @@ static int tmpdir_make(const char *name)
 		return -1;
 	snprintf(logpath, sizeof(logpath), "%s/tensorfs.log", tmpdir);
 	return tfs_log_open(logpath);
+}
+
+/* Whether a line of the log holds needle. */
+static inline int log_contains(const char *needle)
+{
+	FILE *f = fopen(logpath, "r");
+	char line[2048];
+	int found = 0;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return found;
 }
 
 static int tmpdir_remove(void)
