@@ -92,7 +92,7 @@ static int encode_value(const struct tfs_jfield *f, const json_t *v, struct tfs_
 	case TFS_JK_LIST_FLOAT: {
 		const size_t n = json_array_size(v);
 
-		if (f->tokens) { /* ids checked to fit by pass 1 */
+		if (f->tokens) { /* ids checked to fit (a guess checks each row) */
 			rc = tfs_buf_reserve(out, n * f->tsize);
 			for (size_t i = 0; !rc && i < n; i++) {
 				const uint64_t id =

@@ -97,13 +97,19 @@ def test_a_guess_that_holds_reads_once(lake, mount, tmp_path):
     assert x.dtype == np.float64 and x.tolist() == [r["x"] for r in good]
 
 
-def test_strict_and_token_errors_after_the_guess(lake, tmp_path):
-    """Past the guessed megabyte: a token id over an explicit uint16 fails the import as it
-    did when every row was read first, and nothing is committed."""
+@pytest.mark.parametrize("bad_id", ["past uint16", "negative"])
+def test_token_errors_after_the_guess(lake, tmp_path, bad_id):
+    """Past the guessed megabyte: a token id over an explicit uint16, or a negative one, fails
+    the import as it did when every row was read first, and nothing is committed."""
     src = tmp_path / "rows.jsonl"
-    write(src, ROWS, 35000)
+    write(src, ROWS, 35000 if bad_id == "past uint16" else ROWS)
+    if bad_id == "negative":
+        with open(src, "a") as f:
+            f.write(json.dumps({"x": 1, "tok": [5, -3], "t": "last"}) + "\n")
     lake.create("e")
     before = lake.snapshot("e")
-    p = lake.import_("e", {}, "--jsonl", src, "--tokens", "tok:uint16", check=False)
-    assert p.returncode != 0 and "is not a token id (0 to 65535)" in p.stderr, p.stderr
+    p = lake.import_("e", {}, "--jsonl", src, "--tokens",
+                     "tok:uint16" if bad_id == "past uint16" else "tok", check=False)
+    want = "(0 to 65535)" if bad_id == "past uint16" else "id -3 is not a token id"
+    assert p.returncode != 0 and want in p.stderr, p.stderr
     assert lake.snapshot("e") == before
