@@ -311,8 +311,7 @@ struct adder {
 	uint64_t bytes;	  /* progress: the rows' bytes added */
 	uint64_t widened; /* the line that widened a field past the guess (0: none) */
 	size_t widened_field;
-	enum tfs_jkind widened_to; /* that field's kind after it */
-	struct tfs_jtally seen;	   /* what that block's lines widened the fields to, up to it */
+	struct tfs_jtally seen; /* what that block's lines widened the fields to, up to it */
 	struct tfs_import_result *res;
 	struct tfs_progress *progress;
 };
@@ -342,7 +341,6 @@ static int parse_use(void *arg, void *item)
 	if (!rc && b->widened) { /* before any of its rows is added or named */
 		a->widened = a->lineno + b->widened;
 		a->widened_field = b->widened_field;
-		a->widened_to = b->t.f[b->widened_field].kind;
 		a->seen = b->t;
 		return WIDENED;
 	}
@@ -460,15 +458,15 @@ static const char *kind_name(enum tfs_jkind k)
 static void say_widened(const char *path, const struct adder *a, const struct tfs_jfield *w,
 			int reading)
 {
+	const enum tfs_jkind to = a->seen.f[a->widened_field].kind; /* w's kind after it */
 	const char *next = reading ? "every line is read for the columns' kinds, then the rows "
 				     "again"
 				   : "the rows are read again with it widened";
 
-	if (a->widened_to != w->kind)
+	if (to != w->kind)
 		tfs_info("%s: line %" PRIu64 ": field '%s' holds %s where the lines before it held "
 			 "%s: %s",
-			 path, a->widened, w->name, kind_name(a->widened_to), kind_name(w->kind),
-			 next);
+			 path, a->widened, w->name, kind_name(to), kind_name(w->kind), next);
 	else
 		tfs_info("%s: line %" PRIu64
 			 ": field '%s' holds a token id past 0 to %u, which the "

@@ -229,12 +229,7 @@ static int scan_use(void *arg, void *item)
 	return 0;
 }
 
-static void scan_clear(void *item)
-{
-	(void)item;
-}
-
-static const struct tfs_pipeline_ops scan_ops = { scan_block, scan_use, scan_clear };
+static const struct tfs_pipeline_ops scan_ops = { scan_block, scan_use, NULL }; /* nothing kept */
 
 int tfs_jsonl_scan(struct tfs_workpool *pool, const char *from, const char *end,
 		   struct tfs_jtally *t)

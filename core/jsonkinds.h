@@ -10,7 +10,6 @@
 
 #include <jansson.h>
 
-#include "import.h"
 #include "rowcol.h"
 #include "workpool.h"
 
