@@ -195,6 +195,12 @@ class Lake:
         p = run_proc(["info", self.ds_url(ds), "--json"])
         return {"refs": self.refs(ds), "info_rc": p.returncode, "info": p.stdout}
 
+    def chunk_ids(self, ds):
+        """Sorted 64-hex ids of a dataset's chunk objects (content-addressed: equal ids, equal
+        bytes)."""
+        return sorted(oid for oid, path in self.object_files(ds)
+                      if parse_object_header(path.read_bytes())["type"] == 1)
+
     def object_files(self, ds):
         """[(64-hex id, path)] of every object file of a dataset."""
         out = []

@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import parse_object_header, tar_add
+from conftest import tar_add
 
 THREADS = (1, 2, 3)
-
-
-def chunks(lake, ds):
-    return sorted(oid for oid, path in lake.object_files(ds)
-                  if parse_object_header(path.read_bytes())["type"] == 1)
 
 
 def busy(stdout):
@@ -92,7 +87,7 @@ def test_every_importer_same_bytes_whatever_the_threads(lake, tmp_path):
             lake.create(ds)
             p = lake.import_(ds, {}, *cols, *args, "--chunk-size", "16k", "--threads", th)
             report = [ln for ln in p.stdout.splitlines() if ln.startswith("imported")]
-            seen[th] = (chunks(lake, ds), report)
+            seen[th] = (lake.chunk_ids(ds), report)
             if th == 1 and busy(p.stdout) is not None:
                 assert busy(p.stdout) == 1, (kind, p.stdout)
         assert len(seen[1][0]) > 8, kind

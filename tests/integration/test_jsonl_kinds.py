@@ -11,14 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import parse_object_header
-
 ROWS = 40000
-
-
-def chunks(lake, ds):
-    return sorted(oid for oid, path in lake.object_files(ds)
-                  if parse_object_header(path.read_bytes())["type"] == 1)
 
 
 def write(path, widen_at, tokens_past_at, rows=ROWS):
@@ -68,7 +61,7 @@ def test_a_late_widening_reads_the_rows_again(lake, mount, tmp_path, case):
         assert ("every line is read for the columns' kinds" in out) == (case == "both"), out
         for n in bad:  # each bad row named once, though two readings met it
             assert len(re.findall(rf"warning: line {n}: field 'x' holds another", out)) == 1, (n, out)
-        seen[th] = chunks(lake, ds)
+        seen[th] = lake.chunk_ids(ds)
     assert seen[1] == seen[3]
     m = mount(lake)
     cols = tensorfs.open(m / "d3" / "main")
