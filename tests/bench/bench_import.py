@@ -24,7 +24,11 @@ depend on its size: the process's start, the lake's and dataset's opening, the c
 measured too (an import of the first 20 images at the same thread count) and printed beside each
 image rate, with the rate of the images past those 20 ((N - 20) / (T(N) - T(20))): on many cores an
 import of a few thousand images takes under a second, and the part that does not scale is then a
-visible share of it. The targets (issue: import on every core): images >= 1.5x PIL per core at 1
+visible share of it. Each import also prints the CPU its process spent a row (user and system,
+every thread; against the 1-thread run's) and how busy its threads were (CPU over threads x
+wall): an import short of linear with CPU a row grown is work slowed per core (shared caches,
+memory bandwidth, hardware threads); one with threads idle waited (on the one thread every row
+goes through, or the disk). The targets (issue: import on every core): images >= 1.5x PIL per core at 1
 thread, >= 1.8x from 1 to 2 threads, >= 0.8x linear to every core and >= 1.2x the PIL pool.
 
     /usr/bin/python3 tests/bench/bench_import.py [--images 2000] [--rows 300000]
@@ -40,6 +44,7 @@ import io
 import json
 import multiprocessing
 import os
+import resource
 import shutil
 import sys
 import tarfile
@@ -149,16 +154,41 @@ def physical_cores():
     return len(seen) or None
 
 
+class Timed:
+    """One import's wall seconds and the CPU seconds its process spent (user and system, every
+    thread). Their quotient over the thread count says why an import falls short of linear:
+    CPU per row that grows with the threads is work that got slower per core (shared caches,
+    memory bandwidth, hardware threads); busy well under 1 is threads left waiting (on the
+    one thread every row goes through, or the disk)."""
+
+    def __init__(self, wall, cpu):
+        self.wall, self.cpu = wall, cpu
+
+    def busy(self, threads):
+        return self.cpu / (self.wall * threads)
+
+
 def timed_import(lake, name, *args):
-    """Seconds of one import into a new dataset of the lake. Outputs stay until the bench ends:
+    """One import into a new dataset of the lake, as a Timed. Outputs stay until the bench ends:
     a run right after the removal of hundreds of files would pay for ext4's search past inodes
     deleted seconds ago (about 7% of an import's time here), which no import into a standing
     lake does. (They no longer fill the page cache: an import drops its chunks' pages once they
     are durable.)"""
     run("create", f"{lake}/{name}")
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     run("import", f"{lake}/{name}", *args, "-q")
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return Timed(wall, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+
+
+def cpu_note(tm, n, th, one, unit):
+    """'CPU ms a unit, busy share' of a run, and the CPU per unit against the 1-thread run's."""
+    per = tm.cpu / n
+    grew = f" ({per / (one.cpu / n):.2f}x 1 thread's)" if th > 1 else ""
+    return (f"CPU {per * 1e6:,.0f} us/{unit}{grew}, threads busy "
+            f"{tm.busy(th):.2f} of the wall time")
 
 
 def of_cores(speedup, th, phys, shared):
@@ -192,9 +222,10 @@ def images(a, work, files, few, counts, phys, shared, lake, best):
     print(f"disk: an import of these images writes {written / 1e6:,.0f} MB; fresh files "
           f"of 4 MiB written and fsync'ed at {disk:,.0f} MB/s: at most {disk_ips:,.0f} "
           f"images/s whatever the threads")
+    runs = {}
     for th in counts:
-        t = best("--images", work / "tree", *opts, "--threads", th)
-        t0 = best("--images", work / "few", *opts, "--threads", th)
+        runs[th] = tm = best("--images", work / "tree", *opts, "--threads", th)
+        t, t0 = tm.wall, best("--images", work / "few", *opts, "--threads", th).wall
         rates[th] = a.images / t
         print(f"import --images --threads {th:>2}: {rates[th]:8,.0f} images/s  "
               f"{rates[th] / th / pil1:.2f}x PIL per core  "
@@ -203,7 +234,8 @@ def images(a, work, files, few, counts, phys, shared, lake, best):
               f"{rates[th] / pilN:.2f}x the PIL pool  {rates[th] / disk_ips:.2f} "
               f"of the disk's bound; of its {t:.2f} s, "
               f"{t0 * 1e3:.0f} ms for {few} images (past them "
-              f"{(a.images - few) / max(t - t0, 1e-9):,.0f} images/s)")
+              f"{(a.images - few) / max(t - t0, 1e-9):,.0f} images/s); "
+              f"{cpu_note(tm, a.images, th, runs[1], 'image')}")
 
 
 def main():
@@ -241,7 +273,8 @@ def main():
 
         def best(*args):
             k[0] += 1
-            return min(timed_import(lake, f"d{k[0]}_{r}", *args) for r in range(a.repeat))
+            return min((timed_import(lake, f"d{k[0]}_{r}", *args) for r in range(a.repeat)),
+                       key=lambda tm: tm.wall)
 
         if "images" in kinds:
             images(a, work, files, few, counts, phys, shared, lake, best)
@@ -249,12 +282,14 @@ def main():
                                ("webdataset", ["--webdataset", *shards], a.images)):
             if label not in kinds:
                 continue
-            rates = {}
+            rates, runs = {}, {}
             for th in counts:
-                rates[th] = n / best(*args, "--threads", th)
+                runs[th] = tm = best(*args, "--threads", th)
+                rates[th] = n / tm.wall
                 print(f"import --{label} --threads {th:>2}: {rates[th]:10,.0f} rows/s  "
                       f"{rates[th] / rates[1]:.2f}x 1 thread ({rates[th] / rates[1] / th:.2f} "
-                      f"of linear{of_cores(rates[th] / rates[1], th, phys, shared)})")
+                      f"of linear{of_cores(rates[th] / rates[1], th, phys, shared)}); "
+                      f"{cpu_note(tm, n, th, runs[1], 'row')}")
 
 
 def _timed(fn):
