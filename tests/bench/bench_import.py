@@ -187,7 +187,8 @@ def cpu_note(tm, n, th, one, unit):
     """'CPU ms a unit, busy share' of a run, and the CPU per unit against the 1-thread run's."""
     per = tm.cpu / n
     grew = f" ({per / (one.cpu / n):.2f}x 1 thread's)" if th > 1 else ""
-    return (f"CPU {per * 1e6:,.0f} us/{unit}{grew}, threads busy "
+    us = f"{per * 1e6:,.2f}" if per < 1e-4 else f"{per * 1e6:,.0f}"
+    return (f"CPU {us} us/{unit}{grew}, threads busy "
             f"{tm.busy(th):.2f} of the wall time")
 
 
