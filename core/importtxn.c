@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,11 +126,27 @@ int tfs_manifest_copy_extra(const struct tfs_manifest *old, size_t extra, struct
 	return 0;
 }
 
+/* "fixed rows of <i8, shape 3" / "ragged rows of |u1, rank 3", for an error. */
+static void rows_said(char *out, size_t cap, enum tfs_col_kind kind, const char *descr,
+		      unsigned ndim, const uint64_t *shape)
+{
+	int n = snprintf(out, cap, "%s rows of %s", tfs_col_kind_name(kind), descr);
+
+	if (kind != TFS_COL_FIXED || !ndim || !shape) {
+		snprintf(out + n, cap - (size_t)n, ", rank %u", ndim);
+		return;
+	}
+	for (unsigned d = 0; d < ndim && (size_t)n < cap; d++)
+		n += snprintf(out + n, cap - (size_t)n, "%s%" PRIu64, d ? "x" : ", shape ",
+			      shape[d]);
+}
+
 int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kind kind,
 		      const struct tfs_dtype *dt, unsigned ndim, const uint64_t *shape,
 		      const struct tfs_import_opts *o, const char *what, size_t *at)
 {
 	const struct tfs_column *c = tfs_manifest_column(m, name);
+	char held[128], given[128];
 
 	if (!c) {
 		*at = m->ncols;
@@ -142,11 +159,9 @@ int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kin
 	if (c->part != TFS_PART_NONE || c->kind != kind || strcmp(c->dtype.descr, dt->descr) ||
 	    c->ndim != ndim ||
 	    (kind == TFS_COL_FIXED && ndim && memcmp(c->shape, shape, ndim * sizeof(*shape)))) {
-		tfs_err("column %s holds %s rows of dtype %s and rank %u; %s has %s rows of %s, "
-			"rank "
-			"%u",
-			name, tfs_col_kind_name(c->kind), c->dtype.descr, c->ndim, what,
-			tfs_col_kind_name(kind), dt->descr, ndim);
+		rows_said(held, sizeof(held), c->kind, c->dtype.descr, c->ndim, c->shape);
+		rows_said(given, sizeof(given), kind, dt->descr, ndim, shape);
+		tfs_err("column %s holds %s; %s has %s", name, held, what, given);
 		return -EINVAL;
 	}
 	*at = (size_t)(c - m->cols);

@@ -611,8 +611,21 @@ def test_jsonl_and_webdataset_append(lake, mount, tmp_path):
     lake.import_("j", {}, "--jsonl", tmp_path / "b.jsonl")
     before = lake.snapshot("j")
     p = lake.import_("j", {}, "--jsonl", tmp_path / "c.jsonl", check=False)
-    assert p.returncode != 0 and "column i holds fixed rows of dtype <i8" in p.stderr, p.stderr
+    assert p.returncode != 0 and ("column i holds fixed rows of <i8, rank 0; "
+                                  f"{tmp_path / 'c.jsonl'} has fixed rows of <f8") in p.stderr, \
+        p.stderr
     assert lake.snapshot("j") == before
+    # --fixed lists of another length: both row shapes are named
+    (tmp_path / "f3.jsonl").write_text(json.dumps({"a": [1, 2, 3]}) + "\n")
+    (tmp_path / "f4.jsonl").write_text(json.dumps({"a": [1, 2, 3, 4]}) + "\n")
+    lake.create("f")
+    lake.import_("f", {}, "--jsonl", tmp_path / "f3.jsonl", "--fixed", "a")
+    before = lake.snapshot("f")
+    p = lake.import_("f", {}, "--jsonl", tmp_path / "f4.jsonl", "--fixed", "a", check=False)
+    assert p.returncode != 0 and ("column a holds fixed rows of <i8, shape 3; "
+                                  f"{tmp_path / 'f4.jsonl'} has fixed rows of <i8, shape 4") \
+        in p.stderr, p.stderr
+    assert lake.snapshot("f") == before
     lake.build("o", {"z": np.arange(3, dtype=np.int64)})
     p = lake.import_("o", {}, "--jsonl", tmp_path / "a.jsonl", check=False)
     assert p.returncode != 0 and "column z would have 3 rows" in p.stderr, p.stderr
