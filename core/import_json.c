@@ -314,6 +314,7 @@ struct adder {
 	struct tfs_jtally seen; /* what that block's lines widened the fields to, up to it */
 	struct tfs_import_result *res;
 	struct tfs_progress *progress;
+	struct tfs_workgroup fields; /* .pool NULL: the fields are added one after another */
 };
 
 /* The kind of field f's column: media and lists of any length ragged, text and JSON text,
@@ -329,8 +330,102 @@ static enum tfs_col_kind column_kind(const struct tfs_jfield *f)
 	return TFS_COL_FIXED;
 }
 
+/* Field i's values of block b (its good rows') added to the field's column. -EINVAL, with *line
+ * the line of a text value that is not valid UTF-8 (0: another cause), when they do not fit. */
+static int add_field(const struct adder *a, const struct block *b, size_t i, uint64_t good,
+		     uint64_t *line)
+{
+	const struct tfs_jfield *f = &a->f[i];
+	size_t off = 0;
+	int rc = 0;
+
+	/* A fixed column's values, a row's each the same size: the block's at once. */
+	if (column_kind(f) == TFS_COL_FIXED)
+		return tfs_rowcol_add_rows(f->w, b->vals[i].data, good, b->vals[i].len);
+	for (size_t k = 0; !rc && k < b->nrows; k++) {
+		size_t len;
+
+		if (b->rows[k].bad >= 0)
+			continue; /* no lengths: a bad row's may lie past lens */
+		len = b->lens[k * b->nf + i];
+		if (f->media) { /* rank, shape, then the bytes */
+			uint64_t shape[4];
+			const uint8_t *data;
+			size_t dlen;
+			unsigned nd;
+
+			rc = tfs_media_value_parse(b->vals[i].data + off, len, &nd, shape, &data,
+						   &dlen);
+			if (!rc)
+				rc = tfs_rowcol_add(f->w, data, dlen, shape);
+		} else {
+			const uint64_t shape = len / (f->tokens ? f->tsize : 8);
+
+			rc = tfs_rowcol_add(f->w, b->vals[i].data + off, len,
+					    column_kind(f) == TFS_COL_RAGGED ? &shape : NULL);
+			if (rc == -EINVAL)
+				*line = a->lineno + b->rows[k].line;
+		}
+		off += len;
+	}
+	return rc;
+}
+
+/* A field's part of a block's use: a task on the pool. */
+struct field_add {
+	struct tfs_work work;
+	const struct adder *a;
+	const struct block *b;
+	size_t i;
+	uint64_t good, line; /* add_field's */
+	int rc;
+};
+
+static int field_add_run(struct tfs_work *w)
+{
+	struct field_add *t = (struct field_add *)w;
+
+	t->rc = add_field(t->a, t->b, t->i, t->good, &t->line);
+	return t->rc;
+}
+
+/* Every field's values of block b added. This is the one step every row goes through in order,
+ * so with threads to spare the fields are added side by side on the pool (each column's writer
+ * is its own, and b stays until they end); else one after another. The first field in order
+ * that failed is the one said. */
+static int add_fields(struct adder *a, const struct block *b, uint64_t good)
+{
+	struct field_add t[TFS_JSONL_MAX_FIELDS];
+	const int side_by_side = a->fields.pool && a->nf > 1;
+
+	for (size_t i = 0; i < a->nf; i++)
+		t[i] = (struct field_add){
+			.work = { .run = field_add_run }, .a = a, .b = b, .i = i, .good = good
+		};
+	for (size_t i = 0; i < a->nf; i++) {
+		if (side_by_side)
+			tfs_workgroup_submit(&a->fields, &t[i].work, TFS_WORK_WAITED);
+		else if (field_add_run(&t[i].work))
+			break;
+	}
+	if (side_by_side)
+		tfs_workgroup_wait(&a->fields);
+	for (size_t i = 0; i < a->nf; i++) {
+		if (!t[i].rc)
+			continue;
+		if (t[i].rc == -EINVAL && column_kind(&a->f[i]) == TFS_COL_FIXED)
+			tfs_err("%s: field %s: values of another size than its column's", a->path,
+				a->f[i].name);
+		else if (t[i].rc == -EINVAL && t[i].line)
+			tfs_err("%s: line %" PRIu64 ": a text field is not valid UTF-8", a->path,
+				t[i].line);
+		return t[i].rc;
+	}
+	return 0;
+}
+
 /* A block's rows, in order: bad ones skipped (or the end, strict), the others' values added to
- * their columns; a fixed column's all at once (this thread is the one every row goes through). */
+ * their columns. */
 static int parse_use(void *arg, void *item)
 {
 	struct adder *a = arg;
@@ -359,47 +454,8 @@ static int parse_use(void *arg, void *item)
 			rc = -EINVAL;
 		}
 	}
-	for (size_t i = 0; !rc && i < a->nf; i++) {
-		size_t off = 0;
-
-		/* A fixed column's values, a row's each the same size: the block's at once. */
-		if (column_kind(&a->f[i]) == TFS_COL_FIXED) {
-			rc = tfs_rowcol_add_rows(a->f[i].w, b->vals[i].data, good, b->vals[i].len);
-			if (rc == -EINVAL)
-				tfs_err("%s: field %s: values of another size than its column's",
-					a->path, a->f[i].name);
-			continue;
-		}
-		for (size_t k = 0; !rc && k < b->nrows; k++) {
-			size_t len;
-
-			if (b->rows[k].bad >= 0)
-				continue; /* no lengths: a bad row's may lie past lens */
-			len = b->lens[k * b->nf + i];
-			if (a->f[i].media) { /* rank, shape, then the bytes */
-				uint64_t shape[4];
-				const uint8_t *data;
-				size_t dlen;
-				unsigned nd;
-
-				rc = tfs_media_value_parse(b->vals[i].data + off, len, &nd, shape,
-							   &data, &dlen);
-				if (!rc)
-					rc = tfs_rowcol_add(a->f[i].w, data, dlen, shape);
-			} else {
-				const uint64_t shape = len / (a->f[i].tokens ? a->f[i].tsize : 8);
-				const int ragged = column_kind(&a->f[i]) == TFS_COL_RAGGED;
-
-				rc = tfs_rowcol_add(a->f[i].w, b->vals[i].data + off, len,
-						    ragged ? &shape : NULL);
-				if (rc == -EINVAL)
-					tfs_err("%s: line %" PRIu64
-						": a text field is not valid UTF-8",
-						a->path, a->lineno + b->rows[k].line);
-			}
-			off += len;
-		}
-	}
+	if (!rc)
+		rc = add_fields(a, b, good);
 	if (!rc) {
 		a->res->rows += good;
 		a->bytes += bytes;
@@ -504,6 +560,8 @@ static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs
 		if (!rc)
 			tfs_rowcol_use_pool(f[i].w, j->pool);
 	}
+	if (tfs_workpool_threads(j->pool) > 1)
+		tfs_workgroup_init(&a->fields, j->pool);
 	if (!rc)
 		rc = tfs_pipeline_create(j->pool, sizeof(struct block),
 					 2 * tfs_workpool_threads(j->pool) + 2, &parse_ops, a,
@@ -523,6 +581,8 @@ static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs
 	if (!rc)
 		rc = tfs_pipeline_drain(pipe);
 	tfs_pipeline_free(pipe);
+	if (a->fields.pool)
+		tfs_workgroup_destroy(&a->fields);
 	for (size_t i = 0; !rc && i < nf; i++)
 		rc = tfs_rowcol_finish(f[i].w);
 	return rc;

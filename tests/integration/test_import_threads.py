@@ -111,3 +111,26 @@ def test_threads_reach_the_work(lake, tmp_path, kind):
         p = lake.import_(f"d{th}", {}, *args, "--threads", th)
         assert want(busy(p.stdout)), p.stdout
         assert "skipped" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("th", THREADS)
+def test_a_write_that_fails_fails_the_import(lake, tmp_path, th):
+    """Chunks that cannot be written (the fan-out folders they go to are files) end the import
+    with the store's error, whatever the thread count and wherever it is met (by a column's
+    writer adding a block's rows, on the pool beside the other columns or not, or as it
+    finishes); nothing is committed."""
+    rng = np.random.default_rng(9)
+    make_jsonl(tmp_path / "a.jsonl", rng)
+    lake.create("d")
+    lake.import_("d", {}, "--jsonl", tmp_path / "a.jsonl")  # the first commit's folders stay
+    objects = lake.root / "d" / "objects"
+    for i in range(256):
+        if not (objects / f"{i:02x}").exists():
+            (objects / f"{i:02x}").touch()
+    before = lake.snapshot("d")
+    p = lake.import_("d", {}, "--jsonl", tmp_path / "a.jsonl", "--chunk-size", "16k",
+                     "--threads", th, check=False)
+    assert p.returncode != 0, p.stdout
+    assert "cannot write object: Not a directory" in p.stderr, p.stderr
+    assert "the dataset is unchanged" in p.stderr, p.stderr
+    assert lake.snapshot("d") == before
