@@ -5,6 +5,7 @@
 #ifndef TFS_MANIFEST_FIXTURE_H
 #define TFS_MANIFEST_FIXTURE_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,65 @@ static inline char *replace(const char *text, const char *from, const char *to)
 	assert_non_null(out);
 	snprintf(out, n + 1, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
 	return out;
+}
+
+static inline int parse_text(const char *text, struct tfs_manifest *m, char *err, size_t err_cap)
+{
+	/* An exact-size copy without a terminator: the parser must honour len. */
+	size_t n = strlen(text);
+	char *copy = malloc(n ? n : 1);
+	int rc;
+
+	assert_non_null(copy);
+	memcpy(copy, text, n);
+	rc = tfs_manifest_parse(copy, n, m, err, err_cap);
+	free(copy);
+	return rc;
+}
+
+/* Parse text expected to be rejected with -EIO and a message. */
+static inline void assert_manifest_rejected(const char *text, const char *why)
+{
+	struct tfs_manifest m;
+	char err[256] = "";
+	int rc = parse_text(text, &m, err, sizeof(err));
+
+	if (rc == 0)
+		tfs_manifest_free(&m);
+	if (rc != -EIO)
+		fail_msg("%s: parse gave %d, want -EIO", why, rc);
+	if (!err[0])
+		fail_msg("%s: rejected without a message", why);
+	assert_int_equal(m.ncols, 0);
+	assert_null(m.cols);
+}
+
+/* Parse text and return the result, freeing whatever was parsed. */
+static inline int manifest_parse_rc(const char *text)
+{
+	struct tfs_manifest m;
+	char err[256] = "";
+	int rc = parse_text(text, &m, err, sizeof(err));
+
+	if (rc == 0)
+		tfs_manifest_free(&m);
+	return rc;
+}
+
+/* A small valid manifest: two columns, 10 rows, 4 rows per chunk. */
+static inline char *sample_manifest_text(void)
+{
+	static const uint64_t shape[] = { 3 };
+	struct tfs_manifest m;
+	char *text;
+	size_t len;
+
+	make_manifest(&m, 10, 2);
+	make_column(&m.cols[0], "x", "<f4", 1, shape, 10, 4, TFS_CODEC_ZSTD, 3);
+	make_column(&m.cols[1], "y", "<i8", 0, NULL, 10, 4, TFS_CODEC_RAW, 0);
+	text = serialize_manifest(&m, &len);
+	tfs_manifest_free(&m);
+	return text;
 }
 
 #endif
