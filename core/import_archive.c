@@ -594,8 +594,11 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		tfs_rowcol_use_pool(f[i].w, pool);
 	if (!rc) {
 		tfs_rowcol_use_pool(keyw, pool);
+		/* 4 samples a thread ahead, as images without --size: the importer's thread,
+		 * running a decode itself while it waits, leaves the workers that many to go on
+		 * with. */
 		rc = tfs_pipeline_create(pool, sizeof(struct wsample),
-					 2 * tfs_workpool_threads(pool) + 2, &sample_ops, &adder,
+					 4 * tfs_workpool_threads(pool) + 4, &sample_ops, &adder,
 					 &pipe);
 	}
 	/* Members of one sample follow each other: a new key ends the sample before it, which

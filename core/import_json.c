@@ -408,8 +408,8 @@ static int add_fields(struct adder *a, const struct block *b, uint64_t good)
 		else if (field_add_run(&t[i].work))
 			break;
 	}
-	if (side_by_side)
-		tfs_workgroup_wait(&a->fields);
+	if (side_by_side) /* a block's parse, run meanwhile, would hold every row up */
+		tfs_workgroup_wait_own(&a->fields);
 	for (size_t i = 0; i < a->nf; i++) {
 		if (!t[i].rc)
 			continue;

@@ -206,7 +206,8 @@ void tfs_workgroup_submit(struct tfs_workgroup *g, struct tfs_work *w, enum tfs_
 	pthread_mutex_unlock(&p->lock);
 }
 
-int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left)
+/* others: a pool made with_caller lets this thread run other groups' tasks while it waits. */
+static int wait_below(struct tfs_workgroup *g, unsigned left, int others)
 {
 	struct tfs_workpool *p = g->pool;
 	int rc;
@@ -215,7 +216,7 @@ int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left)
 	while (g->pending > left) {
 		struct tfs_work *w = take(p, g);
 
-		if (!w && p->caller_works)
+		if (!w && others && p->caller_works)
 			w = take_upto(p, NULL, g->prio);
 		if (w)
 			run_one(p, w);
@@ -227,9 +228,19 @@ int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left)
 	return rc;
 }
 
+int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left)
+{
+	return wait_below(g, left, 1);
+}
+
 int tfs_workgroup_wait(struct tfs_workgroup *g)
 {
-	return tfs_workgroup_wait_below(g, 0);
+	return wait_below(g, 0, 1);
+}
+
+int tfs_workgroup_wait_own(struct tfs_workgroup *g)
+{
+	return wait_below(g, 0, 0);
 }
 
 void tfs_workgroup_cancel(struct tfs_workgroup *g)

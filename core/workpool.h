@@ -73,6 +73,10 @@ void tfs_workgroup_submit(struct tfs_workgroup *g, struct tfs_work *w, enum tfs_
 int tfs_workgroup_wait_below(struct tfs_workgroup *g, unsigned left);
 /* tfs_workgroup_wait_below(g, 0): every task done. */
 int tfs_workgroup_wait(struct tfs_workgroup *g);
+/* Every task of g done, running only g's queued tasks on this thread, never another group's:
+ * for a short wait on a step others wait for in turn (an importer adding a block's rows), which
+ * a long task of another group run meanwhile would hold up. */
+int tfs_workgroup_wait_own(struct tfs_workgroup *g);
 /* Drop g's tasks that have not started (their drop is called) and wait for the running ones. */
 void tfs_workgroup_cancel(struct tfs_workgroup *g);
 

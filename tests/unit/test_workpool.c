@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core/workpool.c: priority order, group waits and errors, cancellation, a task
- * that waits on a group of its own in a pool with one worker, and what a waiting owner runs. */
+ * that waits on a group of its own in a pool with one worker, and what a waiting owner runs (any
+ * task as urgent, or its own group's alone). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -301,6 +302,46 @@ static void test_owner_runs_as_urgent_tasks_only(void **state)
 	tfs_workpool_destroy(p);
 }
 
+/* The same pool: an owner waiting for its group with tfs_workgroup_wait_own runs none of another
+ * group's tasks meanwhile, however urgent (a block's parse, in an import, held up every row);
+ * only its group's own queued tasks, when no worker has them. */
+static void test_wait_own_runs_the_group_only(void **state)
+{
+	struct tfs_workpool *p;
+	struct tfs_workgroup fields, other;
+	struct gate gate;
+	int waiting = 0, log[2], nlog = 0;
+	struct where item = { .w = { .run = where_run },
+			      .owner = pthread_self(),
+			      .owner_waits_items = &waiting };
+	struct rec own = { .w = { .run = rec_run }, .id = 7, .log = log, .nlog = &nlog };
+	pthread_t opener;
+
+	(void)state;
+	assert_int_equal(tfs_workpool_create_with_caller(2, &p), 0);
+	tfs_workgroup_init(&fields, p);
+	tfs_workgroup_init(&other, p);
+	gate_init(&gate);
+	tfs_workgroup_submit(&fields, &gate.w, TFS_WORK_WAITED);
+	gate_wait_entered(&gate); /* the worker holds it */
+	tfs_workgroup_submit(&other, &item.w, TFS_WORK_WAITED);
+	tfs_workgroup_submit(&fields, &own.w, TFS_WORK_WAITED);
+	assert_int_equal(pthread_create(&opener, NULL, open_later, &gate), 0);
+	__atomic_store_n(&waiting, 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(tfs_workgroup_wait_own(&fields), 0);
+	__atomic_store_n(&waiting, 0, __ATOMIC_SEQ_CST);
+	pthread_join(opener, NULL);
+	assert_int_equal(nlog, 1); /* its own queued task: run (on this thread; the worker held) */
+	assert_int_equal(log[0], 7);
+	/* item's fields only once its group is done: the worker may be running it now. */
+	assert_int_equal(tfs_workgroup_wait(&other), 0);
+	assert_true(item.ran);
+	assert_false(item.ran_in_items_wait);
+	tfs_workgroup_destroy(&fields);
+	tfs_workgroup_destroy(&other);
+	tfs_workpool_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_group_error_wait_below_and_cancel),
 		cmocka_unit_test(test_nested_groups_on_one_worker),
 		cmocka_unit_test(test_owner_runs_as_urgent_tasks_only),
+		cmocka_unit_test(test_wait_own_runs_the_group_only),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
