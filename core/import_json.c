@@ -315,6 +315,7 @@ struct adder {
 	struct tfs_import_result *res;
 	struct tfs_progress *progress;
 	struct tfs_workgroup fields; /* .pool NULL: the fields are added one after another */
+	const uint8_t *done;	     /* the lines' pages read up to here */
 };
 
 /* The kind of field f's column: media and lists of any length ragged, text and JSON text,
@@ -462,6 +463,7 @@ static int parse_use(void *arg, void *item)
 		tfs_progress_add(a->progress, bytes, good);
 	}
 	a->lineno += b->lines;
+	tfs_import_map_done(&a->done, (const uint8_t *)b->end);
 	return rc;
 }
 
@@ -560,6 +562,7 @@ static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs
 		if (!rc)
 			tfs_rowcol_use_pool(f[i].w, j->pool);
 	}
+	a->done = (const uint8_t *)j->data;
 	if (tfs_workpool_threads(j->pool) > 1)
 		tfs_workgroup_init(&a->fields, j->pool);
 	if (!rc)

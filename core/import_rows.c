@@ -52,6 +52,17 @@ out:
 	return rc;
 }
 
+void tfs_import_map_done(const uint8_t **done, const uint8_t *to)
+{
+	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	const uint8_t *end = (const uint8_t *)((uintptr_t)to / page * page);
+
+	if (end < *done || (size_t)(end - *done) < TFS_MAP_DONE_STEP)
+		return;
+	madvise((void *)*done, (size_t)(end - *done), MADV_DONTNEED);
+	*done = end;
+}
+
 /* The next line of [*p, end): its start and length without the newline (or a CRLF's \r). */
 static const uint8_t *next_line(const uint8_t **p, const uint8_t *end, size_t *len)
 {
@@ -67,7 +78,7 @@ static const uint8_t *next_line(const uint8_t **p, const uint8_t *end, size_t *l
 
 static int scan_text(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 {
-	const uint8_t *data, *p, *end;
+	const uint8_t *data, *p, *end, *done;
 	size_t len;
 	int rc = tfs_import_map_file(src->path, &data, &len);
 
@@ -75,9 +86,11 @@ static int scan_text(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 		return rc;
 	sc->kind = TFS_COL_TEXT;
 	tfs_dtype_parse("|u1", &sc->dtype, &(int){ 0 }, NULL, 0);
-	for (p = data, end = data + len; p < end;) {
+	for (p = done = data, end = data + len; p < end;) {
 		size_t n;
 		const uint8_t *line = next_line(&p, end, &n);
+
+		tfs_import_map_done(&done, line);
 
 		sc->rows++;
 		sc->bytes += n;
@@ -292,14 +305,15 @@ int tfs_rows_scan(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 static int write_text(const struct tfs_import_src *src, struct tfs_rowcol *w,
 		      struct tfs_progress *progress)
 {
-	const uint8_t *data, *p, *end;
+	const uint8_t *data, *p, *end, *done;
 	size_t len;
 	int rc = tfs_import_map_file(src->path, &data, &len);
 
-	for (p = data, end = data + len; !rc && p < end;) {
+	for (p = done = data, end = data + len; !rc && p < end;) {
 		size_t n;
 		const uint8_t *line = next_line(&p, end, &n);
 
+		tfs_import_map_done(&done, line);
 		rc = tfs_rowcol_add(w, line, n, NULL);
 		tfs_progress_add(progress, n, 1);
 	}

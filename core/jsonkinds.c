@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "import.h"
 #include "jsonalloc.h"
 #include "pipeline.h"
 #include "util.h"
@@ -223,9 +225,19 @@ static int scan_block(void *item)
 	return 0;
 }
 
+/* What pass 1's blocks are used for, in order. */
+struct scan {
+	struct tfs_jtally *t;
+	const uint8_t *done; /* the lines' pages read up to here */
+};
+
 static int scan_use(void *arg, void *item)
 {
-	tfs_jtally_merge(arg, &((struct scan_block *)item)->t);
+	struct scan *s = arg;
+	const struct scan_block *b = item;
+
+	tfs_jtally_merge(s->t, &b->t);
+	tfs_import_map_done(&s->done, (const uint8_t *)b->end);
 	return 0;
 }
 
@@ -237,6 +249,8 @@ int tfs_jsonl_scan(struct tfs_workpool *pool, const char *from, const char *end,
 	/* The blocks start from the kinds t had, a copy of their own: t is widened by their
 	 * results as they come in, while later blocks are counted. */
 	struct tfs_jtally *t0 = malloc(sizeof(*t0));
+	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	struct scan sc = { t, (const uint8_t *)((uintptr_t)from / page * page) };
 	struct tfs_pipeline *pipe = NULL;
 	int rc;
 
@@ -244,7 +258,7 @@ int tfs_jsonl_scan(struct tfs_workpool *pool, const char *from, const char *end,
 		return -ENOMEM;
 	*t0 = *t;
 	rc = tfs_pipeline_create(pool, sizeof(struct scan_block),
-				 2 * tfs_workpool_threads(pool) + 2, &scan_ops, t, &pipe);
+				 2 * tfs_workpool_threads(pool) + 2, &scan_ops, &sc, &pipe);
 	while (!rc) {
 		struct scan_block *b = tfs_pipeline_next(pipe, &rc);
 

@@ -86,6 +86,7 @@ static int32_t len_of(const struct mfile *f, uint64_t i)
 /* Everything checked: the import writes nothing unless this passes. */
 static int check(struct mfile *f, const char *prefix, int *identity_docs, uint64_t *ids_max)
 {
+	const uint8_t *done = f->bin; /* .bin's pages read up to here */
 	uint64_t need;
 
 	if (f->idx_len < IDX_HEAD || memcmp(f->idx, IDX_MAGIC, 9)) {
@@ -153,6 +154,9 @@ static int check(struct mfile *f, const char *prefix, int *identity_docs, uint64
 		const int32_t n = len_of(f, i);
 		const uint64_t p = le64(f->ptrs + 8 * i);
 
+		if (p <= f->bin_len)
+			tfs_import_map_done(&done, f->bin + p);
+
 		if (n < 0 || p > f->bin_len || (uint64_t)n * f->isz > f->bin_len - p) {
 			tfs_err("%s: sequence %" PRIu64 " (%" PRId32 " tokens at byte %" PRIu64
 				") lies outside the %zu bytes of .bin",
@@ -198,6 +202,7 @@ int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix,
 	struct tfs_manifest m = { 0 };
 	struct tfs_workpool *pool = NULL;
 	struct tfs_rowcol *w = NULL, *dw = NULL;
+	const uint8_t *done; /* .bin's pages read up to here */
 	struct tfs_dtype dt, i8;
 	struct tfs_txn t;
 	uint8_t *narrow = NULL;
@@ -235,9 +240,12 @@ int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix,
 	tfs_rowcol_use_pool(w, pool);
 	if (dw)
 		tfs_rowcol_use_pool(dw, pool);
+	done = f.bin;
 	for (uint64_t i = 0, d = 0; !rc && i < f.nseq; i++) {
 		const uint64_t n = (uint64_t)len_of(&f, i), p = le64(f.ptrs + 8 * i);
 		const uint8_t *row = f.bin + p;
+
+		tfs_import_map_done(&done, row);
 
 		if (f.code == 5) { /* int64 ids below 2^32: as uint32 */
 			uint8_t *g = realloc(narrow, n * 4 + 1);
