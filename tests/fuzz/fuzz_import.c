@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzz target for the importers of untrusted files (core/import_json.c over jansson,
- * core/import_archive.c over libarchive): byte 0 even, the rest is a JSON Lines file; odd, a
- * WebDataset shard (tar). Each input is imported into a fresh dataset of a real file:// lake;
- * a bad line or sample is skipped and counted, never half-imported. */
+ * core/import_wds.c and core/import_npz.c over libarchive): byte 0 odd, the rest is a
+ * WebDataset shard (tar); 2, an .npz file; else a JSON Lines file. Each input is imported into
+ * a fresh dataset of a real file:// lake; a bad line or sample is skipped and counted, never
+ * half-imported; a bad array fails the import. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -54,7 +55,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	}
 	if (len < 1)
 		return 0;
-	snprintf(src, sizeof(src), "%s/src.%s", tmpdir, data[0] & 1 ? "tar" : "jsonl");
+	snprintf(src, sizeof(src), "%s/src.%s", tmpdir,
+		 data[0] & 1	? "tar"
+		 : data[0] == 2 ? "npz"
+				: "jsonl");
 	snprintf(lake, sizeof(lake), "%s/lake", tmpdir);
 	snprintf(url, sizeof(url), "file://%s", lake);
 	fd = open(src, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -65,6 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	memset(&res, 0, sizeof(res));
 	if (data[0] & 1)
 		rc = tfs_import_webdataset(s, "d", shard, 1, 0, &o, &res, &id);
+	else if (data[0] == 2)
+		rc = tfs_import_npz(s, "d", src, &o, &res, &id);
 	else
 		rc = tfs_import_jsonl(s, "d", src, NULL, 0, NULL, NULL, 0, &o, &res, &id);
 	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ENODATA || rc == -ENOMEM || rc == -EIO ||

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """An import's memory is bounded by its buffers, not by its input: the sources read through a
 mapping (JSON Lines, text files, Megatron-LM's .bin) give their pages back as their rows are
-read, so the importing process's peak RSS stays far below the input's size. Each import's rows
+read, and an .npz array is read a piece of rows at a time, so the importing process's peak RSS
+stays far below the input's size. Each import's rows
 are checked too, so a bound kept by reading less fails."""
 import contextlib
 import json
@@ -94,3 +95,12 @@ def test_megatron_import_gives_back_its_input(lake, tmp_path):
                                     for _ in range(rows)], np.int32)
     peak = import_peak(lake, tmp_path, "m", "--megatron", tmp_path / "m")
     check(lake, "m", "tokens", rows, peak, "tokens")
+
+
+def test_npz_import_reads_arrays_in_pieces(lake, tmp_path):
+    rows = INPUT // 4096
+    rng = np.random.default_rng(6)
+    np.savez(tmp_path / "a.npz", x=rng.integers(0, 256, (rows, 4096), dtype=np.uint8),
+             y=np.arange(rows))
+    check(lake, "z", "x", rows, import_peak(lake, tmp_path, "z", "--npz", tmp_path / "a.npz"),
+          "arrays")

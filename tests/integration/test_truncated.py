@@ -42,6 +42,38 @@ def test_npz_cut_anywhere_is_refused(lake, tmp_path):
     assert lake.info("n")["rows"] == 300
 
 
+def test_npz_member_shorter_than_its_header_is_refused(lake, tmp_path):
+    """A whole zip (every CRC right) whose array holds fewer rows than its NPY header says,
+    in the array's first piece or past it (an array is read a piece of rows at a time)."""
+    lake.create("n")
+    before = lake.snapshot("n")
+    for rows, kept in ((300, 200), (600_000, 599_999), (600_000, 0)):
+        buf = io.BytesIO()
+        np.save(buf, np.arange(rows, dtype=np.int64))
+        raw = buf.getvalue()
+        head = len(raw) - 8 * rows
+        path = tmp_path / f"short{rows}_{kept}.npz"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("a.npy", raw[:head + 8 * kept])
+            z.writestr("b.npy", raw)
+        p = lake.import_("n", {}, "--npz", path, check=False)
+        assert p.returncode != 0, p.stdout
+        assert "a.npy: shorter than its NPY header says" in p.stderr, p.stderr
+        assert lake.snapshot("n") == before
+    # ending inside its header, at every length short of it
+    buf = io.BytesIO()
+    np.save(buf, np.arange(3))
+    raw = buf.getvalue()
+    for cut in (0, 5, 9, 10, 63, 64, 100, len(raw) - 25):
+        path = tmp_path / f"head{cut}.npz"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("a.npy", raw[:cut])
+        p = lake.import_("n", {}, "--npz", path, check=False, timeout=30)
+        assert p.returncode != 0, p.stdout
+        assert "a.npy: " in p.stderr and "unchanged" in p.stderr, p.stderr
+        assert lake.snapshot("n") == before
+
+
 def wds_bytes(n=12):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* import_archive: sources read through libarchive. An .npz file (a zip of .npy members, each a
- * column of its rows) and WebDataset shards (tar files whose members, grouped by key, are
- * samples: `.jpg`/`.jpeg`/`.png` decoded images, `.cls` int64, `.txt` and `.json` text, `.npy`
- * tensors, anything else bytes, and the key a text `key` column). */
+/* import_wds: WebDataset shards read through libarchive: tar files whose members, grouped by
+ * key, are samples (`.jpg`/`.jpeg`/`.png` decoded images, `.cls` int64, `.txt` and `.json` text,
+ * `.npy` tensors, anything else bytes, and the key a text `key` column). */
 #include "import.h"
 
 #include <errno.h>
@@ -14,93 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <archive.h>
 #include <archive_entry.h>
 
+#include "archread.h"
 #include "image.h"
 #include "pipeline.h"
 #include "rowcol.h"
 #include "source.h"
 #include "workpool.h"
-
-#define MAX_COLS 64
-
-enum archive_kind { ZIP, TAR };
-
-/* A zip is read through its central directory (libarchive's seekable reader), so a file cut
- * short, or whose directory does not match its members, is refused before anything is
- * imported; a tar front to back, a header at a time (next_member tells its end from damage).
- * keep_fd: NULL, or where the descriptor of the file (a URL's object: its copy in memory) is
- * left open for the caller to close. */
-static struct archive *open_archive(const char *path, enum archive_kind kind, int *keep_fd)
-{
-	struct archive *a = archive_read_new();
-	char proc[64];
-	int fd;
-
-	if (!a)
-		return NULL;
-	if (kind == ZIP) {
-		archive_read_support_format_zip_seekable(a);
-	} else {
-		archive_read_support_format_tar(a);
-		archive_read_support_filter_all(a);
-	}
-	/* A URL's object is fetched into memory; libarchive reopens that through /proc. */
-	fd = tfs_source_open_file(path);
-	if (fd >= 0)
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	if (fd < 0 || archive_read_open_filename(a, proc, 1 << 16) != ARCHIVE_OK) {
-		if (fd >= 0)
-			tfs_err("%s: %s%s", path, archive_error_string(a),
-				kind == ZIP
-					? " (not a zip file, or cut short: no central directory)"
-					: "");
-		archive_read_free(a);
-		a = NULL;
-	}
-	if (a && fd >= 0 && keep_fd)
-		*keep_fd = fd;
-	else if (fd >= 0)
-		close(fd);
-	return a;
-}
-
-/* The next member's header: 1, or 0 at the archive's proper end, or -EIO when the archive is
- * damaged or cut short there (logged). */
-static int next_member(struct archive *a, const char *path, struct archive_entry **e)
-{
-	const int r = archive_read_next_header(a, e);
-
-	if (r == ARCHIVE_OK)
-		return 1;
-	if (r == ARCHIVE_EOF)
-		return 0;
-	tfs_err("%s: damaged or cut short: %s", path,
-		archive_error_string(a) ? archive_error_string(a) : "no reason given");
-	return -EIO;
-}
-
-/* The rest of the current member into out, read straight into its room (kept from one member
- * to the next: a pipeline's items are reused). */
-static int read_member(struct archive *a, const char *path, struct tfs_buf *out)
-{
-	la_ssize_t n;
-
-	out->len = 0;
-	do {
-		if (tfs_buf_reserve(out, 1 << 16))
-			return -ENOMEM;
-		n = archive_read_data(a, out->data + out->len, out->cap - out->len - 1);
-		if (n > 0)
-			out->len += (size_t)n;
-	} while (n > 0);
-	if (n < 0) {
-		tfs_err("%s: %s", path, archive_error_string(a));
-		return -EIO;
-	}
-	return 0;
-}
 
 /* An NPY held in memory: its header, checked against its length. */
 static int npy_in(const struct tfs_buf *b, const char *what, struct tfs_npy_info *info)
@@ -127,117 +47,6 @@ static int npy_in(const struct tfs_buf *b, const char *what, struct tfs_npy_info
 	if (info->big_endian)
 		tfs_dtype_swap(&info->dtype, b->data + info->data_offset, (size_t)bytes);
 	return 0;
-}
-
-/* --- .npz ----------------------------------------------------------------------------------- */
-
-int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
-		   const struct tfs_import_opts *o, struct tfs_import_result *res,
-		   struct tfs_id *commit_id)
-{
-	struct tfs_manifest m = { 0 };
-	struct tfs_workpool *pool = NULL;
-	struct tfs_buf b = { 0 };
-	struct archive *a = NULL;
-	struct archive_entry *e;
-	uint64_t rows = UINT64_MAX;
-	size_t ncols = 0;
-	struct tfs_txn t;
-	int rc;
-
-	memset(res, 0, sizeof(*res));
-	rc = tfs_txn_begin(&t, s, ds, o);
-	if (!rc)
-		rc = tfs_manifest_copy_extra(&t.old, MAX_COLS, &m);
-	/* Members are read and split into rows on this thread, chunks encoded on the pool. */
-	if (!rc)
-		rc = tfs_import_pool(o, &pool);
-	if (!rc && !(a = open_archive(path, ZIP, NULL)))
-		rc = -EINVAL;
-	/* One pass: each member's rows go to its column as they are read. A damaged archive
-	 * fails the import whatever was read before: an array missing is no partial result. */
-	while (!rc && (rc = next_member(a, path, &e)) == 1) {
-		const char *name = archive_entry_pathname(e);
-		char col[160], what[512];
-		size_t n = strlen(name);
-		struct tfs_npy_info info;
-		struct tfs_column *c = NULL;
-		struct tfs_rowcol *w = NULL;
-		uint64_t row_bytes;
-		size_t at;
-
-		rc = 0;
-		if (n <= 4 || strcmp(name + n - 4, ".npy") || n - 4 >= sizeof(col))
-			continue;
-		snprintf(col, sizeof(col), "%.*s", (int)(n - 4), name);
-		snprintf(what, sizeof(what), "%s: %s", path, name);
-		if (!tfs_name_valid(col)) {
-			tfs_err("%s: '%s' is not a valid column name", what, col);
-			rc = -EINVAL;
-			break;
-		}
-		rc = read_member(a, what, &b);
-		if (!rc)
-			rc = npy_in(&b, what, &info);
-		if (rc)
-			break;
-		if (rows == UINT64_MAX)
-			rows = info.shape[0];
-		if (info.shape[0] != rows) {
-			tfs_err("%s has %" PRIu64 " rows, the archive's first array %" PRIu64, what,
-				info.shape[0], rows);
-			rc = -EINVAL;
-			break;
-		}
-		if (!tfs_manifest_column(&m, col) && ++ncols > MAX_COLS) {
-			rc = -E2BIG;
-			break;
-		}
-		rc = tfs_import_column(&m, col, TFS_COL_FIXED, &info.dtype, info.ndim - 1,
-				       info.shape + 1, o, what, &at);
-		c = rc ? NULL : &m.cols[at];
-		if (!rc)
-			rc = tfs_rowcol_begin(s, ds, &m, (size_t)(c - m.cols), &w);
-		if (!rc)
-			tfs_rowcol_use_pool(w, pool);
-		/* The source's rows (a ragged column takes them with their shape). */
-		row_bytes = info.dtype.itemsize;
-		for (unsigned d = 1; d < info.ndim; d++)
-			row_bytes *= info.shape[d];
-		for (uint64_t r = 0; !rc && r < rows; r++)
-			rc = tfs_rowcol_add(w, b.data + info.data_offset + r * row_bytes,
-					    (size_t)row_bytes, info.shape + 1);
-		if (!rc)
-			rc = tfs_rowcol_finish(w);
-		tfs_rowcol_free(w);
-		tfs_progress_add(o->progress, rows * row_bytes, 0);
-	}
-	if (!rc && rows == UINT64_MAX) {
-		tfs_err("%s: no .npy arrays in it", path);
-		rc = -EINVAL;
-	}
-	/* Every column of the dataset keeps the same number of rows. */
-	for (size_t i = 0; !rc && i < m.ncols; i++)
-		if (m.cols[i].part == TFS_PART_NONE && m.cols[i].rows != m.cols[0].rows) {
-			tfs_err("column %s would have %" PRIu64 " rows and %s %" PRIu64
-				"; import all of a dataset's columns together",
-				m.cols[i].name, m.cols[i].rows, m.cols[0].name, m.cols[0].rows);
-			rc = -EINVAL;
-		}
-	if (!rc) {
-		m.rows = m.cols[0].rows;
-		res->rows = rows;
-		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
-	}
-	if (pool)
-		res->busy_peak = tfs_workpool_busy_peak(pool);
-	tfs_workpool_destroy(pool);
-	if (a)
-		archive_read_free(a);
-	tfs_buf_free(&b);
-	tfs_manifest_free(&m);
-	tfs_txn_end(&t);
-	return rc;
 }
 
 /* --- WebDataset ----------------------------------------------------------------------------- */
@@ -270,7 +79,7 @@ struct wsample {
 	size_t nf;
 	char key[1024];
 	char why[200]; /* "": whole and good */
-	struct wvalue v[MAX_COLS];
+	struct wvalue v[TFS_ARCHIVE_MAX_COLS];
 };
 
 static enum wkind wkind_of(const char *ext)
@@ -413,7 +222,7 @@ static void sample_clear(void *item)
 {
 	struct wsample *sm = item;
 
-	for (size_t i = 0; i < MAX_COLS; i++) {
+	for (size_t i = 0; i < TFS_ARCHIVE_MAX_COLS; i++) {
 		tfs_buf_free(&sm->v[i].val);
 		tfs_image_free(&sm->v[i].img);
 	}
@@ -481,7 +290,7 @@ static int damaged_tail(const char *shard, const char *after, int strict,
 /* The fields of the first sample of the first shard, and the kinds of their columns. */
 static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 {
-	struct archive *a = open_archive(shard, TAR, NULL);
+	struct archive *a = tfs_archive_open(shard, TFS_ARCHIVE_TAR, NULL);
 	struct archive_entry *e;
 	char key[1024], first[1024] = "";
 	const char *ext;
@@ -490,7 +299,7 @@ static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 	*nf = 0;
 	if (!a)
 		return -EINVAL;
-	while ((r = next_member(a, shard, &e)) == 1) {
+	while ((r = tfs_archive_next(a, shard, &e)) == 1) {
 		if (archive_entry_filetype(e) != AE_IFREG ||
 		    !split_name(archive_entry_pathname(e), key, sizeof(key), &ext))
 			continue;
@@ -498,8 +307,8 @@ static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 			snprintf(first, sizeof(first), "%s", key);
 		if (strcmp(key, first))
 			break;
-		if (*nf == MAX_COLS || !tfs_name_valid(ext) || strlen(ext) >= sizeof(f->ext) ||
-		    !strcmp(ext, "key"))
+		if (*nf == TFS_ARCHIVE_MAX_COLS || !tfs_name_valid(ext) ||
+		    strlen(ext) >= sizeof(f->ext) || !strcmp(ext, "key"))
 			continue;
 		memset(&f[*nf], 0, sizeof(f[*nf]));
 		snprintf(f[*nf].ext, sizeof(f[*nf].ext), "%s", ext);
@@ -520,7 +329,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 					     [W_TEXT] = "|u1",
 					     [W_NPY] = NULL,
 					     [W_BYTES] = "|u1" };
-	struct wfield f[MAX_COLS];
+	struct wfield f[TFS_ARCHIVE_MAX_COLS];
 	struct tfs_manifest m = { 0 };
 	struct tfs_rowcol *keyw = NULL;
 	struct tfs_dtype u1;
@@ -550,19 +359,19 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		struct tfs_dtype dt;
 
 		if (f[i].kind == W_NPY) {
-			struct archive *a = open_archive(shards[0], TAR, NULL);
+			struct archive *a = tfs_archive_open(shards[0], TFS_ARCHIVE_TAR, NULL);
 			struct archive_entry *e;
 			struct tfs_buf b = { 0 };
 			struct tfs_npy_info info;
 			const char *ext;
 
 			rc = a ? -ENOENT : -EINVAL;
-			while (a && rc == -ENOENT && next_member(a, shards[0], &e) == 1)
+			while (a && rc == -ENOENT && tfs_archive_next(a, shards[0], &e) == 1)
 				if (split_name(archive_entry_pathname(e), key, sizeof(key), &ext) &&
 				    !strcmp(ext, f[i].ext))
-					rc = read_member(a, shards[0], &b)  ? -EIO
-					     : npy_in(&b, shards[0], &info) ? -EINVAL
-									    : 0;
+					rc = tfs_archive_read_member(a, shards[0], &b) ? -EIO
+					     : npy_in(&b, shards[0], &info)	       ? -EINVAL
+										       : 0;
 			if (a)
 				archive_read_free(a);
 			tfs_buf_free(&b);
@@ -605,7 +414,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	 * goes to the pool to be decoded while the next one is read. */
 	for (size_t sh = 0; !rc && sh < nshards; sh++) {
 		int fd = -1;
-		struct archive *a = open_archive(shards[sh], TAR, &fd);
+		struct archive *a = tfs_archive_open(shards[sh], TFS_ARCHIVE_TAR, &fd);
 		struct archive_entry *e;
 		char last[1024] = ""; /* the shard's sample before cur */
 		const char *ext;
@@ -615,7 +424,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 			rc = -EINVAL;
 			break;
 		}
-		while (!rc && (r = next_member(a, shards[sh], &e)) == 1) {
+		while (!rc && (r = tfs_archive_next(a, shards[sh], &e)) == 1) {
 			size_t i = 0;
 
 			if (archive_entry_filetype(e) != AE_IFREG ||
@@ -632,7 +441,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 			while (i < nf && strcmp(f[i].ext, ext))
 				i++;
 			if (i < nf) {
-				rc = read_member(a, shards[sh], &cur->v[i].val);
+				rc = tfs_archive_read_member(a, shards[sh], &cur->v[i].val);
 				cur->v[i].have = 1;
 				tfs_progress_add(o->progress, cur->v[i].val.len, 0);
 				if (rc == -EIO) {
