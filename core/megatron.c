@@ -154,7 +154,7 @@ static int check(struct mfile *f, const char *prefix, int *identity_docs, uint64
 		const int32_t n = len_of(f, i);
 		const uint64_t p = le64(f->ptrs + 8 * i);
 
-		if (p <= f->bin_len)
+		if (f->bin && p <= f->bin_len)
 			tfs_import_map_done(&done, f->bin + p);
 
 		if (n < 0 || p > f->bin_len || (uint64_t)n * f->isz > f->bin_len - p) {
