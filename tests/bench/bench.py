@@ -13,7 +13,8 @@ directory under /tmp, imports it into a lake, then runs the selected cases:
      chunk payloads on the same cores (the decompression limit) vs. a local .npy read cold
   2  warm re-read through the mount vs. a local .npy in the page cache
   3  random rows (20,000 random indices) through the mount vs. a local .npy, cold and warm;
-     each cold run's disk reads and bytes a row (/proc/diskstats) beside its rate
+     each cold run's disk reads and bytes a row (/proc/diskstats) beside its rate, and the
+     mount's daemon CPU a row (user and system): where a cold row's time goes
   4  time to first batch: launching `tensorfs mount` -> first 64 rows in a numpy array
   5  scanning a column 4x larger than cache_mem: peak daemon RSS vs. the budget
   6  a plain PyTorch DataLoader (map-style, shuffle) over the mount vs. over a local .npy

@@ -364,7 +364,7 @@ def random_rows(ctx, res, case, cache_mem):
     n = len(idx)
     res["indices"] = n
     res["row_bytes"] = rb
-    v, dm = {}, {}
+    v, dm, dcpu = {}, {}, {}
     for method in ("mmap", "pread"):
         fn = ((lambda p: random_mmap(p, idx)) if method == "mmap"
               else (lambda p: random_pread(p, idx, rb)))
@@ -379,6 +379,7 @@ def random_rows(ctx, res, case, cache_mem):
                         with CpuMeter(m.pid) as c, DiskMeter(ctx.npy) as d:
                             cold.append(fn(path))
                         res.setdefault(f"cold_{method}_mount_cpu", []).append(c.as_dict())
+                        dcpu[method] = c
                         warm.append(fn(path))
                         stats.append(m.stats())
                 else:
@@ -399,17 +400,29 @@ def random_rows(ctx, res, case, cache_mem):
                 res[f"{method}_mount_daemon_stats"] = stats
             log(f"  random {method:5s} {where:5s}: cold {v[(method, where, 'cold')]:,.0f} "
                 f"rows/s, warm {v[(method, where, 'warm')]:,.0f} rows/s"
-                + (f"; cold: {disk[-1].per(n)}" if disk[-1].per(n) else ""))
+                + (f"; cold: {disk[-1].per(n)}" if disk[-1].per(n) else "")
+                + (f"; {daemon_per_row(dcpu[method], n)}" if where == "mount" else ""))
     for state in ("cold", "warm"):
         for method, label in (("mmap", "np.array(mm[i])"), ("pread", "pread(row)")):
             cost = ""
             if state == "cold" and dm[(method, "mount")].per(n):
                 cost = (f"; a row cost the disk {dm[(method, 'mount')].per(n)} "
                         f"(local: {dm[(method, 'local')].per(n)})")
+            if state == "cold" and method in dcpu and daemon_per_row(dcpu[method], n):
+                cost += f"; {daemon_per_row(dcpu[method], n)}"
             ctx.add(case, f"{state} random {n} rows {label}", v[(method, "mount", state)],
                     "rows/s", f"local .npy {state}", v[(method, "local", state)],
                     note=f"{rb} B rows" + (f", cache_mem={cache_mem}" if cache_mem else "") + cost,
                     target=("ratio", 0.5) if case == 10 else None)
+
+
+def daemon_per_row(c, n):
+    """What a cold row cost the daemon's CPU (a CpuMeter over n rows), or '' where not known:
+    with the disk's cost per row, where a cold row's time goes."""
+    if c.daemon_s is None or not n:
+        return ""
+    return (f"daemon CPU {c.daemon_s / n * 1e6:.0f} us a row (user "
+            f"{c.daemon_user_s / n * 1e6:.0f}, sys {c.daemon_sys_s / n * 1e6:.0f})")
 
 
 def case4(ctx, res):
