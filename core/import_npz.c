@@ -58,18 +58,16 @@ static int npy_head(struct archive *a, const char *what, struct tfs_buf *b,
 	return 0;
 }
 
-/* The rows of the current member (its header read into b by npy_head) added to w, a piece of
- * whole rows at a time: an array is never in memory whole. */
+/* The rows (of row_bytes each) of the current member, its header read into b by npy_head, added
+ * to w a piece of whole rows at a time: an array is never in memory whole. */
 static int npy_rows(struct archive *a, const char *what, struct tfs_buf *b,
-		    const struct tfs_npy_info *info, struct tfs_rowcol *w)
+		    const struct tfs_npy_info *info, uint64_t row_bytes, struct tfs_rowcol *w)
 {
-	uint64_t row_bytes = info->dtype.itemsize, per, left = info->shape[0];
+	uint64_t per, left = info->shape[0];
 	size_t have = b->len - (size_t)info->data_offset; /* data read with the header */
 	struct tfs_buf piece = { 0 };
 	int rc = 0;
 
-	for (unsigned d = 1; d < info->ndim; d++)
-		row_bytes *= info->shape[d];
 	if (!row_bytes) { /* rows of no bytes: nothing to read */
 		for (; !rc && left; left--)
 			rc = tfs_rowcol_add(w, "", 0, info->shape + 1);
@@ -179,7 +177,7 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 		for (unsigned d = 1; d < info.ndim; d++)
 			row_bytes *= info.shape[d];
 		if (!rc)
-			rc = npy_rows(a, what, &b, &info, w);
+			rc = npy_rows(a, what, &b, &info, row_bytes, w);
 		if (!rc)
 			rc = tfs_rowcol_finish(w);
 		tfs_rowcol_free(w);
@@ -190,15 +188,11 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 		rc = -EINVAL;
 	}
 	/* Every column of the dataset keeps the same number of rows. */
-	for (size_t i = 0; !rc && i < m.ncols; i++)
-		if (m.cols[i].part == TFS_PART_NONE && m.cols[i].rows != m.cols[0].rows) {
-			tfs_err("column %s would have %" PRIu64 " rows and %s %" PRIu64
-				"; import all of a dataset's columns together",
-				m.cols[i].name, m.cols[i].rows, m.cols[0].name, m.cols[0].rows);
-			rc = -EINVAL;
-		}
 	if (!rc) {
-		m.rows = m.cols[0].rows;
+		m.rows = t.old.rows + rows;
+		rc = tfs_import_same_rows(&m, m.rows, path);
+	}
+	if (!rc) {
 		res->rows = rows;
 		rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 	}

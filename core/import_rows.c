@@ -55,11 +55,12 @@ out:
 void tfs_import_map_done(const uint8_t **done, const uint8_t *to)
 {
 	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	const uint8_t *start = (const uint8_t *)((uintptr_t)*done / page * page);
 	const uint8_t *end = (const uint8_t *)((uintptr_t)to / page * page);
 
-	if (end < *done || (size_t)(end - *done) < TFS_MAP_DONE_STEP)
+	if (end < start || (size_t)(end - start) < TFS_MAP_DONE_STEP)
 		return;
-	madvise((void *)*done, (size_t)(end - *done), MADV_DONTNEED);
+	madvise((void *)start, (size_t)(end - start), MADV_DONTNEED);
 	*done = end;
 }
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "import.h"
 #include "jsonalloc.h"
@@ -249,8 +248,7 @@ int tfs_jsonl_scan(struct tfs_workpool *pool, const char *from, const char *end,
 	/* The blocks start from the kinds t had, a copy of their own: t is widened by their
 	 * results as they come in, while later blocks are counted. */
 	struct tfs_jtally *t0 = malloc(sizeof(*t0));
-	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	struct scan sc = { t, (const uint8_t *)((uintptr_t)from / page * page) };
+	struct scan sc = { t, (const uint8_t *)from };
 	struct tfs_pipeline *pipe = NULL;
 	int rc;
 

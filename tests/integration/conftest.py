@@ -313,12 +313,13 @@ def leased_batch(mnt, target, pids):
     return ctl, files
 
 
-def vm_rss(pid):
-    """VmRSS of a process in bytes (None when it is gone)."""
+def vm_rss(pid, field="VmRSS"):
+    """VmRSS of a process in bytes (None when it is gone); field: another of its memory figures
+    in /proc/PID/status (VmHWM: its peak RSS so far)."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None

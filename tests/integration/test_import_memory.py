@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import SANITIZE, TENSORFS_BIN, schema_column
+from conftest import SANITIZE, TENSORFS_BIN, schema_column, vm_rss
 from test_megatron import write_megatron
 
 MiB = 1 << 20
@@ -26,18 +26,6 @@ BOUND = 64 * MiB
 pytestmark = pytest.mark.skipif(
     SANITIZE, reason="TENSORFS_SANITIZE=1: a sanitizer's shadow memory and quarantine inflate "
     "RSS, so a memory bound cannot be checked on a sanitizer build")
-
-
-def vm_hwm(pid):
-    """A process's peak RSS so far (VmHWM) in bytes; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def import_peak(lake, tmp_path, ds, *args):
@@ -54,7 +42,7 @@ def import_peak(lake, tmp_path, ds, *args):
         while p.poll() is None:
             with contextlib.suppress(OSError):
                 if os.readlink(f"/proc/{p.pid}/exe") == exe:
-                    peak = max(peak, vm_hwm(p.pid) or 0)
+                    peak = max(peak, vm_rss(p.pid, "VmHWM") or 0)
             if time.monotonic() - t0 > 300:
                 p.kill()
                 p.wait()
