@@ -5,14 +5,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "http.h"
 #include "util.h"
 
-#define PIECE (8u << 20) /* bytes fetched per ranged GET */
+/* Objects up to this size are held in memory (a memfd) while they are imported; larger ones are
+ * spooled to an unlinked file on disk, so that an import's memory does not grow with its source:
+ * the page cache may write those pages out and drop them. */
+#define HOLD_IN_MEMORY (64ull << 20)
 
 int tfs_source_is_url(const char *path)
 {
@@ -43,46 +51,150 @@ static int open_parent(const char *url, struct tfs_store **s, const char **key)
 	return rc;
 }
 
-/* Copy the object into fd, PIECE bytes at a time. */
-static int fetch_into(struct tfs_store *s, const char *url, const char *key, int fd)
+/* The directory a large source is spooled to: $TMPDIR, else /var/tmp (on disk where /tmp may be
+ * a tmpfs, which is memory). */
+static const char *spool_dir(void)
 {
-	uint64_t size, off = 0;
-	uint8_t *buf;
-	int rc = tfs_store_head(s, key, &size);
+	const char *d = getenv("TMPDIR");
 
-	if (rc) {
-		tfs_err("%s: %s", url, rc == -ENOENT ? "no such object" : strerror(-rc));
+	return d && *d ? d : "/var/tmp";
+}
+
+/* An unlinked file of `size` bytes, its blocks reserved, in the spool directory; -errno (with
+ * the reason in why) when it cannot be had. */
+static int spool_open(uint64_t size, char *why, size_t why_len)
+{
+	const char *dir = spool_dir();
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc;
+
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		/* A file system without O_TMPFILE: a named file, unlinked at once. */
+		char path[PATH_MAX];
+
+		if (snprintf(path, sizeof(path), "%s/tensorfs-source-XXXXXX", dir) >=
+		    (int)sizeof(path)) {
+			snprintf(why, why_len, "%s: path too long", dir);
+			return -ENAMETOOLONG;
+		}
+		fd = mkostemp(path, O_CLOEXEC);
+		if (fd >= 0)
+			unlink(path);
+	}
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, why_len, "%s: %s", dir, strerror(errno));
 		return rc;
 	}
-	buf = malloc(PIECE);
+	/* Reserved now, so that a disk without room says so before anything is fetched. */
+	rc = posix_fallocate(fd, 0, (off_t)size);
+	if (rc) {
+		snprintf(why, why_len, "%s: no room for %llu bytes: %s", dir,
+			 (unsigned long long)size, strerror(rc));
+		close(fd);
+		return -rc;
+	}
+	return fd;
+}
+
+/* A descriptor to hold an object of `size` bytes: a memfd for a small one, a spool file for a
+ * large one, or a memfd after all (said once) when no spool file can be had. */
+static int hold_open(const char *url, uint64_t size)
+{
+	char why[PATH_MAX + 128];
+	int fd;
+
+	if (size > HOLD_IN_MEMORY) {
+		fd = spool_open(size, why, sizeof(why));
+		if (fd >= 0)
+			return fd;
+		tfs_warn("%s: cannot spool its %llu bytes to disk (%s; set TMPDIR): holding it in "
+			 "memory",
+			 url, (unsigned long long)size, why);
+	}
+	fd = memfd_create("tensorfs-source", MFD_CLOEXEC);
+	if (fd < 0) {
+		fd = -errno;
+		tfs_err("%s: memfd_create: %s", url, strerror(errno));
+	} else if (ftruncate(fd, (off_t)size) < 0) {
+		const int err = errno;
+
+		tfs_err("%s: cannot hold %llu bytes in memory: %s", url, (unsigned long long)size,
+			strerror(err));
+		close(fd);
+		fd = -err;
+	}
+	return fd;
+}
+
+/* A fetch's pieces, taken by up to `parallel` fetchers at once. */
+struct fetch {
+	struct tfs_store *s;
+	const char *url, *key;
+	uint64_t size, piece;
+	int fd;
+	pthread_mutex_t lock;
+	void *spare[64]; /* guarded by lock: piece buffers not in use (a fetcher's at most) */
+	unsigned nspare; /* guarded by lock */
+};
+
+/* A piece buffer: one left by an earlier piece (already faulted in), or a new one. */
+static void *buf_take(struct fetch *f)
+{
+	void *b = NULL;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->nspare)
+		b = f->spare[--f->nspare];
+	pthread_mutex_unlock(&f->lock);
+	return b ? b : malloc((size_t)f->piece);
+}
+
+static void buf_give(struct fetch *f, void *b)
+{
+	pthread_mutex_lock(&f->lock);
+	if (f->nspare < sizeof(f->spare) / sizeof(f->spare[0])) {
+		f->spare[f->nspare++] = b;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&f->lock);
+	free(b);
+}
+
+static int fetch_piece(void *arg, size_t i)
+{
+	struct fetch *f = arg;
+	const uint64_t off = (uint64_t)i * f->piece;
+	const size_t want = (size_t)(f->size - off < f->piece ? f->size - off : f->piece);
+	void *buf = buf_take(f);
+	ssize_t got;
+	int rc = 0;
+
 	if (!buf)
 		return -ENOMEM;
-	while (off < size) {
-		const size_t want = size - off < PIECE ? (size_t)(size - off) : PIECE;
-		ssize_t got = tfs_store_get_range(s, key, off, buf, want);
+	got = tfs_store_get_range(f->s, f->key, off, buf, want);
+	if (got < 0 || (size_t)got != want) {
+		rc = got < 0 ? (int)got : -EIO;
+		tfs_err("%s: read at byte %llu: %s", f->url, (unsigned long long)off,
+			got < 0 ? strerror(-rc) : "the object ended early (changed while read?)");
+	} else {
+		/* The space is reserved (spool file) or memory (memfd): a short write is an error. */
+		const ssize_t put = pwrite(f->fd, buf, want, (off_t)off);
 
-		if (got <= 0) {
-			rc = got < 0 ? (int)got : -EIO;
-			tfs_err("%s: read at byte %llu: %s", url, (unsigned long long)off,
-				got < 0 ? strerror(-rc) : "the object ended early");
-			break;
+		if (put != (ssize_t)want) {
+			rc = put < 0 ? -errno : -EIO;
+			tfs_err("%s: cannot hold byte %llu: %s", f->url, (unsigned long long)off,
+				strerror(-rc));
 		}
-		rc = tfs_write_full(fd, buf, (size_t)got);
-		if (rc) {
-			tfs_err("%s: cannot hold it in memory: %s", url, strerror(-rc));
-			break;
-		}
-		off += (uint64_t)got;
 	}
-	free(buf);
+	buf_give(f, buf);
 	return rc;
 }
 
 int tfs_source_open_file(const char *path)
 {
-	struct tfs_store *s = NULL;
-	const char *key;
-	int fd, rc;
+	struct tfs_config_http cfg;
+	struct fetch f = { .url = path, .lock = PTHREAD_MUTEX_INITIALIZER };
+	int fd = -1, rc;
 
 	if (!tfs_source_is_url(path)) {
 		fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -93,19 +205,32 @@ int tfs_source_open_file(const char *path)
 		}
 		return fd;
 	}
-	rc = open_parent(path, &s, &key);
+	rc = tfs_config_http(&cfg);
 	if (rc)
 		return rc;
-	fd = memfd_create("tensorfs-source", MFD_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		tfs_err("%s: memfd_create: %s", path, strerror(errno));
-	} else {
-		rc = fetch_into(s, path, key, fd);
-		if (!rc && lseek(fd, 0, SEEK_SET) < 0)
-			rc = -errno;
+	rc = open_parent(path, &f.s, &f.key);
+	if (rc)
+		return rc;
+	rc = tfs_store_head(f.s, f.key, &f.size);
+	if (rc) {
+		tfs_err("%s: %s", path, rc == -ENOENT ? "no such object" : strerror(-rc));
+		goto out;
 	}
-	tfs_store_close(s);
+	fd = hold_open(path, f.size);
+	if (fd < 0) {
+		rc = fd;
+		goto out;
+	}
+	f.fd = fd;
+	f.piece = cfg.part_size;
+	/* Pieces in flight at once, each a connection of its own: an object store caps what one
+	 * connection brings (S3: about 85-90 MB/s). */
+	rc = tfs_http_parallel(NULL, TFS_WORK_NORMAL, (size_t)((f.size + f.piece - 1) / f.piece),
+			       cfg.parallel, fetch_piece, &f);
+out:
+	while (f.nspare)
+		free(f.spare[--f.nspare]);
+	tfs_store_close(f.s);
 	if (rc) {
 		if (fd >= 0)
 			close(fd);
@@ -113,7 +238,6 @@ int tfs_source_open_file(const char *path)
 	}
 	return fd;
 }
-
 int tfs_source_open_tree(const char *path, struct tfs_store **out)
 {
 	char abs[PATH_MAX];

@@ -11,9 +11,12 @@
 int tfs_source_is_url(const char *path);
 
 /* A file source as a readable, seekable, mappable descriptor: a local file opened read-only, or
- * the object at a URL fetched in pieces into an anonymous memory file (memfd; the object is
- * held in memory while it is imported, never written to disk). Returns the descriptor or
- * -errno (logged, naming the source). */
+ * the object at a URL fetched as ranged GETs of the [http] part size, as many at once as its
+ * `parallel` setting says, into an unnamed file: in memory (a memfd) for an object of up to 64
+ * MiB, else an unlinked file in $TMPDIR (default /var/tmp), its space reserved before the fetch,
+ * so that memory does not grow with the source; in memory after all, with a warning, when no
+ * such file can be had. Returns the descriptor, at offset 0, or -errno (logged, naming the
+ * source). */
 int tfs_source_open_file(const char *path);
 
 /* A tree source (a directory, or a prefix under a URL) as a store rooted there: list it with

@@ -26,6 +26,10 @@ read()s:
              plain/x.npy
   transport  --parallel curl processes (default 8), each fetching --range-mib (default 8) ranged
              GETs of plain/x.npy one after another on one kept-alive connection
+  import     tensorfs import of plain/x.npy into a local lake (x=s3://bench/plain/x.npy): the
+             object is fetched as ranged GETs of [http] part_size, `parallel` at once (set them
+             with --import-env TENSORFS_HTTP_PARALLEL=8,...), into a spool file, then imported;
+             MB/s of the .npy's bytes, against the transport case (not run by default)
   tensorfs_random, s3fs_random (not run by default)
              np.load(mmap_mode="r") of the file, then 16 rows read one after another, one from
              each sixteenth of the column in a seeded random order (the training pattern
@@ -459,6 +463,29 @@ class Bench:
                 "options": opts.replace(str(self.pw), "PASSWD"),
                 **({"ms_per_row": lat} if random else {})}
 
+    def case_import(self):
+        lake = self.work / "import-lake"
+        shutil.rmtree(lake, ignore_errors=True)
+        env = dict(self.env)
+        for kv in filter(None, self.a.import_env.split(",")):
+            k, v = kv.split("=", 1)
+            env[k] = v
+        self.run_client([TFS, "create", f"file://{lake}/ds"], env, "tensorfs create")
+        warm_server_files(self.s3dir)
+        s0 = self.snapshot()
+        self.run_client([TFS, "import", f"file://{lake}/ds", "x=s3://bench/plain/x.npy",
+                         "--quiet"], env, "tensorfs import")
+        s1 = self.snapshot()
+        dt = s1["t"] - s0["t"]
+        info = json.loads(self.run_client([TFS, "info", f"file://{lake}/ds", "--json"], env,
+                                          "tensorfs info"))
+        if info["rows"] != len(self.arr):
+            raise RuntimeError(f"the import made {info['rows']} rows of {len(self.arr)}")
+        shutil.rmtree(lake, ignore_errors=True)
+        n = self.npy_bytes
+        return {"bytes": n, "seconds": dt, "MBps": n / dt / 1e6, "wire_MBps": n / dt / 1e6,
+                "import_env": self.a.import_env, **self.delta(s0, s1, reader="children")}
+
     def case_transport(self):
         warm_server_files(self.s3dir)
         size, rng, par = self.npy_bytes, self.a.range_mib << 20, self.a.parallel
@@ -520,6 +547,8 @@ def main():
     ap.add_argument("--chunk-size", default="", help="tensorfs import --chunk-size (default: "
                     "the import's, 4M)")
     ap.add_argument("--s3fs-opts", default="", help="extra s3fs -o options")
+    ap.add_argument("--import-env", default="", help="VAR=VALUE,... for the import case's "
+                    "tensorfs (e.g. TENSORFS_HTTP_PARALLEL=8)")
     ap.add_argument("--quick", action="store_true", help="64 MiB, one run per case")
     ap.add_argument("--out", default=str(REPO / "build" / "bench"))
     a = ap.parse_args()
@@ -527,7 +556,8 @@ def main():
     a.repeat = a.repeat or (1 if a.quick else 3)
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     for c in cases:
-        if c not in ("tensorfs", "view", "s3fs", "transport", "tensorfs_random", "s3fs_random"):
+        if c not in ("tensorfs", "view", "s3fs", "transport", "import", "tensorfs_random",
+                     "s3fs_random"):
             sys.exit(f"bench_s3: unknown case {c!r}")
 
     if os.geteuid() != 0:
@@ -627,6 +657,7 @@ def main():
     labels = {"tensorfs": "tensorfs (cache_mem=1G)", "view": "tensorfs, shuffled view",
               "s3fs": f"s3fs-fuse ({a.s3fs_opts or 'defaults'})"[:31],
               "transport": f"curl x{a.parallel}, {a.range_mib} MiB ranges",
+              "import": "tensorfs import x=s3://...",
               "tensorfs_random": f"tensorfs, {RANDOM_ROWS} random rows",
               "s3fs_random": f"s3fs, {RANDOM_ROWS} random rows"}
     for c in cases:
@@ -660,6 +691,10 @@ def main():
         if k in ratios:
             v = ratios[k]
             print(f"{k:<28}{v:6.2f}x   target >= {target:g}x   {'ok' if v >= target else 'MISS'}")
+    if med.get("import") and tr:
+        ratios["import_vs_transport"] = med["import"]["MBps"] / tr["MBps"]
+        print(f"{'import_vs_transport':<28}{ratios['import_vs_transport']:6.2f}x   (the .npy's "
+              f"bytes a second, a fetch and an import against a fetch; informational)")
     if "tensorfs_wire_vs_transport" in ratios:
         print(f"{'tensorfs_wire_vs_transport':<28}{ratios['tensorfs_wire_vs_transport']:6.2f}x"
               f"   (wire bytes over wire bytes, informational)")

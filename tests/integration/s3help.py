@@ -149,9 +149,11 @@ class UrlLake(Lake):
 
 
 class Nginx:
-    """nginx serving directory `root` read-only on 127.0.0.1:<free port> (autoindex optional)."""
+    """nginx serving directory `root` read-only on 127.0.0.1:<free port> (autoindex optional;
+    limit_rate: each response sent at most that fast, in nginx's units: "20m" is 20 MB/s). Its
+    access log (access_log()) gives each request's status, Range header and times."""
 
-    def __init__(self, workdir, root, autoindex=False, tls=None):
+    def __init__(self, workdir, root, autoindex=False, tls=None, limit_rate=None):
         if not os.access(NGINX, os.X_OK):
             missing("nginx (Debian package) is not installed")
         self.workdir = Path(workdir)
@@ -166,7 +168,8 @@ pid {w}/nginx.pid;
 error_log {w}/error.log;
 events {{ worker_connections 64; }}
 http {{
-    access_log {w}/access.log;
+    log_format timed '$status $msec $request_time "$http_range" "$request"';
+    access_log {w}/access.log timed;
     client_body_temp_path {w}/tmp_body;
     proxy_temp_path {w}/tmp_proxy;
     fastcgi_temp_path {w}/tmp_fastcgi;
@@ -179,6 +182,7 @@ http {{
         location /lake/ {{
             alias {root}/;
             autoindex {'on' if autoindex else 'off'};
+            {f'limit_rate {limit_rate};' if limit_rate else ''}
             limit_except GET HEAD {{ deny all; }}
         }}
     }}
@@ -200,6 +204,18 @@ http {{
     @property
     def url(self):
         return f"{self.scheme}://127.0.0.1:{self.port}/lake"
+
+    def access_log(self):
+        """[(status, start s, end s, Range header or "", request line)] of the requests
+        answered so far."""
+        out = []
+        path = self.workdir / "access.log"
+        for line in path.read_text().splitlines() if path.exists() else ():
+            status, end, took, rest = line.split(" ", 3)
+            rng, req = rest[1:-1].split('" "', 1)
+            out.append((int(status), float(end) - float(took), float(end),
+                        "" if rng == "-" else rng, req))
+        return out
 
     def stop(self):
         stop_proc(self.proc)
