@@ -177,7 +177,7 @@ static int fetch_piece(void *arg, size_t i)
 		tfs_err("%s: read at byte %llu: %s", f->url, (unsigned long long)off,
 			got < 0 ? strerror(-rc) : "the object ended early (changed while read?)");
 	} else {
-		/* The space is reserved (spool file) or memory (memfd): a short write is an error. */
+		/* The spool file's space is reserved, a memfd's is memory: short is an error. */
 		const ssize_t put = pwrite(f->fd, buf, want, (off_t)off);
 
 		if (put != (ssize_t)want) {
