@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <archive_entry.h>
@@ -12,38 +14,101 @@
 #include "source.h"
 #include "util.h"
 
-struct archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind, int *keep_fd)
-{
-	struct archive *a = archive_read_new();
-	char proc[64];
-	int fd;
+#define TFS_ARCHIVE_READ (1u << 20)
 
-	if (!a)
-		return NULL;
+static la_ssize_t ar_read(struct archive *a, void *arg, const void **out)
+{
+	struct tfs_archive *ar = arg;
+	const uint64_t size = tfs_source_size(ar->src);
+	const size_t len =
+		(size_t)(size - ar->off < TFS_ARCHIVE_READ ? size - ar->off : TFS_ARCHIVE_READ);
+	int rc;
+
+	*out = ar->buf;
+	if (!len)
+		return 0;
+	rc = tfs_source_pread(ar->src, ar->buf, len, ar->off);
+	if (rc) {
+		ar->err = rc;
+		archive_set_error(a, -rc, "%s", strerror(-rc));
+		return ARCHIVE_FATAL;
+	}
+	ar->off += len;
+	return (la_ssize_t)len;
+}
+
+/* Skipped bytes are never read, so never waited for. */
+static la_int64_t ar_skip(struct archive *a, void *arg, la_int64_t n)
+{
+	struct tfs_archive *ar = arg;
+	const uint64_t left = tfs_source_size(ar->src) - ar->off;
+
+	(void)a;
+	if (n < 0)
+		return 0;
+	if ((uint64_t)n > left)
+		n = (la_int64_t)left;
+	ar->off += (uint64_t)n;
+	return n;
+}
+
+static la_int64_t ar_seek(struct archive *a, void *arg, la_int64_t off, int whence)
+{
+	struct tfs_archive *ar = arg;
+	const int64_t base = whence == SEEK_SET	  ? 0
+			     : whence == SEEK_CUR ? (int64_t)ar->off
+						  : (int64_t)tfs_source_size(ar->src);
+
+	if (base + off < 0 || (uint64_t)(base + off) > tfs_source_size(ar->src)) {
+		archive_set_error(a, EINVAL, "seek out of the file");
+		return ARCHIVE_FATAL;
+	}
+	ar->off = (uint64_t)(base + off);
+	return (la_int64_t)ar->off;
+}
+
+struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind)
+{
+	struct tfs_archive *ar = calloc(1, sizeof(*ar));
+
+	if (!ar || !(ar->buf = malloc(TFS_ARCHIVE_READ)) || !(ar->a = archive_read_new())) {
+		tfs_err("%s: out of memory", path);
+		goto fail;
+	}
 	if (kind == TFS_ARCHIVE_ZIP) {
-		archive_read_support_format_zip_seekable(a);
+		archive_read_support_format_zip_seekable(ar->a);
 	} else {
-		archive_read_support_format_tar(a);
-		archive_read_support_filter_all(a);
+		archive_read_support_format_tar(ar->a);
+		archive_read_support_filter_all(ar->a);
 	}
-	/* A URL's object is fetched into memory; libarchive reopens that through /proc. */
-	fd = tfs_source_open_file(path);
-	if (fd >= 0)
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	if (fd < 0 || archive_read_open_filename(a, proc, 1 << 16) != ARCHIVE_OK) {
-		if (fd >= 0)
-			tfs_err("%s: %s%s", path, archive_error_string(a),
-				kind == TFS_ARCHIVE_ZIP
-					? " (not a zip file, or cut short: no central directory)"
-					: "");
-		archive_read_free(a);
-		a = NULL;
+	if (tfs_source_open(path, &ar->src))
+		goto fail;
+	archive_read_set_read_callback(ar->a, ar_read);
+	archive_read_set_skip_callback(ar->a, ar_skip);
+	archive_read_set_seek_callback(ar->a, ar_seek);
+	archive_read_set_callback_data(ar->a, ar);
+	if (archive_read_open1(ar->a) != ARCHIVE_OK) {
+		tfs_err("%s: %s%s", path, archive_error_string(ar->a),
+			kind == TFS_ARCHIVE_ZIP
+				? " (not a zip file, or cut short: no central directory)"
+				: "");
+		goto fail;
 	}
-	if (a && fd >= 0 && keep_fd)
-		*keep_fd = fd;
-	else if (fd >= 0)
-		close(fd);
-	return a;
+	return ar;
+fail:
+	tfs_archive_close(ar);
+	return NULL;
+}
+
+void tfs_archive_close(struct tfs_archive *ar)
+{
+	if (!ar)
+		return;
+	if (ar->a)
+		archive_read_free(ar->a);
+	tfs_source_close(ar->src);
+	free(ar->buf);
+	free(ar);
 }
 
 int tfs_archive_next(struct archive *a, const char *path, struct archive_entry **e)

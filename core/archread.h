@@ -9,6 +9,7 @@
 
 #include <archive.h>
 
+#include "source.h"
 #include "util.h"
 
 /* Columns an archive's import makes at most. */
@@ -16,12 +17,25 @@
 
 enum tfs_archive_kind { TFS_ARCHIVE_ZIP, TFS_ARCHIVE_TAR };
 
-/* A zip is read through its central directory (libarchive's seekable reader), so a file cut
- * short, or whose directory does not match its members, is refused before anything is
- * imported; a tar front to back, a header at a time (tfs_archive_next tells its end from damage).
- * keep_fd: NULL, or where the descriptor of the file (a URL's object: its copy in memory) is
- * left open for the caller to close. */
-struct archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind, int *keep_fd);
+/* An archive being read, from a source (source.h): a URL's object is read as it arrives, each
+ * read waiting for its bytes, so that a tar's import begins before its fetch ends. */
+struct tfs_archive {
+	struct archive *a;
+	struct tfs_source *src;
+	uint64_t off; /* where the next read of src begins */
+	uint8_t *buf; /* TFS_ARCHIVE_READ bytes: what libarchive is handed */
+	/* Set when a read of src failed (a fetch that failed, a disk's error): libarchive then
+	 * reports damage, which this tells apart from damage in the archive's bytes. */
+	int err;
+};
+
+/* A zip is read through its central directory (libarchive's seekable reader, at the file's
+ * end: a URL's is read whole first), so a file cut short, or whose directory does not match its
+ * members, is refused before anything is imported; a tar front to back, a header at a time
+ * (tfs_archive_next tells its end from damage). NULL on failure (logged). */
+struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind);
+/* Free the archive, and close its source (cancelling a fetch still running). */
+void tfs_archive_close(struct tfs_archive *ar);
 /* The next member's header: 1, or 0 at the archive's proper end, or -EIO when the archive is
  * damaged or cut short there (logged). */
 int tfs_archive_next(struct archive *a, const char *path, struct archive_entry **e);

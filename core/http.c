@@ -587,6 +587,8 @@ int tfs_http_do(struct tfs_http *h, const struct tfs_http_req *req, struct tfs_h
 		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL); /* x ends with this attempt */
 		handle_put(h, c, keep);
 		curl_slist_free_all(hl);
+		if (cc != CURLE_OK && cancelled(h))
+			return -ECANCELED; /* asked for: not a failure to report */
 		if (!retry && cc == CURLE_OK)
 			return 0;
 		if (!retry) {

@@ -20,7 +20,7 @@
 /* One NPY source, opened and checked. */
 struct source {
 	const struct tfs_import_src *src;
-	int fd;
+	struct tfs_source *in;	   /* NPY files, read as they arrive */
 	struct tfs_npy_info info;  /* NPY files */
 	struct tfs_rows_scan scan; /* sources that come a row at a time */
 	uint64_t rows;
@@ -259,7 +259,10 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 
 	if (in->fortran_order && in->ndim > 1) {
 		map_len = (size_t)(in->data_offset + add * src->row_bytes);
-		map = mmap(NULL, map_len, PROT_READ, MAP_PRIVATE, src->fd, 0);
+		rc = tfs_source_wait(src->in, map_len); /* read in column order: all of it */
+		if (rc)
+			return rc;
+		map = mmap(NULL, map_len, PROT_READ, MAP_PRIVATE, tfs_source_fd(src->in), 0);
 		if (map == MAP_FAILED) {
 			rc = -errno;
 			tfs_err("%s: cannot map Fortran-ordered input: %s", src->src->path,
@@ -294,13 +297,12 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 			gather_fortran(map + in->data_offset, in, done, take,
 				       raw + have * c->row_bytes);
 		else
-			rc = tfs_pread_full(src->fd, raw + have * c->row_bytes,
-					    (size_t)(take * c->row_bytes),
-					    in->data_offset + done * c->row_bytes);
+			rc = tfs_source_pread(src->in, raw + have * c->row_bytes,
+					      (size_t)(take * c->row_bytes),
+					      in->data_offset + done * c->row_bytes);
 		if (rc) {
-			tfs_err("%s: %s", src->src->path,
-				rc == -EIO ? "file is shorter than its NPY header says"
-					   : strerror(-rc));
+			/* Its size was checked: a disk's error, or a fetch's (logged). */
+			tfs_err("%s: cannot read its rows: %s", src->src->path, strerror(-rc));
 			free(raw);
 			break;
 		}
@@ -330,33 +332,45 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 	return 0;
 }
 
+/* The bytes an NPY header is read from first: a URL's object is read as it arrives, and a
+ * header is a few hundred bytes (numpy writes over 64 KiB only for vast structured dtypes). */
+#define HEADER_WAIT (1u << 20)
+
 static int open_source(struct source *src)
 {
 	char err[256];
-	struct stat sb;
-	uint64_t need;
+	uint64_t need, size;
 	int rc;
 
-	src->fd = tfs_source_open_file(src->src->path);
-	if (src->fd < 0)
-		return src->fd;
-	rc = tfs_npy_read_header(src->fd, &src->info, err, sizeof(err));
-	if (rc) {
-		tfs_err("%s: %s", src->src->path, err);
-		return -EINVAL;
+	rc = tfs_source_open(src->src->path, &src->in);
+	if (rc)
+		return rc;
+	size = tfs_source_size(src->in);
+	rc = tfs_source_wait(src->in, HEADER_WAIT);
+	if (!rc)
+		rc = tfs_npy_read_header(tfs_source_fd(src->in), &src->info, err, sizeof(err));
+	if (rc == -EINVAL && size > HEADER_WAIT) { /* perhaps a header longer than that */
+		rc = tfs_source_wait(src->in, size);
+		if (!rc)
+			rc = tfs_npy_read_header(tfs_source_fd(src->in), &src->info, err,
+						 sizeof(err));
 	}
+	if (rc == -EINVAL)
+		tfs_err("%s: %s", src->src->path, err);
+	if (rc)
+		return rc;
 	src->row_bytes = src->info.dtype.itemsize;
 	for (unsigned d = 1; d < src->info.ndim; d++)
 		src->row_bytes *= src->info.shape[d];
 	/* Overflow was ruled out by the parser, which multiplied the whole shape. */
 	need = src->info.data_offset + src->info.shape[0] * src->row_bytes;
-	if (fstat(src->fd, &sb) < 0 || (uint64_t)sb.st_size < need) {
-		tfs_err("%s: file is shorter (%lld bytes) than its NPY header says (%" PRIu64
+	if (size < need) {
+		tfs_err("%s: file is shorter (%" PRIu64 " bytes) than its NPY header says (%" PRIu64
 			" bytes)",
-			src->src->path, (long long)sb.st_size, need);
+			src->src->path, size, need);
 		return -EINVAL;
 	}
-	posix_fadvise(src->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	posix_fadvise(tfs_source_fd(src->in), 0, 0, POSIX_FADV_SEQUENTIAL);
 	return 0;
 }
 
@@ -462,8 +476,6 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++)
-		src[i].fd = -1;
 	rc = tfs_manifest_copy_extra(&t.old, 4 * n, &m); /* a column of another kind adds up to 4 */
 	if (rc)
 		goto out;
@@ -601,8 +613,7 @@ out:
 	if (pool_up)
 		pool_stop(&pool);
 	for (size_t i = 0; src && i < n; i++) {
-		if (src[i].fd >= 0)
-			close(src[i].fd);
+		tfs_source_close(src[i].in);
 		tfs_rows_scan_free(&src[i].scan);
 	}
 	free(src);
@@ -615,7 +626,7 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 	       const char *path, const struct tfs_import_opts *o, struct tfs_id *commit_id)
 {
 	struct tfs_import_src isrc = { column, path, TFS_SRC_NPY, 0 };
-	struct source src = { .src = &isrc, .fd = -1 };
+	struct source src = { .src = &isrc };
 	struct pool pool = { .s = s, .ds = ds };
 	struct tfs_manifest m = { 0 };
 	struct tfs_column *c = NULL;
@@ -689,9 +700,10 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 		}
 		rc = load_chunk(s, ds, c, (size_t)k, raw, nr);
 		if (!rc) {
-			rc = tfs_pread_full(src.fd, raw + (lo - r0) * c->row_bytes,
-					    (size_t)((hi - lo) * c->row_bytes),
-					    src.info.data_offset + (lo - row_start) * c->row_bytes);
+			rc = tfs_source_pread(src.in, raw + (lo - r0) * c->row_bytes,
+					      (size_t)((hi - lo) * c->row_bytes),
+					      src.info.data_offset +
+						      (lo - row_start) * c->row_bytes);
 			if (rc)
 				tfs_err("%s: %s", path, strerror(-rc));
 		}
@@ -720,8 +732,7 @@ commit:
 out:
 	if (pool_up)
 		pool_stop(&pool);
-	if (src.fd >= 0)
-		close(src.fd);
+	tfs_source_close(src.in);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);
 	return rc;

@@ -112,6 +112,7 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 	struct tfs_manifest m = { 0 };
 	struct tfs_workpool *pool = NULL;
 	struct tfs_buf b = { 0 };
+	struct tfs_archive *ar = NULL;
 	struct archive *a = NULL;
 	struct archive_entry *e;
 	uint64_t rows = UINT64_MAX;
@@ -126,8 +127,10 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 	/* Members are read and split into rows on this thread, chunks encoded on the pool. */
 	if (!rc)
 		rc = tfs_import_pool(o, &pool);
-	if (!rc && !(a = tfs_archive_open(path, TFS_ARCHIVE_ZIP, NULL)))
+	if (!rc && !(ar = tfs_archive_open(path, TFS_ARCHIVE_ZIP)))
 		rc = -EINVAL;
+	if (ar)
+		a = ar->a;
 	/* One pass: each member's rows go to its column as they are read. A damaged archive
 	 * fails the import whatever was read before: an array missing is no partial result. */
 	while (!rc && (rc = tfs_archive_next(a, path, &e)) == 1) {
@@ -199,8 +202,7 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 	if (pool)
 		res->busy_peak = tfs_workpool_busy_peak(pool);
 	tfs_workpool_destroy(pool);
-	if (a)
-		archive_read_free(a);
+	tfs_archive_close(ar);
 	tfs_buf_free(&b);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);

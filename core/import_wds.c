@@ -249,21 +249,23 @@ static struct wsample *sample_start(struct tfs_pipeline *pipe, const struct wfie
 	return sm;
 }
 
-/* Whether an uncompressed tar that libarchive read to its end (from fd, the file it opened) has
+/* Whether an uncompressed tar that libarchive read to its end has
  * the end-of-archive blocks (two of zeros) that every writer puts there: a file cut right after
  * a member has none, and would otherwise pass for whole. A compressed one is left to its
  * filter's own checks. */
-static int tar_ends(struct archive *a, int fd, const char *path)
+static int tar_ends(struct tfs_archive *ar, const char *path)
 {
+	const uint64_t size = tfs_source_size(ar->src);
 	uint8_t tail[1024];
-	struct stat st;
 	int ok = 1;
 
-	if (archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE)
+	if (archive_filter_code(ar->a, 0) != ARCHIVE_FILTER_NONE)
 		return 1;
-	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(tail) ||
-	    pread(fd, tail, sizeof(tail), st.st_size - (off_t)sizeof(tail)) != sizeof(tail))
+	if (size < sizeof(tail)) {
 		ok = 0;
+	} else if ((ar->err = tfs_source_pread(ar->src, tail, sizeof(tail), size - sizeof(tail)))) {
+		return 0; /* not read: the fetch said why */
+	}
 	for (size_t i = 0; ok && i < sizeof(tail); i++)
 		ok = !tail[i];
 	if (!ok)
@@ -290,7 +292,8 @@ static int damaged_tail(const char *shard, const char *after, int strict,
 /* The fields of the first sample of the first shard, and the kinds of their columns. */
 static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 {
-	struct archive *a = tfs_archive_open(shard, TFS_ARCHIVE_TAR, NULL);
+	struct tfs_archive *ar = tfs_archive_open(shard, TFS_ARCHIVE_TAR);
+	struct archive *a = ar ? ar->a : NULL;
 	struct archive_entry *e;
 	char key[1024], first[1024] = "";
 	const char *ext;
@@ -315,7 +318,7 @@ static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 		f[*nf].kind = wkind_of(ext);
 		(*nf)++;
 	}
-	archive_read_free(a);
+	tfs_archive_close(ar); /* a URL's fetch is cancelled: only its start was read */
 	/* Damage after the first sample's members is the main pass's to name. */
 	return *nf ? 0 : r < 0 ? r : -EINVAL;
 }
@@ -359,7 +362,8 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		struct tfs_dtype dt;
 
 		if (f[i].kind == W_NPY) {
-			struct archive *a = tfs_archive_open(shards[0], TFS_ARCHIVE_TAR, NULL);
+			struct tfs_archive *ar = tfs_archive_open(shards[0], TFS_ARCHIVE_TAR);
+			struct archive *a = ar ? ar->a : NULL;
 			struct archive_entry *e;
 			struct tfs_buf b = { 0 };
 			struct tfs_npy_info info;
@@ -372,8 +376,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 					rc = tfs_archive_read_member(a, shards[0], &b) ? -EIO
 					     : npy_in(&b, shards[0], &info)	       ? -EINVAL
 										       : 0;
-			if (a)
-				archive_read_free(a);
+			tfs_archive_close(ar);
 			tfs_buf_free(&b);
 			if (rc)
 				break;
@@ -413,8 +416,8 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	/* Members of one sample follow each other: a new key ends the sample before it, which
 	 * goes to the pool to be decoded while the next one is read. */
 	for (size_t sh = 0; !rc && sh < nshards; sh++) {
-		int fd = -1;
-		struct archive *a = tfs_archive_open(shards[sh], TFS_ARCHIVE_TAR, &fd);
+		struct tfs_archive *ar = tfs_archive_open(shards[sh], TFS_ARCHIVE_TAR);
+		struct archive *a = ar ? ar->a : NULL;
 		struct archive_entry *e;
 		char last[1024] = ""; /* the shard's sample before cur */
 		const char *ext;
@@ -452,10 +455,11 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 				}
 			}
 		}
-		if (!rc && !r && !tar_ends(a, fd, shards[sh]))
+		if (!rc && !r && !tar_ends(ar, shards[sh]))
 			r = -EIO;
-		archive_read_free(a);
-		close(fd);
+		if (!rc && r < 0 && ar->err)
+			rc = ar->err; /* not the shard's damage: its bytes could not be read */
+		tfs_archive_close(ar);
 		/* Cut between members, cur's sample is whole if it has every field (sample_ready
 		 * checks); cut inside one, it is lost with the rest (its item is made again). */
 		if (!rc && r < 0)

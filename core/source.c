@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,118 +127,290 @@ static int hold_open(const char *url, uint64_t size)
 	return fd;
 }
 
-/* A fetch's pieces, taken by up to `parallel` fetchers at once. */
-struct fetch {
-	struct tfs_store *s;
-	const char *url, *key;
-	uint64_t size, piece;
+/* A source being read. A URL's object is fetched in pieces, `parallel` at once, by a thread of
+ * its own (the driver, running tfs_http_parallel); its readers wait for the bytes they read. */
+struct tfs_source {
+	char *path;
 	int fd;
+	uint64_t size;
+	/* A URL's fetch (store NULL for a local file): */
+	struct tfs_store *store;
+	const char *key; /* in path */
+	uint64_t piece;
+	unsigned parallel;
+	size_t npieces;
+	pthread_t driver;
+	int driving;	    /* the driver was started (joined by close) */
+	atomic_int stopped; /* close came first: pieces not started are not fetched */
 	pthread_mutex_t lock;
+	pthread_cond_t grew;
+	uint8_t *done;	 /* guarded by lock: per piece, in fd */
+	size_t gap;	 /* guarded by lock: the first piece not done */
+	uint64_t ready;	 /* guarded by lock: [0, ready) is in fd */
+	int finished;	 /* guarded by lock: the driver returned */
+	int err;	 /* guarded by lock: its error */
 	void *spare[64]; /* guarded by lock: piece buffers not in use (a fetcher's at most) */
 	unsigned nspare; /* guarded by lock */
 };
 
 /* A piece buffer: one left by an earlier piece (already faulted in), or a new one. */
-static void *buf_take(struct fetch *f)
+static void *buf_take(struct tfs_source *src)
 {
 	void *b = NULL;
 
-	pthread_mutex_lock(&f->lock);
-	if (f->nspare)
-		b = f->spare[--f->nspare];
-	pthread_mutex_unlock(&f->lock);
-	return b ? b : malloc((size_t)f->piece);
+	pthread_mutex_lock(&src->lock);
+	if (src->nspare)
+		b = src->spare[--src->nspare];
+	pthread_mutex_unlock(&src->lock);
+	return b ? b : malloc((size_t)src->piece);
 }
 
-static void buf_give(struct fetch *f, void *b)
+static void buf_give(struct tfs_source *src, void *b)
 {
-	pthread_mutex_lock(&f->lock);
-	if (f->nspare < sizeof(f->spare) / sizeof(f->spare[0])) {
-		f->spare[f->nspare++] = b;
+	pthread_mutex_lock(&src->lock);
+	if (src->nspare < sizeof(src->spare) / sizeof(src->spare[0])) {
+		src->spare[src->nspare++] = b;
 		b = NULL;
 	}
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&src->lock);
 	free(b);
 }
 
 static int fetch_piece(void *arg, size_t i)
 {
-	struct fetch *f = arg;
-	const uint64_t off = (uint64_t)i * f->piece;
-	const size_t want = (size_t)(f->size - off < f->piece ? f->size - off : f->piece);
-	void *buf = buf_take(f);
+	struct tfs_source *src = arg;
+	const uint64_t off = (uint64_t)i * src->piece;
+	const size_t want = (size_t)(src->size - off < src->piece ? src->size - off : src->piece);
+	void *buf;
 	ssize_t got;
 	int rc = 0;
 
+	if (atomic_load(&src->stopped))
+		return -ECANCELED;
+	buf = buf_take(src);
 	if (!buf)
 		return -ENOMEM;
-	got = tfs_store_get_range(f->s, f->key, off, buf, want);
+	got = tfs_store_get_range(src->store, src->key, off, buf, want);
 	if (got < 0 || (size_t)got != want) {
 		rc = got < 0 ? (int)got : -EIO;
-		tfs_err("%s: read at byte %llu: %s", f->url, (unsigned long long)off,
-			got < 0 ? strerror(-rc) : "the object ended early (changed while read?)");
+		if (!atomic_load(&src->stopped))
+			tfs_err("%s: read at byte %llu: %s", src->path, (unsigned long long)off,
+				got < 0 ? strerror(-rc)
+					: "the object ended early (changed while read?)");
 	} else {
 		/* The spool file's space is reserved, a memfd's is memory: short is an error. */
-		const ssize_t put = pwrite(f->fd, buf, want, (off_t)off);
+		const ssize_t put = pwrite(src->fd, buf, want, (off_t)off);
 
 		if (put != (ssize_t)want) {
 			rc = put < 0 ? -errno : -EIO;
-			tfs_err("%s: cannot hold byte %llu: %s", f->url, (unsigned long long)off,
+			tfs_err("%s: cannot hold byte %llu: %s", src->path, (unsigned long long)off,
 				strerror(-rc));
 		}
 	}
-	buf_give(f, buf);
+	buf_give(src, buf);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&src->lock);
+	src->done[i] = 1;
+	if (i == src->gap) {
+		while (src->gap < src->npieces && src->done[src->gap])
+			src->gap++;
+		src->ready = src->gap == src->npieces ? src->size : src->gap * src->piece;
+		pthread_cond_broadcast(&src->grew);
+	}
+	pthread_mutex_unlock(&src->lock);
+	return 0;
+}
+
+static void fetch_all(struct tfs_source *src)
+{
+	const int rc = tfs_http_parallel(NULL, TFS_WORK_NORMAL, src->npieces, src->parallel,
+					 fetch_piece, src);
+
+	pthread_mutex_lock(&src->lock);
+	src->finished = 1;
+	src->err = rc;
+	pthread_cond_broadcast(&src->grew);
+	pthread_mutex_unlock(&src->lock);
+}
+
+static void *driver(void *arg)
+{
+	fetch_all(arg);
+	return NULL;
+}
+
+/* Begin fetching src's object (its store and key set): HEAD, a place to hold it, the pieces on
+ * the driver (background) or on this thread. */
+static int fetch_begin(struct tfs_source *src, int background)
+{
+	struct tfs_config_http cfg;
+	int rc = tfs_config_http(&cfg);
+
+	if (!rc)
+		rc = tfs_store_head(src->store, src->key, &src->size);
+	if (rc) {
+		if (rc != -ENOMEM)
+			tfs_err("%s: %s", src->path,
+				rc == -ENOENT ? "no such object" : strerror(-rc));
+		return rc;
+	}
+	src->fd = hold_open(src->path, src->size);
+	if (src->fd < 0)
+		return src->fd;
+	src->piece = cfg.part_size;
+	/* Pieces in flight at once, each a connection of its own: an object store caps what one
+	 * connection brings (S3: about 85-90 MB/s). */
+	src->parallel = cfg.parallel;
+	src->npieces = (size_t)((src->size + src->piece - 1) / src->piece);
+	src->done = calloc(src->npieces ? src->npieces : 1, 1);
+	if (!src->done)
+		return -ENOMEM;
+	if (background && src->npieces > 0) {
+		rc = pthread_create(&src->driver, NULL, driver, src);
+		if (!rc) {
+			src->driving = 1;
+			return 0;
+		}
+	}
+	fetch_all(src); /* no thread to be had, or asked for: here, now */
+	return src->err;
+}
+
+static int source_open(const char *path, int background, struct tfs_source **out)
+{
+	struct tfs_source *src = calloc(1, sizeof(*src));
+	struct stat sb;
+	int rc = 0;
+
+	*out = NULL;
+	if (!src)
+		return -ENOMEM;
+	src->fd = -1;
+	atomic_init(&src->stopped, 0);
+	pthread_mutex_init(&src->lock, NULL);
+	pthread_cond_init(&src->grew, NULL);
+	src->path = strdup(path);
+	if (!src->path) {
+		rc = -ENOMEM;
+	} else if (!tfs_source_is_url(path)) {
+		src->fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (src->fd < 0 || fstat(src->fd, &sb) < 0) {
+			rc = -errno;
+			tfs_err("%s: %s", path, strerror(errno));
+		} else {
+			src->size = (uint64_t)sb.st_size;
+			src->finished = 1;
+			src->ready = src->size;
+		}
+	} else {
+		rc = open_parent(path, &src->store, &src->key);
+		if (!rc) {
+			src->key = src->path + (src->key - path);
+			rc = fetch_begin(src, background);
+		}
+	}
+	if (rc) {
+		tfs_source_close(src);
+		return rc;
+	}
+	*out = src;
+	return 0;
+}
+
+int tfs_source_open(const char *path, struct tfs_source **out)
+{
+	return source_open(path, 1, out);
+}
+
+int tfs_source_fd(const struct tfs_source *src)
+{
+	return src->fd;
+}
+
+uint64_t tfs_source_size(const struct tfs_source *src)
+{
+	return src->size;
+}
+
+const char *tfs_source_path(const struct tfs_source *src)
+{
+	return src->path;
+}
+
+int tfs_source_wait(struct tfs_source *src, uint64_t end)
+{
+	int rc;
+
+	if (end > src->size)
+		end = src->size;
+	pthread_mutex_lock(&src->lock);
+	while (src->ready < end && !src->finished)
+		pthread_cond_wait(&src->grew, &src->lock);
+	rc = src->ready >= end ? 0 : src->err ? src->err : -EIO;
+	pthread_mutex_unlock(&src->lock);
 	return rc;
+}
+
+int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off)
+{
+	int rc;
+
+	if (off > src->size || len > src->size - off)
+		return -EIO; /* past the end: the source is shorter than its reader expects */
+	rc = tfs_source_wait(src, off + len);
+	return rc ? rc : tfs_pread_full(src->fd, buf, len, off);
+}
+
+void tfs_source_close(struct tfs_source *src)
+{
+	if (!src)
+		return;
+	if (src->driving) {
+		int running;
+
+		pthread_mutex_lock(&src->lock);
+		running = !src->finished;
+		pthread_mutex_unlock(&src->lock);
+		if (running) {
+			/* Pieces in flight end at once; those not started never start. */
+			atomic_store(&src->stopped, 1);
+			if (src->store->ops->cancel)
+				src->store->ops->cancel(src->store);
+		}
+		pthread_join(src->driver, NULL);
+	}
+	if (src->store)
+		tfs_store_close(src->store);
+	while (src->nspare)
+		free(src->spare[--src->nspare]);
+	if (src->fd >= 0)
+		close(src->fd);
+	pthread_cond_destroy(&src->grew);
+	pthread_mutex_destroy(&src->lock);
+	free(src->done);
+	free(src->path);
+	free(src);
 }
 
 int tfs_source_open_file(const char *path)
 {
-	struct tfs_config_http cfg;
-	struct fetch f = { .url = path, .lock = PTHREAD_MUTEX_INITIALIZER };
-	int fd = -1, rc;
+	struct tfs_source *src;
+	int fd, rc = source_open(path, 0, &src);
 
-	if (!tfs_source_is_url(path)) {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			rc = -errno;
-			tfs_err("%s: %s", path, strerror(errno));
-			return rc;
-		}
-		return fd;
-	}
-	rc = tfs_config_http(&cfg);
 	if (rc)
 		return rc;
-	rc = open_parent(path, &f.s, &f.key);
-	if (rc)
-		return rc;
-	rc = tfs_store_head(f.s, f.key, &f.size);
-	if (rc) {
-		tfs_err("%s: %s", path, rc == -ENOENT ? "no such object" : strerror(-rc));
-		goto out;
-	}
-	fd = hold_open(path, f.size);
-	if (fd < 0) {
-		rc = fd;
-		goto out;
-	}
-	f.fd = fd;
-	f.piece = cfg.part_size;
-	/* Pieces in flight at once, each a connection of its own: an object store caps what one
-	 * connection brings (S3: about 85-90 MB/s). */
-	rc = tfs_http_parallel(NULL, TFS_WORK_NORMAL, (size_t)((f.size + f.piece - 1) / f.piece),
-			       cfg.parallel, fetch_piece, &f);
-out:
-	while (f.nspare)
-		free(f.spare[--f.nspare]);
-	tfs_store_close(f.s);
-	if (rc) {
-		if (fd >= 0)
-			close(fd);
+	fd = src->fd;
+	src->fd = -1; /* the caller's now */
+	tfs_source_close(src);
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		rc = -errno;
+		close(fd);
 		return rc;
 	}
 	return fd;
 }
+
 int tfs_source_open_tree(const char *path, struct tfs_store **out)
 {
 	char abs[PATH_MAX];

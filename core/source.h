@@ -10,13 +10,33 @@
 /* Whether path names an object through a store (s3://, http://, https://), not a local file. */
 int tfs_source_is_url(const char *path);
 
-/* A file source as a readable, seekable, mappable descriptor: a local file opened read-only, or
- * the object at a URL fetched as ranged GETs of the [http] part size, as many at once as its
- * `parallel` setting says, into an unnamed file: in memory (a memfd) for an object of up to 64
- * MiB, else an unlinked file in $TMPDIR (default /var/tmp), its space reserved before the fetch,
- * so that memory does not grow with the source; in memory after all, with a warning, when no
- * such file can be had. Returns the descriptor, at offset 0, or -errno (logged, naming the
- * source). */
+/* A file source being read. A local file is opened read-only. The object at a URL is fetched
+ * as ranged GETs of the [http] part size, as many at once as its `parallel` setting says, into
+ * an unnamed file: in memory (a memfd) for an object of up to 64 MiB, else an unlinked file in
+ * $TMPDIR (default /var/tmp), its space reserved before the fetch, so that memory does not grow
+ * with the source; in memory after all, with a warning, when no such file can be had. */
+struct tfs_source;
+
+/* Open path, a URL's object fetched in the background from now on: read it with
+ * tfs_source_pread, or wait for the bytes before reading its descriptor. Returns 0 or -errno
+ * (logged, naming the source: no such object, no room). */
+int tfs_source_open(const char *path, struct tfs_source **out);
+/* The descriptor (seekable, mappable). Its bytes past those waited for may not be there yet. */
+int tfs_source_fd(const struct tfs_source *src);
+uint64_t tfs_source_size(const struct tfs_source *src);
+const char *tfs_source_path(const struct tfs_source *src);
+/* Wait until bytes [0, end) are in the descriptor (end past the size: all of them). Returns 0,
+ * or the fetch's -errno when it failed before they came (logged where it failed). */
+int tfs_source_wait(struct tfs_source *src, uint64_t end);
+/* len bytes at off, once they are there: 0, -EIO when the source ends before off + len, or
+ * the fetch's -errno. */
+int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off);
+/* Close src; a fetch still running is cancelled (its requests in flight end at once). */
+void tfs_source_close(struct tfs_source *src);
+
+/* A file source whole, as a readable, seekable, mappable descriptor at offset 0: the file
+ * itself, or a URL's object once every byte is there. Returns the descriptor or -errno (logged,
+ * naming the source). */
 int tfs_source_open_file(const char *path);
 
 /* A tree source (a directory, or a prefix under a URL) as a store rooted there: list it with

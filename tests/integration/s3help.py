@@ -168,7 +168,7 @@ pid {w}/nginx.pid;
 error_log {w}/error.log;
 events {{ worker_connections 64; }}
 http {{
-    log_format timed '$status $msec $request_time "$http_range" "$request"';
+    log_format timed '$status $msec $request_time $body_bytes_sent "$http_range" "$request"';
     access_log {w}/access.log timed;
     client_body_temp_path {w}/tmp_body;
     proxy_temp_path {w}/tmp_proxy;
@@ -206,15 +206,15 @@ http {{
         return f"{self.scheme}://127.0.0.1:{self.port}/lake"
 
     def access_log(self):
-        """[(status, start s, end s, Range header or "", request line)] of the requests
-        answered so far."""
+        """[(status, start s, end s, Range header or "", request line, body bytes sent)] of
+        the requests answered so far (or ended by the client)."""
         out = []
         path = self.workdir / "access.log"
         for line in path.read_text().splitlines() if path.exists() else ():
-            status, end, took, rest = line.split(" ", 3)
+            status, end, took, sent, rest = line.split(" ", 4)
             rng, req = rest[1:-1].split('" "', 1)
             out.append((int(status), float(end) - float(took), float(end),
-                        "" if rng == "-" else rng, req))
+                        "" if rng == "-" else rng, req, int(sent)))
         return out
 
     def stop(self):

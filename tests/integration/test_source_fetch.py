@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: MIT
+"""How a URL source is fetched: a large one into an unlinked file in $TMPDIR, not into memory;
+as ranged GETs of the [http] part size, `parallel` of them in flight at once, each retried on
+its own; read by the importer as its bytes arrive (a tar's samples, an .npy's rows), so that
+the import overlaps the fetch; a fetch that fails fails the import, never passing for damage in
+the source, and leaves the dataset as it was."""
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import SANITIZE, TENSORFS_BIN, write_tar
+from faultproxy import FaultProxy
+from s3help import Nginx
+
+
+MiB = 1 << 20
+
+
+def shmem():
+    """The machine's shared memory in bytes (/proc/meminfo Shmem: tmpfs files and memfds)."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no Shmem in /proc/meminfo")
+
+
+def open_files(pid):
+    """The paths of what process pid has open (those it closes meanwhile may be missing)."""
+    out = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                out.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return out
+
+
+def watch_import(lake, ds, errfile, *args):
+    """`tensorfs import` into ds, run to its end while its open files and the machine's shared
+    memory are sampled: (stderr, the files it had open, peak Shmem growth in bytes)."""
+    lake.create(ds)
+    base, files, peak, t0 = shmem(), set(), 0, time.monotonic()
+    with open(errfile, "w") as fe:
+        p = subprocess.Popen([TENSORFS_BIN, "import", lake.ds_url(ds), *map(str, args)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe)
+        while p.poll() is None:
+            peak = max(peak, shmem() - base)
+            files |= open_files(p.pid)
+            if time.monotonic() - t0 > 120:
+                p.kill()
+                p.wait()
+                pytest.fail(f"import {ds} did not end in 120 s")
+            time.sleep(0.005)
+    err = errfile.read_text()
+    assert p.returncode == 0, err
+    return err, files, peak
+
+
+def write_lines(path, mib):
+    """About mib MiB of JSON Lines, a 32 KB text field a row; returns the row count."""
+    rows = mib * MiB // 32032
+    with open(path, "w") as f:
+        for i in range(rows):
+            f.write(json.dumps({"i": i, "t": f"{i:08d} " + "x" * 32000}) + "\n")
+    return rows
+
+
+def column_digest(m, ds):
+    return hashlib.sha256((m / ds / "main" / "t" / "lines.txt").read_bytes()).hexdigest()
+
+
+@pytest.mark.skipif(SANITIZE, reason="the fetch's buffers are the point, not its checks")
+def test_a_large_source_is_spooled_to_disk_and_fetched_in_parallel(lake, mount, tmp_path,
+                                                                   monkeypatch):
+    """A source over 64 MiB is fetched into an unlinked file in $TMPDIR, not into memory, as
+    ranged GETs of the part size with `parallel` of them in flight at once; the dataset equals
+    the local file's import, and nothing is left in $TMPDIR."""
+    src, spool = tmp_path / "src", tmp_path / "spool"
+    src.mkdir()
+    spool.mkdir()
+    rows = write_lines(src / "a.jsonl", 80)
+    size = (src / "a.jsonl").stat().st_size
+    # 20 MB/s a response: 20 parts of 4 MiB take 4 s one at a time, 1 s four at a time.
+    web = Nginx(tmp_path / "nginx", src, limit_rate="20m")
+    try:
+        monkeypatch.setenv("TMPDIR", str(spool))
+        monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(4 * MiB))
+        monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "4")
+        err, files, grew = watch_import(lake, "web", tmp_path / "err", "--jsonl", f"{web.url}/a.jsonl")
+        log = web.access_log()
+    finally:
+        web.stop()
+    held = [f for f in files if f.startswith(str(spool) + "/")]
+    assert held and all(f.endswith(" (deleted)") for f in held), (files, err)
+    assert grew < 40 * MiB, f"shared memory grew by {grew / MiB:.0f} MiB during the import"
+    assert os.listdir(spool) == []
+    gets = sorted((int(r[6:].split("-")[0]), int(r.split("-")[1]), t0, t1)
+                  for st, t0, t1, r, req, _ in log if req.startswith("GET") and st == 206)
+    assert [(a, b) for a, b, _, _ in gets] == \
+        [(o, min(o + 4 * MiB, size) - 1) for o in range(0, size, 4 * MiB)], log
+    at_once = max(sum(1 for _, _, s, e in gets if s <= t < e) for _, _, t, _ in gets)
+    assert at_once >= 2, f"the parts were fetched one at a time: {gets}"
+    lake.create("local")
+    lake.import_("local", {}, "--jsonl", src / "a.jsonl")
+    m = mount(lake)
+    assert lake.info("web")["rows"] == rows
+    assert column_digest(m, "web") == column_digest(m, "local")
+
+
+def test_a_source_that_cannot_be_spooled_is_held_in_memory(lake, tmp_path, monkeypatch):
+    """With no spool directory, a large source is fetched into memory after all, with a
+    warning that names the reason and $TMPDIR."""
+    src = tmp_path / "src"
+    src.mkdir()
+    np.save(src / "x.npy", np.arange(9 * MiB, dtype=np.int64).reshape(-1, 8))
+    web = Nginx(tmp_path / "nginx", src)
+    try:
+        monkeypatch.setenv("TMPDIR", str(tmp_path / "none"))
+        lake.create("d")
+        p = lake.import_("d", {"x": f"{web.url}/x.npy"})
+    finally:
+        web.stop()
+    assert "cannot spool" in p.stderr and str(tmp_path / "none") in p.stderr and \
+        "TMPDIR" in p.stderr and "holding it in memory" in p.stderr, p.stderr
+    assert lake.info("d")["rows"] == 9 * MiB // 8
+
+
+def test_a_large_source_survives_failed_ranges(lake, mount, tmp_path, monkeypatch):
+    """Ranged GETs of a spooled source that fail (503, 429, resets, short bodies, stalls) are
+    retried one by one: the dataset equals the local file's import."""
+    src, spool = tmp_path / "src", tmp_path / "spool"
+    src.mkdir()
+    spool.mkdir()
+    rows = write_lines(src / "a.jsonl", 72)
+    web = Nginx(tmp_path / "nginx", src)
+    proxy = FaultProxy(web.port, rate=0.3, seed=5, stall_s=2.5, workdir=tmp_path,
+                       faults=("503", "429", "reset", "truncate", "stall"))
+    try:
+        for k, v in (("TMPDIR", spool), ("TENSORFS_HTTP_PART_SIZE", 4 * MiB),
+                     ("TENSORFS_HTTP_PARALLEL", 4), ("TENSORFS_HTTP_STALL_MS", 1000),
+                     ("TENSORFS_HTTP_BACKOFF_MS", 5), ("TENSORFS_HTTP_BACKOFF_MAX_MS", 50),
+                     ("TENSORFS_HTTP_RETRIES", 6)):
+            monkeypatch.setenv(k, str(v))
+        lake.create("web")
+        lake.import_("web", {}, "--jsonl", f"{proxy.endpoint}/lake/a.jsonl")
+    finally:
+        proxy.stop()
+        web.stop()
+    assert proxy.injected() >= 3, proxy.counts
+    assert os.listdir(spool) == []
+    lake.create("local")
+    lake.import_("local", {}, "--jsonl", src / "a.jsonl")
+    m = mount(lake)
+    assert lake.info("web")["rows"] == rows
+    assert column_digest(m, "web") == column_digest(m, "local")
+
+
+def test_a_fetch_that_fails_leaves_the_dataset_unchanged(lake, tmp_path, monkeypatch):
+    """The server goes away in the middle of a spooled source's fetch: the import fails naming
+    the source and the byte it could not read, nothing is committed, and the spool file is
+    gone."""
+    src, spool = tmp_path / "src", tmp_path / "spool"
+    src.mkdir()
+    spool.mkdir()
+    write_lines(src / "a.jsonl", 72)
+    web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
+    for k, v in (("TMPDIR", spool), ("TENSORFS_HTTP_PARALLEL", 2),
+                 ("TENSORFS_HTTP_BACKOFF_MS", 5), ("TENSORFS_HTTP_RETRIES", 1)):
+        monkeypatch.setenv(k, str(v))
+    lake.create("d")
+    before = lake.info("d")
+    url = f"{web.url}/a.jsonl"
+    with open(tmp_path / "err", "w") as fe:
+        p = subprocess.Popen([TENSORFS_BIN, "import", lake.ds_url("d"), "--jsonl", url],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe)
+        try:
+            end = time.monotonic() + 30
+            while not any(f.startswith(f"{spool}/") for f in open_files(p.pid)):
+                assert p.poll() is None and time.monotonic() < end, "no spool file was seen"
+                time.sleep(0.005)
+        finally:
+            web.stop()
+        assert p.wait(timeout=60) != 0
+    err = (tmp_path / "err").read_text()
+    assert f"{url}: read at byte " in err, err
+    assert lake.info("d") == before
+    assert os.listdir(spool) == []
+
+
+def write_shard(path, samples, size):
+    """A WebDataset shard of `samples` samples, each a class and `size` random bytes."""
+    rng = np.random.default_rng(8)
+    write_tar(path, ((f"{i:05d}{ext}", data) for i in range(samples)
+                     for ext, data in ((".cls", str(i % 7).encode()),
+                                       (".bin", rng.bytes(size)))))
+
+
+def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
+    """An .npy's first chunk is written, and a shard's first samples imported, while most of
+    its ranges are still to come."""
+    src = tmp_path / "src"
+    src.mkdir()
+    np.save(src / "x.npy", np.arange(4 * MiB, dtype=np.int64).reshape(-1, 64))  # 32 MiB
+    write_shard(src / "s.tar", 64, 512 << 10)  # 32 MiB
+    # 10 MB/s a response, 2 at once: 32 parts of 1 MiB take about 1.7 s.
+    web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    try:
+        for ds, args in (("npy", [f"x={web.url}/x.npy"]),
+                         ("wds", ["--webdataset", f"{web.url}/s.tar"])):
+            lake.create(ds)
+            objects = lake.root / ds / "objects"
+            before = set(objects.rglob("*")) if objects.exists() else set()
+            answered = len(web.access_log())
+            p = subprocess.Popen([TENSORFS_BIN, "import", lake.ds_url(ds), *args,
+                                  "--chunk-size", "1M", "--threads", "2"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+            end = time.monotonic() + 60
+            while p.poll() is None and not set(objects.rglob("*")) - before:
+                assert time.monotonic() < end, f"{ds}: no chunk written in 60 s"
+                time.sleep(0.002)
+            ranges = len(web.access_log()) - answered
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err
+            assert ranges < 16, f"{ds}: {ranges} of 32 ranges were in before its first chunk"
+    finally:
+        web.stop()
+    assert lake.info("npy")["rows"] == MiB // 16 and lake.info("wds")["rows"] == 64
+
+
+def test_a_shard_is_fetched_once(lake, tmp_path, monkeypatch):
+    """The first shard's fields are found from its first sample: that look at it is cancelled
+    once done, so the shard's bytes cross the network about once, not once a pass."""
+    src = tmp_path / "src"
+    src.mkdir()
+    write_shard(src / "s.tar", 48, 512 << 10)  # 24 MiB
+    size = (src / "s.tar").stat().st_size
+    web = Nginx(tmp_path / "nginx", src, limit_rate="20m")
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    try:
+        lake.create("d")
+        lake.import_("d", {}, "--webdataset", f"{web.url}/s.tar")
+        sent = sum(e[5] for e in web.access_log() if e[4].startswith("GET"))
+    finally:
+        web.stop()
+    assert lake.info("d")["rows"] == 48
+    assert size <= sent < size + 8 * MiB, f"{sent / MiB:.1f} MiB sent for a {size / MiB:.1f} " \
+        "MiB shard"
+
+
+def test_a_shard_whose_fetch_fails_fails_the_import(lake, tmp_path, monkeypatch):
+    """The server goes away while a shard is imported: the import fails naming the shard's
+    URL, without taking the rest of the shard for damage (no sample skipped), and the dataset
+    stays as it was."""
+    src, spool = tmp_path / "src", tmp_path / "spool"
+    src.mkdir()
+    spool.mkdir()
+    write_shard(src / "s.tar", 72, 1 << 20)  # 72 MiB: spooled
+    web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
+    for k, v in (("TMPDIR", spool), ("TENSORFS_HTTP_PARALLEL", 2),
+                 ("TENSORFS_HTTP_BACKOFF_MS", 5), ("TENSORFS_HTTP_RETRIES", 1)):
+        monkeypatch.setenv(k, str(v))
+    lake.create("d")
+    before = lake.info("d")
+    url = f"{web.url}/s.tar"
+    p = subprocess.Popen([TENSORFS_BIN, "import", lake.ds_url("d"), "--webdataset", url],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    objects = lake.root / "d" / "objects"
+    before_objects = set(objects.rglob("*")) if objects.exists() else set()
+    try:
+        end = time.monotonic() + 30
+        # the main pass has written a chunk: its fetch is under way
+        while not set(objects.rglob("*")) - before_objects:
+            assert p.poll() is None and time.monotonic() < end, "no chunk was written"
+            time.sleep(0.005)
+    finally:
+        web.stop()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode != 0, out
+    assert f"{url}: read at byte " in err, err
+    assert "skipped" not in out + err and "lost" not in out + err, out + err
+    assert lake.info("d") == before
+    assert os.listdir(spool) == []
