@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import SANITIZE, TENSORFS_BIN, write_tar
+from conftest import SANITIZE, TENSORFS_BIN, _check_sanitizer_text, write_tar
 from faultproxy import FaultProxy
 from s3help import Nginx
 
@@ -41,6 +41,14 @@ def open_files(pid):
     return out
 
 
+def spooled(files, spool):
+    """Those of files that are a source's spool file in spool: unlinked, unnamed (O_TMPFILE:
+    "#INODE") or named tensorfs-source-* (where O_TMPFILE is not supported); not a sanitizer
+    runtime's own files there."""
+    return [f for f in files if f.startswith(f"{spool}/") and f.endswith(" (deleted)") and
+            os.path.basename(f).startswith(("#", "tensorfs-source-"))]
+
+
 def watch_import(lake, ds, errfile, *args):
     """`tensorfs import` into ds, run to its end while its open files and the machine's shared
     memory are sampled: (stderr, the files it had open, peak Shmem growth in bytes)."""
@@ -58,6 +66,7 @@ def watch_import(lake, ds, errfile, *args):
                 pytest.fail(f"import {ds} did not end in 120 s")
             time.sleep(0.005)
     err = errfile.read_text()
+    _check_sanitizer_text(err, "tensorfs import")
     assert p.returncode == 0, err
     return err, files, peak
 
@@ -96,8 +105,7 @@ def test_a_large_source_is_spooled_to_disk_and_fetched_in_parallel(lake, mount, 
         log = web.access_log()
     finally:
         web.stop()
-    held = [f for f in files if f.startswith(str(spool) + "/")]
-    assert held and all(f.endswith(" (deleted)") for f in held), (files, err)
+    assert spooled(files, spool), (files, err)
     assert grew < 40 * MiB, f"shared memory grew by {grew / MiB:.0f} MiB during the import"
     assert os.listdir(spool) == []
     gets = sorted((int(r[6:].split("-")[0]), int(r.split("-")[1]), t0, t1)
@@ -181,13 +189,14 @@ def test_a_fetch_that_fails_leaves_the_dataset_unchanged(lake, tmp_path, monkeyp
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe)
         try:
             end = time.monotonic() + 30
-            while not any(f.startswith(f"{spool}/") for f in open_files(p.pid)):
+            while not spooled(open_files(p.pid), spool):
                 assert p.poll() is None and time.monotonic() < end, "no spool file was seen"
                 time.sleep(0.005)
         finally:
             web.stop()
         assert p.wait(timeout=60) != 0
     err = (tmp_path / "err").read_text()
+    _check_sanitizer_text(err, "tensorfs import")
     assert f"{url}: read at byte " in err, err
     assert lake.info("d") == before
     assert os.listdir(spool) == []
@@ -229,6 +238,7 @@ def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
                 time.sleep(0.002)
             ranges = len(web.access_log()) - answered
             _, err = p.communicate(timeout=60)
+            _check_sanitizer_text(err, "tensorfs import")
             assert p.returncode == 0, err
             assert ranges < 16, f"{ds}: {ranges} of 32 ranges were in before its first chunk"
     finally:
@@ -286,6 +296,7 @@ def test_a_shard_whose_fetch_fails_fails_the_import(lake, tmp_path, monkeypatch)
     finally:
         web.stop()
     out, err = p.communicate(timeout=60)
+    _check_sanitizer_text(err, "tensorfs import")
     assert p.returncode != 0, out
     assert f"{url}: read at byte " in err, err
     assert "skipped" not in out + err and "lost" not in out + err, out + err
