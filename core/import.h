@@ -222,9 +222,14 @@ int tfs_import_classes(struct tfs_column *c, char *const *names, size_t n, const
 /* Every column of m has rows rows (the dataset's before and those `what` added), else -EINVAL
  * with a message naming the first that does not. */
 int tfs_import_same_rows(const struct tfs_manifest *m, uint64_t rows, const char *what);
-/* A source file mapped read-only whole (*data NULL for an empty one; munmap when done); a file
- * that cannot be is an error logged with its path. */
+/* A source file mapped read-only whole (*data NULL for an empty one; munmap when done), a URL's
+ * object once all of it is there; a file that cannot be is an error logged with its path. */
 int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len);
+/* The same, read as it arrives: *src says which of its bytes are there (source.h: wait before
+ * touching them); tfs_source_close it after the munmap. */
+struct tfs_source;
+int tfs_import_map_source(const char *path, struct tfs_source **src, const uint8_t **data,
+			  size_t *len);
 /* A mapped source read front to back: the pages from the one *done lies in (where the reading
  * began, at first) up to the last page boundary at or before `to` were read and leave the
  * process's memory (MADV_DONTNEED: a file's clean pages stay in the page cache, and are mapped

@@ -26,6 +26,7 @@
 #include "jsonkinds.h"
 #include "pipeline.h"
 #include "rowcol.h"
+#include "source.h"
 #include "workpool.h"
 
 /* What a block's use returns when a row widened a field past the guessed kinds. */
@@ -536,6 +537,7 @@ static void say_widened(const char *path, const struct adder *a, const struct tf
 struct reading {
 	struct tfs_store *s;
 	const char *ds, *path, *base;
+	struct tfs_source *src; /* data's: a URL's object is read as it arrives */
 	const char *data;
 	size_t len;
 	struct tfs_txn *t;
@@ -543,6 +545,41 @@ struct reading {
 	const struct tfs_import_opts *o;
 	const struct tfs_media_fields *media;
 };
+
+/* Wait until the block tfs_jlines_block takes at `at` is there: TFS_JLINES_BLOCK bytes and the
+ * rest of its last line, which is looked for only in bytes already there. */
+static int block_wait(const struct reading *j, const char *at)
+{
+	const uint64_t from = (uint64_t)(at - j->data) + TFS_JLINES_BLOCK;
+	uint64_t ready;
+	int rc = tfs_source_wait(j->src, from);
+
+	while (!rc && (ready = tfs_source_ready(j->src)) < j->len &&
+	       !memchr(j->data + from, '\n', (size_t)(ready - from)))
+		rc = tfs_source_wait(j->src, ready + TFS_JLINES_BLOCK);
+	return rc;
+}
+
+/* The first object of the file, and its fields (tfs_jsonl_first), from the lines there so far:
+ * more come until one holds an object. */
+static int first_object(const struct reading *j, const char *tokens, struct tfs_jfield *f,
+			size_t *nf, json_t **first, struct tfs_jtally *t, const char **rest)
+{
+	for (uint64_t want = 2 * TFS_JLINES_BLOCK;; want *= 2) {
+		const int rc = tfs_source_wait(j->src, want);
+		const char *nl;
+		size_t lines;
+
+		if (rc)
+			return rc;
+		if (want >= j->len) /* all of it: its last line needs no newline */
+			return tfs_jsonl_first(j->data, j->len, tokens, f, nf, first, t, rest);
+		nl = memrchr(j->data, '\n', (size_t)want);
+		lines = nl ? (size_t)(nl + 1 - j->data) : 0;
+		if (tfs_jsonl_first(j->data, lines, tokens, f, nf, first, t, rest) == 0)
+			return 0;
+	}
+}
 
 /* Pass 2: the columns of f begun in m, every row encoded on the pool a block at a time and
  * added in order by a, the columns finished. guess: f's kinds are a guess; WIDENED, with a's
@@ -572,7 +609,9 @@ static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs
 	while (!rc) {
 		struct block *b = tfs_pipeline_next(pipe, &rc);
 
-		if (!b || !tfs_jlines_block(&at, j->data + j->len, &b->p, &b->end))
+		if (b && at < j->data + j->len)
+			rc = block_wait(j, at);
+		if (rc || !b || !tfs_jlines_block(&at, j->data + j->len, &b->p, &b->end))
 			break;
 		b->f = f;
 		b->nf = nf;
@@ -626,7 +665,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	size_t len = 0, nf = 0;
 	struct adder a;
 	uint64_t named = 0; /* the bad rows up to this line were named */
-	struct reading j = { s, ds, path, base, NULL, 0, NULL, NULL, o, media };
+	struct reading j = { s, ds, path, base, NULL, NULL, 0, NULL, NULL, o, media };
 	struct tfs_txn txn;
 	int rc;
 
@@ -649,18 +688,21 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	tfs_jsonalloc_install(); /* before the pool's threads parse */
 	rc = tfs_txn_begin(&txn, s, ds, o);
 	if (!rc)
-		rc = tfs_import_map_file(path, &mapped, &len);
+		rc = tfs_import_map_source(path, &j.src, &mapped, &len);
 	data = (const char *)mapped;
+	j.data = data;
+	j.len = len;
 	if (!rc)
 		rc = tfs_import_pool(o, &pool);
-	if (!rc && (rc = tfs_jsonl_first(data, len, tokens, f0, &nf, &first, &t, &rest)) == -EINVAL)
+	if (!rc && (rc = first_object(&j, tokens, f0, &nf, &first, &t, &rest)) == -EINVAL)
 		tfs_err("%s: no line holds a JSON object with fields", path);
 	/* The guess: the kinds of the first object and of the megabyte of lines after it. */
 	if (!rc) {
 		const char *at = rest, *bp;
 
 		after = rest;
-		if (tfs_jlines_block(&at, data + len, &bp, &after))
+		rc = at < data + len ? block_wait(&j, at) : 0;
+		if (!rc && tfs_jlines_block(&at, data + len, &bp, &after))
 			rc = tfs_jsonl_scan(pool, bp, after, &t);
 	}
 	if (!rc) {
@@ -669,8 +711,6 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	}
 	if (!rc)
 		rc = mark_media(f, nf, media);
-	j.data = data;
-	j.len = len;
 	j.t = &txn;
 	j.pool = pool;
 	/* Past that megabyte the kinds are a guess. A row past it widens the guess, and the rows
@@ -692,7 +732,9 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		named = a.lineno > named ? a.lineno : named;
 		drop_reading(f, nf, &m, &a, res, o->progress);
 		tfs_jtally_merge(&t, &a.seen);
-		rc = reading ? tfs_jsonl_scan(pool, after, data + len, &t) : 0;
+		rc = reading ? tfs_source_wait(j.src, len) : 0; /* every line, for the kinds */
+		if (reading && !rc)
+			rc = tfs_jsonl_scan(pool, after, data + len, &t);
 		if (!rc) {
 			memcpy(f, f0, nf * sizeof(*f));
 			rc = tfs_jsonl_settle(f, nf, first, &t, tokens, tsize, fixed, nfixed);
@@ -714,6 +756,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	json_decref(first);
 	if (data)
 		munmap((void *)data, len);
+	tfs_source_close(j.src);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&txn);
 	return rc;

@@ -16,15 +16,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len)
+int tfs_import_map_source(const char *path, struct tfs_source **src, const uint8_t **data,
+			  size_t *len)
 {
 	struct stat sb;
-	int fd = tfs_source_open_file(path), rc = 0;
+	int fd, rc = tfs_source_open(path, src);
 
 	*data = NULL;
 	*len = 0;
-	if (fd < 0)
-		return fd;
+	if (rc)
+		return rc;
+	fd = tfs_source_fd(*src);
 	if (fstat(fd, &sb) < 0) {
 		rc = -errno;
 		tfs_err("%s: %s", path, strerror(errno));
@@ -35,20 +37,39 @@ int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len)
 		rc = -EINVAL;
 		goto out;
 	}
-	if (sb.st_size == 0)
+	if (tfs_source_size(*src) == 0)
 		goto out;
-	*data = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	*data = mmap(NULL, (size_t)tfs_source_size(*src), PROT_READ, MAP_PRIVATE, fd, 0);
 	if (*data == MAP_FAILED) {
 		rc = -errno;
 		*data = NULL;
 		tfs_err("%s: %s", path, strerror(errno));
 		goto out;
 	}
-	*len = (size_t)sb.st_size;
+	*len = (size_t)tfs_source_size(*src);
 	madvise((void *)*data, *len, MADV_SEQUENTIAL);
 out:
-	if (fd >= 0)
-		close(fd);
+	if (rc) {
+		tfs_source_close(*src);
+		*src = NULL;
+	}
+	return rc;
+}
+
+int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len)
+{
+	struct tfs_source *src;
+	int rc = tfs_import_map_source(path, &src, data, len);
+
+	if (rc)
+		return rc;
+	rc = tfs_source_wait(src, UINT64_MAX);
+	if (rc && *data) {
+		munmap((void *)*data, *len);
+		*data = NULL;
+		*len = 0;
+	}
+	tfs_source_close(src); /* the mapping keeps the file */
 	return rc;
 }
 

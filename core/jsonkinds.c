@@ -13,8 +13,6 @@
 #include "pipeline.h"
 #include "util.h"
 
-#define BLOCK_BYTES (1u << 20) /* input a block: a megabyte, to the end of its last line */
-
 enum tfs_jkind tfs_jkind_of(const json_t *v)
 {
 	size_t i;
@@ -97,7 +95,7 @@ int tfs_jlines_block(const char **at, const char *end, const char **bp, const ch
 
 	if (*at >= end)
 		return 0;
-	e = end - *at > BLOCK_BYTES ? *at + BLOCK_BYTES : end;
+	e = end - *at > TFS_JLINES_BLOCK ? *at + TFS_JLINES_BLOCK : end;
 	nl = e < end ? memchr(e, '\n', (size_t)(end - e)) : NULL;
 	e = nl ? nl + 1 : end;
 	*bp = *at;

@@ -58,8 +58,9 @@ int tfs_jlines_next(struct tfs_jlines *l, const char **line, size_t *len);
 int tfs_jline_blank(const char *p, size_t n);
 /* The line's value (JSON_DECODE_ANY), or NULL with jansson's reason in why. */
 json_t *tfs_jline_parse(const char *line, size_t len, char *why, size_t cap);
-/* The next block of [*at, end) into [*bp, *be): a megabyte, to the end of its last line. 0 at
- * the end. */
+/* The next block of [*at, end) into [*bp, *be): TFS_JLINES_BLOCK bytes, to the end of its last
+ * line. 0 at the end. */
+#define TFS_JLINES_BLOCK (1u << 20)
 int tfs_jlines_block(const char **at, const char *end, const char **bp, const char **be);
 
 /* The kinds a run of rows widens fields to, and the range of the --tokens field's ids: a row

@@ -352,6 +352,16 @@ int tfs_source_wait(struct tfs_source *src, uint64_t end)
 	return rc;
 }
 
+uint64_t tfs_source_ready(struct tfs_source *src)
+{
+	uint64_t ready;
+
+	pthread_mutex_lock(&src->lock);
+	ready = src->ready;
+	pthread_mutex_unlock(&src->lock);
+	return ready;
+}
+
 int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off)
 {
 	int rc;

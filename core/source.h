@@ -28,6 +28,8 @@ const char *tfs_source_path(const struct tfs_source *src);
 /* Wait until bytes [0, end) are in the descriptor (end past the size: all of them). Returns 0,
  * or the fetch's -errno when it failed before they came (logged where it failed). */
 int tfs_source_wait(struct tfs_source *src, uint64_t end);
+/* How many bytes from the start are there now (the size once all are). */
+uint64_t tfs_source_ready(struct tfs_source *src);
 /* len bytes at off, once they are there: 0, -EIO when the source ends before off + len, or
  * the fetch's -errno. */
 int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off);

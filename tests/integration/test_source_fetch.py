@@ -211,19 +211,21 @@ def write_shard(path, samples, size):
 
 
 def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
-    """An .npy's first chunk is written, and a shard's first samples imported, while most of
-    its ranges are still to come."""
+    """An .npy's first chunk is written, and a shard's or a JSON Lines file's first rows
+    imported, while most of its ranges are still to come."""
     src = tmp_path / "src"
     src.mkdir()
     np.save(src / "x.npy", np.arange(4 * MiB, dtype=np.int64).reshape(-1, 64))  # 32 MiB
     write_shard(src / "s.tar", 64, 512 << 10)  # 32 MiB
+    lines = write_lines(src / "a.jsonl", 32)
     # 10 MB/s a response, 2 at once: 32 parts of 1 MiB take about 1.7 s.
     web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
     monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
     monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
     try:
         for ds, args in (("npy", [f"x={web.url}/x.npy"]),
-                         ("wds", ["--webdataset", f"{web.url}/s.tar"])):
+                         ("wds", ["--webdataset", f"{web.url}/s.tar"]),
+                         ("jsonl", ["--jsonl", f"{web.url}/a.jsonl"])):
             lake.create(ds)
             objects = lake.root / ds / "objects"
             before = set(objects.rglob("*")) if objects.exists() else set()
@@ -244,6 +246,7 @@ def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
     finally:
         web.stop()
     assert lake.info("npy")["rows"] == MiB // 16 and lake.info("wds")["rows"] == 64
+    assert lake.info("jsonl")["rows"] == lines
 
 
 def test_a_shard_is_fetched_once(lake, tmp_path, monkeypatch):
