@@ -433,7 +433,7 @@ static int http_ca_file(const struct ini *c, char *out, size_t cap)
 int tfs_config_http(struct tfs_config_http *out)
 {
 	struct ini c;
-	uint64_t v[9] = { 60000, 5000, 10000, 6, 100, 5000, 32, 8ull << 20, 4 };
+	uint64_t v[9] = { 60000, 5000, 10000, 6, 100, 5000, 32, 8ull << 20, 8 };
 	char ca[sizeof(out->ca_file)];
 	static const uint64_t lo[9] = { 100, 100, 100, 0, 1, 1, 1, 1ull << 20, 1 };
 	static const uint64_t hi[9] = { 3600000, 600000, 3600000,    100, 60000,

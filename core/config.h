@@ -29,7 +29,7 @@ struct tfs_config_http {
 	unsigned backoff_max_ms; /* default 5000 */
 	unsigned max_inflight;	 /* concurrent requests per store (default 32) */
 	uint64_t part_size;	 /* ranged-GET part for large objects (default 8 MiB) */
-	unsigned parallel;	 /* concurrent parts of one large GET (default 4) */
+	unsigned parallel;	 /* concurrent parts of one large GET (default 8) */
 	char ca_file[1024];	 /* absolute path of a PEM bundle to verify TLS servers with; "":
 				  * the system's store */
 };
