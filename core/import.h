@@ -230,14 +230,6 @@ int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len);
 struct tfs_source;
 int tfs_import_map_source(const char *path, struct tfs_source **src, const uint8_t **data,
 			  size_t *len);
-/* A mapped source read front to back: the pages from the one *done lies in (where the reading
- * began, at first) up to the last page boundary at or before `to` were read and leave the
- * process's memory (MADV_DONTNEED: a file's clean pages stay in the page cache, and are mapped
- * again if touched), and *done moves there; nothing until TFS_MAP_DONE_STEP bytes have
- * gathered, so that a reader may call it at every line. What an import holds is then bounded by
- * its buffers, not its input's size. */
-#define TFS_MAP_DONE_STEP (8u << 20)
-void tfs_import_map_done(const uint8_t **done, const uint8_t *to);
 /* The pool an import works on: o->threads threads (0: one per CPU), the caller one of them
  * (tfs_workpool_create_with_caller). */
 struct tfs_workpool;

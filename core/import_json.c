@@ -27,6 +27,7 @@
 #include "pipeline.h"
 #include "rowcol.h"
 #include "source.h"
+#include "spool.h"
 #include "workpool.h"
 
 /* What a block's use returns when a row widened a field past the guessed kinds. */
@@ -464,7 +465,7 @@ static int parse_use(void *arg, void *item)
 		tfs_progress_add(a->progress, bytes, good);
 	}
 	a->lineno += b->lines;
-	tfs_import_map_done(&a->done, (const uint8_t *)b->end);
+	tfs_spool_map_done(&a->done, (const uint8_t *)b->end);
 	return rc;
 }
 

@@ -229,6 +229,10 @@ static int use_file(void *arg, void *item)
 			const uint64_t shape[4] = { mo->clip, v->h, v->w, 3 };
 
 			rc = add_row(ad, j, v->px + s * fb, mo->clip, fb, shape, v->t[s], v->fps);
+			/* frames before the next clip's first were read: out of memory with them */
+			tfs_spool_done(&j->v.held,
+				       v->px + (s + mo->stride < v->n ? s + mo->stride : v->n) *
+						       fb);
 		}
 		tfs_progress_add(ad->progress, v->n * fb, 1);
 	} else {
@@ -248,6 +252,11 @@ static int use_file(void *arg, void *item)
 
 			rc = add_row(ad, j, (const uint8_t *)(a->s + s * a->channels), clip, sb,
 				     shape, (double)s / a->rate, a->rate);
+			const uint64_t next = s + (stride ? stride : clip);
+
+			tfs_spool_done(&j->a.held,
+				       (const uint8_t *)(a->s + (next < a->n ? next : a->n) *
+									a->channels));
 		}
 		tfs_progress_add(ad->progress, a->n * sb, 1);
 	}

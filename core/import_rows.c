@@ -4,6 +4,7 @@
  * shape, else a ragged one). Scanned whole before anything is written. */
 #include "import_rows.h"
 #include "source.h"
+#include "spool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -73,18 +74,6 @@ int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len)
 	return rc;
 }
 
-void tfs_import_map_done(const uint8_t **done, const uint8_t *to)
-{
-	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	const uint8_t *start = (const uint8_t *)((uintptr_t)*done / page * page);
-	const uint8_t *end = (const uint8_t *)((uintptr_t)to / page * page);
-
-	if (end < start || (size_t)(end - start) < TFS_MAP_DONE_STEP)
-		return;
-	madvise((void *)start, (size_t)(end - start), MADV_DONTNEED);
-	*done = end;
-}
-
 /* The next line of [*p, end): its start and length without the newline (or a CRLF's \r). */
 static const uint8_t *next_line(const uint8_t **p, const uint8_t *end, size_t *len)
 {
@@ -112,7 +101,7 @@ static int scan_text(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 		size_t n;
 		const uint8_t *line = next_line(&p, end, &n);
 
-		tfs_import_map_done(&done, line);
+		tfs_spool_map_done(&done, line);
 
 		sc->rows++;
 		sc->bytes += n;
@@ -335,7 +324,7 @@ static int write_text(const struct tfs_import_src *src, struct tfs_rowcol *w,
 		size_t n;
 		const uint8_t *line = next_line(&p, end, &n);
 
-		tfs_import_map_done(&done, line);
+		tfs_spool_map_done(&done, line);
 		rc = tfs_rowcol_add(w, line, n, NULL);
 		tfs_progress_add(progress, n, 1);
 	}

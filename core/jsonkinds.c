@@ -11,6 +11,7 @@
 #include "import.h"
 #include "jsonalloc.h"
 #include "pipeline.h"
+#include "spool.h"
 #include "util.h"
 
 enum tfs_jkind tfs_jkind_of(const json_t *v)
@@ -234,7 +235,7 @@ static int scan_use(void *arg, void *item)
 	const struct scan_block *b = item;
 
 	tfs_jtally_merge(s->t, &b->t);
-	tfs_import_map_done(&s->done, (const uint8_t *)b->end);
+	tfs_spool_map_done(&s->done, (const uint8_t *)b->end);
 	return 0;
 }
 

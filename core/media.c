@@ -117,9 +117,9 @@ static int stream_turn(const AVStream *st)
 	double theta;
 
 #if TFS_FF_CODECPAR_SIDE_DATA
-	const AVPacketSideData *sd = tfs_ff.av_packet_side_data_get(st->codecpar->coded_side_data,
-							     st->codecpar->nb_coded_side_data,
-							     AV_PKT_DATA_DISPLAYMATRIX);
+	const AVPacketSideData *sd = tfs_ff.av_packet_side_data_get(
+		st->codecpar->coded_side_data, st->codecpar->nb_coded_side_data,
+		AV_PKT_DATA_DISPLAYMATRIX);
 
 	if (sd && sd->size >= 9 * sizeof(int32_t))
 		m = (const int32_t *)sd->data;
@@ -243,15 +243,15 @@ static const AVFrame *upright(struct dec *d, int scaled, int *rc)
 				return NULL;
 			}
 		}
-		d->to_rgb =
-			tfs_ff.sws_getCachedContext(d->to_rgb, f->width, f->height, f->format, f->width,
-					     f->height, to, SWS_BICUBIC, NULL, NULL, NULL);
+		d->to_rgb = tfs_ff.sws_getCachedContext(d->to_rgb, f->width, f->height, f->format,
+							f->width, f->height, to, SWS_BICUBIC, NULL,
+							NULL, NULL);
 		if (!d->to_rgb) {
 			*rc = -EINVAL;
 			return NULL;
 		}
-		tfs_ff.sws_scale(d->to_rgb, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
-			  d->rgb->data, d->rgb->linesize);
+		tfs_ff.sws_scale(d->to_rgb, (const uint8_t *const *)f->data, f->linesize, 0,
+				 f->height, d->rgb->data, d->rgb->linesize);
 		*rc = turn_frame(d->rgb, d->turned, d->turn);
 	}
 	return *rc ? NULL : d->turned;
@@ -259,7 +259,7 @@ static const AVFrame *upright(struct dec *d, int scaled, int *rc)
 
 struct vout {
 	struct tfs_video *v;
-	uint64_t cap;
+	uint64_t cap; /* room in v->t */
 	uint8_t *cur; /* the frame held for the fps pick (h x w x 3), or NULL */
 	double cur_t;
 };
@@ -268,23 +268,22 @@ static int push_frame(struct vout *o, const uint8_t *px, double t)
 {
 	struct tfs_video *v = o->v;
 	const size_t fb = (size_t)v->w * v->h * 3;
+	int rc;
 
 	if (v->n == MAX_FRAMES)
 		return -E2BIG;
 	if (v->n == o->cap) {
 		const uint64_t cap = o->cap ? 2 * o->cap : 64;
-		uint8_t *g = realloc(v->px, cap * fb + 1);
 		double *gt = realloc(v->t, cap * sizeof(*gt));
 
-		if (g)
-			v->px = g;
-		if (gt)
-			v->t = gt;
-		if (!g || !gt)
+		if (!gt)
 			return -ENOMEM;
+		v->t = gt;
 		o->cap = cap;
 	}
-	memcpy(v->px + v->n * fb, px, fb);
+	rc = tfs_spool_append(&v->held, px, fb);
+	if (rc)
+		return rc;
 	v->t[v->n++] = t;
 	return 0;
 }
@@ -330,11 +329,12 @@ static int convert(const AVFrame *f, struct SwsContext **sws, const struct tfs_v
 		to = *tmp;
 	}
 	*sws = tfs_ff.sws_getCachedContext(*sws, f->width, f->height, f->format, (int)sw, (int)sh,
-				    AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
+					   AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
 	if (!*sws)
 		return -EINVAL;
 	stride = (int)sw * 3;
-	tfs_ff.sws_scale(*sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, &to, &stride);
+	tfs_ff.sws_scale(*sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, &to,
+			 &stride);
 	if (o->w && o->fit == TFS_FIT_CROP) {
 		for (uint32_t y = 0; y < h; y++)
 			memcpy(dst + (size_t)y * w * 3, *tmp + ((size_t)(y + top) * sw + left) * 3,
@@ -361,6 +361,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 	int rc, got;
 
 	memset(out, 0, sizeof(*out));
+	tfs_spool_init(&out->held, TFS_MEDIA_HOLD);
 	rc = tfs_fflib_load(err, err_cap);
 	if (rc)
 		return rc; /* before anything the exit path would free with FFmpeg's functions */
@@ -368,7 +369,8 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 	if (rc)
 		goto out;
 	tb = d.fmt->streams[d.stream]->time_base;
-	rate = o->fps > 0 ? tfs_ff.av_d2q(o->fps, 1000000) : d.fmt->streams[d.stream]->avg_frame_rate;
+	rate = o->fps > 0 ? tfs_ff.av_d2q(o->fps, 1000000)
+			  : d.fmt->streams[d.stream]->avg_frame_rate;
 	out->fps = o->fps > 0 ? o->fps : rate.num && rate.den ? av_q2d(rate) : 0;
 	d.turn = stream_turn(d.fmt->streams[d.stream]);
 	while ((got = dec_next(&d, err, err_cap)) == 1) {
@@ -409,7 +411,8 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 		if (ts != AV_NOPTS_VALUE)
 			end = ts + (d.frame->pkt_duration > 0
 					    ? d.frame->pkt_duration
-					    : (rate.num ? tfs_ff.av_rescale_q(1, av_inv_q(rate), tb) : 0));
+					    : (rate.num ? tfs_ff.av_rescale_q(1, av_inv_q(rate), tb)
+							: 0));
 		t = ts == AV_NOPTS_VALUE ? (double)out->n / (out->fps > 0 ? out->fps : 25)
 					 : (double)(ts - start) * av_q2d(tb);
 		rc = convert(f, &sws, o, out->w, out->h, frame, &tmp, &tmp_cap);
@@ -420,10 +423,11 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 		if (o->fps > 0) {
 			/* ffmpeg's fps filter: a frame's slot is its time in output frames, rounded
 			 * to the nearest; the frame held fills every slot before the new one's. */
-			const int64_t k = ts == AV_NOPTS_VALUE
-						  ? emitted
-						  : tfs_ff.av_rescale_q_rnd(ts - start, tb, av_inv_q(rate),
-								     AV_ROUND_NEAR_INF);
+			const int64_t k =
+				ts == AV_NOPTS_VALUE
+					? emitted
+					: tfs_ff.av_rescale_q_rnd(ts - start, tb, av_inv_q(rate),
+								  AV_ROUND_NEAR_INF);
 
 			while (vo.cur && emitted < k && !rc) {
 				rc = push_frame(&vo, vo.cur, (double)emitted / o->fps);
@@ -451,7 +455,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 		const int64_t k = end == AV_NOPTS_VALUE
 					  ? emitted + 1
 					  : tfs_ff.av_rescale_q_rnd(end - start, tb, av_inv_q(rate),
-							     AV_ROUND_NEAR_INF);
+								    AV_ROUND_NEAR_INF);
 
 		while (!rc && emitted < k) {
 			rc = push_frame(&vo, vo.cur, (double)emitted / o->fps);
@@ -462,6 +466,8 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 		snprintf(err, err_cap, "no frame");
 		rc = -EINVAL;
 	}
+	if (!rc && (rc = tfs_spool_view(&out->held, &out->px)))
+		snprintf(err, err_cap, "cannot map its frames: %s", strerror(-rc));
 out:
 	if (rc == -E2BIG)
 		snprintf(err, err_cap, "more than %u frames", MAX_FRAMES);
@@ -477,7 +483,7 @@ out:
 
 void tfs_video_free(struct tfs_video *v)
 {
-	free(v->px);
+	tfs_spool_free(&v->held);
 	free(v->t);
 	memset(v, 0, sizeof(*v));
 }
@@ -490,10 +496,10 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 	struct dec d;
 	SwrContext *swr = NULL;
 	AVChannelLayout in_layout = { 0 }, out_layout = { 0 };
-	uint64_t cap = 0;
 	int rc, got;
 
 	memset(out, 0, sizeof(*out));
+	tfs_spool_init(&out->held, TFS_MEDIA_HOLD);
 	rc = tfs_fflib_load(err, err_cap);
 	if (rc)
 		return rc; /* before anything the exit path would free with FFmpeg's functions */
@@ -509,9 +515,9 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 		rc = tfs_ff.av_channel_layout_copy(&out_layout, &in_layout) < 0 ? -ENOMEM : 0;
 	out->rate = o->rate ? o->rate : (uint32_t)d.cc->sample_rate;
 	out->channels = (uint32_t)out_layout.nb_channels;
-	if (!rc &&
-	    tfs_ff.swr_alloc_set_opts2(&swr, &out_layout, AV_SAMPLE_FMT_FLT, (int)out->rate, &in_layout,
-				d.cc->sample_fmt, d.cc->sample_rate, 0, NULL) < 0)
+	if (!rc && tfs_ff.swr_alloc_set_opts2(&swr, &out_layout, AV_SAMPLE_FMT_FLT, (int)out->rate,
+					      &in_layout, d.cc->sample_fmt, d.cc->sample_rate, 0,
+					      NULL) < 0)
 		rc = -EINVAL;
 	if (!rc && tfs_ff.swr_init(swr) < 0) {
 		snprintf(err, err_cap, "cannot resample it");
@@ -526,23 +532,20 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 			rc = -EINVAL;
 			break;
 		}
-		if (out->n + (uint64_t)room > cap) {
-			const uint64_t c = (out->n + (uint64_t)room) * 2 + 4096;
-			float *g = realloc(out->s, c * out->channels * sizeof(float));
-
-			if (!g) {
-				rc = -ENOMEM;
-				break;
-			}
-			out->s = g;
-			cap = c;
-		}
 		{
-			uint8_t *to = (uint8_t *)(out->s + out->n * out->channels);
+			const size_t sb = out->channels * sizeof(float);
+			void *to;
 
-			made = tfs_ff.swr_convert(swr, &to, room,
-					   got ? (const uint8_t **)d.frame->extended_data : NULL,
-					   in);
+			rc = tfs_spool_room(&out->held, (size_t)room * sb, &to);
+			if (rc)
+				break;
+			made = tfs_ff.swr_convert(
+				swr, (uint8_t **)&to, room,
+				got ? (const uint8_t **)d.frame->extended_data : NULL, in);
+			if (made >= 0)
+				rc = tfs_spool_commit(&out->held, (size_t)made * sb);
+			if (rc)
+				break;
 		}
 		if (made < 0) {
 			snprintf(err, err_cap, "cannot resample it");
@@ -559,6 +562,14 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 		snprintf(err, err_cap, "no sample");
 		rc = -EINVAL;
 	}
+	if (!rc) {
+		const uint8_t *s;
+
+		rc = tfs_spool_view(&out->held, &s);
+		if (rc)
+			snprintf(err, err_cap, "cannot map its samples: %s", strerror(-rc));
+		out->s = (const float *)s;
+	}
 out:
 	tfs_ff.swr_free(&swr);
 	tfs_ff.av_channel_layout_uninit(&in_layout);
@@ -571,6 +582,6 @@ out:
 
 void tfs_audio_free(struct tfs_audio *a)
 {
-	free(a->s);
+	tfs_spool_free(&a->held);
 	memset(a, 0, sizeof(*a));
 }

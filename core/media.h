@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "image.h"
+#include "spool.h"
 
 struct tfs_video_opts {
 	uint32_t w, h;		/* 0: the video's own size */
@@ -18,12 +19,17 @@ struct tfs_video_opts {
 				   every frame */
 };
 
+/* What a decoded file's samples are held in: memory up to this, a spool file (spool.h) past it,
+ * so that a long video or recording does not have to fit in memory while it is imported. */
+#define TFS_MEDIA_HOLD (16u << 20)
+
 struct tfs_video {
 	uint32_t w, h;
-	uint64_t n;  /* frames */
-	uint8_t *px; /* n x h x w x 3 */
-	double *t;   /* each frame's time from the first, in seconds */
-	double fps;  /* the rate asked for, or the stream's average */
+	uint64_t n;	       /* frames */
+	const uint8_t *px;     /* n x h x w x 3: in held */
+	double *t;	       /* each frame's time from the first, in seconds */
+	double fps;	       /* the rate asked for, or the stream's average */
+	struct tfs_spool held; /* tfs_spool_done(&held, p): the frames before p were read */
 };
 
 /* Decode path's best video stream. -EINVAL with the reason in err: not a video, an unknown
@@ -40,8 +46,9 @@ struct tfs_audio_opts {
 
 struct tfs_audio {
 	uint32_t rate, channels;
-	uint64_t n; /* samples (frames of channels values) */
-	float *s;   /* n x channels, interleaved */
+	uint64_t n;	       /* samples (frames of channels values) */
+	const float *s;	       /* n x channels, interleaved: in held */
+	struct tfs_spool held; /* as tfs_video's */
 };
 
 /* Decode path's best audio stream; errors as tfs_video_decode's. */

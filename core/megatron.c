@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "rowcol.h"
+#include "spool.h"
 #include "workpool.h"
 
 #define IDX_MAGIC "MMIDIDX\0\0"
@@ -155,7 +156,7 @@ static int check(struct mfile *f, const char *prefix, int *identity_docs, uint64
 		const uint64_t p = le64(f->ptrs + 8 * i);
 
 		if (f->bin && p <= f->bin_len)
-			tfs_import_map_done(&done, f->bin + p);
+			tfs_spool_map_done(&done, f->bin + p);
 
 		if (n < 0 || p > f->bin_len || (uint64_t)n * f->isz > f->bin_len - p) {
 			tfs_err("%s: sequence %" PRIu64 " (%" PRId32 " tokens at byte %" PRIu64
@@ -245,7 +246,7 @@ int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix,
 		const uint64_t n = (uint64_t)len_of(&f, i), p = le64(f.ptrs + 8 * i);
 		const uint8_t *row = f.bin + p;
 
-		tfs_import_map_done(&done, row);
+		tfs_spool_map_done(&done, row);
 
 		if (f.code == 5) { /* int64 ids below 2^32: as uint32 */
 			uint8_t *g = realloc(narrow, n * 4 + 1);

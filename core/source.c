@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "http.h"
+#include "spool.h"
 #include "util.h"
 
 /* Objects up to this size are held in memory (a memfd) while they are imported; larger ones are
@@ -52,51 +53,6 @@ static int open_parent(const char *url, struct tfs_store **s, const char **key)
 	return rc;
 }
 
-/* The directory a large source is spooled to: $TMPDIR, else /var/tmp (on disk where /tmp may be
- * a tmpfs, which is memory). */
-static const char *spool_dir(void)
-{
-	const char *d = getenv("TMPDIR");
-
-	return d && *d ? d : "/var/tmp";
-}
-
-/* An unlinked file of `size` bytes, its blocks reserved, in the spool directory; -errno (with
- * the reason in why) when it cannot be had. */
-static int spool_open(uint64_t size, char *why, size_t why_len)
-{
-	const char *dir = spool_dir();
-	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc;
-
-	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
-		/* A file system without O_TMPFILE: a named file, unlinked at once. */
-		char path[PATH_MAX];
-
-		if (snprintf(path, sizeof(path), "%s/tensorfs-source-XXXXXX", dir) >=
-		    (int)sizeof(path)) {
-			snprintf(why, why_len, "%s: path too long", dir);
-			return -ENAMETOOLONG;
-		}
-		fd = mkostemp(path, O_CLOEXEC);
-		if (fd >= 0)
-			unlink(path);
-	}
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, why_len, "%s: %s", dir, strerror(errno));
-		return rc;
-	}
-	/* Reserved now, so that a disk without room says so before anything is fetched. */
-	rc = posix_fallocate(fd, 0, (off_t)size);
-	if (rc) {
-		snprintf(why, why_len, "%s: no room for %llu bytes: %s", dir,
-			 (unsigned long long)size, strerror(rc));
-		close(fd);
-		return -rc;
-	}
-	return fd;
-}
-
 /* A descriptor to hold an object of `size` bytes: a memfd for a small one, a spool file for a
  * large one, or a memfd after all (said once) when no spool file can be had. */
 static int hold_open(const char *url, uint64_t size)
@@ -105,7 +61,7 @@ static int hold_open(const char *url, uint64_t size)
 	int fd;
 
 	if (size > HOLD_IN_MEMORY) {
-		fd = spool_open(size, why, sizeof(why));
+		fd = tfs_spool_file(size, why, sizeof(why));
 		if (fd >= 0)
 			return fd;
 		tfs_warn("%s: cannot spool its %llu bytes to disk (%s; set TMPDIR): holding it in "

@@ -362,6 +362,27 @@ int tfs_pread_full(int fd, void *buf, size_t n, uint64_t off)
 	return 0;
 }
 
+int tfs_pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	while (n) {
+		ssize_t r = pwrite(fd, p, n, (off_t)off);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		p += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
 int tfs_read_fd(int fd, struct tfs_buf *out)
 {
 	struct stat sb;

@@ -23,10 +23,10 @@ struct tfs_buf {
  * caller's to free). */
 void *tfs_grow(void *p, size_t *cap, size_t need, size_t size);
 /* tfs_grow on the array lvalue p: 0 with p grown, or -ENOMEM with p as it was. */
-#define TFS_GROW(p, cap, need)                                                                     \
-	__extension__({                                                                            \
-		__typeof__(p) tfs_grown_ = tfs_grow((p), (cap), (need), sizeof(*(p)));             \
-		tfs_grown_ ? ((p) = tfs_grown_, 0) : -ENOMEM;                                      \
+#define TFS_GROW(p, cap, need)                                                         \
+	__extension__({                                                                \
+		__typeof__(p) tfs_grown_ = tfs_grow((p), (cap), (need), sizeof(*(p))); \
+		tfs_grown_ ? ((p) = tfs_grown_, 0) : -ENOMEM;                          \
 	})
 
 /* Make room for at least `extra` more bytes after len. Returns 0 or -ENOMEM. */
@@ -80,6 +80,8 @@ int tfs_is_lower_hex(const char *p, size_t n);
 
 /* Read exactly n bytes at off (retries on EINTR/short reads). Returns 0, -EIO on EOF, or -errno. */
 int tfs_pread_full(int fd, void *buf, size_t n, uint64_t off);
+/* Write exactly n bytes at off (retries on EINTR/short writes). Returns 0 or -errno. */
+int tfs_pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
 int tfs_write_full(int fd, const void *buf, size_t n);
 /* Read the whole regular file open as fd into out (reset first; NUL-terminated). -EISDIR for
  * anything but a regular file, -EIO when it is shorter than fstat said, or -errno. */

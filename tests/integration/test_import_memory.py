@@ -92,3 +92,34 @@ def test_npz_import_reads_arrays_in_pieces(lake, tmp_path):
              y=np.arange(rows))
     check(lake, "z", "x", rows, import_peak(lake, tmp_path, "z", "--npz", tmp_path / "a.npz"),
           "arrays")
+
+
+def ffmpeg(*args):
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *map(str, args)], check=True)
+
+
+@pytest.mark.parametrize("kind", ["video", "audio"])
+def test_media_import_holds_a_file_on_disk(lake, tmp_path, kind):
+    """A file's decoded frames or samples (every one of them is kept until the file has decoded
+    without damage) go to a spool file past 16 MiB: the peak RSS of a file three times as long
+    is about the same, where it grew by the decoded difference (230 MB of frames, 77 MB of
+    samples) when they were held in memory."""
+    peaks, rows = [], []
+    for seconds in (1, 3):
+        if kind == "video":
+            path = tmp_path / f"v{seconds}.mp4"
+            ffmpeg("-f", "lavfi", "-i", f"testsrc=size=320x240:rate=25:duration={20 * seconds}",
+                   "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "50", path)
+            args = ["--video", path, "--clip", "16"]
+        else:
+            path = tmp_path / f"a{seconds}.wav"
+            ffmpeg("-f", "lavfi", "-i",
+                   f"sine=frequency=300:sample_rate=48000:duration={100 * seconds}", "-ac", 2,
+                   path)
+            args = ["--audio", path, "--clip", "2"]
+        ds = f"{kind}{seconds}"
+        peaks.append(import_peak(lake, tmp_path, ds, *args, "--strict"))
+        rows.append(lake.info(ds)["rows"])
+    assert rows == ([31, 93] if kind == "video" else [50, 150]), rows
+    print(f"{kind}: peak RSS {peaks[0] / MiB:.0f} MiB, three times as long {peaks[1] / MiB:.0f}")
+    assert peaks[1] - peaks[0] < 24 * MiB, f"peak RSS {peaks[0] / MiB:.0f} -> {peaks[1] / MiB:.0f} MiB"

@@ -337,3 +337,48 @@ def test_clips_stage_through_the_control_file(lake, mount, media):
         assert rows[0].shape[0] != rows[1].shape[0]
         assert all(np.array_equal(g, rows[i]) for g, i in zip(b["video"], (1, 0)))
         b.release()
+
+
+def test_long_files_equal_ffmpeg_from_their_spool(lake, mount, tmp_path):
+    """A file whose decoded frames or samples pass 16 MiB is held in a spool file while it is
+    imported: its clips (overlapping ones too) and its whole-file rows equal ffmpeg's, and a long
+    file cut short is still skipped whole."""
+    ff("-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=12", "-c:v", "libx264",
+       "-pix_fmt", "yuv420p", "-g", "50", "-movflags", "+faststart",
+       tmp_path / "long.mp4")  # 300 frames: 69 MB decoded
+    good = (tmp_path / "long.mp4").read_bytes()
+    (tmp_path / "cut").mkdir()
+    # its index first: the cut is found after 200 frames (46 MB) have decoded
+    (tmp_path / "cut" / "cut.mp4").write_bytes(good[:len(good) * 2 // 3])
+    (tmp_path / "cut" / "ok.mp4").write_bytes(good)
+    ff("-f", "lavfi", "-i", "sine=frequency=300:sample_rate=48000:duration=120", "-ac", 2,
+       tmp_path / "long.wav")  # 46 MB of float samples
+    lake.create("v")
+    lake.import_("v", {}, "--video", tmp_path / "long.mp4", "--clip", "16", "--stride", "10")
+    lake.create("c")
+    p = lake.import_("c", {}, "--video", tmp_path / "cut", "--clip", "16")
+    assert "skipped 1" in p.stdout and "cut.mp4: damaged" in p.stdout, p.stdout
+    lake.create("a")
+    lake.import_("a", {}, "--audio", tmp_path / "long.wav")
+    lake.create("k")
+    lake.import_("k", {}, "--audio", tmp_path / "long.wav", "--clip", "1.5", "--stride", "1")
+    m = mount(lake)
+    ref = ffraw(tmp_path / "long.mp4", "null", 240, 320)
+    # without --size a video column is ragged: every clip here has one shape
+    video = np.fromfile(m.path / "v" / "main" / "video" / "data.bin",
+                        np.uint8).reshape(-1, 16, 240, 320, 3)
+    starts = range(0, len(ref) - 16 + 1, 10)
+    assert len(video) == len(starts) == 29
+    for i, s in enumerate(starts):
+        assert np.array_equal(video[i], ref[s:s + 16]), s
+    assert (m.path / "c" / "main" / "path" / "lines.txt").read_text() == "ok.mp4\n" * 18
+    samples = np.frombuffer(subprocess.run(
+        ["ffmpeg", "-loglevel", "error", "-i", str(tmp_path / "long.wav"), "-f", "f32le", "-"],
+        check=True, capture_output=True).stdout, np.float32).reshape(-1, 2)
+    whole = np.fromfile(m.path / "a" / "main" / "audio" / "data.bin", np.float32)
+    assert np.array_equal(whole, samples.reshape(-1))
+    clips = np.fromfile(m.path / "k" / "main" / "audio" / "data.bin",
+                        np.float32).reshape(-1, 72000, 2)  # ragged without --rate
+    assert clips.shape == (119, 72000, 2)
+    for i in range(len(clips)):
+        assert np.array_equal(clips[i], samples[i * 48000:i * 48000 + 72000]), i

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/* spool: unlinked files in $TMPDIR for bytes too large for memory, and a buffer that moves
+ * into one past a size. */
+#include "spool.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* $TMPDIR, else /var/tmp (on disk where /tmp may be a tmpfs, which is memory). */
+static const char *spool_dir(void)
+{
+	const char *d = getenv("TMPDIR");
+
+	return d && *d ? d : "/var/tmp";
+}
+
+int tfs_spool_file(uint64_t reserve, char *why, size_t why_cap)
+{
+	const char *dir = spool_dir();
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc;
+
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		/* A file system without O_TMPFILE: a named file, unlinked at once. */
+		char path[PATH_MAX];
+
+		if (snprintf(path, sizeof(path), "%s/tensorfs-source-XXXXXX", dir) >=
+		    (int)sizeof(path)) {
+			snprintf(why, why_cap, "%s: path too long", dir);
+			return -ENAMETOOLONG;
+		}
+		fd = mkostemp(path, O_CLOEXEC);
+		if (fd >= 0)
+			unlink(path);
+	}
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, why_cap, "%s: %s", dir, strerror(errno));
+		return rc;
+	}
+	rc = reserve ? posix_fallocate(fd, 0, (off_t)reserve) : 0;
+	if (rc) {
+		snprintf(why, why_cap, "%s: no room for %llu bytes: %s", dir,
+			 (unsigned long long)reserve, strerror(rc));
+		close(fd);
+		return -rc;
+	}
+	return fd;
+}
+
+void tfs_spool_map_done(const uint8_t **done, const uint8_t *to)
+{
+	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	const uint8_t *start = (const uint8_t *)((uintptr_t)*done / page * page);
+	const uint8_t *end = (const uint8_t *)((uintptr_t)to / page * page);
+
+	if (end < start || (size_t)(end - start) < TFS_SPOOL_MAP_STEP)
+		return;
+	madvise((void *)start, (size_t)(end - start), MADV_DONTNEED);
+	*done = end;
+}
+
+void tfs_spool_init(struct tfs_spool *sp, uint64_t hold)
+{
+	memset(sp, 0, sizeof(*sp));
+	sp->hold = hold;
+}
+
+/* Move what is in memory into a spool file; with none to be had, stay in memory (said once a
+ * process: every buffer after it fails the same way). */
+static void to_file(struct tfs_spool *sp)
+{
+	static atomic_int warned;
+	char why[PATH_MAX + 128];
+	int fd = tfs_spool_file(0, why, sizeof(why)), rc;
+
+	if (fd < 0) {
+		if (!atomic_exchange(&warned, 1))
+			tfs_warn(
+				"cannot spool decoded data to disk (%s; set TMPDIR): holding it in "
+				"memory",
+				why);
+		sp->hold = UINT64_MAX;
+		return;
+	}
+	rc = sp->len ? tfs_pwrite_full(fd, sp->mem, (size_t)sp->len, 0) : 0;
+	if (rc) {
+		if (!atomic_exchange(&warned, 1))
+			tfs_warn("cannot spool decoded data to disk (%s: %s; set TMPDIR): holding "
+				 "it in memory",
+				 spool_dir(), strerror(-rc));
+		close(fd);
+		sp->hold = UINT64_MAX;
+		return;
+	}
+	free(sp->mem);
+	sp->mem = NULL;
+	sp->cap = 0;
+	sp->fd = fd;
+	sp->in_file = 1;
+}
+
+int tfs_spool_room(struct tfs_spool *sp, size_t n, void **p)
+{
+	assert(!sp->map);
+	if (!sp->in_file && sp->len + n > sp->hold)
+		to_file(sp);
+	if (sp->in_file) {
+		if (n > sp->scratch_cap) {
+			uint8_t *g = realloc(sp->scratch, n);
+
+			if (!g)
+				return -ENOMEM;
+			sp->scratch = g;
+			sp->scratch_cap = n;
+		}
+		*p = sp->scratch;
+		return 0;
+	}
+	if (sp->len + n > sp->cap) {
+		const size_t cap = (size_t)(sp->len + n) * 2 + 4096;
+		uint8_t *g = realloc(sp->mem, cap);
+
+		if (!g)
+			return -ENOMEM;
+		sp->mem = g;
+		sp->cap = cap;
+	}
+	*p = sp->mem + sp->len;
+	return 0;
+}
+
+int tfs_spool_commit(struct tfs_spool *sp, size_t made)
+{
+	if (sp->in_file) {
+		const int rc = tfs_pwrite_full(sp->fd, sp->scratch, made, sp->len);
+
+		if (rc)
+			return rc;
+	}
+	sp->len += made;
+	return 0;
+}
+
+int tfs_spool_append(struct tfs_spool *sp, const void *p, size_t n)
+{
+	void *to;
+	int rc = tfs_spool_room(sp, n, &to);
+
+	if (rc)
+		return rc;
+	if (sp->in_file) /* straight to the file: no copy through the scratch buffer */
+		rc = tfs_pwrite_full(sp->fd, p, n, sp->len);
+	else
+		memcpy(to, p, n);
+	if (!rc)
+		sp->len += n;
+	return rc;
+}
+
+int tfs_spool_view(struct tfs_spool *sp, const uint8_t **data)
+{
+	void *m;
+
+	if (!sp->in_file || !sp->len) {
+		*data = sp->len ? sp->mem : NULL;
+		return 0;
+	}
+	if (!sp->map) {
+		m = mmap(NULL, (size_t)sp->len, PROT_READ, MAP_SHARED, sp->fd, 0);
+		if (m == MAP_FAILED)
+			return -errno;
+		madvise(m, (size_t)sp->len, MADV_SEQUENTIAL);
+		sp->map = sp->done = m;
+	}
+	*data = sp->map;
+	return 0;
+}
+
+void tfs_spool_done(struct tfs_spool *sp, const uint8_t *to)
+{
+	if (sp->map)
+		tfs_spool_map_done(&sp->done, to);
+}
+
+void tfs_spool_free(struct tfs_spool *sp)
+{
+	if (sp->map)
+		munmap((void *)sp->map, (size_t)sp->len);
+	if (sp->in_file)
+		close(sp->fd);
+	free(sp->mem);
+	free(sp->scratch);
+	tfs_spool_init(sp, sp->hold);
+}
