@@ -100,11 +100,13 @@ struct tfs_source {
 	atomic_int stopped; /* close came first: pieces not started are not fetched */
 	pthread_mutex_t lock;
 	pthread_cond_t grew;
-	uint8_t *done;	 /* guarded by lock: per piece, in fd */
-	size_t gap;	 /* guarded by lock: the first piece not done */
-	uint64_t ready;	 /* guarded by lock: [0, ready) is in fd */
-	int finished;	 /* guarded by lock: the driver returned */
-	int err;	 /* guarded by lock: its error */
+	uint8_t *done;	/* guarded by lock: per piece, in fd */
+	size_t gap;	/* guarded by lock: the first piece not done */
+	uint64_t ready; /* guarded by lock: [0, ready) is in fd */
+	int finished;	/* guarded by lock: the driver returned */
+	int err;	/* guarded by lock: its error */
+	/* guarded by lock: the object's ETag as the first reply said it, "" until one did */
+	char tag[sizeof(((struct tfs_store_version *)0)->tag)];
 	void *spare[64]; /* guarded by lock: piece buffers not in use (a fetcher's at most) */
 	unsigned nspare; /* guarded by lock */
 };
@@ -132,11 +134,40 @@ static void buf_give(struct tfs_source *src, void *b)
 	free(b);
 }
 
+/* Whether a piece's reply is of the version the others came from: its size the one the HEAD
+ * said, its ETag the first reply's. -ESTALE (logged) when not: ranges of two versions would make
+ * bytes neither holds. */
+static int same_version(struct tfs_source *src, const struct tfs_store_version *v)
+{
+	char first[sizeof(src->tag)];
+	int rc = 0;
+
+	if (v->size >= 0 && (uint64_t)v->size != src->size) {
+		tfs_err("%s: changed while it was read: %lld bytes, not %llu", src->path,
+			(long long)v->size, (unsigned long long)src->size);
+		return -ESTALE;
+	}
+	if (!v->tag[0])
+		return 0;
+	pthread_mutex_lock(&src->lock);
+	if (!src->tag[0])
+		memcpy(src->tag, v->tag, sizeof(src->tag));
+	else if (strcmp(src->tag, v->tag))
+		rc = -ESTALE;
+	memcpy(first, src->tag, sizeof(first));
+	pthread_mutex_unlock(&src->lock);
+	if (rc)
+		tfs_err("%s: changed while it was read: its ETag went from %s to %s", src->path,
+			first, v->tag);
+	return rc;
+}
+
 static int fetch_piece(void *arg, size_t i)
 {
 	struct tfs_source *src = arg;
 	const uint64_t off = (uint64_t)i * src->piece;
 	const size_t want = (size_t)(src->size - off < src->piece ? src->size - off : src->piece);
+	struct tfs_store_version v;
 	void *buf;
 	ssize_t got;
 	int rc = 0;
@@ -146,8 +177,10 @@ static int fetch_piece(void *arg, size_t i)
 	buf = buf_take(src);
 	if (!buf)
 		return -ENOMEM;
-	got = tfs_store_get_range(src->store, src->key, off, buf, want);
-	if (got < 0 || (size_t)got != want) {
+	got = tfs_store_get_range_of(src->store, src->key, off, buf, want, &v);
+	if (got >= 0 && (rc = same_version(src, &v)) != 0) {
+		/* logged */
+	} else if (got < 0 || (size_t)got != want) {
 		rc = got < 0 ? (int)got : -EIO;
 		if (!atomic_load(&src->stopped))
 			tfs_err("%s: read at byte %llu: %s", src->path, (unsigned long long)off,

@@ -16,6 +16,12 @@ struct tfs_store;
 
 struct tfs_store_put; /* a put_new begun and not yet ended (put_new_begin) */
 
+/* What a reply says of the object it came from, for a reader of one object in many ranges. */
+struct tfs_store_version {
+	int64_t size;  /* -1: not said */
+	char tag[132]; /* its validator (ETag, quotes included); "": none */
+};
+
 /* list callback: one call per child of the listed prefix; is_dir says it has children itself.
  * A non-zero return stops the listing and is returned by tfs_store_list. */
 typedef int (*tfs_store_list_fn)(void *arg, const char *name, int is_dir);
@@ -40,6 +46,11 @@ struct tfs_store_ops {
 	/* Up to len bytes at off; returns the count (short only at the end of the object). */
 	ssize_t (*get_range)(struct tfs_store *s, const char *key, uint64_t off, void *buf,
 			     size_t len);
+	/* get_range, and what the reply says of the object (its size and validator), so that a
+	 * reader of it in many ranges can tell they all came from one version of it. NULL: nothing
+	 * said (tfs_store_get_range_of falls back to get_range). */
+	ssize_t (*get_range_of)(struct tfs_store *s, const char *key, uint64_t off, void *buf,
+				size_t len, struct tfs_store_version *v);
 	int (*head)(struct tfs_store *s, const char *key, uint64_t *size);
 	/* Size and last-modified time (seconds since the epoch). */
 	int (*stat)(struct tfs_store *s, const char *key, uint64_t *size, int64_t *mtime);
@@ -152,6 +163,24 @@ static inline ssize_t tfs_store_get_range(struct tfs_store *s, const char *key, 
 	return rc;
 }
 
+/* tfs_store_get_range, with what the reply said of the object (v->size -1 and v->tag "" when the
+ * backend says nothing). */
+static inline ssize_t tfs_store_get_range_of(struct tfs_store *s, const char *key, uint64_t off,
+					     void *buf, size_t len, struct tfs_store_version *v)
+{
+	ssize_t rc;
+
+	v->size = -1;
+	v->tag[0] = 0;
+	if (!s->ops->get_range_of)
+		return tfs_store_get_range(s, key, off, buf, len);
+	rc = s->ops->get_range_of(s, key, off, buf, len, v);
+	TFS_STORE_COUNT(s, ranged_gets, 1);
+	if (rc > 0)
+		TFS_STORE_COUNT(s, bytes_read, (uint64_t)rc);
+	return rc;
+}
+
 static inline int tfs_store_head(struct tfs_store *s, const char *key, uint64_t *size)
 {
 	TFS_STORE_COUNT(s, heads, 1);
@@ -209,8 +238,7 @@ static inline int tfs_store_put_new_begin(struct tfs_store *s, const char *key, 
 }
 
 /* The first error of the batch; every entry is NULL after. */
-static inline int tfs_store_put_new_end(struct tfs_store *s, struct tfs_store_put **puts,
-					size_t n)
+static inline int tfs_store_put_new_end(struct tfs_store *s, struct tfs_store_put **puts, size_t n)
 {
 	return s->ops->put_new_end ? s->ops->put_new_end(s, puts, n) : 0;
 }

@@ -72,6 +72,7 @@ struct range_ctx {
 	struct http_store *s;
 	const char *key;
 	uint64_t size; /* the object's when known, else 0 */
+	char *tag;     /* NULL, or where the reply's ETag goes (sizeof tfs_store_version.tag) */
 };
 
 static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64_t *total)
@@ -118,13 +119,15 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 		*total = resp.range_total;
 	else if (resp.content_length >= 0)
 		*total = resp.content_length;
+	if (c->tag)
+		snprintf(c->tag, sizeof(((struct tfs_store_version *)0)->tag), "%s", resp.etag);
 	return (ssize_t)resp.body_len;
 }
 
 static int http_get_object(struct tfs_store *st, const char *key, uint64_t urgent_size,
 			   struct tfs_buf *out, int *verified)
 {
-	struct range_ctx c = { hs_of(st), key, urgent_size };
+	struct range_ctx c = { hs_of(st), key, urgent_size, NULL };
 
 	*verified = 0;
 	if (!key_ok(key))
@@ -139,15 +142,25 @@ static int http_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
 	return http_get_object(st, key, 0, out, &verified);
 }
 
-static ssize_t http_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
-			      size_t len)
+static ssize_t http_get_range_of(struct tfs_store *st, const char *key, uint64_t off, void *buf,
+				 size_t len, struct tfs_store_version *v)
 {
-	struct range_ctx c = { hs_of(st), key, 0 };
+	struct range_ctx c = { hs_of(st), key, 0, v ? v->tag : NULL };
 	int64_t total;
+	ssize_t got;
 
 	if (!key_ok(key))
 		return -EINVAL;
-	return fetch_range(&c, off, buf, len, &total);
+	got = fetch_range(&c, off, buf, len, &total);
+	if (v)
+		v->size = total;
+	return got;
+}
+
+static ssize_t http_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
+			      size_t len)
+{
+	return http_get_range_of(st, key, off, buf, len, NULL);
 }
 
 static int http_stat(struct tfs_store *st, const char *key, uint64_t *size, int64_t *mtime)
@@ -355,11 +368,12 @@ static void http_close(struct tfs_store *st)
 	free(s);
 }
 
-#define HTTP_OPS                                                                                 \
-	.close = http_close, .get = http_get, .get_object = http_get_object,                     \
-	.get_range = http_get_range, .head = http_head, .stat = http_stat, .put = http_readonly, \
-	.put_new = http_readonly, .cas = http_cas, .list = http_list, .del = http_del,           \
-	.sweep = NULL, .cancel = http_cancel, .use_pool = http_use_pool
+#define HTTP_OPS                                                                            \
+	.close = http_close, .get = http_get, .get_object = http_get_object,                \
+	.get_range = http_get_range, .get_range_of = http_get_range_of, .head = http_head,  \
+	.stat = http_stat, .put = http_readonly, .put_new = http_readonly, .cas = http_cas, \
+	.list = http_list, .del = http_del, .sweep = NULL, .cancel = http_cancel,           \
+	.use_pool = http_use_pool
 
 const struct tfs_store_ops tfs_store_http_ops = {
 	.scheme = "http",

@@ -23,6 +23,7 @@ struct range_ctx {
 	const char *what;
 	uint64_t size; /* the object's when known, else 0 */
 	int object;    /* a content-addressed object: its own checksum vouches for it */
+	char *tag;     /* NULL, or where the reply's ETag goes (sizeof tfs_store_version.tag) */
 };
 
 /* Reads of a whole ref or marker whose body disagrees with its MD5 ETag, backing off between
@@ -83,6 +84,9 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 			*total = resp.range_total;
 		else if (resp.content_length >= 0)
 			*total = resp.content_length;
+		if (r->tag)
+			snprintf(r->tag, sizeof(((struct tfs_store_version *)0)->tag), "%s",
+				 resp.etag);
 		/* Objects carry their own checksums (checked above this); refs and markers do not,
 		 * so a whole one is checked against its MD5 ETag, refetched once if damaged. */
 		if (off || *total != (int64_t)resp.body_len || r->object ||
@@ -105,7 +109,7 @@ static int get_whole(struct tfs_store *st, const char *key, uint64_t size, int o
 {
 	struct tfs_s3_store *s = tfs_s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w, size, object };
+	struct range_ctx r = { s, fk, w, size, object, NULL };
 	int rc;
 
 	out->len = 0;
@@ -130,13 +134,14 @@ static int s3_get_object(struct tfs_store *st, const char *key, uint64_t urgent_
 	return get_whole(st, key, urgent_size, 1, out);
 }
 
-static ssize_t s3_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
-			    size_t len)
+static ssize_t s3_get_range_of(struct tfs_store *st, const char *key, uint64_t off, void *buf,
+			       size_t len, struct tfs_store_version *v)
 {
 	struct tfs_s3_store *s = tfs_s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w, 0, 0 };
+	struct range_ctx r = { s, fk, w, 0, 0, v ? v->tag : NULL };
 	int64_t total;
+	ssize_t got;
 	int rc;
 
 	if (!tfs_s3_key_ok(key))
@@ -145,7 +150,16 @@ static ssize_t s3_get_range(struct tfs_store *st, const char *key, uint64_t off,
 	if (rc)
 		return rc;
 	tfs_s3_what(w, sizeof(w), "GET", s, key);
-	return fetch_range(&r, off, buf, len, &total);
+	got = fetch_range(&r, off, buf, len, &total);
+	if (v)
+		v->size = total;
+	return got;
+}
+
+static ssize_t s3_get_range(struct tfs_store *st, const char *key, uint64_t off, void *buf,
+			    size_t len)
+{
+	return s3_get_range_of(st, key, off, buf, len, NULL);
 }
 
 int tfs_s3_stat(struct tfs_store *st, const char *key, uint64_t *size, int64_t *mtime)
@@ -696,6 +710,7 @@ const struct tfs_store_ops tfs_store_s3_ops = {
 	.get = s3_get,
 	.get_object = s3_get_object,
 	.get_range = s3_get_range,
+	.get_range_of = s3_get_range_of,
 	.head = s3_head,
 	.stat = tfs_s3_stat,
 	.put = s3_put,

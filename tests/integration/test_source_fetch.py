@@ -305,3 +305,41 @@ def test_a_shard_whose_fetch_fails_fails_the_import(lake, tmp_path, monkeypatch)
     assert "skipped" not in out + err and "lost" not in out + err, out + err
     assert lake.info("d") == before
     assert os.listdir(spool) == []
+
+
+@pytest.mark.parametrize("change", ["content", "size"])
+def test_a_source_that_changes_while_read_fails_the_import(lake, tmp_path, monkeypatch, change):
+    """The object is replaced between two of its ranges (the same size and another ETag, or
+    another size): its ranges would mix two versions, so the import fails saying so, and the
+    dataset stays as it was."""
+    src = tmp_path / "src"
+    src.mkdir()
+    write_lines(src / "a.jsonl", 24)
+    web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
+    for k, v in (("TENSORFS_HTTP_PART_SIZE", MiB), ("TENSORFS_HTTP_PARALLEL", 2)):
+        monkeypatch.setenv(k, str(v))
+    lake.create("d")
+    before = lake.info("d")
+    url = f"{web.url}/a.jsonl"
+    p = subprocess.Popen([TENSORFS_BIN, "import", lake.ds_url("d"), "--jsonl", url],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 30
+        while sum(1 for e in web.access_log() if e[0] == 206) < 2:
+            assert p.poll() is None and time.monotonic() < end, "no range was answered"
+            time.sleep(0.005)
+        new = src / "new.jsonl"
+        data = (src / "a.jsonl").read_bytes()
+        new.write_bytes(data.replace(b'"i": 1,', b'"i": 7,', 1) if change == "content"
+                        else data + b'{"i": -1, "t": "more"}\n')
+        st = (src / "a.jsonl").stat()
+        os.utime(new, (st.st_atime + 60, st.st_mtime + 60))  # another ETag, surely
+        os.replace(new, src / "a.jsonl")
+        out, err = p.communicate(timeout=60)
+    finally:
+        web.stop()
+    _check_sanitizer_text(err, "tensorfs import")
+    assert p.returncode != 0, out
+    assert f"{url}: changed while it was read" in err, err
+    assert lake.info("d") == before
