@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* source: local paths and URLs of import sources. */
+/* source: local paths and URLs of import sources; a URL's object fetched in parallel ranges, in
+ * the background, into an unnamed file its readers wait on. */
 #include "source.h"
 
 #include <errno.h>
