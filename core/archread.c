@@ -67,11 +67,18 @@ static la_int64_t ar_seek(struct archive *a, void *arg, la_int64_t off, int when
 	return (la_int64_t)ar->off;
 }
 
-struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind)
+struct tfs_archive *tfs_archive_open_from(struct tfs_source *src, enum tfs_archive_kind kind)
 {
+	const char *path = tfs_source_path(src);
 	struct tfs_archive *ar = calloc(1, sizeof(*ar));
 
-	if (!ar || !(ar->buf = malloc(TFS_ARCHIVE_READ)) || !(ar->a = archive_read_new())) {
+	if (!ar) {
+		tfs_err("%s: out of memory", path);
+		tfs_source_close(src);
+		return NULL;
+	}
+	ar->src = src;
+	if (!(ar->buf = malloc(TFS_ARCHIVE_READ)) || !(ar->a = archive_read_new())) {
 		tfs_err("%s: out of memory", path);
 		goto fail;
 	}
@@ -81,8 +88,6 @@ struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kin
 		archive_read_support_format_tar(ar->a);
 		archive_read_support_filter_all(ar->a);
 	}
-	if (tfs_source_open(path, &ar->src))
-		goto fail;
 	archive_read_set_read_callback(ar->a, ar_read);
 	archive_read_set_skip_callback(ar->a, ar_skip);
 	archive_read_set_seek_callback(ar->a, ar_seek);
@@ -98,6 +103,13 @@ struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kin
 fail:
 	tfs_archive_close(ar);
 	return NULL;
+}
+
+struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind)
+{
+	struct tfs_source *src;
+
+	return tfs_source_open(path, &src) ? NULL : tfs_archive_open_from(src, kind);
 }
 
 void tfs_archive_close(struct tfs_archive *ar)

@@ -34,6 +34,9 @@ struct tfs_archive {
  * members, is refused before anything is imported; a tar front to back, a header at a time
  * (tfs_archive_next tells its end from damage). NULL on failure (logged). */
 struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind);
+/* The same from a source opened already (its fetch perhaps under way), which the archive owns
+ * from now on, failure included. */
+struct tfs_archive *tfs_archive_open_from(struct tfs_source *src, enum tfs_archive_kind kind);
 /* Free the archive, and close its source (cancelling a fetch still running). */
 void tfs_archive_close(struct tfs_archive *ar);
 /* The next member's header: 1, or 0 at the archive's proper end, or -EIO when the archive is

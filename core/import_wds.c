@@ -339,7 +339,9 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	size_t nf = 0, keycol = 0;
 	struct tfs_workpool *pool = NULL;
 	struct tfs_pipeline *pipe = NULL;
-	struct wsample *cur = NULL; /* the sample being read */
+	struct wsample *cur = NULL;	/* the sample being read */
+	struct tfs_source *next = NULL; /* the next shard, its fetch begun */
+	int next_rc = 0;		/* its opening's error (logged) */
 	struct wadder adder = { NULL, strict, res };
 	char err[128], key[1024] = "";
 	struct tfs_txn t;
@@ -416,12 +418,25 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	/* Members of one sample follow each other: a new key ends the sample before it, which
 	 * goes to the pool to be decoded while the next one is read. */
 	for (size_t sh = 0; !rc && sh < nshards; sh++) {
-		struct tfs_archive *ar = tfs_archive_open(shards[sh], TFS_ARCHIVE_TAR);
-		struct archive *a = ar ? ar->a : NULL;
+		struct tfs_source *in = next;
+		struct tfs_archive *ar;
+		struct archive *a;
 		struct archive_entry *e;
 		char last[1024] = ""; /* the shard's sample before cur */
 		const char *ext;
 		int r = 0, cut = 0; /* cut: a member's data is cut short, so cur's sample is lost */
+
+		next = NULL;
+		if (next_rc || (!in && tfs_source_open(shards[sh], &in))) {
+			rc = -EINVAL; /* logged, naming the shard */
+			break;
+		}
+		/* The next shard's fetch begins now, beside this one's import, so that the link is
+		 * not idle between them (a local shard has nothing to fetch). */
+		if (sh + 1 < nshards && tfs_source_is_url(shards[sh + 1]))
+			next_rc = tfs_source_open(shards[sh + 1], &next);
+		ar = tfs_archive_open_from(in, TFS_ARCHIVE_TAR);
+		a = ar ? ar->a : NULL;
 
 		if (!a) {
 			rc = -EINVAL;
@@ -471,6 +486,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		if (!rc && r < 0 && cut)
 			cur = NULL;
 	}
+	tfs_source_close(next); /* left by a failed shard: its fetch is cancelled */
 	if (!rc && cur)
 		tfs_pipeline_submit(pipe);
 	if (!rc)

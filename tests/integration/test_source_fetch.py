@@ -347,3 +347,28 @@ def test_a_source_that_changes_while_read_fails_the_import(lake, tmp_path, monke
     assert p.returncode != 0, out
     assert f"{url}: changed while it was read" in err, err
     assert lake.info("d") == before
+
+
+def test_the_next_shard_is_fetched_while_one_is_imported(lake, mount, tmp_path, monkeypatch):
+    """Shards by URL: a shard's fetch begins as the import of the one before it begins, so the
+    second shard's ranges are asked for while the first is still arriving; every sample is
+    imported, in order."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for k in range(2):
+        write_shard(src / f"s{k}.tar", 16, 512 << 10)  # 8 MiB each
+    web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    try:
+        lake.create("d")
+        lake.import_("d", {}, "--webdataset", f"{web.url}/s0.tar", f"{web.url}/s1.tar")
+        log = [e for e in web.access_log() if e[4].startswith("GET") and e[0] == 206]
+    finally:
+        web.stop()
+    first_ends = [end for _, _, end, _, req, _ in log if "/s0.tar " in req]
+    second_starts = [start for _, start, _, _, req, _ in log if "/s1.tar " in req]
+    assert min(second_starts) < max(first_ends), "s1.tar was asked for after s0.tar arrived"
+    m = mount(lake)
+    keys = (m / "d" / "main" / "key" / "lines.txt").read_text().split()
+    assert keys == [f"{i:05d}" for i in range(16)] * 2
