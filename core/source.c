@@ -62,9 +62,19 @@ static int hold_open(const char *url, uint64_t size)
 	int fd;
 
 	if (size > HOLD_IN_MEMORY) {
+		const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
 		fd = tfs_spool_file(size, why, sizeof(why));
 		if (fd >= 0)
 			return fd;
+		/* Memory instead, for what it can hold without crowding out the import itself. */
+		if (pages > 0 && page > 0 && size > (uint64_t)pages * (uint64_t)page / 4) {
+			tfs_err("%s: cannot spool its %llu bytes to disk (%s), and they are more "
+				"than "
+				"a quarter of memory: set TMPDIR to a directory with room",
+				url, (unsigned long long)size, why);
+			return -ENOSPC;
+		}
 		tfs_warn("%s: cannot spool its %llu bytes to disk (%s; set TMPDIR): holding it in "
 			 "memory",
 			 url, (unsigned long long)size, why);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -27,6 +28,7 @@ static const char *spool_dir(void)
 int tfs_spool_file(uint64_t reserve, char *why, size_t why_cap)
 {
 	const char *dir = spool_dir();
+	struct statvfs vfs;
 	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc;
 
 	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
@@ -47,7 +49,12 @@ int tfs_spool_file(uint64_t reserve, char *why, size_t why_cap)
 		snprintf(why, why_cap, "%s: %s", dir, strerror(errno));
 		return rc;
 	}
-	rc = reserve ? posix_fallocate(fd, 0, (off_t)reserve) : 0;
+	/* Asked first, so that a file larger than the room left is refused without filling the
+	 * disk up to it for a moment (fallocate allocates what it can before it fails). */
+	if (reserve && !fstatvfs(fd, &vfs) && reserve > (uint64_t)vfs.f_bavail * vfs.f_frsize)
+		rc = ENOSPC;
+	else
+		rc = reserve ? posix_fallocate(fd, 0, (off_t)reserve) : 0;
 	if (rc) {
 		snprintf(why, why_cap, "%s: no room for %llu bytes: %s", dir,
 			 (unsigned long long)reserve, strerror(rc));

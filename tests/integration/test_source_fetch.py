@@ -372,3 +372,30 @@ def test_the_next_shard_is_fetched_while_one_is_imported(lake, mount, tmp_path, 
     m = mount(lake)
     keys = (m / "d" / "main" / "key" / "lines.txt").read_text().split()
     assert keys == [f"{i:05d}" for i in range(16)] * 2
+
+
+@pytest.mark.parametrize("spool", ["full", "none"])
+def test_a_source_larger_than_disk_and_memory_is_refused(lake, tmp_path, monkeypatch, spool):
+    """An object larger than the room in the spool directory (or with no spool directory) and
+    than a quarter of memory is refused before any of it is fetched, saying what to set; the
+    dataset stays as it was."""
+    src, dirs = tmp_path / "src", {"full": tmp_path / "spool", "none": tmp_path / "none"}
+    src.mkdir()
+    dirs["full"].mkdir()
+    with open(src / "huge.jsonl", "wb") as f:
+        f.truncate(4 << 40)  # 4 TiB, sparse: more than this disk and a quarter of memory
+    web = Nginx(tmp_path / "nginx", src)
+    monkeypatch.setenv("TMPDIR", str(dirs[spool]))
+    try:
+        lake.create("d")
+        before = lake.info("d")
+        p = lake.import_("d", {}, "--jsonl", f"{web.url}/huge.jsonl", check=False)
+        ranged = [e for e in web.access_log() if e[0] == 206]
+    finally:
+        web.stop()
+    assert p.returncode != 0
+    assert "huge.jsonl: cannot spool its 4398046511104 bytes to disk" in p.stderr, p.stderr
+    assert ("no room for" if spool == "full" else "No such file") in p.stderr, p.stderr
+    assert "set TMPDIR to a directory with room" in p.stderr, p.stderr
+    assert ranged == [] and lake.info("d") == before
+    assert spool == "none" or os.listdir(dirs["full"]) == []
