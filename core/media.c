@@ -362,6 +362,8 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 
 	memset(out, 0, sizeof(*out));
 	tfs_spool_init(&out->held, TFS_MEDIA_HOLD);
+	if (err_cap)
+		err[0] = 0;
 	rc = tfs_fflib_load(err, err_cap);
 	if (rc)
 		return rc; /* before anything the exit path would free with FFmpeg's functions */
@@ -471,6 +473,8 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 out:
 	if (rc == -E2BIG)
 		snprintf(err, err_cap, "more than %u frames", MAX_FRAMES);
+	else if (rc && rc != -ELIBACC && !err[0]) /* the frames could not be held */
+		snprintf(err, err_cap, "cannot hold its frames: %s", strerror(-rc));
 	tfs_ff.sws_freeContext(sws);
 	free(vo.cur);
 	free(frame);
@@ -500,6 +504,8 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 
 	memset(out, 0, sizeof(*out));
 	tfs_spool_init(&out->held, TFS_MEDIA_HOLD);
+	if (err_cap)
+		err[0] = 0;
 	rc = tfs_fflib_load(err, err_cap);
 	if (rc)
 		return rc; /* before anything the exit path would free with FFmpeg's functions */
@@ -571,6 +577,8 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 		out->s = (const float *)s;
 	}
 out:
+	if (rc && rc != -ELIBACC && !err[0])
+		snprintf(err, err_cap, "cannot hold its samples: %s", strerror(-rc));
 	tfs_ff.swr_free(&swr);
 	tfs_ff.av_channel_layout_uninit(&in_layout);
 	tfs_ff.av_channel_layout_uninit(&out_layout);

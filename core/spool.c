@@ -82,8 +82,16 @@ void tfs_spool_init(struct tfs_spool *sp, uint64_t hold)
 	sp->hold = hold;
 }
 
-/* Move what is in memory into a spool file; with none to be had, stay in memory (said once a
- * process: every buffer after it fails the same way). */
+/* A quarter of memory: what a spooling buffer with no spool file holds at most. */
+static uint64_t memory_quarter(void)
+{
+	const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : UINT64_MAX;
+}
+
+/* Move what is in memory into a spool file; with none to be had, stay in memory up to a quarter
+ * of it (said once a process: every buffer after it fails the same way). */
 static void to_file(struct tfs_spool *sp)
 {
 	static atomic_int warned;
@@ -96,7 +104,8 @@ static void to_file(struct tfs_spool *sp)
 				"cannot spool decoded data to disk (%s; set TMPDIR): holding it in "
 				"memory",
 				why);
-		sp->hold = UINT64_MAX;
+		sp->no_file = 1;
+		sp->hold = memory_quarter();
 		return;
 	}
 	rc = sp->len ? tfs_pwrite_full(fd, sp->mem, (size_t)sp->len, 0) : 0;
@@ -106,7 +115,8 @@ static void to_file(struct tfs_spool *sp)
 				 "it in memory",
 				 spool_dir(), strerror(-rc));
 		close(fd);
-		sp->hold = UINT64_MAX;
+		sp->no_file = 1;
+		sp->hold = memory_quarter();
 		return;
 	}
 	free(sp->mem);
@@ -119,8 +129,10 @@ static void to_file(struct tfs_spool *sp)
 int tfs_spool_room(struct tfs_spool *sp, size_t n, void **p)
 {
 	assert(!sp->map);
-	if (!sp->in_file && sp->len + n > sp->hold)
+	if (!sp->in_file && !sp->no_file && sp->len + n > sp->hold)
 		to_file(sp);
+	if (!sp->in_file && sp->len + n > sp->hold)
+		return -ENOSPC; /* no spool file, and more than memory should hold */
 	if (sp->in_file) {
 		if (n > sp->scratch_cap) {
 			uint8_t *g = realloc(sp->scratch, n);

@@ -24,14 +24,15 @@ int tfs_spool_file(uint64_t reserve, char *why, size_t why_cap);
 void tfs_spool_map_done(const uint8_t **done, const uint8_t *to);
 
 /* Bytes appended in order and then read: in memory up to `hold` bytes, in a spool file past
- * that (in memory after all, with one warning a process, when no spool file can be made). A
- * zeroed one holds nothing, and may be freed. */
+ * that (in memory after all, with one warning a process, when no spool file can be made, up to a
+ * quarter of memory: past it, -ENOSPC). A zeroed one holds nothing, and may be freed. */
 struct tfs_spool {
 	uint64_t hold;
 	uint64_t len;	     /* appended so far */
 	uint8_t *mem;	     /* while in memory */
 	size_t cap;	     /* mem's room */
 	int in_file;	     /* the bytes are in fd, not mem */
+	int no_file;	     /* none could be made: in memory, up to a quarter of it */
 	int fd;		     /* the spool file, when in_file */
 	const uint8_t *map;  /* the file mapped, once viewed */
 	const uint8_t *done; /* tfs_spool_done's mark in map */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core/spool.c: a spooling buffer's bytes read back exactly in memory and past
  * its hold (in an unlinked file in $TMPDIR, nothing named left there), appended whole or
- * written in place; a zeroed one freed; no spool directory: held in memory, said once; a spool
- * file's room reserved, or refused when there is none. */
+ * written in place; a zeroed one freed; no spool directory: held in memory, said once, up to a
+ * quarter of memory; a spool file's room reserved, or refused when there is none. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -161,6 +161,18 @@ static void test_no_spool_dir_holds_in_memory(void **state)
 	tfs_spool_init(&sp, 4096);
 	fill(&sp, 3u << 20, 65536);
 	assert_false(sp.in_file);
+	assert_true(sp.no_file);
+	assert_true(sp.hold >= (3u << 20)); /* a quarter of memory */
+	{
+		const uint64_t hold = sp.hold;
+		void *room;
+
+		sp.hold = sp.len + 10; /* as if memory's quarter were reached: refused, kept */
+		assert_int_equal(tfs_spool_append(&sp, "0123456789a", 11), -ENOSPC);
+		assert_int_equal(tfs_spool_room(&sp, 11, &room), -ENOSPC);
+		assert_int_equal(sp.len, 3u << 20);
+		sp.hold = hold;
+	}
 	check(&sp, 3u << 20);
 	tfs_spool_free(&sp);
 	assert_true(log_contains("cannot spool decoded data to disk"));
