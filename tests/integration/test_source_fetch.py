@@ -84,6 +84,15 @@ def column_digest(m, ds):
     return hashlib.sha256((m / ds / "main" / "t" / "lines.txt").read_bytes()).hexdigest()
 
 
+def same_as_local(lake, mount, ds, path, rows):
+    """ds, imported from path's URL, holds the rows of path imported from the local disk."""
+    lake.create("local")
+    lake.import_("local", {}, "--jsonl", path)
+    m = mount(lake)
+    assert lake.info(ds)["rows"] == rows
+    assert column_digest(m, ds) == column_digest(m, "local")
+
+
 @pytest.mark.skipif(SANITIZE, reason="the fetch's buffers are the point, not its checks")
 def test_a_large_source_is_spooled_to_disk_and_fetched_in_parallel(lake, mount, tmp_path,
                                                                    monkeypatch):
@@ -114,11 +123,7 @@ def test_a_large_source_is_spooled_to_disk_and_fetched_in_parallel(lake, mount, 
         [(o, min(o + 4 * MiB, size) - 1) for o in range(0, size, 4 * MiB)], log
     at_once = max(sum(1 for _, _, s, e in gets if s <= t < e) for _, _, t, _ in gets)
     assert at_once >= 2, f"the parts were fetched one at a time: {gets}"
-    lake.create("local")
-    lake.import_("local", {}, "--jsonl", src / "a.jsonl")
-    m = mount(lake)
-    assert lake.info("web")["rows"] == rows
-    assert column_digest(m, "web") == column_digest(m, "local")
+    same_as_local(lake, mount, "web", src / "a.jsonl", rows)
 
 
 def test_a_source_that_cannot_be_spooled_is_held_in_memory(lake, tmp_path, monkeypatch):
@@ -162,11 +167,7 @@ def test_a_large_source_survives_failed_ranges(lake, mount, tmp_path, monkeypatc
         web.stop()
     assert proxy.injected() >= 3, proxy.counts
     assert os.listdir(spool) == []
-    lake.create("local")
-    lake.import_("local", {}, "--jsonl", src / "a.jsonl")
-    m = mount(lake)
-    assert lake.info("web")["rows"] == rows
-    assert column_digest(m, "web") == column_digest(m, "local")
+    same_as_local(lake, mount, "web", src / "a.jsonl", rows)
 
 
 def test_a_fetch_that_fails_leaves_the_dataset_unchanged(lake, tmp_path, monkeypatch):
