@@ -346,19 +346,20 @@ static int open_source(struct source *src)
 	if (rc)
 		return rc;
 	size = tfs_source_size(src->in);
-	rc = tfs_source_wait(src->in, HEADER_WAIT);
-	if (!rc)
-		rc = tfs_npy_read_header(tfs_source_fd(src->in), &src->info, err, sizeof(err));
-	if (rc == -EINVAL && size > HEADER_WAIT) { /* perhaps a header longer than that */
-		rc = tfs_source_wait(src->in, size);
-		if (!rc)
-			rc = tfs_npy_read_header(tfs_source_fd(src->in), &src->info, err,
-						 sizeof(err));
-	}
-	if (rc == -EINVAL)
-		tfs_err("%s: %s", src->src->path, err);
+	rc = tfs_source_wait(src->in, HEADER_WAIT); /* a fetch that fails says why itself */
 	if (rc)
 		return rc;
+	rc = tfs_npy_read_header(tfs_source_fd(src->in), &src->info, err, sizeof(err));
+	if (rc == -EINVAL && size > HEADER_WAIT) { /* perhaps a header longer than that */
+		rc = tfs_source_wait(src->in, size);
+		if (rc)
+			return rc;
+		rc = tfs_npy_read_header(tfs_source_fd(src->in), &src->info, err, sizeof(err));
+	}
+	if (rc) {
+		tfs_err("%s: %s", src->src->path, err);
+		return -EINVAL;
+	}
 	src->row_bytes = src->info.dtype.itemsize;
 	for (unsigned d = 1; d < src->info.ndim; d++)
 		src->row_bytes *= src->info.shape[d];

@@ -249,10 +249,10 @@ static struct wsample *sample_start(struct tfs_pipeline *pipe, const struct wfie
 	return sm;
 }
 
-/* Whether an uncompressed tar that libarchive read to its end has
- * the end-of-archive blocks (two of zeros) that every writer puts there: a file cut right after
- * a member has none, and would otherwise pass for whole. A compressed one is left to its
- * filter's own checks. */
+/* Whether an uncompressed tar that libarchive read to its end has the end-of-archive blocks (two
+ * of zeros) that every writer puts there: a file cut right after a member has none, and would
+ * otherwise pass for whole. A compressed one is left to its filter's own checks. A source whose
+ * last bytes could not be read is no answer: ar->err says why. */
 static int tar_ends(struct tfs_archive *ar, const char *path)
 {
 	const uint64_t size = tfs_source_size(ar->src);
