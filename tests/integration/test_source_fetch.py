@@ -80,6 +80,14 @@ def write_lines(path, mib):
     return rows
 
 
+def quick_to_fail(monkeypatch, spool):
+    """Spool to spool, 2 ranges at once, one retry 5 ms later: a server that goes away fails
+    the fetch at once."""
+    for k, v in (("TMPDIR", spool), ("TENSORFS_HTTP_PARALLEL", 2),
+                 ("TENSORFS_HTTP_BACKOFF_MS", 5), ("TENSORFS_HTTP_RETRIES", 1)):
+        monkeypatch.setenv(k, str(v))
+
+
 def column_digest(m, ds):
     return hashlib.sha256((m / ds / "main" / "t" / "lines.txt").read_bytes()).hexdigest()
 
@@ -179,9 +187,7 @@ def test_a_fetch_that_fails_leaves_the_dataset_unchanged(lake, tmp_path, monkeyp
     spool.mkdir()
     write_lines(src / "a.jsonl", 72)
     web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
-    for k, v in (("TMPDIR", spool), ("TENSORFS_HTTP_PARALLEL", 2),
-                 ("TENSORFS_HTTP_BACKOFF_MS", 5), ("TENSORFS_HTTP_RETRIES", 1)):
-        monkeypatch.setenv(k, str(v))
+    quick_to_fail(monkeypatch, spool)
     lake.create("d")
     before = lake.info("d")
     url = f"{web.url}/a.jsonl"
@@ -284,9 +290,7 @@ def test_a_shard_whose_fetch_fails_fails_the_import(lake, tmp_path, monkeypatch)
     spool.mkdir()
     write_shard(src / "s.tar", 72, 1 << 20)  # 72 MiB: spooled
     web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
-    for k, v in (("TMPDIR", spool), ("TENSORFS_HTTP_PARALLEL", 2),
-                 ("TENSORFS_HTTP_BACKOFF_MS", 5), ("TENSORFS_HTTP_RETRIES", 1)):
-        monkeypatch.setenv(k, str(v))
+    quick_to_fail(monkeypatch, spool)
     lake.create("d")
     before = lake.info("d")
     url = f"{web.url}/s.tar"
