@@ -138,7 +138,8 @@ static int decode_run(void *item)
 
 	j->err[0] = 0;
 	if (tfs_source_is_url(path)) {
-		/* Fetched into memory (never to disk) and decoded from there. */
+		/* Fetched whole (a demuxer seeks: an mp4's index may be at its end), then
+		 * decoded from there. */
 		fd = tfs_source_open_file(path);
 		if (fd < 0) {
 			j->rc = fd;
@@ -413,7 +414,7 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 	if (asprintf(&path, "%s%s%s", rel[0] == '/' ? "" : base, rel[0] == '/' ? "" : "/", rel) < 0)
 		return -ENOMEM;
 	if (tfs_source_is_url(path)) {
-		/* Beside a manifest read from a URL: fetched into memory, read from there. */
+		/* Beside a manifest read from a URL: fetched whole, read from there. */
 		char *url = path;
 
 		url_fd = tfs_source_open_file(url);
