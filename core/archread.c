@@ -74,7 +74,6 @@ struct tfs_archive *tfs_archive_open_from(struct tfs_source *src, enum tfs_archi
 
 	if (!ar) {
 		tfs_err("%s: out of memory", path);
-		tfs_source_close(src);
 		return NULL;
 	}
 	ar->src = src;
@@ -107,9 +106,17 @@ fail:
 
 struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind)
 {
+	struct tfs_archive *ar;
 	struct tfs_source *src;
 
-	return tfs_source_open(path, &src) ? NULL : tfs_archive_open_from(src, kind);
+	if (tfs_source_open(path, &src))
+		return NULL;
+	ar = tfs_archive_open_from(src, kind);
+	if (!ar)
+		tfs_source_close(src);
+	else
+		ar->own = 1;
+	return ar;
 }
 
 void tfs_archive_close(struct tfs_archive *ar)
@@ -118,7 +125,8 @@ void tfs_archive_close(struct tfs_archive *ar)
 		return;
 	if (ar->a)
 		archive_read_free(ar->a);
-	tfs_source_close(ar->src);
+	if (ar->own)
+		tfs_source_close(ar->src);
 	free(ar->buf);
 	free(ar);
 }

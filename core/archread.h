@@ -27,6 +27,7 @@ struct tfs_archive {
 	/* Set when a read of src failed (a fetch that failed, a disk's error): libarchive then
 	 * reports damage, which this tells apart from damage in the archive's bytes. */
 	int err;
+	int own; /* src is closed with the archive (opened by path) */
 };
 
 /* A zip is read through its central directory (libarchive's seekable reader, at the file's
@@ -34,10 +35,11 @@ struct tfs_archive {
  * members, is refused before anything is imported; a tar front to back, a header at a time
  * (tfs_archive_next tells its end from damage). NULL on failure (logged). */
 struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind);
-/* The same from a source opened already (its fetch perhaps under way), which the archive owns
- * from now on, failure included. */
+/* The same from a source opened already (its fetch perhaps under way), read from its start; the
+ * caller closes the source after the archive, so that several readings share one fetch. */
 struct tfs_archive *tfs_archive_open_from(struct tfs_source *src, enum tfs_archive_kind kind);
-/* Free the archive, and close its source (cancelling a fetch still running). */
+/* Free the archive, and close its source when it was opened by path (a fetch still running is
+ * cancelled). */
 void tfs_archive_close(struct tfs_archive *ar);
 /* The next member's header: 1, or 0 at the archive's proper end, or -EIO when the archive is
  * damaged or cut short there (logged). */

@@ -289,10 +289,11 @@ static int damaged_tail(const char *shard, const char *after, int strict,
 	return 0;
 }
 
-/* The fields of the first sample of the first shard, and the kinds of their columns. */
-static int first_fields(const char *shard, struct wfield *f, size_t *nf)
+/* The fields of the first sample of the first shard (in, read from its start), and the kinds of
+ * their columns. */
+static int first_fields(struct tfs_source *in, const char *shard, struct wfield *f, size_t *nf)
 {
-	struct tfs_archive *ar = tfs_archive_open(shard, TFS_ARCHIVE_TAR);
+	struct tfs_archive *ar = tfs_archive_open_from(in, TFS_ARCHIVE_TAR);
 	struct archive *a = ar ? ar->a : NULL;
 	struct archive_entry *e;
 	char key[1024], first[1024] = "";
@@ -318,7 +319,7 @@ static int first_fields(const char *shard, struct wfield *f, size_t *nf)
 		f[*nf].kind = wkind_of(ext);
 		(*nf)++;
 	}
-	tfs_archive_close(ar); /* a URL's fetch is cancelled: only its start was read */
+	tfs_archive_close(ar); /* the source's fetch goes on, for the import's own reading */
 	/* Damage after the first sample's members is the main pass's to name. */
 	return *nf ? 0 : r < 0 ? r : -EINVAL;
 }
@@ -351,7 +352,11 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	memset(f, 0, sizeof(f));
 	tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err));
 	rc = tfs_txn_begin(&t, s, ds, o);
-	if (!rc && (rc = first_fields(shards[0], f, &nf)))
+	/* The first shard is opened once: its fields are read from its start, and the import
+	 * reads it again from the same fetch. */
+	if (!rc && tfs_source_open(shards[0], &next))
+		rc = -EINVAL; /* logged, naming the shard */
+	if (!rc && (rc = first_fields(next, shards[0], f, &nf)))
 		tfs_err("%s: no sample (files named KEY.EXT) in it", shards[0]);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, 4 * (nf + 1), &m);
@@ -364,7 +369,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		struct tfs_dtype dt;
 
 		if (f[i].kind == W_NPY) {
-			struct tfs_archive *ar = tfs_archive_open(shards[0], TFS_ARCHIVE_TAR);
+			struct tfs_archive *ar = tfs_archive_open_from(next, TFS_ARCHIVE_TAR);
 			struct archive *a = ar ? ar->a : NULL;
 			struct archive_entry *e;
 			struct tfs_buf b = { 0 };
@@ -439,6 +444,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		a = ar ? ar->a : NULL;
 
 		if (!a) {
+			tfs_source_close(in);
 			rc = -EINVAL;
 			break;
 		}
@@ -475,6 +481,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		if (!rc && r < 0 && ar->err)
 			rc = ar->err; /* not the shard's damage: its bytes could not be read */
 		tfs_archive_close(ar);
+		tfs_source_close(in);
 		/* Cut between members, cur's sample is whole if it has every field (sample_ready
 		 * checks); cut inside one, it is lost with the rest (its item is made again). */
 		if (!rc && r < 0)

@@ -30,6 +30,10 @@ read()s:
              object is fetched as ranged GETs of [http] part_size, `parallel` at once (set them
              with --import-env TENSORFS_HTTP_PARALLEL=8,...), into a spool file, then imported;
              MB/s of the .npy's bytes, against the transport case (not run by default)
+  import_wds the same bytes as 4 WebDataset shards (samples of 64 rows, 256 KiB, and a class),
+             imported by their URLs (--webdataset s3://bench/plain/shards/s0.tar ...): a shard
+             is imported as it arrives and the next one's fetch begins as its import begins;
+             MB/s of the shards' bytes (not run by default)
   tensorfs_random, s3fs_random (not run by default)
              np.load(mmap_mode="r") of the file, then 16 rows read one after another, one from
              each sixteenth of the column in a seeded random order (the training pattern
@@ -97,6 +101,7 @@ SIGN = ["--aws-sigv4", "aws:amz:us-east-1:s3", "-H", "x-amz-content-sha256: UNSI
 ROW = 4096
 TARGET_VS_S3FS = 5.0
 TARGET_VS_TRANSPORT = 0.8
+SHARDS = 4  # the import_wds case's
 
 
 class Interrupted(Exception):
@@ -328,6 +333,8 @@ class Bench:
         self.run_client(["curl", "-sS", "-f", *SIGN, "-T", str(npy),
                          f"{self.endpoint}/bench/plain/x.npy"], self.env, "upload x.npy")
         npy.unlink()
+        if "import_wds" in a.cases:
+            self.upload_shards(arr)
         # s3rver keeps each object's body in <bucket>/<key>._S3rver_object.
         self.wire_lake_bytes = sum(f.stat().st_size for f in
                                    (self.s3dir / "bench" / "lake").rglob("*._S3rver_object"))
@@ -463,7 +470,32 @@ class Bench:
                 "options": opts.replace(str(self.pw), "PASSWD"),
                 **({"ms_per_row": lat} if random else {})}
 
-    def case_import(self):
+    def upload_shards(self, arr):
+        """The column's rows as SHARDS WebDataset shards, samples of 64 rows and a class."""
+        import io
+        import tarfile
+
+        self.shard_bytes, self.shard_samples = 0, 0
+        per = len(arr) // 64 // SHARDS
+        for k in range(SHARDS):
+            path = self.work / f"s{k}.tar"
+            with tarfile.open(path, "w") as t:
+                for i in range(per):
+                    s = k * per + i
+                    for name, data in ((f"{s:06d}.bin", arr[s * 64:(s + 1) * 64].tobytes()),
+                                       (f"{s:06d}.cls", str(s % 10).encode())):
+                        info = tarfile.TarInfo(name)
+                        info.size = len(data)
+                        t.addfile(info, io.BytesIO(data))
+            self.run_client(["curl", "-sS", "-f", *SIGN, "-T", str(path),
+                             f"{self.endpoint}/bench/plain/shards/s{k}.tar"], self.env,
+                            f"upload s{k}.tar")
+            self.shard_bytes += path.stat().st_size
+            self.shard_samples += per
+            path.unlink()
+
+    def run_import(self, args, rows, nbytes):
+        """`tensorfs import` of args into a new local lake, timed; checked for its rows."""
         lake = self.work / "import-lake"
         shutil.rmtree(lake, ignore_errors=True)
         env = dict(self.env)
@@ -473,18 +505,26 @@ class Bench:
         self.run_client([TFS, "create", f"file://{lake}/ds"], env, "tensorfs create")
         warm_server_files(self.s3dir)
         s0 = self.snapshot()
-        self.run_client([TFS, "import", f"file://{lake}/ds", "x=s3://bench/plain/x.npy",
-                         "--quiet"], env, "tensorfs import")
+        self.run_client([TFS, "import", f"file://{lake}/ds", *args, "--quiet"], env,
+                        "tensorfs import")
         s1 = self.snapshot()
         dt = s1["t"] - s0["t"]
         info = json.loads(self.run_client([TFS, "info", f"file://{lake}/ds", "--json"], env,
                                           "tensorfs info"))
-        if info["rows"] != len(self.arr):
-            raise RuntimeError(f"the import made {info['rows']} rows of {len(self.arr)}")
+        if info["rows"] != rows:
+            raise RuntimeError(f"the import made {info['rows']} rows of {rows}")
         shutil.rmtree(lake, ignore_errors=True)
-        n = self.npy_bytes
-        return {"bytes": n, "seconds": dt, "MBps": n / dt / 1e6, "wire_MBps": n / dt / 1e6,
-                "import_env": self.a.import_env, **self.delta(s0, s1, reader="children")}
+        return {"bytes": nbytes, "seconds": dt, "MBps": nbytes / dt / 1e6,
+                "wire_MBps": nbytes / dt / 1e6, "import_env": self.a.import_env,
+                **self.delta(s0, s1, reader="children")}
+
+    def case_import(self):
+        return self.run_import(["x=s3://bench/plain/x.npy"], len(self.arr), self.npy_bytes)
+
+    def case_import_wds(self):
+        return self.run_import(["--webdataset", *(f"s3://bench/plain/shards/s{k}.tar"
+                                                  for k in range(SHARDS))],
+                               self.shard_samples, self.shard_bytes)
 
     def case_transport(self):
         warm_server_files(self.s3dir)
@@ -556,8 +596,8 @@ def main():
     a.repeat = a.repeat or (1 if a.quick else 3)
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     for c in cases:
-        if c not in ("tensorfs", "view", "s3fs", "transport", "import", "tensorfs_random",
-                     "s3fs_random"):
+        if c not in ("tensorfs", "view", "s3fs", "transport", "import", "import_wds",
+                     "tensorfs_random", "s3fs_random"):
             sys.exit(f"bench_s3: unknown case {c!r}")
 
     if os.geteuid() != 0:
@@ -658,6 +698,7 @@ def main():
               "s3fs": f"s3fs-fuse ({a.s3fs_opts or 'defaults'})"[:31],
               "transport": f"curl x{a.parallel}, {a.range_mib} MiB ranges",
               "import": "tensorfs import x=s3://...",
+              "import_wds": f"tensorfs import {SHARDS} shards",
               "tensorfs_random": f"tensorfs, {RANDOM_ROWS} random rows",
               "s3fs_random": f"s3fs, {RANDOM_ROWS} random rows"}
     for c in cases:
@@ -695,6 +736,10 @@ def main():
         ratios["import_vs_transport"] = med["import"]["MBps"] / tr["MBps"]
         print(f"{'import_vs_transport':<28}{ratios['import_vs_transport']:6.2f}x   (the .npy's "
               f"bytes a second, a fetch and an import against a fetch; informational)")
+    if med.get("import_wds") and tr:
+        ratios["import_wds_vs_transport"] = med["import_wds"]["MBps"] / tr["MBps"]
+        print(f"{'import_wds_vs_transport':<28}{ratios['import_wds_vs_transport']:6.2f}x   (the "
+              f"shards' bytes a second; informational)")
     if "tensorfs_wire_vs_transport" in ratios:
         print(f"{'tensorfs_wire_vs_transport':<28}{ratios['tensorfs_wire_vs_transport']:6.2f}x"
               f"   (wire bytes over wire bytes, informational)")
