@@ -95,9 +95,7 @@ static int npy_rows(struct archive *a, const char *what, struct tfs_buf *b,
 		}
 		if (info->big_endian)
 			tfs_dtype_swap(&info->dtype, piece.data, (size_t)(k * row_bytes));
-		for (uint64_t r = 0; !rc && r < k; r++)
-			rc = tfs_rowcol_add(w, piece.data + r * row_bytes, (size_t)row_bytes,
-					    info->shape + 1);
+		rc = tfs_rowcol_add_rows(w, piece.data, (size_t)k, (size_t)(k * row_bytes));
 		left -= k;
 		have = 0;
 	}
