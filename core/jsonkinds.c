@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "import.h"
 #include "jsonalloc.h"
 #include "pipeline.h"
 #include "spool.h"

@@ -62,13 +62,11 @@ static int hold_open(const char *url, uint64_t size)
 	int fd;
 
 	if (size > HOLD_IN_MEMORY) {
-		const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-
 		fd = tfs_spool_file(size, why, sizeof(why));
 		if (fd >= 0)
 			return fd;
 		/* Memory instead, for what it can hold without crowding out the import itself. */
-		if (pages > 0 && page > 0 && size > (uint64_t)pages * (uint64_t)page / 4) {
+		if (size > tfs_spool_memory_max()) {
 			tfs_err("%s: cannot spool its %llu bytes to disk (%s), and they are more "
 				"than "
 				"a quarter of memory: set TMPDIR to a directory with room",
@@ -197,15 +195,9 @@ static int fetch_piece(void *arg, size_t i)
 			tfs_err("%s: read at byte %llu: %s", src->path, (unsigned long long)off,
 				got < 0 ? strerror(-rc)
 					: "the object ended early (changed while read?)");
-	} else {
-		/* The spool file's space is reserved, a memfd's is memory: short is an error. */
-		const ssize_t put = pwrite(src->fd, buf, want, (off_t)off);
-
-		if (put != (ssize_t)want) {
-			rc = put < 0 ? -errno : -EIO;
-			tfs_err("%s: cannot hold byte %llu: %s", src->path, (unsigned long long)off,
-				strerror(-rc));
-		}
+	} else if ((rc = tfs_pwrite_full(src->fd, buf, want, off)) != 0) {
+		tfs_err("%s: cannot hold byte %llu: %s", src->path, (unsigned long long)off,
+			strerror(-rc));
 	}
 	buf_give(src, buf);
 	if (rc)
@@ -410,14 +402,9 @@ int tfs_source_open_file(const char *path)
 
 	if (rc)
 		return rc;
-	fd = src->fd;
+	fd = src->fd; /* at offset 0: a fetch writes with pwrite */
 	src->fd = -1; /* the caller's now */
 	tfs_source_close(src);
-	if (lseek(fd, 0, SEEK_SET) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
 	return fd;
 }
 

@@ -82,8 +82,7 @@ void tfs_spool_init(struct tfs_spool *sp, uint64_t hold)
 	sp->hold = hold;
 }
 
-/* A quarter of memory: what a spooling buffer with no spool file holds at most. */
-static uint64_t memory_quarter(void)
+uint64_t tfs_spool_memory_max(void)
 {
 	const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 
@@ -96,27 +95,19 @@ static void to_file(struct tfs_spool *sp)
 {
 	static atomic_int warned;
 	char why[PATH_MAX + 128];
-	int fd = tfs_spool_file(0, why, sizeof(why)), rc;
+	int fd = tfs_spool_file(0, why, sizeof(why)), rc = fd < 0 ? fd : 0;
 
-	if (fd < 0) {
-		if (!atomic_exchange(&warned, 1))
-			tfs_warn(
-				"cannot spool decoded data to disk (%s; set TMPDIR): holding it in "
-				"memory",
-				why);
-		sp->no_file = 1;
-		sp->hold = memory_quarter();
-		return;
+	if (!rc && sp->len && (rc = tfs_pwrite_full(fd, sp->mem, (size_t)sp->len, 0)) != 0) {
+		snprintf(why, sizeof(why), "%s: %s", spool_dir(), strerror(-rc));
+		close(fd);
 	}
-	rc = sp->len ? tfs_pwrite_full(fd, sp->mem, (size_t)sp->len, 0) : 0;
 	if (rc) {
 		if (!atomic_exchange(&warned, 1))
-			tfs_warn("cannot spool decoded data to disk (%s: %s; set TMPDIR): holding "
-				 "it in memory",
-				 spool_dir(), strerror(-rc));
-		close(fd);
+			tfs_warn("cannot spool decoded data to disk (%s; set TMPDIR): holding it "
+				 "in memory",
+				 why);
 		sp->no_file = 1;
-		sp->hold = memory_quarter();
+		sp->hold = tfs_spool_memory_max();
 		return;
 	}
 	free(sp->mem);

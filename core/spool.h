@@ -23,6 +23,10 @@ int tfs_spool_file(uint64_t reserve, char *why, size_t why_cap);
 #define TFS_SPOOL_MAP_STEP (8u << 20)
 void tfs_spool_map_done(const uint8_t **done, const uint8_t *to);
 
+/* What memory holds, at most, of bytes that belong in a spool file when none can be made: a
+ * quarter of it, so as not to crowd out the work they are for. */
+uint64_t tfs_spool_memory_max(void);
+
 /* Bytes appended in order and then read: in memory up to `hold` bytes, in a spool file past
  * that (in memory after all, with one warning a process, when no spool file can be made, up to a
  * quarter of memory: past it, -ENOSPC). A zeroed one holds nothing, and may be freed. */
