@@ -27,6 +27,10 @@ static la_ssize_t ar_read(struct archive *a, void *arg, const void **out)
 	*out = ar->buf;
 	if (!len)
 		return 0;
+	/* libarchive is done with the buffer it is handed again, and with the bytes before it;
+	 * a read's worth more is kept, for a tar's end-of-archive blocks (read once it ends). */
+	if (ar->once && ar->off > TFS_ARCHIVE_READ)
+		tfs_source_release(ar->src, ar->off - TFS_ARCHIVE_READ);
 	rc = tfs_source_pread(ar->src, ar->buf, len, ar->off);
 	if (rc) {
 		ar->err = rc;
@@ -109,7 +113,7 @@ struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kin
 	struct tfs_archive *ar;
 	struct tfs_source *src;
 
-	if (tfs_source_open(path, &src))
+	if (tfs_source_open(path, 0, &src))
 		return NULL;
 	ar = tfs_archive_open_from(src, kind);
 	if (!ar)

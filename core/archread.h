@@ -28,6 +28,10 @@ struct tfs_archive {
 	 * reports damage, which this tells apart from damage in the archive's bytes. */
 	int err;
 	int own; /* src is closed with the archive (opened by path) */
+	/* The last reading of a source opened TFS_SOURCE_ONCE: what libarchive was handed a read
+	 * before is released (tfs_source_release), so that the source holds a window of it, not
+	 * all of it. Set by the caller before the first read. */
+	int once;
 };
 
 /* A zip is read through its central directory (libarchive's seekable reader, at the file's

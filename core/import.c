@@ -259,7 +259,9 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 
 	if (in->fortran_order && in->ndim > 1) {
 		map_len = (size_t)(in->data_offset + add * src->row_bytes);
-		rc = tfs_source_wait(src->in, map_len); /* read in column order: all of it */
+		rc = tfs_source_keep_all(src->in); /* read in column order: all of it at once */
+		if (!rc)
+			rc = tfs_source_wait(src->in, map_len);
 		if (rc)
 			return rc;
 		map = mmap(NULL, map_len, PROT_READ, MAP_PRIVATE, tfs_source_fd(src->in), 0);
@@ -306,6 +308,8 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 			free(raw);
 			break;
 		}
+		if (!map)
+			tfs_source_release(src->in, in->data_offset + (done + take) * c->row_bytes);
 		if (in->big_endian)
 			tfs_dtype_swap(&c->dtype, raw + have * c->row_bytes,
 				       (size_t)(take * c->row_bytes));
@@ -342,7 +346,7 @@ static int open_source(struct source *src)
 	uint64_t need, size;
 	int rc;
 
-	rc = tfs_source_open(src->src->path, &src->in);
+	rc = tfs_source_open(src->src->path, TFS_SOURCE_ONCE, &src->in);
 	if (rc)
 		return rc;
 	size = tfs_source_size(src->in);
@@ -351,7 +355,9 @@ static int open_source(struct source *src)
 		return rc;
 	rc = tfs_npy_read_header(tfs_source_fd(src->in), &src->info, err, sizeof(err));
 	if (rc == -EINVAL && size > HEADER_WAIT) { /* perhaps a header longer than that */
-		rc = tfs_source_wait(src->in, size);
+		rc = tfs_source_keep_all(src->in);
+		if (!rc)
+			rc = tfs_source_wait(src->in, size);
 		if (rc)
 			return rc;
 		rc = tfs_npy_read_header(tfs_source_fd(src->in), &src->info, err, sizeof(err));
@@ -707,6 +713,9 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 						      (lo - row_start) * c->row_bytes);
 			if (rc)
 				tfs_err("%s: %s", path, strerror(-rc));
+			else
+				tfs_source_release(src.in, src.info.data_offset +
+								   (hi - row_start) * c->row_bytes);
 		}
 		if (rc) {
 			free(raw);

@@ -21,7 +21,7 @@ int tfs_import_map_source(const char *path, struct tfs_source **src, const uint8
 			  size_t *len)
 {
 	struct stat sb;
-	int fd, rc = tfs_source_open(path, src);
+	int fd, rc = tfs_source_open(path, 0, src);
 
 	*data = NULL;
 	*len = 0;

@@ -354,7 +354,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	rc = tfs_txn_begin(&t, s, ds, o);
 	/* The first shard is opened once: its fields are read from its start, and the import
 	 * reads it again from the same fetch. */
-	if (!rc && tfs_source_open(shards[0], &next))
+	if (!rc && tfs_source_open(shards[0], TFS_SOURCE_ONCE, &next))
 		rc = -EINVAL; /* logged, naming the shard */
 	if (!rc && (rc = first_fields(next, shards[0], f, &nf)))
 		tfs_err("%s: no sample (files named KEY.EXT) in it", shards[0]);
@@ -432,17 +432,18 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		int r = 0, cut = 0; /* cut: a member's data is cut short, so cur's sample is lost */
 
 		next = NULL;
-		if (next_rc || (!in && tfs_source_open(shards[sh], &in))) {
+		if (next_rc || (!in && tfs_source_open(shards[sh], TFS_SOURCE_ONCE, &in))) {
 			rc = -EINVAL; /* logged, naming the shard */
 			break;
 		}
 		/* The next shard's fetch begins now, beside this one's import, so that the link is
 		 * not idle between them (a local shard has nothing to fetch). */
 		if (sh + 1 < nshards && tfs_source_is_url(shards[sh + 1]))
-			next_rc = tfs_source_open(shards[sh + 1], &next);
+			next_rc = tfs_source_open(shards[sh + 1], TFS_SOURCE_ONCE, &next);
 		ar = tfs_archive_open_from(in, TFS_ARCHIVE_TAR);
 		a = ar ? ar->a : NULL;
-
+		if (ar)
+			ar->once = 1; /* the shard's last reading: its room is given back as read */
 		if (!a) {
 			tfs_source_close(in);
 			rc = -EINVAL;

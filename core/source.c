@@ -3,6 +3,7 @@
  * the background, into an unnamed file its readers wait on. */
 #include "source.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -54,28 +55,47 @@ static int open_parent(const char *url, struct tfs_store **s, const char **key)
 	return rc;
 }
 
-/* A descriptor to hold an object of `size` bytes: a memfd for a small one, a spool file for a
- * large one, or a memfd after all (said once) when no spool file can be had. */
-static int hold_open(const char *url, uint64_t size)
+/* Whether fd's room can be given back a range at a time (a hole punched): tmpfs, memfds and the
+ * usual disk file systems can. */
+static int can_punch(int fd)
+{
+	return !fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096);
+}
+
+/* A descriptor to hold an object of `size` bytes, `held` of them at once (less than size for a
+ * source read once, whose bytes read are given back): a memfd for a small one, a spool file for
+ * a large one, or a memfd after all (said once) when no spool file can be had. *held is size
+ * where the room read cannot be given back. */
+static int hold_open(const char *url, uint64_t size, uint64_t *held)
 {
 	char why[PATH_MAX + 128];
 	int fd;
 
 	if (size > HOLD_IN_MEMORY) {
-		fd = tfs_spool_file(size, why, sizeof(why));
+		fd = tfs_spool_file(*held, why, sizeof(why));
+		if (fd >= 0 && *held < size && !can_punch(fd)) {
+			close(fd); /* the whole object, then */
+			*held = size;
+			fd = tfs_spool_file(size, why, sizeof(why));
+		}
+		if (fd >= 0 && ftruncate(fd, (off_t)size) < 0) {
+			snprintf(why, sizeof(why), "ftruncate: %s", strerror(errno));
+			close(fd);
+			fd = -1;
+		}
 		if (fd >= 0)
 			return fd;
 		/* Memory instead, for what it can hold without crowding out the import itself. */
-		if (size > tfs_spool_memory_max()) {
+		if (*held > tfs_spool_memory_max()) {
 			tfs_err("%s: cannot spool its %llu bytes to disk (%s), and they are more "
 				"than "
 				"a quarter of memory: set TMPDIR to a directory with room",
-				url, (unsigned long long)size, why);
+				url, (unsigned long long)*held, why);
 			return -ENOSPC;
 		}
 		tfs_warn("%s: cannot spool its %llu bytes to disk (%s; set TMPDIR): holding it in "
 			 "memory",
-			 url, (unsigned long long)size, why);
+			 url, (unsigned long long)*held, why);
 	}
 	fd = memfd_create("tensorfs-source", MFD_CLOEXEC);
 	if (fd < 0) {
@@ -88,6 +108,8 @@ static int hold_open(const char *url, uint64_t size)
 			strerror(err));
 		close(fd);
 		fd = -err;
+	} else if (*held < size && !can_punch(fd)) {
+		*held = size;
 	}
 	return fd;
 }
@@ -108,12 +130,20 @@ struct tfs_source {
 	int driving;	    /* the driver was started (joined by close) */
 	atomic_int stopped; /* close came first: pieces not started are not fetched */
 	pthread_mutex_t lock;
-	pthread_cond_t grew;
-	uint8_t *done;	/* guarded by lock: per piece, in fd */
-	size_t gap;	/* guarded by lock: the first piece not done */
-	uint64_t ready; /* guarded by lock: [0, ready) is in fd */
-	int finished;	/* guarded by lock: the driver returned */
-	int err;	/* guarded by lock: its error */
+	pthread_cond_t grew; /* ready or finished moved */
+	pthread_cond_t room; /* the window moved, or close came */
+	/* A source read once, front to back (TFS_SOURCE_ONCE): the fetch runs at most `ahead`
+	 * bytes past what its reader released or waits for, and what was released is given back,
+	 * so that it holds about `ahead` bytes however large the object. */
+	uint64_t ahead;	   /* guarded by lock; 0: the whole object, as fast as it comes */
+	uint64_t released; /* guarded by lock: [0, released) will not be read again */
+	uint64_t wanted;   /* guarded by lock: the furthest end a reader waited for */
+	uint64_t punched;  /* guarded by lock: [0, punched) was given back */
+	uint8_t *done;	   /* guarded by lock: per piece, in fd */
+	size_t gap;	   /* guarded by lock: the first piece not done */
+	uint64_t ready;	   /* guarded by lock: [0, ready) is in fd */
+	int finished;	   /* guarded by lock: the driver returned */
+	int err;	   /* guarded by lock: its error */
 	/* guarded by lock: the object's ETag as the first reply said it, "" until one did */
 	char tag[sizeof(((struct tfs_store_version *)0)->tag)];
 	void *spare[64]; /* guarded by lock: piece buffers not in use (a fetcher's at most) */
@@ -181,6 +211,12 @@ static int fetch_piece(void *arg, size_t i)
 	ssize_t got;
 	int rc = 0;
 
+	pthread_mutex_lock(&src->lock);
+	while (src->ahead && !atomic_load(&src->stopped) &&
+	       off + want >
+		       (src->released > src->wanted ? src->released : src->wanted) + src->ahead)
+		pthread_cond_wait(&src->room, &src->lock);
+	pthread_mutex_unlock(&src->lock);
 	if (atomic_load(&src->stopped))
 		return -ECANCELED;
 	buf = buf_take(src);
@@ -232,11 +268,16 @@ static void *driver(void *arg)
 	return NULL;
 }
 
+/* How far past its reader a source read once is fetched: four times what is in flight at once,
+ * so that the fetch never waits on a reader that keeps up with it. */
+#define AHEAD_PIECES 4
+
 /* Begin fetching src's object (its store and key set): HEAD, a place to hold it, the pieces on
  * the driver (background) or on this thread. */
-static int fetch_begin(struct tfs_source *src, int background)
+static int fetch_begin(struct tfs_source *src, int background, unsigned flags)
 {
 	struct tfs_config_http cfg;
+	uint64_t held;
 	int rc = tfs_config_http(&cfg);
 
 	if (!rc)
@@ -247,13 +288,23 @@ static int fetch_begin(struct tfs_source *src, int background)
 				rc == -ENOENT ? "no such object" : strerror(-rc));
 		return rc;
 	}
-	src->fd = hold_open(src->path, src->size);
-	if (src->fd < 0)
-		return src->fd;
 	src->piece = cfg.part_size;
 	/* Pieces in flight at once, each a connection of its own: an object store caps what one
 	 * connection brings (S3: about 85-90 MB/s). */
 	src->parallel = cfg.parallel;
+	held = src->size;
+	if ((flags & TFS_SOURCE_ONCE) && background) {
+		src->ahead = (uint64_t)AHEAD_PIECES * src->parallel * src->piece;
+		/* What is fetched and not yet given back: the window, a piece given back late (a
+		 * piece at a time) and one a reader waits for past it. */
+		if (src->ahead + 2 * src->piece < held)
+			held = src->ahead + 2 * src->piece;
+	}
+	src->fd = hold_open(src->path, src->size, &held);
+	if (src->fd < 0)
+		return src->fd;
+	if (held == src->size)
+		src->ahead = 0;
 	src->npieces = (size_t)((src->size + src->piece - 1) / src->piece);
 	src->done = calloc(src->npieces ? src->npieces : 1, 1);
 	if (!src->done)
@@ -269,7 +320,7 @@ static int fetch_begin(struct tfs_source *src, int background)
 	return src->err;
 }
 
-static int source_open(const char *path, int background, struct tfs_source **out)
+static int source_open(const char *path, int background, unsigned flags, struct tfs_source **out)
 {
 	struct tfs_source *src = calloc(1, sizeof(*src));
 	struct stat sb;
@@ -282,6 +333,7 @@ static int source_open(const char *path, int background, struct tfs_source **out
 	atomic_init(&src->stopped, 0);
 	pthread_mutex_init(&src->lock, NULL);
 	pthread_cond_init(&src->grew, NULL);
+	pthread_cond_init(&src->room, NULL);
 	src->path = strdup(path);
 	if (!src->path) {
 		rc = -ENOMEM;
@@ -299,7 +351,7 @@ static int source_open(const char *path, int background, struct tfs_source **out
 		rc = open_parent(path, &src->store, &src->key);
 		if (!rc) {
 			src->key = src->path + (src->key - path);
-			rc = fetch_begin(src, background);
+			rc = fetch_begin(src, background, flags);
 		}
 	}
 	if (rc) {
@@ -310,9 +362,9 @@ static int source_open(const char *path, int background, struct tfs_source **out
 	return 0;
 }
 
-int tfs_source_open(const char *path, struct tfs_source **out)
+int tfs_source_open(const char *path, unsigned flags, struct tfs_source **out)
 {
-	return source_open(path, 1, out);
+	return source_open(path, 1, flags, out);
 }
 
 int tfs_source_fd(const struct tfs_source *src)
@@ -337,6 +389,11 @@ int tfs_source_wait(struct tfs_source *src, uint64_t end)
 	if (end > src->size)
 		end = src->size;
 	pthread_mutex_lock(&src->lock);
+	if (end > src->wanted) {
+		src->wanted = end;
+		if (src->ahead)
+			pthread_cond_broadcast(&src->room);
+	}
 	while (src->ready < end && !src->finished)
 		pthread_cond_wait(&src->grew, &src->lock);
 	rc = src->ready >= end ? 0 : src->err ? src->err : -EIO;
@@ -360,8 +417,75 @@ int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off
 
 	if (off > src->size || len > src->size - off)
 		return -EIO; /* past the end: the source is shorter than its reader expects */
+	pthread_mutex_lock(&src->lock);
+	rc = off < src->punched ? -EIO : 0;
+	pthread_mutex_unlock(&src->lock);
+	if (rc) {
+		/* The reader said it was done with these bytes: a reader's fault, never data. */
+		assert(!"a source read behind what its reader released");
+		tfs_err("%s: byte %llu read again after it was released", src->path,
+			(unsigned long long)off);
+		return rc;
+	}
 	rc = tfs_source_wait(src, off + len);
 	return rc ? rc : tfs_pread_full(src->fd, buf, len, off);
+}
+
+void tfs_source_release(struct tfs_source *src, uint64_t upto)
+{
+	uint64_t from = 0, to = 0;
+
+	pthread_mutex_lock(&src->lock);
+	if (!src->ahead) {
+		pthread_mutex_unlock(&src->lock);
+		return;
+	}
+	if (upto > src->ready)
+		upto = src->ready; /* what is not there was not read */
+	if (upto > src->released) {
+		src->released = upto;
+		pthread_cond_broadcast(&src->room);
+	}
+	/* A piece at a time: a hole punched is a call into the file system. */
+	if (src->released - src->punched >= src->piece) {
+		from = src->punched;
+		to = src->released / src->piece * src->piece;
+		src->punched = to;
+	}
+	pthread_mutex_unlock(&src->lock);
+	if (to > from && fallocate(src->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
+				   (off_t)(to - from)) < 0)
+		tfs_warn("%s: cannot give back the room of bytes read: %s", src->path,
+			 strerror(errno));
+}
+
+int tfs_source_keep_all(struct tfs_source *src)
+{
+	uint64_t ahead, punched;
+	int rc = 0;
+
+	pthread_mutex_lock(&src->lock);
+	ahead = src->ahead;
+	punched = src->punched;
+	pthread_mutex_unlock(&src->lock);
+	if (!ahead)
+		return 0;
+	assert(punched == 0);
+	if (punched)
+		return -EINVAL;
+	/* Room for all of it, asked for before the fetch goes past the window. */
+	rc = posix_fallocate(src->fd, 0, (off_t)src->size);
+	if (rc) {
+		tfs_err("%s: needs all its %llu bytes held at once, and there is no room for them: "
+			"%s (set TMPDIR to a directory with room)",
+			src->path, (unsigned long long)src->size, strerror(rc));
+		return -rc;
+	}
+	pthread_mutex_lock(&src->lock);
+	src->ahead = 0;
+	pthread_cond_broadcast(&src->room);
+	pthread_mutex_unlock(&src->lock);
+	return 0;
 }
 
 void tfs_source_close(struct tfs_source *src)
@@ -377,6 +501,9 @@ void tfs_source_close(struct tfs_source *src)
 		if (running) {
 			/* Pieces in flight end at once; those not started never start. */
 			atomic_store(&src->stopped, 1);
+			pthread_mutex_lock(&src->lock);
+			pthread_cond_broadcast(&src->room);
+			pthread_mutex_unlock(&src->lock);
 			if (src->store->ops->cancel)
 				src->store->ops->cancel(src->store);
 		}
@@ -389,6 +516,7 @@ void tfs_source_close(struct tfs_source *src)
 	if (src->fd >= 0)
 		close(src->fd);
 	pthread_cond_destroy(&src->grew);
+	pthread_cond_destroy(&src->room);
 	pthread_mutex_destroy(&src->lock);
 	free(src->done);
 	free(src->path);
@@ -398,7 +526,7 @@ void tfs_source_close(struct tfs_source *src)
 int tfs_source_open_file(const char *path)
 {
 	struct tfs_source *src;
-	int fd, rc = source_open(path, 0, &src);
+	int fd, rc = source_open(path, 0, 0, &src);
 
 	if (rc)
 		return rc;

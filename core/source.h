@@ -17,10 +17,17 @@ int tfs_source_is_url(const char *path);
  * with the source; in memory after all, with a warning, when no such file can be had. */
 struct tfs_source;
 
+/* A source its reader reads once, front to back, saying as it goes what it is done with
+ * (tfs_source_release): a URL's object is then fetched at most a window ahead of that reader (4
+ * times [http] parallel x part_size: 256 MiB by default), and the room of the bytes released is
+ * given back, so that a spool file holds about the window however large the object, and $TMPDIR
+ * needs room for that much, not for the object. */
+#define TFS_SOURCE_ONCE 1u
+
 /* Open path, a URL's object fetched in the background from now on: read it with
- * tfs_source_pread, or wait for the bytes before reading its descriptor. Returns 0 or -errno
- * (logged, naming the source: no such object, no room). */
-int tfs_source_open(const char *path, struct tfs_source **out);
+ * tfs_source_pread, or wait for the bytes before reading its descriptor. flags: 0 or
+ * TFS_SOURCE_ONCE. Returns 0 or -errno (logged, naming the source: no such object, no room). */
+int tfs_source_open(const char *path, unsigned flags, struct tfs_source **out);
 /* The descriptor (seekable, mappable). Its bytes past those waited for may not be there yet. */
 int tfs_source_fd(const struct tfs_source *src);
 uint64_t tfs_source_size(const struct tfs_source *src);
@@ -33,6 +40,14 @@ uint64_t tfs_source_ready(struct tfs_source *src);
 /* len bytes at off, once they are there: 0, -EIO when the source ends before off + len, or
  * the fetch's -errno. */
 int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off);
+/* A source read once: its bytes before upto will not be read again (a read of them fails with
+ * -EIO). The fetch may go on past them, and their room is given back a part at a time. Nothing
+ * for any other source. */
+void tfs_source_release(struct tfs_source *src, uint64_t upto);
+/* A source read once whose reader turns out to need all of it at once (an array in column
+ * order): it is held whole from now on, as one opened without TFS_SOURCE_ONCE. 0, or -ENOSPC
+ * (logged, saying what to set) when the spool file has no room for it. Before any release. */
+int tfs_source_keep_all(struct tfs_source *src);
 /* Close src; a fetch still running is cancelled (its requests in flight end at once). */
 void tfs_source_close(struct tfs_source *src);
 

@@ -404,3 +404,117 @@ def test_a_source_larger_than_disk_and_memory_is_refused(lake, tmp_path, monkeyp
     assert "set TMPDIR to a directory with room" in p.stderr, p.stderr
     assert ranged == [] and lake.info("d") == before
     assert spool == "none" or os.listdir(dirs["full"]) == []
+
+
+@contextlib.contextmanager
+def small_disk(path, mib):
+    """A file system of mib MiB at path (a tmpfs: spool files on it can be seen to fill it),
+    unmounted after; the test is skipped where none can be mounted (not root)."""
+    path.mkdir()
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0700", "tmpfs",
+                        str(path)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs for $TMPDIR: {p.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def watch_disk(lake, ds, errfile, disk, *args):
+    """`tensorfs import` into ds, run to its end while the bytes in use on disk (a file system)
+    are sampled: (its CompletedProcess-like (returncode, stderr), the peak bytes in use)."""
+    lake.create(ds)
+    peak = 0
+    with open(errfile, "w") as fe:
+        p = subprocess.Popen([TENSORFS_BIN, "import", lake.ds_url(ds), *map(str, args)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe)
+        end = time.monotonic() + 120
+        while p.poll() is None:
+            v = os.statvfs(disk)
+            peak = max(peak, (v.f_blocks - v.f_bfree) * v.f_frsize)
+            if time.monotonic() > end:
+                p.kill()
+                p.wait()
+                pytest.fail(f"import {ds} did not end in 120 s")
+            time.sleep(0.002)
+    err = errfile.read_text()
+    _check_sanitizer_text(err, "tensorfs import")
+    return p.returncode, err, peak
+
+
+@pytest.mark.parametrize("kind", ["npy", "webdataset"])
+def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, monkeypatch,
+                                                         kind):
+    """An .npy's rows and a shard's samples are read once, front to back: the fetch runs a
+    window ahead of the import (4 x parallel x part size: 8 MiB here) and the bytes imported
+    give their room back, so sources of 96 and 2 x 72 MiB import through a $TMPDIR of 24 MiB, on disk (not
+    in memory instead), and the dataset equals the local files' import."""
+    src = tmp_path / "src"
+    src.mkdir()
+    if kind == "npy":
+        arr = np.random.default_rng(3).integers(0, 1 << 40, size=(96 * MiB // 64, 8))
+        np.save(src / "x.npy", arr)
+        names = ["x.npy"]
+    else:
+        names = ["s0.tar", "s1.tar"]
+        for i, name in enumerate(names):  # 72 MiB each: spooled, not in a memfd
+            write_tar(src / name, ((f"{i}{k:04d}{ext}", data) for k in range(144)
+                                   for ext, data in ((".cls", str(k % 7).encode()),
+                                                     (".bin", os.urandom(512 << 10)))))
+    web = Nginx(tmp_path / "nginx", src)
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    try:
+        with small_disk(tmp_path / "spool", 24) as spool:
+            monkeypatch.setenv("TMPDIR", str(spool))
+            urls = [f"{web.url}/{n}" for n in names]
+            args = [f"x={urls[0]}"] if kind == "npy" else ["--webdataset", *urls]
+            rc, err, peak = watch_disk(lake, "web", tmp_path / "err", spool, *args,
+                                       "--chunk-size", "1M")
+            assert rc == 0, err
+            assert os.listdir(spool) == []
+    finally:
+        web.stop()
+    assert "holding it in memory" not in err, err
+    # A source's window, a piece given back late and one waited for past it (10 MiB); a shard
+    # and the next one, fetched beside it.
+    assert peak <= (10 if kind == "npy" else 20) * MiB, f"{peak / MiB:.1f} MiB in $TMPDIR"
+    print(f"{kind}: at most {peak / MiB:.1f} MiB in $TMPDIR")
+    lake.create("local")
+    if kind == "npy":
+        lake.import_("local", {"x": src / "x.npy"}, "--chunk-size", "1M")
+    else:
+        lake.import_("local", {}, "--webdataset", *(src / n for n in names), "--chunk-size", "1M")
+    web_info, local_info = lake.info("web"), lake.info("local")
+    assert web_info["rows"] == local_info["rows"] == (len(arr) if kind == "npy" else 288)
+    m = mount(lake)
+    for f in ["x.npy"] if kind == "npy" else ["cls.npy", "bin/data.bin", "key/lines.txt"]:
+        assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
+
+
+def test_a_source_read_in_column_order_needs_room_for_all(lake, tmp_path, monkeypatch):
+    """A Fortran-ordered .npy is read in column order, so all of it at once: with no room for
+    it in $TMPDIR the import fails before fetching past the window, saying what to set, and the
+    dataset stays as it was."""
+    src = tmp_path / "src"
+    src.mkdir()
+    np.save(src / "f.npy", np.asfortranarray(np.zeros((96 * MiB // 64, 8), dtype=np.int64)))
+    web = Nginx(tmp_path / "nginx", src)
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    try:
+        with small_disk(tmp_path / "spool", 24) as spool:
+            monkeypatch.setenv("TMPDIR", str(spool))
+            lake.create("d")
+            before = lake.info("d")
+            p = lake.import_("d", {"x": f"{web.url}/f.npy"}, check=False)
+            left = os.listdir(spool)
+        sent = sum(e[5] for e in web.access_log() if e[4].startswith("GET"))
+    finally:
+        web.stop()
+    assert p.returncode != 0
+    assert "f.npy: needs all its 100663424 bytes held at once" in p.stderr, p.stderr
+    assert "set TMPDIR to a directory with room" in p.stderr, p.stderr
+    assert lake.info("d") == before and left == []
+    assert sent <= 12 * MiB, f"{sent / MiB:.1f} MiB fetched for an import refused"
