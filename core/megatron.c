@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* megatron: an indexed dataset (.bin + .idx) checked whole, then its sequences added as rows;
- * and a token column written back as one. */
+/* megatron: an indexed dataset (.bin + .idx), its index checked whole, then its sequences
+ * added as rows as .bin arrives; and a token column written back as one. */
 #include "megatron.h"
 
 #include <errno.h>
@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rowcol.h"
+#include "source.h"
 #include "spool.h"
 #include "workpool.h"
 
@@ -71,6 +73,8 @@ static int64_t id_at(const uint8_t *p, unsigned code)
 struct mfile {
 	const uint8_t *idx, *bin;
 	size_t idx_len, bin_len;
+	struct tfs_source *bsrc; /* .bin's: a URL's is read as it arrives */
+	int ordered;		 /* every sequence lies at or after the one before it */
 	unsigned code, isz;
 	uint64_t nseq, ndoc;
 	const uint8_t *lens, *ptrs, *docs; /* int32, int64, int64 arrays (unaligned) */
@@ -84,11 +88,11 @@ static int32_t len_of(const struct mfile *f, uint64_t i)
 	return x;
 }
 
-/* Everything checked: the import writes nothing unless this passes. */
-static int check(struct mfile *f, const char *prefix, int *identity_docs, uint64_t *ids_max)
+/* The index checked whole, against .bin's size: the import writes nothing unless this passes.
+ * The ids, in .bin, are checked as they are read (ids_check). */
+static int check(struct mfile *f, const char *prefix, int *identity_docs)
 {
-	const uint8_t *done = f->bin; /* .bin's pages read up to here */
-	uint64_t need;
+	uint64_t need, prev = 0;
 
 	if (f->idx_len < IDX_HEAD || memcmp(f->idx, IDX_MAGIC, 9)) {
 		tfs_err("%s.idx: not a Megatron-LM index (no MMIDIDX header)", prefix);
@@ -135,9 +139,9 @@ static int check(struct mfile *f, const char *prefix, int *identity_docs, uint64
 	*identity_docs = f->ndoc == f->nseq + 1;
 	for (uint64_t d = 0; d < f->ndoc; d++) {
 		const uint64_t x = le64(f->docs + 8 * d),
-			       prev = d ? le64(f->docs + 8 * (d - 1)) : 0;
+			       prev_doc = d ? le64(f->docs + 8 * (d - 1)) : 0;
 
-		if ((d == 0 && x != 0) || x < prev || x > f->nseq ||
+		if ((d == 0 && x != 0) || x < prev_doc || x > f->nseq ||
 		    (d + 1 == f->ndoc && x != f->nseq)) {
 			tfs_err("%s.idx: document index %" PRIu64 " (%" PRIu64 ") is out of order "
 				"or range",
@@ -150,13 +154,10 @@ static int check(struct mfile *f, const char *prefix, int *identity_docs, uint64
 		tfs_err("%s.idx: sequences but no document index", prefix);
 		return -EINVAL;
 	}
-	*ids_max = 0;
+	f->ordered = 1;
 	for (uint64_t i = 0; i < f->nseq; i++) {
 		const int32_t n = len_of(f, i);
 		const uint64_t p = le64(f->ptrs + 8 * i);
-
-		if (f->bin && p <= f->bin_len)
-			tfs_spool_map_done(&done, f->bin + p);
 
 		if (n < 0 || p > f->bin_len || (uint64_t)n * f->isz > f->bin_len - p) {
 			tfs_err("%s: sequence %" PRIu64 " (%" PRId32 " tokens at byte %" PRIu64
@@ -164,21 +165,68 @@ static int check(struct mfile *f, const char *prefix, int *identity_docs, uint64
 				prefix, i, n, p, f->bin_len);
 			return -EINVAL;
 		}
-		for (int32_t t = 0; t < n; t++) {
-			const int64_t id = id_at(f->bin + p + (uint64_t)t * f->isz, f->code);
-
-			if (id < 0) {
-				tfs_err("%s: sequence %" PRIu64 " holds a negative token id",
-					prefix, i);
-				return -EINVAL;
-			}
-			if ((uint64_t)id > *ids_max)
-				*ids_max = (uint64_t)id;
-		}
+		f->ordered &= p >= prev;
+		prev = p;
 	}
-	if (f->code == 5 && *ids_max > UINT32_MAX) {
-		tfs_err("%s: token id %" PRIu64 " does not fit uint32", prefix, *ids_max);
-		return -EINVAL;
+	return 0;
+}
+
+/* Sequence i's n ids at row: none negative, and (int64 ids) each below 2^32, the uint32 they
+ * are kept as. A sequence that fails this fails the import, before its commit. */
+static int ids_check(const struct mfile *f, const char *prefix, uint64_t i, const uint8_t *row,
+		     uint64_t n)
+{
+	uint64_t high = 0; /* the bits an id may not have, ORed over the sequence */
+
+	/* The bits first, a branch-free pass (ids are in .bin's cache lines already). */
+	switch (f->code) {
+	case 1:
+	case 8:
+		return 0; /* unsigned: every id is one */
+	case 2:
+		for (uint64_t t = 0; t < n; t++)
+			high |= row[t] & 0x80u;
+		break;
+	case 3:
+		for (uint64_t t = 0; t < n; t++) {
+			uint16_t x;
+
+			memcpy(&x, row + 2 * t, 2);
+			high |= x & 0x8000u;
+		}
+		break;
+	case 4:
+		for (uint64_t t = 0; t < n; t++) {
+			uint32_t x;
+
+			memcpy(&x, row + 4 * t, 4);
+			high |= x & 0x80000000u;
+		}
+		break;
+	default:
+		for (uint64_t t = 0; t < n; t++) {
+			uint64_t x;
+
+			memcpy(&x, row + 8 * t, 8);
+			high |= x >> 32; /* negative, or past uint32 */
+		}
+		break;
+	}
+	if (!high)
+		return 0;
+	for (uint64_t t = 0; t < n; t++) {
+		const int64_t id = id_at(row + t * f->isz, f->code);
+
+		if (id < 0) {
+			tfs_err("%s: sequence %" PRIu64 " holds a negative token id", prefix, i);
+			return -EINVAL;
+		}
+		if (f->code == 5 && (uint64_t)id > UINT32_MAX) {
+			tfs_err("%s: token id %" PRId64 " (sequence %" PRIu64
+				") does not fit uint32",
+				prefix, id, i);
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -190,6 +238,37 @@ static int map_part(const char *prefix, const char *ext, const uint8_t **data, s
 	if ((size_t)snprintf(path, sizeof(path), "%s%s", prefix, ext) >= sizeof(path))
 		return -ENAMETOOLONG;
 	return tfs_import_map_file(path, data, len);
+}
+
+/* PREFIX.bin, mapped, as a source read once: a URL's fetch runs from now on, and its bytes
+ * are read as they arrive (tfs_source_wait) and given back once read (tfs_source_release). */
+static int open_bin(const char *prefix, struct mfile *f)
+{
+	char path[4096];
+	struct stat sb;
+	int rc;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s.bin", prefix) >= sizeof(path))
+		return -ENAMETOOLONG;
+	rc = tfs_source_open(path, TFS_SOURCE_ONCE, &f->bsrc);
+	if (rc)
+		return rc;
+	if (fstat(tfs_source_fd(f->bsrc), &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		tfs_err("%s: not a regular file", path);
+		return -EINVAL;
+	}
+	f->bin_len = (size_t)tfs_source_size(f->bsrc);
+	if (!f->bin_len)
+		return 0;
+	f->bin = mmap(NULL, f->bin_len, PROT_READ, MAP_PRIVATE, tfs_source_fd(f->bsrc), 0);
+	if (f->bin == MAP_FAILED) {
+		rc = -errno;
+		f->bin = NULL;
+		tfs_err("%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	madvise((void *)f->bin, f->bin_len, MADV_SEQUENTIAL);
+	return 0;
 }
 
 int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix, const char *column,
@@ -209,18 +288,21 @@ int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix,
 	uint8_t *narrow = NULL;
 	size_t col, dcol = 0;
 	char err[128], docname[256];
-	uint64_t ids_max;
+	uint64_t avail = 0, released = 0; /* .bin's bytes there, and given back */
 	int big, identity, rc;
 
 	memset(res, 0, sizeof(*res));
 	snprintf(docname, sizeof(docname), "%s_document", column);
 	rc = tfs_txn_begin(&t, s, ds, o);
+	/* .bin's fetch (a URL's) runs while the index is fetched and checked. */
+	if (!rc)
+		rc = open_bin(prefix, &f);
 	if (!rc)
 		rc = map_part(prefix, ".idx", &f.idx, &f.idx_len);
 	if (!rc)
-		rc = map_part(prefix, ".bin", &f.bin, &f.bin_len);
-	if (!rc)
-		rc = check(&f, prefix, &identity, &ids_max);
+		rc = check(&f, prefix, &identity);
+	if (!rc && !f.ordered) /* read in the index's order, not the file's: all of it at once */
+		rc = tfs_source_keep_all(f.bsrc);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, 8, &m);
 	if (rc)
@@ -246,7 +328,20 @@ int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix,
 		const uint64_t n = (uint64_t)len_of(&f, i), p = le64(f.ptrs + 8 * i);
 		const uint8_t *row = f.bin + p;
 
+		if (p + n * f.isz > avail) {
+			rc = tfs_source_wait(f.bsrc, p + n * f.isz); /* a fetch's error is logged */
+			if (rc)
+				break;
+			avail = tfs_source_ready(f.bsrc);
+		}
+		if (f.ordered && p - released >= (1u << 20)) {
+			tfs_source_release(f.bsrc, p); /* no later sequence lies before this one */
+			released = p;
+		}
 		tfs_spool_map_done(&done, row);
+		rc = ids_check(&f, prefix, i, row, n);
+		if (rc)
+			break;
 
 		if (f.code == 5) { /* int64 ids below 2^32: as uint32 */
 			uint8_t *g = realloc(narrow, n * 4 + 1);
@@ -295,6 +390,7 @@ out:
 		munmap((void *)f.idx, f.idx_len);
 	if (f.bin)
 		munmap((void *)f.bin, f.bin_len);
+	tfs_source_close(f.bsrc);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);
 	return rc;

@@ -26,8 +26,10 @@
 #include "version.h"
 
 /* Import PREFIX.bin and PREFIX.idx into column `column` (and column_document) of a dataset with
- * no columns of those names, and commit. Every check (header, counts, pointers inside .bin,
- * lengths, document index, ids) is made before anything is written: -EINVAL, logged. */
+ * no columns of those names, and commit. The index's checks (header, counts, pointers inside
+ * .bin, lengths, document index) are made before anything is written; each sequence's ids as it
+ * is read, .bin once, front to back (a URL's as it arrives, holding a window of it: source.h):
+ * -EINVAL, logged, and nothing committed. */
 int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix, const char *column,
 			const struct tfs_import_opts *o, struct tfs_import_result *res,
 			struct tfs_id *commit_id);

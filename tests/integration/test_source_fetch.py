@@ -16,6 +16,7 @@ import pytest
 
 from conftest import SANITIZE, TENSORFS_BIN, _check_sanitizer_text, write_tar
 from faultproxy import FaultProxy
+from test_megatron import write_megatron
 from s3help import Nginx
 
 
@@ -218,13 +219,14 @@ def write_shard(path, samples, size):
 
 
 def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
-    """An .npy's first chunk is written, and a shard's or a JSON Lines file's first rows
-    imported, while many of its ranges are still to come."""
+    """An .npy's first chunk is written, and a shard's, a JSON Lines file's or a Megatron-LM
+    .bin's first rows imported, while many of its ranges are still to come."""
     src = tmp_path / "src"
     src.mkdir()
     np.save(src / "x.npy", np.arange(3 * MiB, dtype=np.int64).reshape(-1, 64))  # 24 MiB
     write_shard(src / "s.tar", 48, 512 << 10)  # 24 MiB
     lines = write_lines(src / "a.jsonl", 24)
+    write_megatron(src / "m", [np.full(64 << 10, i, np.int32) for i in range(96)], np.int32)
     # 5 MB/s a response, 2 at once: 24 parts of 1 MiB take about 2.5 s (a sanitizer build
     # parses the first megabytes in a fraction of that).
     web = Nginx(tmp_path / "nginx", src, limit_rate="5m")
@@ -233,7 +235,8 @@ def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
     try:
         for ds, args in (("npy", [f"x={web.url}/x.npy"]),
                          ("wds", ["--webdataset", f"{web.url}/s.tar"]),
-                         ("jsonl", ["--jsonl", f"{web.url}/a.jsonl"])):
+                         ("jsonl", ["--jsonl", f"{web.url}/a.jsonl"]),
+                         ("megatron", ["--megatron", f"{web.url}/m"])):
             lake.create(ds)
             objects = lake.root / ds / "objects"
             before = set(objects.rglob("*")) if objects.exists() else set()
@@ -257,7 +260,7 @@ def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
     finally:
         web.stop()
     assert lake.info("npy")["rows"] == 3 * MiB // 64 and lake.info("wds")["rows"] == 48
-    assert lake.info("jsonl")["rows"] == lines
+    assert lake.info("jsonl")["rows"] == lines and lake.info("megatron")["rows"] == 96
 
 
 def test_a_shard_is_fetched_once(lake, tmp_path, monkeypatch):
@@ -443,12 +446,13 @@ def watch_disk(lake, ds, errfile, disk, *args):
     return p.returncode, err, peak
 
 
-@pytest.mark.parametrize("kind", ["npy", "webdataset"])
+@pytest.mark.parametrize("kind", ["npy", "webdataset", "megatron"])
 def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, monkeypatch,
                                                          kind):
     """An .npy's rows and a shard's samples are read once, front to back: the fetch runs a
     window ahead of the import (4 x parallel x part size: 8 MiB here) and the bytes imported
-    give their room back, so sources of 96 and 2 x 72 MiB import through a $TMPDIR of 24 MiB, on disk (not
+    give their room back, so sources of 96 MiB (an .npy, a Megatron-LM .bin) and 2 x 72 MiB
+    (shards) import through a $TMPDIR of 24 MiB, on disk (not
     in memory instead), and the dataset equals the local files' import."""
     src = tmp_path / "src"
     src.mkdir()
@@ -456,6 +460,11 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
         arr = np.random.default_rng(3).integers(0, 1 << 40, size=(96 * MiB // 64, 8))
         np.save(src / "x.npy", arr)
         names = ["x.npy"]
+    elif kind == "megatron":
+        rng = np.random.default_rng(4)
+        write_megatron(src / "m", [rng.integers(0, 1 << 31, 256 << 10, dtype=np.int32)
+                                   for _ in range(96)], np.int32)
+        names = ["m"]
     else:
         names = ["s0.tar", "s1.tar"]
         for i, name in enumerate(names):  # 72 MiB each: spooled, not in a memfd
@@ -469,7 +478,8 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
         with small_disk(tmp_path / "spool", 24) as spool:
             monkeypatch.setenv("TMPDIR", str(spool))
             urls = [f"{web.url}/{n}" for n in names]
-            args = [f"x={urls[0]}"] if kind == "npy" else ["--webdataset", *urls]
+            args = {"npy": [f"x={urls[0]}"], "megatron": ["--megatron", urls[0]],
+                    "webdataset": ["--webdataset", *urls]}[kind]
             rc, err, peak = watch_disk(lake, "web", tmp_path / "err", spool, *args,
                                        "--chunk-size", "1M")
             assert rc == 0, err
@@ -477,19 +487,23 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
     finally:
         web.stop()
     assert "holding it in memory" not in err, err
-    # A source's window, a piece given back late and one waited for past it (10 MiB); a shard
-    # and the next one, fetched beside it.
-    assert peak <= (10 if kind == "npy" else 20) * MiB, f"{peak / MiB:.1f} MiB in $TMPDIR"
+    # A source's window, a piece given back late and one waited for past it, and the reader's
+    # own step (a MiB or so); a shard and the next one, fetched beside it.
+    assert peak <= (24 if kind == "webdataset" else 12) * MiB, f"{peak / MiB:.1f} MiB in $TMPDIR"
     print(f"{kind}: at most {peak / MiB:.1f} MiB in $TMPDIR")
     lake.create("local")
     if kind == "npy":
         lake.import_("local", {"x": src / "x.npy"}, "--chunk-size", "1M")
+    elif kind == "megatron":
+        lake.import_("local", {}, "--megatron", src / "m", "--chunk-size", "1M")
     else:
         lake.import_("local", {}, "--webdataset", *(src / n for n in names), "--chunk-size", "1M")
     web_info, local_info = lake.info("web"), lake.info("local")
-    assert web_info["rows"] == local_info["rows"] == (len(arr) if kind == "npy" else 288)
+    assert web_info["rows"] == local_info["rows"] == \
+        {"npy": 96 * MiB // 64, "megatron": 96, "webdataset": 288}[kind]
     m = mount(lake)
-    for f in ["x.npy"] if kind == "npy" else ["cls.npy", "bin/data.bin", "key/lines.txt"]:
+    for f in {"npy": ["x.npy"], "megatron": ["tokens/data.bin", "tokens/offsets.npy"],
+              "webdataset": ["cls.npy", "bin/data.bin", "key/lines.txt"]}[kind]:
         assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
 
 
@@ -518,3 +532,29 @@ def test_a_source_read_in_column_order_needs_room_for_all(lake, tmp_path, monkey
     assert "set TMPDIR to a directory with room" in p.stderr, p.stderr
     assert lake.info("d") == before and left == []
     assert sent <= 12 * MiB, f"{sent / MiB:.1f} MiB fetched for an import refused"
+
+
+def test_a_megatron_bin_read_out_of_its_order_is_held_whole(lake, mount, tmp_path,
+                                                              monkeypatch):
+    """A Megatron-LM index whose sequences lie in .bin in another order than its own is read
+    in the index's order: a URL's .bin is then held whole, not a window of it, and every
+    sequence arrives as the index says."""
+    src = tmp_path / "src"
+    src.mkdir()
+    seqs = [np.full(64 << 10, i, np.int32) for i in range(96)]  # 24 MiB
+    write_megatron(src / "m", seqs[::-1], np.int32)  # .bin: the last sequence first
+    idx = bytearray((src / "m.idx").read_bytes())
+    size = 4 * (64 << 10)
+    np.frombuffer(idx, np.int64, 96, 34 + 4 * 96)[:] = [size * (95 - i) for i in range(96)]
+    (src / "m.idx").write_bytes(bytes(idx))
+    web = Nginx(tmp_path / "nginx", src)
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    try:
+        lake.create("d")
+        lake.import_("d", {}, "--megatron", f"{web.url}/m")
+    finally:
+        web.stop()
+    m = mount(lake)
+    data = np.fromfile(m / "d" / "main" / "tokens" / "data.bin", np.uint32)
+    assert np.array_equal(data, np.repeat(np.arange(96, dtype=np.uint32), 64 << 10))
