@@ -95,6 +95,8 @@ static int scan_text(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 
 	if (rc)
 		return rc;
+	sc->text = data;
+	sc->text_len = len;
 	sc->kind = TFS_COL_TEXT;
 	tfs_dtype_parse("|u1", &sc->dtype, &(int){ 0 }, NULL, 0);
 	for (p = done = data, end = data + len; p < end;) {
@@ -114,8 +116,6 @@ static int scan_text(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 			break;
 		}
 	}
-	if (data)
-		munmap((void *)data, len);
 	return rc;
 }
 
@@ -313,14 +313,13 @@ int tfs_rows_scan(const struct tfs_import_src *src, struct tfs_rows_scan *sc)
 	}
 }
 
-static int write_text(const struct tfs_import_src *src, struct tfs_rowcol *w,
+static int write_text(const struct tfs_rows_scan *sc, struct tfs_rowcol *w,
 		      struct tfs_progress *progress)
 {
-	const uint8_t *data, *p, *end, *done;
-	size_t len;
-	int rc = tfs_import_map_file(src->path, &data, &len);
+	const uint8_t *p, *end, *done;
+	int rc = 0;
 
-	for (p = done = data, end = data + len; !rc && p < end;) {
+	for (p = done = sc->text, end = sc->text + sc->text_len; !rc && p < end;) {
 		size_t n;
 		const uint8_t *line = next_line(&p, end, &n);
 
@@ -328,8 +327,6 @@ static int write_text(const struct tfs_import_src *src, struct tfs_rowcol *w,
 		rc = tfs_rowcol_add(w, line, n, NULL);
 		tfs_progress_add(progress, n, 1);
 	}
-	if (data)
-		munmap((void *)data, len);
 	return rc;
 }
 
@@ -367,7 +364,7 @@ static int write_npy_dir(const struct tfs_rows_scan *sc, struct tfs_rowcol *w,
 int tfs_rows_write(const struct tfs_import_src *src, const struct tfs_rows_scan *sc,
 		   struct tfs_rowcol *w, struct tfs_progress *progress)
 {
-	int rc = src->form == TFS_SRC_TEXT ? write_text(src, w, progress)
+	int rc = src->form == TFS_SRC_TEXT ? write_text(sc, w, progress)
 					   : write_npy_dir(sc, w, progress);
 
 	return rc ? rc : tfs_rowcol_finish(w);
@@ -378,5 +375,7 @@ void tfs_rows_scan_free(struct tfs_rows_scan *sc)
 	for (size_t i = 0; i < sc->nfiles; i++)
 		free(sc->files[i]);
 	free(sc->files);
+	if (sc->text)
+		munmap((void *)sc->text, sc->text_len);
 	memset(sc, 0, sizeof(*sc));
 }

@@ -22,6 +22,10 @@ struct tfs_rows_scan {
 	/* A token directory: the files' dtype, narrowed to dtype as rows are written. */
 	struct tfs_dtype from;
 	int narrow;
+	/* A text file, mapped by the scan and read again by the write: a URL's object is fetched
+	 * once for both. */
+	const uint8_t *text;
+	size_t text_len;
 };
 
 /* Read the source through once: its rows, their kind, and every row checked (text: UTF-8; a

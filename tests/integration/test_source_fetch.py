@@ -558,3 +558,24 @@ def test_a_megatron_bin_read_out_of_its_order_is_held_whole(lake, mount, tmp_pat
     m = mount(lake)
     data = np.fromfile(m / "d" / "main" / "tokens" / "data.bin", np.uint32)
     assert np.array_equal(data, np.repeat(np.arange(96, dtype=np.uint32), 64 << 10))
+
+
+def test_a_text_source_is_fetched_once(lake, mount, tmp_path, monkeypatch):
+    """A text file's rows are counted and checked (UTF-8) before anything is written, then
+    written: both readings read one fetch, so its bytes cross the network once."""
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = [f"line {i} " + "ü" * (i % 50) for i in range(60000)]
+    (src / "a.txt").write_text("\n".join(lines) + "\n")
+    size = (src / "a.txt").stat().st_size
+    web = Nginx(tmp_path / "nginx", src)
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    try:
+        lake.create("d")
+        lake.import_("d", {"t": f"{web.url}/a.txt"})
+        sent = sum(e[5] for e in web.access_log() if e[4].startswith("GET"))
+    finally:
+        web.stop()
+    assert sent == size, f"{sent} bytes sent for a {size}-byte file"
+    m = mount(lake)
+    assert (m / "d" / "main" / "t" / "lines.txt").read_text().splitlines() == lines
