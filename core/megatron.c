@@ -171,6 +171,22 @@ static int check(struct mfile *f, const char *prefix, int *identity_docs)
 	return 0;
 }
 
+/* The bits of mask that any of n little-endian ids of size bytes at row has (inlined with a
+ * constant size: a plain load each). */
+static inline uint64_t high_bits(const uint8_t *row, uint64_t n, const unsigned size,
+				 const uint64_t mask)
+{
+	uint64_t high = 0;
+
+	for (uint64_t t = 0; t < n; t++) {
+		uint64_t x = 0;
+
+		memcpy(&x, row + size * t, size); /* the low bytes: a little-endian host */
+		high |= x & mask;
+	}
+	return high;
+}
+
 /* Sequence i's n ids at row: none negative, and (int64 ids) each below 2^32, the uint32 they
  * are kept as. A sequence that fails this fails the import, before its commit. */
 static int ids_check(const struct mfile *f, const char *prefix, uint64_t i, const uint8_t *row,
@@ -184,32 +200,16 @@ static int ids_check(const struct mfile *f, const char *prefix, uint64_t i, cons
 	case 8:
 		return 0; /* unsigned: every id is one */
 	case 2:
-		for (uint64_t t = 0; t < n; t++)
-			high |= row[t] & 0x80u;
+		high = high_bits(row, n, 1, 0x80u);
 		break;
 	case 3:
-		for (uint64_t t = 0; t < n; t++) {
-			uint16_t x;
-
-			memcpy(&x, row + 2 * t, 2);
-			high |= x & 0x8000u;
-		}
+		high = high_bits(row, n, 2, 0x8000u);
 		break;
 	case 4:
-		for (uint64_t t = 0; t < n; t++) {
-			uint32_t x;
-
-			memcpy(&x, row + 4 * t, 4);
-			high |= x & 0x80000000u;
-		}
+		high = high_bits(row, n, 4, 0x80000000u);
 		break;
-	default:
-		for (uint64_t t = 0; t < n; t++) {
-			uint64_t x;
-
-			memcpy(&x, row + 8 * t, 8);
-			high |= x >> 32; /* negative, or past uint32 */
-		}
+	default: /* negative, or past uint32 */
+		high = high_bits(row, n, 8, 0xffffffff00000000u);
 		break;
 	}
 	if (!high)

@@ -89,6 +89,12 @@ def quick_to_fail(monkeypatch, spool):
         monkeypatch.setenv(k, str(v))
 
 
+def small_ranges(monkeypatch):
+    """Ranges of 1 MiB, 2 at once: a source read once is fetched 8 MiB ahead of its reader."""
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+
+
 def column_digest(m, ds):
     return hashlib.sha256((m / ds / "main" / "t" / "lines.txt").read_bytes()).hexdigest()
 
@@ -230,8 +236,7 @@ def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
     # 5 MB/s a response, 2 at once: 24 parts of 1 MiB take about 2.5 s (a sanitizer build
     # parses the first megabytes in a fraction of that).
     web = Nginx(tmp_path / "nginx", src, limit_rate="5m")
-    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
-    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    small_ranges(monkeypatch)
     try:
         for ds, args in (("npy", [f"x={web.url}/x.npy"]),
                          ("wds", ["--webdataset", f"{web.url}/s.tar"]),
@@ -271,8 +276,7 @@ def test_a_shard_is_fetched_once(lake, tmp_path, monkeypatch):
     write_shard(src / "s.tar", 48, 512 << 10)  # 24 MiB
     size = (src / "s.tar").stat().st_size
     web = Nginx(tmp_path / "nginx", src, limit_rate="20m")
-    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
-    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    small_ranges(monkeypatch)
     try:
         lake.create("d")
         lake.import_("d", {}, "--webdataset", f"{web.url}/s.tar")
@@ -366,8 +370,7 @@ def test_the_next_shard_is_fetched_while_one_is_imported(lake, mount, tmp_path, 
     for k in range(2):
         write_shard(src / f"s{k}.tar", 16, 512 << 10)  # 8 MiB each
     web = Nginx(tmp_path / "nginx", src, limit_rate="10m")
-    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
-    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    small_ranges(monkeypatch)
     try:
         lake.create("d")
         lake.import_("d", {}, "--webdataset", f"{web.url}/s0.tar", f"{web.url}/s1.tar")
@@ -472,8 +475,7 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
                                    for ext, data in ((".cls", str(k % 7).encode()),
                                                      (".bin", os.urandom(512 << 10)))))
     web = Nginx(tmp_path / "nginx", src)
-    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
-    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    small_ranges(monkeypatch)
     try:
         with small_disk(tmp_path / "spool", 24) as spool:
             monkeypatch.setenv("TMPDIR", str(spool))
@@ -515,8 +517,7 @@ def test_a_source_read_in_column_order_needs_room_for_all(lake, tmp_path, monkey
     src.mkdir()
     np.save(src / "f.npy", np.asfortranarray(np.zeros((96 * MiB // 64, 8), dtype=np.int64)))
     web = Nginx(tmp_path / "nginx", src)
-    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
-    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    small_ranges(monkeypatch)
     try:
         with small_disk(tmp_path / "spool", 24) as spool:
             monkeypatch.setenv("TMPDIR", str(spool))
@@ -548,8 +549,7 @@ def test_a_megatron_bin_read_out_of_its_order_is_held_whole(lake, mount, tmp_pat
     np.frombuffer(idx, np.int64, 96, 34 + 4 * 96)[:] = [size * (95 - i) for i in range(96)]
     (src / "m.idx").write_bytes(bytes(idx))
     web = Nginx(tmp_path / "nginx", src)
-    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
-    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "2")
+    small_ranges(monkeypatch)
     try:
         lake.create("d")
         lake.import_("d", {}, "--megatron", f"{web.url}/m")
