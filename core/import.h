@@ -226,10 +226,12 @@ int tfs_import_same_rows(const struct tfs_manifest *m, uint64_t rows, const char
  * object once all of it is there; a file that cannot be is an error logged with its path. */
 int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len);
 /* The same, read as it arrives: *src says which of its bytes are there (source.h: wait before
- * touching them); tfs_source_close it after the munmap. */
+ * touching them; flags as tfs_source_open's); tfs_source_close it after the munmap. */
 struct tfs_source;
-int tfs_import_map_source(const char *path, struct tfs_source **src, const uint8_t **data,
-			  size_t *len);
+int tfs_import_map_source(const char *path, unsigned flags, struct tfs_source **src,
+			  const uint8_t **data, size_t *len);
+/* An open source mapped read-only whole (*data NULL for an empty one). 0 or -errno, logged. */
+int tfs_import_map(struct tfs_source *src, const uint8_t **data, size_t *len);
 /* The pool an import works on: o->threads threads (0: one per CPU), the caller one of them
  * (tfs_workpool_create_with_caller). */
 struct tfs_workpool;

@@ -318,6 +318,9 @@ struct adder {
 	struct tfs_progress *progress;
 	struct tfs_workgroup fields; /* .pool NULL: the fields are added one after another */
 	const uint8_t *done;	     /* the lines' pages read up to here */
+	/* The file's source (read once: the lines added are given back) and first byte. */
+	struct tfs_source *src;
+	const uint8_t *data;
 };
 
 /* The kind of field f's column: media and lists of any length ragged, text and JSON text,
@@ -466,6 +469,7 @@ static int parse_use(void *arg, void *item)
 	}
 	a->lineno += b->lines;
 	tfs_spool_map_done(&a->done, (const uint8_t *)b->end);
+	tfs_source_release(a->src, (uint64_t)((const uint8_t *)b->end - a->data));
 	return rc;
 }
 
@@ -600,7 +604,8 @@ static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs
 		if (!rc)
 			tfs_rowcol_use_pool(f[i].w, j->pool);
 	}
-	a->done = (const uint8_t *)j->data;
+	a->done = a->data = (const uint8_t *)j->data;
+	a->src = j->src;
 	if (tfs_workpool_threads(j->pool) > 1)
 		tfs_workgroup_init(&a->fields, j->pool);
 	if (!rc)
@@ -689,7 +694,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	tfs_jsonalloc_install(); /* before the pool's threads parse */
 	rc = tfs_txn_begin(&txn, s, ds, o);
 	if (!rc)
-		rc = tfs_import_map_source(path, &j.src, &mapped, &len);
+		rc = tfs_import_map_source(path, TFS_SOURCE_ONCE, &j.src, &mapped, &len);
 	data = (const char *)mapped;
 	j.data = data;
 	j.len = len;
@@ -733,6 +738,20 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		named = a.lineno > named ? a.lineno : named;
 		drop_reading(f, nf, &m, &a, res, o->progress);
 		tfs_jtally_merge(&t, &a.seen);
+		if (!tfs_source_whole(j.src)) {
+			/* A URL's lines added were given back: fetched again, whole this time. */
+			const size_t after_at = (size_t)(after - data);
+
+			munmap((void *)data, len);
+			data = j.data = NULL;
+			rc = tfs_source_again(&j.src);
+			if (!rc)
+				rc = tfs_import_map(j.src, &mapped, &len);
+			if (rc)
+				break;
+			data = j.data = (const char *)mapped;
+			after = data + after_at;
+		}
 		rc = reading ? tfs_source_wait(j.src, len) : 0; /* every line, for the kinds */
 		if (reading && !rc)
 			rc = tfs_jsonl_scan(pool, after, data + len, &t);

@@ -17,39 +17,50 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int tfs_import_map_source(const char *path, struct tfs_source **src, const uint8_t **data,
-			  size_t *len)
+int tfs_import_map(struct tfs_source *src, const uint8_t **data, size_t *len)
 {
+	const char *path = tfs_source_path(src);
+	const int fd = tfs_source_fd(src);
 	struct stat sb;
-	int fd, rc = tfs_source_open(path, 0, src);
+	void *map;
+
+	*data = NULL;
+	*len = 0;
+	if (fstat(fd, &sb) < 0) {
+		const int rc = -errno;
+
+		tfs_err("%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		tfs_err("%s: not a regular file", path);
+		return -EINVAL;
+	}
+	if (tfs_source_size(src) == 0)
+		return 0;
+	map = mmap(NULL, (size_t)tfs_source_size(src), PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED) {
+		const int rc = -errno;
+
+		tfs_err("%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	*data = map;
+	*len = (size_t)tfs_source_size(src);
+	madvise(map, *len, MADV_SEQUENTIAL);
+	return 0;
+}
+
+int tfs_import_map_source(const char *path, unsigned flags, struct tfs_source **src,
+			  const uint8_t **data, size_t *len)
+{
+	int rc = tfs_source_open(path, flags, src);
 
 	*data = NULL;
 	*len = 0;
 	if (rc)
 		return rc;
-	fd = tfs_source_fd(*src);
-	if (fstat(fd, &sb) < 0) {
-		rc = -errno;
-		tfs_err("%s: %s", path, strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		tfs_err("%s: not a regular file", path);
-		rc = -EINVAL;
-		goto out;
-	}
-	if (tfs_source_size(*src) == 0)
-		goto out;
-	*data = mmap(NULL, (size_t)tfs_source_size(*src), PROT_READ, MAP_PRIVATE, fd, 0);
-	if (*data == MAP_FAILED) {
-		rc = -errno;
-		*data = NULL;
-		tfs_err("%s: %s", path, strerror(errno));
-		goto out;
-	}
-	*len = (size_t)tfs_source_size(*src);
-	madvise((void *)*data, *len, MADV_SEQUENTIAL);
-out:
+	rc = tfs_import_map(*src, data, len);
 	if (rc) {
 		tfs_source_close(*src);
 		*src = NULL;
@@ -60,7 +71,7 @@ out:
 int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len)
 {
 	struct tfs_source *src;
-	int rc = tfs_import_map_source(path, &src, data, len);
+	int rc = tfs_import_map_source(path, 0, &src, data, len);
 
 	if (rc)
 		return rc;

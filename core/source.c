@@ -133,7 +133,8 @@ struct tfs_source {
 	pthread_cond_t grew; /* ready or finished moved */
 	pthread_cond_t room; /* the window moved, or close came */
 	/* A source read once, front to back (TFS_SOURCE_ONCE): the fetch runs at most `ahead`
-	 * bytes past what its reader released or waits for, and what was released is given back,
+	 * bytes past what its reader released (or to what it waits for, if further), and what was
+	 * released is given back,
 	 * so that it holds about `ahead` bytes however large the object. */
 	uint64_t ahead;	   /* guarded by lock; 0: the whole object, as fast as it comes */
 	uint64_t released; /* guarded by lock: [0, released) will not be read again */
@@ -212,9 +213,9 @@ static int fetch_piece(void *arg, size_t i)
 	int rc = 0;
 
 	pthread_mutex_lock(&src->lock);
+	/* A reader that waits past the window moves it: it reads what it waits for. */
 	while (src->ahead && !atomic_load(&src->stopped) &&
-	       off + want >
-		       (src->released > src->wanted ? src->released : src->wanted) + src->ahead)
+	       off + want > src->released + src->ahead && off >= src->wanted)
 		pthread_cond_wait(&src->room, &src->lock);
 	pthread_mutex_unlock(&src->lock);
 	if (atomic_load(&src->stopped))
@@ -274,7 +275,8 @@ static void *driver(void *arg)
 
 /* Begin fetching src's object (its store and key set): HEAD, a place to hold it, the pieces on
  * the driver (background) or on this thread. */
-static int fetch_begin(struct tfs_source *src, int background, unsigned flags)
+static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
+		       struct tfs_source *prev)
 {
 	struct tfs_config_http cfg;
 	uint64_t held;
@@ -287,6 +289,16 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags)
 			tfs_err("%s: %s", src->path,
 				rc == -ENOENT ? "no such object" : strerror(-rc));
 		return rc;
+	}
+	if (prev) { /* the version prev read, or none */
+		if (src->size != prev->size) {
+			tfs_err("%s: changed while it was read: %llu bytes, not %llu", src->path,
+				(unsigned long long)src->size, (unsigned long long)prev->size);
+			return -ESTALE;
+		}
+		pthread_mutex_lock(&prev->lock);
+		memcpy(src->tag, prev->tag, sizeof(src->tag));
+		pthread_mutex_unlock(&prev->lock);
 	}
 	src->piece = cfg.part_size;
 	/* Pieces in flight at once, each a connection of its own: an object store caps what one
@@ -320,7 +332,8 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags)
 	return src->err;
 }
 
-static int source_open(const char *path, int background, unsigned flags, struct tfs_source **out)
+static int source_open(const char *path, int background, unsigned flags, struct tfs_source *prev,
+		       struct tfs_source **out)
 {
 	struct tfs_source *src = calloc(1, sizeof(*src));
 	struct stat sb;
@@ -351,7 +364,7 @@ static int source_open(const char *path, int background, unsigned flags, struct 
 		rc = open_parent(path, &src->store, &src->key);
 		if (!rc) {
 			src->key = src->path + (src->key - path);
-			rc = fetch_begin(src, background, flags);
+			rc = fetch_begin(src, background, flags, prev);
 		}
 	}
 	if (rc) {
@@ -364,7 +377,7 @@ static int source_open(const char *path, int background, unsigned flags, struct 
 
 int tfs_source_open(const char *path, unsigned flags, struct tfs_source **out)
 {
-	return source_open(path, 1, flags, out);
+	return source_open(path, 1, flags, NULL, out);
 }
 
 int tfs_source_fd(const struct tfs_source *src)
@@ -459,6 +472,28 @@ void tfs_source_release(struct tfs_source *src, uint64_t upto)
 			 strerror(errno));
 }
 
+int tfs_source_whole(struct tfs_source *src)
+{
+	int whole;
+
+	pthread_mutex_lock(&src->lock);
+	whole = src->punched == 0;
+	pthread_mutex_unlock(&src->lock);
+	return whole;
+}
+
+int tfs_source_again(struct tfs_source **src)
+{
+	struct tfs_source *again;
+	int rc = source_open((*src)->path, 1, 0, *src, &again);
+
+	if (rc)
+		return rc;
+	tfs_source_close(*src);
+	*src = again;
+	return 0;
+}
+
 int tfs_source_keep_all(struct tfs_source *src)
 {
 	uint64_t ahead, punched;
@@ -526,7 +561,7 @@ void tfs_source_close(struct tfs_source *src)
 int tfs_source_open_file(const char *path)
 {
 	struct tfs_source *src;
-	int fd, rc = source_open(path, 0, 0, &src);
+	int fd, rc = source_open(path, 0, 0, NULL, &src);
 
 	if (rc)
 		return rc;

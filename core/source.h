@@ -44,6 +44,13 @@ int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off
  * -EIO). The fetch may go on past them, and their room is given back a part at a time. Nothing
  * for any other source. */
 void tfs_source_release(struct tfs_source *src, uint64_t upto);
+/* Whether every byte of src can still be read: none was given back (tfs_source_release). */
+int tfs_source_whole(struct tfs_source *src);
+/* A source read once that its reader must read again from its start, some of it given back
+ * already: *src is replaced by a new fetch of the object, held whole, which must find the
+ * version the first one read (else -ESTALE, logged: "changed while it was read"). On failure
+ * *src is left as it was. */
+int tfs_source_again(struct tfs_source **src);
 /* A source read once whose reader turns out to need all of it at once (an array in column
  * order): it is held whole from now on, as one opened without TFS_SOURCE_ONCE. 0, or -ENOSPC
  * (logged, saying what to set) when the spool file has no room for it. Before any release. */

@@ -9,6 +9,8 @@ turns (every kind is injected once enough requests failed), and a request that w
 failed is never failed again on its next attempt (same method, path and Range), so every
 request succeeds within two attempts: the test is deterministic in outcome.
 
+`retag_after_heads=N` gives every reply after the N-th HEAD request another ETag, as if the
+object had been replaced (same size) between one fetch of it and the next.
 `persistent_corrupt` corrupts every chunk object's body (tensorfs object type 1) on every
 attempt, to check that damage that does not go away reads as EIO, never as wrong bytes.
 The proxy runs in its own process (FaultProxy starts it): a test that reads a mount through
@@ -41,7 +43,7 @@ class FaultProxy:
     """The proxy process, seen from a test: .port, .endpoint, .counts (after stop())."""
 
     def __init__(self, upstream_port, rate=0.0, faults=FAULTS, seed=1, stall_s=3.0,
-                 delay_s=0.0, persistent_corrupt=False, workdir=None):
+                 delay_s=0.0, persistent_corrupt=False, workdir=None, retag_after_heads=0):
         import tempfile
         self._dir = workdir or tempfile.mkdtemp(prefix="faultproxy-")
         self._stats = os.path.join(self._dir, f"faultproxy-{os.getpid()}-{id(self)}.json")
@@ -50,6 +52,8 @@ class FaultProxy:
                "--stall", str(stall_s), "--delay", str(delay_s), "--stats", self._stats]
         if persistent_corrupt:
             cmd.append("--persistent-corrupt")
+        if retag_after_heads:
+            cmd += ["--retag-after-heads", str(retag_after_heads)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      text=True, preexec_fn=_die_with_parent)
         line = self.proc.stdout.readline()
@@ -107,6 +111,10 @@ class Proxy:
         self.delay_s = delay_s  # added to every request (a slow link)
         self.methods = methods
         self.persistent_corrupt = False
+        # Past this many HEAD requests (0: never), every reply gives the object another ETag:
+        # as if it were replaced, same size, between one fetch and the next.
+        self.retag_after_heads = 0
+        self.heads = 0  # protected by lock
         self.rng = random.Random(seed)
         self.turn = 0  # the fault kind to inject next; protected by lock
         self.lock = threading.Lock()
@@ -211,6 +219,8 @@ class Proxy:
             # A HEAD reply has no body but the object's length.
             content_length = next((v for k, v in headers if k.lower() == "content-length"), 0)
         h.send_response_only(status)
+        if getattr(h, "retag", False):
+            headers = [(k, '"replaced"' if k.lower() == "etag" else v) for k, v in headers]
         for k, v in headers:
             if k.lower() not in ("content-length", "connection", "transfer-encoding",
                                  "keep-alive", "date"):
@@ -246,6 +256,9 @@ class Proxy:
     def _handle_one(self, h):
         key = (h.command, h.path, h.headers.get("Range"))
         fault = self._decide(h.command, key)
+        with self.lock:
+            self.heads += h.command == "HEAD"
+            h.retag = bool(self.retag_after_heads) and self.heads > self.retag_after_heads
         if self.delay_s:
             time.sleep(self.delay_s)
         if fault in ("503", "429"):
@@ -313,11 +326,13 @@ def main():
     ap.add_argument("--stall", type=float, default=3.0)
     ap.add_argument("--delay", type=float, default=0.0)
     ap.add_argument("--persistent-corrupt", action="store_true")
+    ap.add_argument("--retag-after-heads", type=int, default=0)
     ap.add_argument("--stats", required=True)
     a = ap.parse_args()
     p = Proxy(a.upstream_port, rate=a.rate, faults=[f for f in a.faults.split(",") if f],
               seed=a.seed, stall_s=min(a.stall, 30.0), delay_s=min(a.delay, 5.0))
     p.persistent_corrupt = a.persistent_corrupt
+    p.retag_after_heads = a.retag_after_heads
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
 

@@ -387,25 +387,26 @@ def test_the_next_shard_is_fetched_while_one_is_imported(lake, mount, tmp_path, 
 
 @pytest.mark.parametrize("spool", ["full", "none"])
 def test_a_source_larger_than_disk_and_memory_is_refused(lake, tmp_path, monkeypatch, spool):
-    """An object larger than the room in the spool directory (or with no spool directory) and
-    than a quarter of memory is refused before any of it is fetched, saying what to set; the
-    dataset stays as it was."""
+    """An object held whole while it is imported (a text file: its rows are counted before
+    any is written) larger than the room in the spool directory (or with no spool directory)
+    and than a quarter of memory is refused before any of it is fetched, saying what to set;
+    the dataset stays as it was."""
     src, dirs = tmp_path / "src", {"full": tmp_path / "spool", "none": tmp_path / "none"}
     src.mkdir()
     dirs["full"].mkdir()
-    with open(src / "huge.jsonl", "wb") as f:
+    with open(src / "huge.txt", "wb") as f:
         f.truncate(4 << 40)  # 4 TiB, sparse: more than this disk and a quarter of memory
     web = Nginx(tmp_path / "nginx", src)
     monkeypatch.setenv("TMPDIR", str(dirs[spool]))
     try:
         lake.create("d")
         before = lake.info("d")
-        p = lake.import_("d", {}, "--jsonl", f"{web.url}/huge.jsonl", check=False)
+        p = lake.import_("d", {"t": f"{web.url}/huge.txt"}, check=False)
         ranged = [e for e in web.access_log() if e[0] == 206]
     finally:
         web.stop()
     assert p.returncode != 0
-    assert "huge.jsonl: cannot spool its 4398046511104 bytes to disk" in p.stderr, p.stderr
+    assert "huge.txt: cannot spool its 4398046511104 bytes to disk" in p.stderr, p.stderr
     assert ("no room for" if spool == "full" else "No such file") in p.stderr, p.stderr
     assert "set TMPDIR to a directory with room" in p.stderr, p.stderr
     assert ranged == [] and lake.info("d") == before
@@ -449,13 +450,13 @@ def watch_disk(lake, ds, errfile, disk, *args):
     return p.returncode, err, peak
 
 
-@pytest.mark.parametrize("kind", ["npy", "webdataset", "megatron"])
+@pytest.mark.parametrize("kind", ["npy", "webdataset", "megatron", "jsonl"])
 def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, monkeypatch,
                                                          kind):
     """An .npy's rows and a shard's samples are read once, front to back: the fetch runs a
     window ahead of the import (4 x parallel x part size: 8 MiB here) and the bytes imported
-    give their room back, so sources of 96 MiB (an .npy, a Megatron-LM .bin) and 2 x 72 MiB
-    (shards) import through a $TMPDIR of 24 MiB, on disk (not
+    give their room back, so sources of 96 MiB (an .npy, a Megatron-LM .bin, JSON Lines) and
+    2 x 72 MiB (shards) import through a $TMPDIR of 24 MiB, on disk (not
     in memory instead), and the dataset equals the local files' import."""
     src = tmp_path / "src"
     src.mkdir()
@@ -463,6 +464,9 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
         arr = np.random.default_rng(3).integers(0, 1 << 40, size=(96 * MiB // 64, 8))
         np.save(src / "x.npy", arr)
         names = ["x.npy"]
+    elif kind == "jsonl":
+        write_lines(src / "a.jsonl", 96)
+        names = ["a.jsonl"]
     elif kind == "megatron":
         rng = np.random.default_rng(4)
         write_megatron(src / "m", [rng.integers(0, 1 << 31, 256 << 10, dtype=np.int32)
@@ -481,7 +485,7 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
             monkeypatch.setenv("TMPDIR", str(spool))
             urls = [f"{web.url}/{n}" for n in names]
             args = {"npy": [f"x={urls[0]}"], "megatron": ["--megatron", urls[0]],
-                    "webdataset": ["--webdataset", *urls]}[kind]
+                    "jsonl": ["--jsonl", urls[0]], "webdataset": ["--webdataset", *urls]}[kind]
             rc, err, peak = watch_disk(lake, "web", tmp_path / "err", spool, *args,
                                        "--chunk-size", "1M")
             assert rc == 0, err
@@ -498,13 +502,16 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
         lake.import_("local", {"x": src / "x.npy"}, "--chunk-size", "1M")
     elif kind == "megatron":
         lake.import_("local", {}, "--megatron", src / "m", "--chunk-size", "1M")
+    elif kind == "jsonl":
+        lake.import_("local", {}, "--jsonl", src / "a.jsonl", "--chunk-size", "1M")
     else:
         lake.import_("local", {}, "--webdataset", *(src / n for n in names), "--chunk-size", "1M")
     web_info, local_info = lake.info("web"), lake.info("local")
     assert web_info["rows"] == local_info["rows"] == \
-        {"npy": 96 * MiB // 64, "megatron": 96, "webdataset": 288}[kind]
+        {"npy": 96 * MiB // 64, "megatron": 96, "webdataset": 288, "jsonl": 96 * MiB // 32032}[kind]
     m = mount(lake)
     for f in {"npy": ["x.npy"], "megatron": ["tokens/data.bin", "tokens/offsets.npy"],
+              "jsonl": ["i.npy", "t/data.bin"],
               "webdataset": ["cls.npy", "bin/data.bin", "key/lines.txt"]}[kind]:
         assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
 
@@ -579,3 +586,72 @@ def test_a_text_source_is_fetched_once(lake, mount, tmp_path, monkeypatch):
     assert sent == size, f"{sent} bytes sent for a {size}-byte file"
     m = mount(lake)
     assert (m / "d" / "main" / "t" / "lines.txt").read_text().splitlines() == lines
+
+
+def write_widening(path, mib, at):
+    """About mib MiB of JSON Lines whose integer fields turn float part-way: field a at each
+    fraction of the lines in at (e.g. [0.3]), field b at the next; returns the rows."""
+    rows = mib * MiB // 4000
+    marks = {int(rows * f): "ab"[i] for i, f in enumerate(at)}
+    with open(path, "w") as fo:
+        for i in range(rows):
+            row = {"a": i, "b": -i, "t": f"{i:08d} " + "y" * 3960}
+            if i in marks:
+                row[marks[i]] = i + 0.5
+            fo.write(json.dumps(row) + "\n")
+    return rows
+
+
+def test_a_jsonl_source_read_again_is_fetched_again_whole(lake, mount, tmp_path, monkeypatch):
+    """A field that widens past the first guess makes the lines be read again from the start;
+    a URL's lines added were given back by then, so it is fetched again, whole this time: a
+    second field widening later reads that fetch again, not a third. The dataset equals the
+    local file's import."""
+    src = tmp_path / "src"
+    src.mkdir()
+    rows = write_widening(src / "w.jsonl", 24, [0.3, 0.9])
+    size = (src / "w.jsonl").stat().st_size
+    web = Nginx(tmp_path / "nginx", src)
+    small_ranges(monkeypatch)
+    try:
+        lake.create("web")
+        p = lake.import_("web", {}, "--jsonl", f"{web.url}/w.jsonl")
+        log = web.access_log()
+    finally:
+        web.stop()
+    heads = [e for e in log if e[4].startswith("HEAD")]
+    sent = sum(e[5] for e in log if e[4].startswith("GET"))
+    assert len(heads) == 2, log
+    # The first fetch went a window (8 MiB) past the widened line, not to the end.
+    assert size < sent < 2 * size, f"{sent} bytes sent for a {size}-byte file"
+    assert "widened" in p.stderr or "past" in p.stderr, p.stderr
+    lake.create("local")
+    lake.import_("local", {}, "--jsonl", src / "w.jsonl")
+    m = mount(lake)
+    assert lake.info("web")["rows"] == rows
+    for f in ("a.npy", "b.npy", "t/data.bin"):
+        assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
+    assert np.load(m / "web" / "main" / "a.npy").dtype == np.float64
+
+
+def test_a_jsonl_source_replaced_before_it_is_read_again_fails(lake, tmp_path, monkeypatch):
+    """The object is replaced (same size, another ETag) between the first fetch and the one a
+    widened field makes: the rows would mix two versions, so the import fails saying so, and
+    the dataset stays as it was."""
+    src = tmp_path / "src"
+    src.mkdir()
+    write_widening(src / "w.jsonl", 24, [0.3])
+    web = Nginx(tmp_path / "nginx", src)
+    proxy = FaultProxy(web.port, workdir=tmp_path, retag_after_heads=1)
+    small_ranges(monkeypatch)
+    try:
+        lake.create("d")
+        before = lake.info("d")
+        url = f"{proxy.endpoint}/lake/w.jsonl"
+        p = lake.import_("d", {}, "--jsonl", url, check=False)
+    finally:
+        proxy.stop()
+        web.stop()
+    assert p.returncode != 0
+    assert f"{url}: changed while it was read" in p.stderr, p.stderr
+    assert lake.info("d") == before
