@@ -66,7 +66,7 @@ static int can_punch(int fd)
  * source read once, whose bytes read are given back): a memfd for a small one, a spool file for
  * a large one, or a memfd after all (said once) when no spool file can be had. *held is size
  * where the room read cannot be given back. */
-static int hold_open(const char *url, uint64_t size, uint64_t *held)
+static int hold_open(const char *url, uint64_t size, uint64_t *held, int *in_memory)
 {
 	char why[PATH_MAX + 128];
 	int fd;
@@ -97,6 +97,7 @@ static int hold_open(const char *url, uint64_t size, uint64_t *held)
 			 "memory",
 			 url, (unsigned long long)*held, why);
 	}
+	*in_memory = 1;
 	fd = memfd_create("tensorfs-source", MFD_CLOEXEC);
 	if (fd < 0) {
 		fd = -errno;
@@ -137,6 +138,7 @@ struct tfs_source {
 	 * released is given back,
 	 * so that it holds about `ahead` bytes however large the object. */
 	uint64_t ahead;	   /* guarded by lock; 0: the whole object, as fast as it comes */
+	int in_memory;	   /* fd is a memfd */
 	uint64_t released; /* guarded by lock: [0, released) will not be read again */
 	uint64_t wanted;   /* guarded by lock: the furthest end a reader waited for */
 	uint64_t punched;  /* guarded by lock: [0, punched) was given back */
@@ -312,7 +314,7 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 		if (src->ahead + 2 * src->piece < held)
 			held = src->ahead + 2 * src->piece;
 	}
-	src->fd = hold_open(src->path, src->size, &held);
+	src->fd = hold_open(src->path, src->size, &held, &src->in_memory);
 	if (src->fd < 0)
 		return src->fd;
 	if (held == src->size)
@@ -509,7 +511,9 @@ int tfs_source_keep_all(struct tfs_source *src)
 	if (punched)
 		return -EINVAL;
 	/* Room for all of it, asked for before the fetch goes past the window. */
-	rc = posix_fallocate(src->fd, 0, (off_t)src->size);
+	rc = src->in_memory && src->size > tfs_spool_memory_max()
+		     ? ENOSPC
+		     : posix_fallocate(src->fd, 0, (off_t)src->size);
 	if (rc) {
 		tfs_err("%s: needs all its %llu bytes held at once, and there is no room for them: "
 			"%s (set TMPDIR to a directory with room)",

@@ -655,3 +655,30 @@ def test_a_jsonl_source_replaced_before_it_is_read_again_fails(lake, tmp_path, m
     assert p.returncode != 0
     assert f"{url}: changed while it was read" in p.stderr, p.stderr
     assert lake.info("d") == before
+
+
+def test_a_source_read_in_column_order_without_a_spool_is_refused(lake, tmp_path, monkeypatch):
+    """With no spool directory a source read once is held in memory, a window of it; one that
+    turns out to need all of it at once (a Fortran-ordered array of 4 TiB here) and is more
+    than a quarter of memory is refused, saying what to set, and the dataset stays as it was."""
+    src = tmp_path / "src"
+    src.mkdir()
+    rows = (4 << 40) // 64
+    with open(src / "f.npy", "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": True,
+                                                 "shape": (rows, 8)})
+        f.truncate(f.tell() + rows * 64)  # sparse
+    web = Nginx(tmp_path / "nginx", src)
+    small_ranges(monkeypatch)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "none"))
+    try:
+        lake.create("d")
+        before = lake.info("d")
+        p = lake.import_("d", {"x": f"{web.url}/f.npy"}, check=False)
+        sent = sum(e[5] for e in web.access_log() if e[4].startswith("GET"))
+    finally:
+        web.stop()
+    assert p.returncode != 0
+    assert "f.npy: needs all its" in p.stderr and "set TMPDIR" in p.stderr, p.stderr
+    assert lake.info("d") == before
+    assert sent <= 12 * MiB, f"{sent / MiB:.1f} MiB fetched for an import refused"
