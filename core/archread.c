@@ -113,7 +113,9 @@ struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kin
 	struct tfs_archive *ar;
 	struct tfs_source *src;
 
-	if (tfs_source_open(path, 0, &src))
+	/* A zip's directory is at its end: fetched first, so that its members are read as
+	 * they arrive. */
+	if (tfs_source_open(path, kind == TFS_ARCHIVE_ZIP ? TFS_SOURCE_TAIL_FIRST : 0, &src))
 		return NULL;
 	ar = tfs_archive_open_from(src, kind);
 	if (!ar)

@@ -139,6 +139,7 @@ struct tfs_source {
 	 * so that it holds about `ahead` bytes however large the object. */
 	uint64_t ahead;	   /* guarded by lock; 0: the whole object, as fast as it comes */
 	int in_memory;	   /* fd is a memfd */
+	int tail_first;	   /* TFS_SOURCE_TAIL_FIRST */
 	uint64_t released; /* guarded by lock: [0, released) will not be read again */
 	uint64_t wanted;   /* guarded by lock: the furthest end a reader waited for */
 	uint64_t punched;  /* guarded by lock: [0, punched) was given back */
@@ -204,9 +205,21 @@ static int same_version(struct tfs_source *src, const struct tfs_store_version *
 	return rc;
 }
 
-static int fetch_piece(void *arg, size_t i)
+/* The piece fetched i-th: in order, or (tail_first) the last two first, then the rest in order;
+ * two, so that the tail holds at least a piece's bytes when the last piece is short. */
+static size_t piece_of(const struct tfs_source *src, size_t i)
+{
+	const size_t n = src->npieces, tail = n < 2 ? n : 2;
+
+	if (!src->tail_first)
+		return i;
+	return i < tail ? n - 1 - i : i - tail;
+}
+
+static int fetch_piece(void *arg, size_t nth)
 {
 	struct tfs_source *src = arg;
+	const size_t i = piece_of(src, nth);
 	const uint64_t off = (uint64_t)i * src->piece;
 	const size_t want = (size_t)(src->size - off < src->piece ? src->size - off : src->piece);
 	struct tfs_store_version v;
@@ -243,12 +256,10 @@ static int fetch_piece(void *arg, size_t i)
 		return rc;
 	pthread_mutex_lock(&src->lock);
 	src->done[i] = 1;
-	if (i == src->gap) {
-		while (src->gap < src->npieces && src->done[src->gap])
-			src->gap++;
-		src->ready = src->gap == src->npieces ? src->size : src->gap * src->piece;
-		pthread_cond_broadcast(&src->grew);
-	}
+	while (src->gap < src->npieces && src->done[src->gap])
+		src->gap++;
+	src->ready = src->gap == src->npieces ? src->size : src->gap * src->piece;
+	pthread_cond_broadcast(&src->grew); /* a range waited for may be there, if not a prefix */
 	pthread_mutex_unlock(&src->lock);
 	return 0;
 }
@@ -307,7 +318,8 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 	 * connection brings (S3: about 85-90 MB/s). */
 	src->parallel = cfg.parallel;
 	held = src->size;
-	if ((flags & TFS_SOURCE_ONCE) && background) {
+	src->tail_first = !!(flags & TFS_SOURCE_TAIL_FIRST);
+	if ((flags & TFS_SOURCE_ONCE) && !src->tail_first && background) {
 		src->ahead = (uint64_t)AHEAD_PIECES * src->parallel * src->piece;
 		/* What is fetched and not yet given back: the window, a piece given back late (a
 		 * piece at a time) and one a reader waits for past it. */
@@ -397,7 +409,20 @@ const char *tfs_source_path(const struct tfs_source *src)
 	return src->path;
 }
 
-int tfs_source_wait(struct tfs_source *src, uint64_t end)
+/* Whether bytes [off, end) are in fd. Called with src->lock held. */
+static int there(const struct tfs_source *src, uint64_t off, uint64_t end)
+{
+	if (end <= src->ready)
+		return 1;
+	assert(src->piece); /* a local file's bytes are all there */
+	for (uint64_t k = off / src->piece; k * src->piece < end; k++)
+		if (!src->done[k])
+			return 0;
+	return 1;
+}
+
+/* Wait until bytes [off, end) are there (prefix: all of [0, end)). */
+static int wait_for(struct tfs_source *src, uint64_t off, uint64_t end, int prefix)
 {
 	int rc;
 
@@ -409,11 +434,16 @@ int tfs_source_wait(struct tfs_source *src, uint64_t end)
 		if (src->ahead)
 			pthread_cond_broadcast(&src->room);
 	}
-	while (src->ready < end && !src->finished)
+	while (!(prefix ? src->ready >= end : there(src, off, end)) && !src->finished)
 		pthread_cond_wait(&src->grew, &src->lock);
-	rc = src->ready >= end ? 0 : src->err ? src->err : -EIO;
+	rc = (prefix ? src->ready >= end : there(src, off, end)) ? 0 : src->err ? src->err : -EIO;
 	pthread_mutex_unlock(&src->lock);
 	return rc;
+}
+
+int tfs_source_wait(struct tfs_source *src, uint64_t end)
+{
+	return wait_for(src, 0, end, 1);
 }
 
 uint64_t tfs_source_ready(struct tfs_source *src)
@@ -442,7 +472,7 @@ int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off
 			(unsigned long long)off);
 		return rc;
 	}
-	rc = tfs_source_wait(src, off + len);
+	rc = wait_for(src, off, off + len, 0);
 	return rc ? rc : tfs_pread_full(src->fd, buf, len, off);
 }
 

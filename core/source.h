@@ -23,10 +23,15 @@ struct tfs_source;
  * given back, so that a spool file holds about the window however large the object, and $TMPDIR
  * needs room for that much, not for the object. */
 #define TFS_SOURCE_ONCE 1u
+/* A source read from its end first (a zip: its directory is there): the fetch brings its last
+ * parts first, then the rest in order, so that its reader, waiting for each range it reads
+ * (tfs_source_pread), begins before the fetch ends. Not with TFS_SOURCE_ONCE. */
+#define TFS_SOURCE_TAIL_FIRST 2u
 
 /* Open path, a URL's object fetched in the background from now on: read it with
  * tfs_source_pread, or wait for the bytes before reading its descriptor. flags: 0 or
- * TFS_SOURCE_ONCE. Returns 0 or -errno (logged, naming the source: no such object, no room). */
+ * TFS_SOURCE_ONCE or TFS_SOURCE_TAIL_FIRST. Returns 0 or -errno (logged, naming the source: no such
+ * object, no room). */
 int tfs_source_open(const char *path, unsigned flags, struct tfs_source **out);
 /* The descriptor (seekable, mappable). Its bytes past those waited for may not be there yet. */
 int tfs_source_fd(const struct tfs_source *src);
@@ -37,8 +42,8 @@ const char *tfs_source_path(const struct tfs_source *src);
 int tfs_source_wait(struct tfs_source *src, uint64_t end);
 /* How many bytes from the start are there now (the size once all are). */
 uint64_t tfs_source_ready(struct tfs_source *src);
-/* len bytes at off, once they are there: 0, -EIO when the source ends before off + len, or
- * the fetch's -errno. */
+/* len bytes at off, once they are there (those bytes, not all before them): 0, -EIO when the
+ * source ends before off + len, or the fetch's -errno. */
 int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off);
 /* A source read once: its bytes before upto will not be read again (a read of them fails with
  * -EIO). The fetch may go on past them, and their room is given back a part at a time. Nothing

@@ -225,14 +225,16 @@ def write_shard(path, samples, size):
 
 
 def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
-    """An .npy's first chunk is written, and a shard's, a JSON Lines file's or a Megatron-LM
-    .bin's first rows imported, while many of its ranges are still to come."""
+    """An .npy's first chunk is written, and a shard's, a JSON Lines file's, a Megatron-LM
+    .bin's or an .npz's (its directory at its end, fetched first) first rows imported, while
+    many of its ranges are still to come."""
     src = tmp_path / "src"
     src.mkdir()
     np.save(src / "x.npy", np.arange(3 * MiB, dtype=np.int64).reshape(-1, 64))  # 24 MiB
     write_shard(src / "s.tar", 48, 512 << 10)  # 24 MiB
     lines = write_lines(src / "a.jsonl", 24)
     write_megatron(src / "m", [np.full(64 << 10, i, np.int32) for i in range(96)], np.int32)
+    np.savez(src / "z.npz", y=np.arange(3 * MiB, dtype=np.int64).reshape(-1, 64) + 5)
     # 5 MB/s a response, 2 at once: 24 parts of 1 MiB take about 2.5 s (a sanitizer build
     # parses the first megabytes in a fraction of that).
     web = Nginx(tmp_path / "nginx", src, limit_rate="5m")
@@ -241,7 +243,8 @@ def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
         for ds, args in (("npy", [f"x={web.url}/x.npy"]),
                          ("wds", ["--webdataset", f"{web.url}/s.tar"]),
                          ("jsonl", ["--jsonl", f"{web.url}/a.jsonl"]),
-                         ("megatron", ["--megatron", f"{web.url}/m"])):
+                         ("megatron", ["--megatron", f"{web.url}/m"]),
+                         ("npz", ["--npz", f"{web.url}/z.npz"])):
             lake.create(ds)
             objects = lake.root / ds / "objects"
             before = set(objects.rglob("*")) if objects.exists() else set()
@@ -266,6 +269,7 @@ def test_an_import_reads_its_source_as_it_arrives(lake, tmp_path, monkeypatch):
         web.stop()
     assert lake.info("npy")["rows"] == 3 * MiB // 64 and lake.info("wds")["rows"] == 48
     assert lake.info("jsonl")["rows"] == lines and lake.info("megatron")["rows"] == 96
+    assert lake.info("npz")["rows"] == 3 * MiB // 64
 
 
 def test_a_shard_is_fetched_once(lake, tmp_path, monkeypatch):
