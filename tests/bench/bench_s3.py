@@ -34,6 +34,9 @@ read()s:
              imported by their URLs (--webdataset s3://bench/plain/shards/s0.tar ...): a shard
              is imported as it arrives and the next one's fetch begins as its import begins;
              MB/s of the shards' bytes (not run by default)
+  import_npz the same column as the one array of an .npz (--npz s3://bench/plain/x.npz): its
+             end (the zip's directory) is fetched first, then its members as they arrive (not
+             run by default)
   tensorfs_random, s3fs_random (not run by default)
              np.load(mmap_mode="r") of the file, then 16 rows read one after another, one from
              each sixteenth of the column in a seeded random order (the training pattern
@@ -335,6 +338,8 @@ class Bench:
         npy.unlink()
         if "import_wds" in a.cases:
             self.upload_shards(arr)
+        if "import_npz" in a.cases:
+            self.upload_npz(arr)
         # s3rver keeps each object's body in <bucket>/<key>._S3rver_object.
         self.wire_lake_bytes = sum(f.stat().st_size for f in
                                    (self.s3dir / "bench" / "lake").rglob("*._S3rver_object"))
@@ -494,6 +499,15 @@ class Bench:
             self.shard_samples += per
             path.unlink()
 
+    def upload_npz(self, arr):
+        """The column as the one array of an .npz (stored, as np.savez writes it)."""
+        path = self.work / "x.npz"
+        np.savez(path, x=arr)
+        self.run_client(["curl", "-sS", "-f", *SIGN, "-T", str(path),
+                         f"{self.endpoint}/bench/plain/x.npz"], self.env, "upload x.npz")
+        self.npz_bytes = path.stat().st_size
+        path.unlink()
+
     def run_import(self, args, rows, nbytes):
         """`tensorfs import` of args into a new local lake, timed; checked for its rows."""
         lake = self.work / "import-lake"
@@ -525,6 +539,10 @@ class Bench:
         return self.run_import(["--webdataset", *(f"s3://bench/plain/shards/s{k}.tar"
                                                   for k in range(SHARDS))],
                                self.shard_samples, self.shard_bytes)
+
+    def case_import_npz(self):
+        return self.run_import(["--npz", "s3://bench/plain/x.npz"], len(self.arr),
+                               self.npz_bytes)
 
     def case_transport(self):
         warm_server_files(self.s3dir)
@@ -596,7 +614,7 @@ def main():
     a.repeat = a.repeat or (1 if a.quick else 3)
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     for c in cases:
-        if c not in ("tensorfs", "view", "s3fs", "transport", "import", "import_wds",
+        if c not in ("tensorfs", "view", "s3fs", "transport", "import", "import_wds", "import_npz",
                      "tensorfs_random", "s3fs_random"):
             sys.exit(f"bench_s3: unknown case {c!r}")
 
@@ -699,6 +717,7 @@ def main():
               "transport": f"curl x{a.parallel}, {a.range_mib} MiB ranges",
               "import": "tensorfs import x=s3://...",
               "import_wds": f"tensorfs import {SHARDS} shards",
+              "import_npz": "tensorfs import --npz s3://...",
               "tensorfs_random": f"tensorfs, {RANDOM_ROWS} random rows",
               "s3fs_random": f"s3fs, {RANDOM_ROWS} random rows"}
     for c in cases:
@@ -740,6 +759,10 @@ def main():
         ratios["import_wds_vs_transport"] = med["import_wds"]["MBps"] / tr["MBps"]
         print(f"{'import_wds_vs_transport':<28}{ratios['import_wds_vs_transport']:6.2f}x   (the "
               f"shards' bytes a second; informational)")
+    if med.get("import_npz") and tr:
+        ratios["import_npz_vs_transport"] = med["import_npz"]["MBps"] / tr["MBps"]
+        print(f"{'import_npz_vs_transport':<28}{ratios['import_npz_vs_transport']:6.2f}x   (the "
+              f".npz's bytes a second; informational)")
     if "tensorfs_wire_vs_transport" in ratios:
         print(f"{'tensorfs_wire_vs_transport':<28}{ratios['tensorfs_wire_vs_transport']:6.2f}x"
               f"   (wire bytes over wire bytes, informational)")
