@@ -135,11 +135,10 @@ struct tfs_source {
 	pthread_cond_t room; /* the window moved, or close came */
 	/* A source read once, front to back (TFS_SOURCE_ONCE): the fetch runs at most `ahead`
 	 * bytes past what its reader released (or to what it waits for, if further), and what was
-	 * released is given back,
-	 * so that it holds about `ahead` bytes however large the object. */
+	 * released is given back, so that it holds about `ahead` bytes however large it is. */
 	uint64_t ahead;	   /* guarded by lock; 0: the whole object, as fast as it comes */
-	int in_memory;	   /* fd is a memfd */
-	int tail_first;	   /* TFS_SOURCE_TAIL_FIRST */
+	int in_memory;	   /* fd is a memfd (set at open) */
+	int tail_first;	   /* TFS_SOURCE_TAIL_FIRST (set at open) */
 	uint64_t released; /* guarded by lock: [0, released) will not be read again */
 	uint64_t wanted;   /* guarded by lock: the furthest end a reader waited for */
 	uint64_t punched;  /* guarded by lock: [0, punched) was given back */
