@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzz target for the importers of untrusted files (core/import_json.c over jansson,
- * core/import_wds.c and core/import_npz.c over libarchive): byte 0 odd, the rest is a
- * WebDataset shard (tar); 2, an .npz file; else a JSON Lines file. Each input is imported into
- * a fresh dataset of a real file:// lake; a bad line or sample is skipped and counted, never
- * half-imported; a bad array fails the import. */
+ * core/import_wds.c and core/import_npz.c over libarchive, core/megatron.c): byte 0 odd, the
+ * rest is a WebDataset shard (tar); 2, an .npz file; 4, a Megatron-LM dataset (bytes 1-4 the
+ * .idx's length, little-endian, then the .idx, then the .bin); else a JSON Lines file. Each input
+ * is imported into a fresh dataset of a real file:// lake; a bad line or sample is skipped and
+ * counted, never half-imported; a bad array fails the import. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -18,6 +19,7 @@
 #include "format.h"
 #include "fuzz_common.h"
 #include "import.h"
+#include "megatron.h"
 #include "store.h"
 #include "util.h"
 
@@ -39,7 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 				     .level = 1,
 				     .threads = 1 };
 	struct tfs_import_result res;
-	char src[128], url[128], lake[96];
+	char src[128], url[128], lake[96], prefix[96];
+	const uint8_t *body;
+	size_t blen;
+	unsigned kind;
 	const char *shard[1] = { src };
 	struct tfs_store *s;
 	struct tfs_id id;
@@ -55,22 +60,46 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	}
 	if (len < 1)
 		return 0;
-	snprintf(src, sizeof(src), "%s/src.%s", tmpdir,
-		 data[0] & 1	? "tar"
-		 : data[0] == 2 ? "npz"
-				: "jsonl");
+	kind = data[0];
+	body = data + 1;
+	blen = len - 1;
+	snprintf(prefix, sizeof(prefix), "%s/src", tmpdir);
+	snprintf(src, sizeof(src), "%s.%s", prefix,
+		 kind & 1    ? "tar"
+		 : kind == 2 ? "npz"
+		 : kind == 4 ? "bin"
+			     : "jsonl");
 	snprintf(lake, sizeof(lake), "%s/lake", tmpdir);
 	snprintf(url, sizeof(url), "file://%s", lake);
+	if (kind == 4) { /* src.idx first, src.bin (src) the rest */
+		char idx[128];
+		uint32_t n = 0;
+
+		if (blen >= 4)
+			memcpy(&n, body, 4);
+		body += blen >= 4 ? 4 : blen;
+		blen -= blen >= 4 ? 4 : blen;
+		if (n > blen)
+			n = (uint32_t)blen;
+		snprintf(idx, sizeof(idx), "%s.idx", prefix);
+		fd = open(idx, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd < 0 || write(fd, body, n) != (ssize_t)n || close(fd))
+			abort();
+		body += n;
+		blen -= n;
+	}
 	fd = open(src, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0 || write(fd, data + 1, len - 1) != (ssize_t)(len - 1) || close(fd))
+	if (fd < 0 || write(fd, body, blen) != (ssize_t)blen || close(fd))
 		abort();
 	if (tfs_store_open(url, TFS_STORE_CREATE, &s) || tfs_dataset_create(s, "d"))
 		abort();
 	memset(&res, 0, sizeof(res));
-	if (data[0] & 1)
+	if (kind & 1)
 		rc = tfs_import_webdataset(s, "d", shard, 1, 0, &o, &res, &id);
-	else if (data[0] == 2)
+	else if (kind == 2)
 		rc = tfs_import_npz(s, "d", src, &o, &res, &id);
+	else if (kind == 4)
+		rc = tfs_import_megatron(s, "d", prefix, "tokens", &o, &res, &id);
 	else
 		rc = tfs_import_jsonl(s, "d", src, NULL, 0, NULL, NULL, 0, &o, &res, &id);
 	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ENODATA || rc == -ENOMEM || rc == -EIO ||
