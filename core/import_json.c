@@ -738,19 +738,25 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		named = a.lineno > named ? a.lineno : named;
 		drop_reading(f, nf, &m, &a, res, o->progress);
 		tfs_jtally_merge(&t, &a.seen);
+		/* A URL's lines added were given back: it is fetched again, read once again for
+		 * the rows' second reading; held whole for a third, whose kinds are read from
+		 * every line before its rows are. */
 		if (!tfs_source_whole(j.src)) {
-			/* A URL's lines added were given back: fetched again, whole this time. */
 			const size_t after_at = (size_t)(after - data);
 
 			munmap((void *)data, len);
 			data = j.data = NULL;
-			rc = tfs_source_again(&j.src);
+			rc = tfs_source_again(&j.src, reading ? 0 : TFS_SOURCE_ONCE);
 			if (!rc)
 				rc = tfs_import_map(j.src, &mapped, &len);
 			if (rc)
 				break;
 			data = j.data = (const char *)mapped;
 			after = data + after_at;
+		} else if (reading) {
+			rc = tfs_source_keep_all(j.src);
+			if (rc)
+				break;
 		}
 		rc = reading ? tfs_source_wait(j.src, len) : 0; /* every line, for the kinds */
 		if (reading && !rc)

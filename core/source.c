@@ -288,7 +288,7 @@ static void *driver(void *arg)
 /* Begin fetching src's object (its store and key set): HEAD, a place to hold it, the pieces on
  * the driver (background) or on this thread. */
 static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
-		       struct tfs_source *prev)
+		       const struct tfs_store_version *prev)
 {
 	struct tfs_config_http cfg;
 	uint64_t held;
@@ -302,15 +302,13 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 				rc == -ENOENT ? "no such object" : strerror(-rc));
 		return rc;
 	}
-	if (prev) { /* the version prev read, or none */
-		if (src->size != prev->size) {
-			tfs_err("%s: changed while it was read: %llu bytes, not %llu", src->path,
-				(unsigned long long)src->size, (unsigned long long)prev->size);
+	if (prev) { /* the version an earlier fetch read, or none */
+		if (src->size != (uint64_t)prev->size) {
+			tfs_err("%s: changed while it was read: %llu bytes, not %lld", src->path,
+				(unsigned long long)src->size, (long long)prev->size);
 			return -ESTALE;
 		}
-		pthread_mutex_lock(&prev->lock);
 		memcpy(src->tag, prev->tag, sizeof(src->tag));
-		pthread_mutex_unlock(&prev->lock);
 	}
 	src->piece = cfg.part_size;
 	/* Pieces in flight at once, each a connection of its own: an object store caps what one
@@ -345,8 +343,8 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 	return src->err;
 }
 
-static int source_open(const char *path, int background, unsigned flags, struct tfs_source *prev,
-		       struct tfs_source **out)
+static int source_open(const char *path, int background, unsigned flags,
+		       const struct tfs_store_version *prev, struct tfs_source **out)
 {
 	struct tfs_source *src = calloc(1, sizeof(*src));
 	struct stat sb;
@@ -513,16 +511,22 @@ int tfs_source_whole(struct tfs_source *src)
 	return whole;
 }
 
-int tfs_source_again(struct tfs_source **src)
+int tfs_source_again(struct tfs_source **src, unsigned flags)
 {
-	struct tfs_source *again;
-	int rc = source_open((*src)->path, 1, 0, *src, &again);
+	struct tfs_store_version was = { .size = (int64_t)(*src)->size };
+	char *path = strdup((*src)->path);
+	int rc;
 
-	if (rc)
-		return rc;
+	if (!path)
+		return -ENOMEM;
+	pthread_mutex_lock(&(*src)->lock);
+	memcpy(was.tag, (*src)->tag, sizeof(was.tag));
+	pthread_mutex_unlock(&(*src)->lock);
+	/* Closed first: the two fetches never hold room at once. */
 	tfs_source_close(*src);
-	*src = again;
-	return 0;
+	rc = source_open(path, 1, flags, &was, src);
+	free(path);
+	return rc;
 }
 
 int tfs_source_keep_all(struct tfs_source *src)

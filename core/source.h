@@ -52,10 +52,11 @@ void tfs_source_release(struct tfs_source *src, uint64_t upto);
 /* Whether every byte of src can still be read: none was given back (tfs_source_release). */
 int tfs_source_whole(struct tfs_source *src);
 /* A source read once that its reader must read again from its start, some of it given back
- * already: *src is replaced by a new fetch of the object, held whole, which must find the
- * version the first one read (else -ESTALE, logged: "changed while it was read"). On failure
- * *src is left as it was. */
-int tfs_source_again(struct tfs_source **src);
+ * already: *src is replaced by a new fetch of the object (flags as tfs_source_open's: read once
+ * again, or held whole), which must find the version the first one read (else -ESTALE, logged:
+ * "changed while it was read"). *src is closed first, so that the two never hold room at
+ * once: on failure it is NULL. */
+int tfs_source_again(struct tfs_source **src, unsigned flags);
 /* A source read once whose reader turns out to need all of it at once (an array in column
  * order): it is held whole from now on, as one opened without TFS_SOURCE_ONCE. 0, or -ENOSPC
  * (logged, saying what to set) when the spool file has no room for it. Before any release. */

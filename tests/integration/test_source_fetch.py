@@ -606,14 +606,16 @@ def write_widening(path, mib, at):
     return rows
 
 
-def test_a_jsonl_source_read_again_is_fetched_again_whole(lake, mount, tmp_path, monkeypatch):
+@pytest.mark.parametrize("at", [[0.3], [0.3, 0.9]])
+def test_a_jsonl_source_read_again_is_fetched_again(lake, mount, tmp_path, monkeypatch, at):
     """A field that widens past the first guess makes the lines be read again from the start;
-    a URL's lines added were given back by then, so it is fetched again, whole this time: a
-    second field widening later reads that fetch again, not a third. The dataset equals the
-    local file's import."""
+    a URL's lines added were given back by then, so it is fetched again, read once again (a
+    window of it). A second field widening later makes a third reading, whose kinds are read
+    from every line first: fetched once more, held whole. Each fetch but the last stops a
+    window past the widened line. The dataset equals the local file's import."""
     src = tmp_path / "src"
     src.mkdir()
-    rows = write_widening(src / "w.jsonl", 24, [0.3, 0.9])
+    rows = write_widening(src / "w.jsonl", 24, at)
     size = (src / "w.jsonl").stat().st_size
     web = Nginx(tmp_path / "nginx", src)
     small_ranges(monkeypatch)
@@ -625,10 +627,10 @@ def test_a_jsonl_source_read_again_is_fetched_again_whole(lake, mount, tmp_path,
         web.stop()
     heads = [e for e in log if e[4].startswith("HEAD")]
     sent = sum(e[5] for e in log if e[4].startswith("GET"))
-    assert len(heads) == 2, log
-    # The first fetch went a window (8 MiB) past the widened line, not to the end.
-    assert size < sent < 2 * size, f"{sent} bytes sent for a {size}-byte file"
-    assert "widened" in p.stderr or "past" in p.stderr, p.stderr
+    assert len(heads) == len(at) + 1, log
+    assert len(at) * size < sent < (len(at) + 1) * size, \
+        f"{sent} bytes sent for a {size}-byte file read {len(at) + 1} times"
+    assert "read again" in p.stderr, p.stderr
     lake.create("local")
     lake.import_("local", {}, "--jsonl", src / "w.jsonl")
     m = mount(lake)
@@ -636,6 +638,28 @@ def test_a_jsonl_source_read_again_is_fetched_again_whole(lake, mount, tmp_path,
     for f in ("a.npy", "b.npy", "t/data.bin"):
         assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
     assert np.load(m / "web" / "main" / "a.npy").dtype == np.float64
+
+
+def test_a_jsonl_source_read_again_still_holds_a_window(lake, tmp_path, monkeypatch):
+    """A field widened part-way through 96 MiB of JSON Lines: both readings of it hold a
+    window of it, so the import goes through a $TMPDIR of 24 MiB, on disk."""
+    src = tmp_path / "src"
+    src.mkdir()
+    rows = write_widening(src / "w.jsonl", 96, [0.5])
+    web = Nginx(tmp_path / "nginx", src)
+    small_ranges(monkeypatch)
+    try:
+        with small_disk(tmp_path / "spool", 24) as spool:
+            monkeypatch.setenv("TMPDIR", str(spool))
+            rc, err, peak = watch_disk(lake, "web", tmp_path / "err", spool, "--jsonl",
+                                       f"{web.url}/w.jsonl")
+            assert rc == 0, err
+        heads = [e for e in web.access_log() if e[4].startswith("HEAD")]
+    finally:
+        web.stop()
+    assert "holding it in memory" not in err, err
+    assert len(heads) == 2 and peak <= 12 * MiB, (heads, f"{peak / MiB:.1f} MiB in $TMPDIR")
+    assert lake.info("web")["rows"] == rows
 
 
 def test_a_jsonl_source_replaced_before_it_is_read_again_fails(lake, tmp_path, monkeypatch):
