@@ -35,9 +35,10 @@ struct tfs_archive {
 };
 
 /* A zip is read through its central directory (libarchive's seekable reader, at the file's
- * end: a URL's end is fetched first, then its members as they arrive), so a file cut short, or whose directory does not match its
- * members, is refused before anything is imported; a tar front to back, a header at a time
- * (tfs_archive_next tells its end from damage). NULL on failure (logged). */
+ * end: a URL's end is fetched first, then its members as they arrive), so a file cut short, or
+ * whose directory does not match its members, is refused before anything is imported; a tar
+ * front to back, a header at a time (tfs_archive_next tells its end from damage). NULL on
+ * failure (logged). */
 struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind);
 /* The same from a source opened already (its fetch perhaps under way), read from its start; the
  * caller closes the source after the archive, so that several readings share one fetch. */

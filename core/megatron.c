@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rowcol.h"
@@ -245,30 +244,10 @@ static int map_part(const char *prefix, const char *ext, const uint8_t **data, s
 static int open_bin(const char *prefix, struct mfile *f)
 {
 	char path[4096];
-	struct stat sb;
-	int rc;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s.bin", prefix) >= sizeof(path))
 		return -ENAMETOOLONG;
-	rc = tfs_source_open(path, TFS_SOURCE_ONCE, &f->bsrc);
-	if (rc)
-		return rc;
-	if (fstat(tfs_source_fd(f->bsrc), &sb) < 0 || !S_ISREG(sb.st_mode)) {
-		tfs_err("%s: not a regular file", path);
-		return -EINVAL;
-	}
-	f->bin_len = (size_t)tfs_source_size(f->bsrc);
-	if (!f->bin_len)
-		return 0;
-	f->bin = mmap(NULL, f->bin_len, PROT_READ, MAP_PRIVATE, tfs_source_fd(f->bsrc), 0);
-	if (f->bin == MAP_FAILED) {
-		rc = -errno;
-		f->bin = NULL;
-		tfs_err("%s: %s", path, strerror(-rc));
-		return rc;
-	}
-	madvise((void *)f->bin, f->bin_len, MADV_SEQUENTIAL);
-	return 0;
+	return tfs_import_map_source(path, TFS_SOURCE_ONCE, &f->bsrc, &f->bin, &f->bin_len);
 }
 
 int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix, const char *column,

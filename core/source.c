@@ -412,14 +412,17 @@ static int there(const struct tfs_source *src, uint64_t off, uint64_t end)
 	if (end <= src->ready)
 		return 1;
 	assert(src->piece); /* a local file's bytes are all there */
-	for (uint64_t k = off / src->piece; k * src->piece < end; k++)
+	/* [0, ready) is there: the pieces are looked at from there on (a prefix waited for is
+	 * answered at once, done[gap] being 0). */
+	for (uint64_t k = (off > src->ready ? off : src->ready) / src->piece; k * src->piece < end;
+	     k++)
 		if (!src->done[k])
 			return 0;
 	return 1;
 }
 
-/* Wait until bytes [off, end) are there (prefix: all of [0, end)). */
-static int wait_for(struct tfs_source *src, uint64_t off, uint64_t end, int prefix)
+/* Wait until bytes [off, end) are there. */
+static int wait_for(struct tfs_source *src, uint64_t off, uint64_t end)
 {
 	int rc;
 
@@ -431,16 +434,16 @@ static int wait_for(struct tfs_source *src, uint64_t off, uint64_t end, int pref
 		if (src->ahead)
 			pthread_cond_broadcast(&src->room);
 	}
-	while (!(prefix ? src->ready >= end : there(src, off, end)) && !src->finished)
+	while (!there(src, off, end) && !src->finished)
 		pthread_cond_wait(&src->grew, &src->lock);
-	rc = (prefix ? src->ready >= end : there(src, off, end)) ? 0 : src->err ? src->err : -EIO;
+	rc = there(src, off, end) ? 0 : src->err ? src->err : -EIO;
 	pthread_mutex_unlock(&src->lock);
 	return rc;
 }
 
 int tfs_source_wait(struct tfs_source *src, uint64_t end)
 {
-	return wait_for(src, 0, end, 1);
+	return wait_for(src, 0, end);
 }
 
 uint64_t tfs_source_ready(struct tfs_source *src)
@@ -469,7 +472,7 @@ int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off
 			(unsigned long long)off);
 		return rc;
 	}
-	rc = wait_for(src, off, off + len, 0);
+	rc = wait_for(src, off, off + len);
 	return rc ? rc : tfs_pread_full(src->fd, buf, len, off);
 }
 

@@ -31,6 +31,15 @@ static void cleanup(void)
 		fuzz_rm_tree(tmpdir);
 }
 
+/* A file holding p[0, n), or abort: the fuzzer's own failure, not the input's. */
+static void put_file(const char *path, const uint8_t *p, size_t n)
+{
+	const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0 || write(fd, p, n) != (ssize_t)n || close(fd))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
@@ -48,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	const char *shard[1] = { src };
 	struct tfs_store *s;
 	struct tfs_id id;
-	int fd, rc;
+	int rc;
 
 	if (!tmpdir[0]) {
 		tfs_log_open("/dev/null"); /* skipped samples are logged by the thousand */
@@ -82,15 +91,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		if (n > blen)
 			n = (uint32_t)blen;
 		snprintf(idx, sizeof(idx), "%s.idx", prefix);
-		fd = open(idx, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd < 0 || write(fd, body, n) != (ssize_t)n || close(fd))
-			abort();
+		put_file(idx, body, n);
 		body += n;
 		blen -= n;
 	}
-	fd = open(src, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0 || write(fd, body, blen) != (ssize_t)blen || close(fd))
-		abort();
+	put_file(src, body, blen);
 	if (tfs_store_open(url, TFS_STORE_CREATE, &s) || tfs_dataset_create(s, "d"))
 		abort();
 	memset(&res, 0, sizeof(res));

@@ -50,26 +50,47 @@ def spooled(files, spool):
             os.path.basename(f).startswith(("#", "tensorfs-source-"))]
 
 
-def watch_import(lake, ds, errfile, *args):
-    """`tensorfs import` into ds, run to its end while its open files and the machine's shared
-    memory are sampled: (stderr, the files it had open, peak Shmem growth in bytes)."""
+def watch(lake, ds, errfile, sample, *args):
+    """`tensorfs import` into ds, run to its end with sample(pid) called every 2 ms; its stderr
+    (the import must succeed)."""
     lake.create(ds)
-    base, files, peak, t0 = shmem(), set(), 0, time.monotonic()
+    end = time.monotonic() + 120
     with open(errfile, "w") as fe:
         p = subprocess.Popen([TENSORFS_BIN, "import", lake.ds_url(ds), *map(str, args)],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe)
         while p.poll() is None:
-            peak = max(peak, shmem() - base)
-            files |= open_files(p.pid)
-            if time.monotonic() - t0 > 120:
+            sample(p.pid)
+            if time.monotonic() > end:
                 p.kill()
                 p.wait()
                 pytest.fail(f"import {ds} did not end in 120 s")
-            time.sleep(0.005)
+            time.sleep(0.002)
     err = errfile.read_text()
     _check_sanitizer_text(err, "tensorfs import")
     assert p.returncode == 0, err
-    return err, files, peak
+    return err
+
+
+def watch_import(lake, ds, errfile, *args):
+    """watch() sampling the import's open files and the machine's shared memory: (stderr, the
+    files it had open, peak Shmem growth in bytes)."""
+    base, files, peak = shmem(), set(), [0]
+
+    def sample(pid):
+        peak[0] = max(peak[0], shmem() - base)
+        files.update(open_files(pid))
+    return watch(lake, ds, errfile, sample, *args), files, peak[0]
+
+
+def watch_disk(lake, ds, errfile, disk, *args):
+    """watch() sampling the bytes in use on disk (a file system): (stderr, the peak bytes in
+    use)."""
+    peak = [0]
+
+    def sample(_):
+        v = os.statvfs(disk)
+        peak[0] = max(peak[0], (v.f_blocks - v.f_bfree) * v.f_frsize)
+    return watch(lake, ds, errfile, sample, *args), peak[0]
 
 
 def write_lines(path, mib):
@@ -432,28 +453,6 @@ def small_disk(path, mib):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def watch_disk(lake, ds, errfile, disk, *args):
-    """`tensorfs import` into ds, run to its end while the bytes in use on disk (a file system)
-    are sampled: (its CompletedProcess-like (returncode, stderr), the peak bytes in use)."""
-    lake.create(ds)
-    peak = 0
-    with open(errfile, "w") as fe:
-        p = subprocess.Popen([TENSORFS_BIN, "import", lake.ds_url(ds), *map(str, args)],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe)
-        end = time.monotonic() + 120
-        while p.poll() is None:
-            v = os.statvfs(disk)
-            peak = max(peak, (v.f_blocks - v.f_bfree) * v.f_frsize)
-            if time.monotonic() > end:
-                p.kill()
-                p.wait()
-                pytest.fail(f"import {ds} did not end in 120 s")
-            time.sleep(0.002)
-    err = errfile.read_text()
-    _check_sanitizer_text(err, "tensorfs import")
-    return p.returncode, err, peak
-
-
 @pytest.mark.parametrize("kind", ["npy", "webdataset", "megatron", "jsonl"])
 def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, monkeypatch,
                                                          kind):
@@ -490,9 +489,8 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
             urls = [f"{web.url}/{n}" for n in names]
             args = {"npy": [f"x={urls[0]}"], "megatron": ["--megatron", urls[0]],
                     "jsonl": ["--jsonl", urls[0]], "webdataset": ["--webdataset", *urls]}[kind]
-            rc, err, peak = watch_disk(lake, "web", tmp_path / "err", spool, *args,
+            err, peak = watch_disk(lake, "web", tmp_path / "err", spool, *args,
                                        "--chunk-size", "1M")
-            assert rc == 0, err
             assert os.listdir(spool) == []
     finally:
         web.stop()
@@ -651,9 +649,8 @@ def test_a_jsonl_source_read_again_still_holds_a_window(lake, tmp_path, monkeypa
     try:
         with small_disk(tmp_path / "spool", 24) as spool:
             monkeypatch.setenv("TMPDIR", str(spool))
-            rc, err, peak = watch_disk(lake, "web", tmp_path / "err", spool, "--jsonl",
+            err, peak = watch_disk(lake, "web", tmp_path / "err", spool, "--jsonl",
                                        f"{web.url}/w.jsonl")
-            assert rc == 0, err
         heads = [e for e in web.access_log() if e[4].startswith("HEAD")]
     finally:
         web.stop()
