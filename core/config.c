@@ -62,7 +62,7 @@ static const char *const remote_keys[] = {
 };
 static const char *const http_keys[] = {
 	"timeout_ms",	"connect_timeout_ms", "stall_ms", "retries", "backoff_ms", "backoff_max_ms",
-	"max_inflight", "part_size",	      "parallel", "ca_file", NULL,
+	"max_inflight", "part_size",	      "parallel", "window",  "ca_file",	   NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -371,7 +371,7 @@ static int http_num(const struct ini *c, const char *key, uint64_t min, uint64_t
 	char envname[64];
 	const char *v;
 	uint64_t n;
-	int size = !strcmp(key, "part_size");
+	int size = !strcmp(key, "part_size") || !strcmp(key, "window");
 
 	snprintf(envname, sizeof(envname), "TENSORFS_HTTP_%s", key);
 	for (char *p = envname; *p; p++)
@@ -392,7 +392,7 @@ static int http_num(const struct ini *c, const char *key, uint64_t min, uint64_t
 		if (errno || *end || end == v)
 			goto bad;
 	}
-	if (n < min || n > max)
+	if ((n < min && !(n == 0 && !strcmp(key, "window"))) || n > max) /* window 0: default */
 		goto bad;
 	*val = n;
 	return 0;
@@ -433,16 +433,16 @@ static int http_ca_file(const struct ini *c, char *out, size_t cap)
 int tfs_config_http(struct tfs_config_http *out)
 {
 	struct ini c;
-	uint64_t v[9] = { 60000, 5000, 10000, 6, 100, 5000, 32, 8ull << 20, 8 };
+	uint64_t v[10] = { 60000, 5000, 10000, 6, 100, 5000, 32, 8ull << 20, 8, 0 };
 	char ca[sizeof(out->ca_file)];
-	static const uint64_t lo[9] = { 100, 100, 100, 0, 1, 1, 1, 1ull << 20, 1 };
-	static const uint64_t hi[9] = { 3600000, 600000, 3600000,    100, 60000,
-					600000,	 1024,	 1ull << 30, 64 };
+	static const uint64_t lo[10] = { 100, 100, 100, 0, 1, 1, 1, 1ull << 20, 1, 1ull << 20 };
+	static const uint64_t hi[10] = { 3600000, 600000, 3600000,    100, 60000,
+					 600000,  1024,	  1ull << 30, 64,  1ull << 50 };
 	int rc = load(&c);
 
 	if (rc)
 		return rc;
-	for (int i = 0; i < 9 && !rc; i++)
+	for (int i = 0; i < 10 && !rc; i++)
 		rc = http_num(&c, http_keys[i], lo[i], hi[i], &v[i]);
 	if (!rc)
 		rc = http_ca_file(&c, ca, sizeof(ca));
@@ -459,6 +459,7 @@ int tfs_config_http(struct tfs_config_http *out)
 		.max_inflight = (unsigned)v[6],
 		.part_size = v[7],
 		.parallel = (unsigned)v[8],
+		.window = v[9],
 	};
 	memcpy(out->ca_file, ca, sizeof(ca));
 	return 0;

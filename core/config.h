@@ -30,6 +30,8 @@ struct tfs_config_http {
 	unsigned max_inflight;	 /* concurrent requests per store (default 32) */
 	uint64_t part_size;	 /* ranged-GET part for large objects (default 8 MiB) */
 	unsigned parallel;	 /* concurrent parts of one large GET (default 8) */
+	uint64_t window;	 /* how far the fetch of an import source read once may run ahead
+				  * of the import (0, the default: 4 x parallel x part_size) */
 	char ca_file[1024];	 /* absolute path of a PEM bundle to verify TLS servers with; "":
 				  * the system's store */
 };

@@ -317,7 +317,10 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 	held = src->size;
 	src->tail_first = !!(flags & TFS_SOURCE_TAIL_FIRST);
 	if ((flags & TFS_SOURCE_ONCE) && !src->tail_first && background) {
-		src->ahead = (uint64_t)AHEAD_PIECES * src->parallel * src->piece;
+		src->ahead = cfg.window ? cfg.window
+					: (uint64_t)AHEAD_PIECES * src->parallel * src->piece;
+		if (src->ahead < src->piece)
+			src->ahead = src->piece; /* a part is what one request fetches */
 		/* What is fetched and not yet given back: the window, a piece given back late (a
 		 * piece at a time) and one a reader waits for past it. */
 		if (src->ahead + 2 * src->piece < held)

@@ -518,6 +518,41 @@ def test_a_source_read_once_holds_a_window_of_it_not_all(lake, mount, tmp_path, 
         assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
 
 
+def test_the_window_is_a_setting(lake, tmp_path, monkeypatch):
+    """[http] window sets how far a source read once is fetched ahead of its import, whatever
+    the part size and parallel fetches: for an 80 MiB .npy, 8 ranges of 1 MiB in flight (a 32 MiB window by
+    default, which a 12 MiB $TMPDIR cannot hold: the source is held in memory, with a warning)
+    import through 12 MiB with window = 4M; a window under 1 MiB is refused."""
+    src = tmp_path / "src"
+    src.mkdir()
+    arr = np.random.default_rng(5).integers(0, 1 << 40, size=(80 * MiB // 64, 8))
+    np.save(src / "x.npy", arr)
+    web = Nginx(tmp_path / "nginx", src)
+    monkeypatch.setenv("TENSORFS_HTTP_PART_SIZE", str(MiB))
+    monkeypatch.setenv("TENSORFS_HTTP_PARALLEL", "8")
+    url = f"x={web.url}/x.npy"
+    try:
+        with small_disk(tmp_path / "spool", 12) as spool:
+            monkeypatch.setenv("TMPDIR", str(spool))
+            lake.create("default")
+            p = lake.import_("default", {"x": f"{web.url}/x.npy"})
+            assert "holding it in memory" in p.stderr, p.stderr
+            monkeypatch.setenv("TENSORFS_HTTP_WINDOW", "4M")
+            err, peak = watch_disk(lake, "web", tmp_path / "err", spool, url)
+            monkeypatch.setenv("TENSORFS_HTTP_WINDOW", "4096")
+            lake.create("bad")
+            bad = lake.import_("bad", {"x": f"{web.url}/x.npy"}, check=False)
+            assert os.listdir(spool) == []
+    finally:
+        web.stop()
+    assert "holding it in memory" not in err, err
+    assert peak <= 10 * MiB, f"{peak / MiB:.1f} MiB in $TMPDIR"
+    print(f"window 4M: at most {peak / MiB:.1f} MiB in $TMPDIR")
+    assert lake.info("web")["rows"] == lake.info("default")["rows"] == len(arr)
+    assert bad.returncode != 0 and "HTTP setting window = 4096" in bad.stderr, bad.stderr
+    assert lake.info("bad")["rows"] == 0
+
+
 def test_a_source_read_in_column_order_needs_room_for_all(lake, tmp_path, monkeypatch):
     """A Fortran-ordered .npy is read in column order, so all of it at once: with no room for
     it in $TMPDIR the import fails before fetching past the window, saying what to set, and the

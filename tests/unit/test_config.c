@@ -168,6 +168,16 @@ static void test_http_settings(void **state)
 	assert_int_equal(h.part_size, 2u << 20);
 	assert_int_equal(h.timeout_ms, 60000);
 	assert_int_equal(h.max_inflight, 32);
+	assert_int_equal(h.window, 0); /* 4 x parallel x part_size */
+	setenv("TENSORFS_HTTP_WINDOW", "96M", 1);
+	assert_int_equal(tfs_config_http(&h), 0);
+	assert_int_equal(h.window, 96u << 20);
+	setenv("TENSORFS_HTTP_WINDOW", "0", 1);
+	assert_int_equal(tfs_config_http(&h), 0);
+	assert_int_equal(h.window, 0);
+	setenv("TENSORFS_HTTP_WINDOW", "512K", 1); /* under a MiB */
+	assert_int_equal(tfs_config_http(&h), -EINVAL);
+	unsetenv("TENSORFS_HTTP_WINDOW");
 	setenv("TENSORFS_HTTP_RETRIES", "0", 1);
 	assert_int_equal(tfs_config_http(&h), 0);
 	assert_int_equal(h.retries, 0);
