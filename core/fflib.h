@@ -38,7 +38,9 @@
 	X(avutil, av_frame_free)                  \
 	X(avutil, av_frame_get_buffer)            \
 	X(avutil, av_frame_unref)                 \
+	X(avutil, av_free)                        \
 	X(avutil, av_log_set_level)               \
+	X(avutil, av_malloc)                      \
 	X(avutil, av_pix_fmt_desc_get)            \
 	X(avutil, av_rescale_q)                   \
 	X(avutil, av_rescale_q_rnd)               \
@@ -62,9 +64,12 @@
 	X(avcodec, avcodec_send_packet)           \
 	X(avformat, av_find_best_stream)          \
 	X(avformat, av_read_frame)                \
+	X(avformat, avformat_alloc_context)       \
 	X(avformat, avformat_close_input)         \
 	X(avformat, avformat_find_stream_info)    \
 	X(avformat, avformat_open_input)          \
+	X(avformat, avio_alloc_context)           \
+	X(avformat, avio_context_free)            \
 	TFS_FF_SIDE_DATA(X)
 
 struct tfs_fflib {

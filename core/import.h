@@ -171,9 +171,11 @@ struct tfs_media_fields {
 	const struct tfs_media_opts *mo;
 };
 
-/* A media field's value: file rel (under base), decoded, appended to out as a u32 rank, the
- * shape (u64 each), then the bytes. -EINVAL with the reason in why when it does not decode;
- * -ELIBACC when no video or audio can be (FFmpeg's libraries do not load: fflib.h). */
+/* A media field's value: file rel (under base, a directory or a URL), decoded, appended to out
+ * as a u32 rank, the shape (u64 each), then the bytes. -EINVAL with the reason in why when the
+ * record is to blame: no such file, or it does not decode. Else the import cannot go on:
+ * -ELIBACC when no video or audio can be decoded (FFmpeg's libraries do not load: fflib.h),
+ * another -errno (the reason in why) when a fetch failed or memory or room ran out. */
 int tfs_media_value(const char *base, const char *rel, char kind, const struct tfs_media_fields *mf,
 		    struct tfs_buf *out, char *why, size_t why_cap);
 /* Such a value's shape and bytes. */

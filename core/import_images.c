@@ -46,9 +46,11 @@ static int decode_run(void *item)
 	tfs_image_free(&j->img);
 	j->err[0] = 0;
 	j->rc = tfs_store_get(j->tree, j->f->rel, &file);
-	if (j->rc)
+	if (j->rc) {
 		snprintf(j->err, sizeof(j->err), "%s", strerror(-j->rc));
-	else
+		if (j->rc == -ENOENT)
+			j->rc = -EINVAL; /* gone since the listing: as a file that does not decode */
+	} else
 		j->rc = tfs_image_decode_draft(file.data, file.len,
 					       j->io->draft && j->io->fit != TFS_FIT_PAD ? j->io->w
 											 : 0,
@@ -101,6 +103,12 @@ static int add_image(void *arg, void *item)
 	uint64_t shape[3] = { j->img.h, j->img.w, 3 };
 	int rc;
 
+	if (j->rc && j->rc != -EINVAL) {
+		/* Not the image's bytes but reading them (a fetch that failed, memory): never a
+		 * skip. */
+		tfs_err("%s: cannot read: %s; nothing was committed", j->f->rel, j->err);
+		return j->rc;
+	}
 	if (j->rc) {
 		tfs_warn("%s: %s%s", j->f->rel, j->err, a->io->strict ? "" : "; skipped");
 		if (a->io->strict) {

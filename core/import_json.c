@@ -266,8 +266,8 @@ static int parse_block(void *item)
 			rc = tfs_media_value(b->base,
 					     json_string_value(json_object_get(obj, f[i].name)),
 					     f[i].media, b->mf, &b->media[i], why, sizeof(why));
-			if (rc == -ENOMEM || rc == -ELIBACC)
-				break; /* not the record's fault: the import ends */
+			if (rc && rc != -EINVAL)
+				break; /* not the record's fault (logged): the import ends */
 			bad = rc ? why : NULL;
 			rc = 0;
 		}

@@ -132,27 +132,11 @@ static int decode_run(void *item)
 {
 	struct job *j = item;
 
-	const char *path = j->f->path;
-	char fdpath[32];
-	int fd = -1;
-
 	j->err[0] = 0;
-	if (tfs_source_is_url(path)) {
-		/* Fetched whole (a demuxer seeks: an mp4's index may be at its end), then
-		 * decoded from there. */
-		fd = tfs_source_open_file(path);
-		if (fd < 0) {
-			j->rc = fd;
-			snprintf(j->err, sizeof(j->err), "cannot fetch: %s", strerror(-fd));
-			return 0;
-		}
-		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
-		path = fdpath;
-	}
-	j->rc = j->mo->video ? tfs_video_decode(path, &j->mo->vo, &j->v, j->err, sizeof(j->err))
-			     : tfs_audio_decode(path, &j->mo->ao, &j->a, j->err, sizeof(j->err));
-	if (fd >= 0)
-		close(fd);
+	/* A URL's object is demuxed as it arrives (media.c). */
+	j->rc = j->mo->video
+			? tfs_video_decode(j->f->path, &j->mo->vo, &j->v, j->err, sizeof(j->err))
+			: tfs_audio_decode(j->f->path, &j->mo->ao, &j->a, j->err, sizeof(j->err));
 	return 0;
 }
 
@@ -205,6 +189,11 @@ static int use_file(void *arg, void *item)
 
 	if (j->rc == -ELIBACC)
 		return j->rc; /* nothing can be decoded, no file is to blame: fflib logged why */
+	if (j->rc && j->rc != -EINVAL) {
+		/* Not the file's bytes but reading them (a fetch that failed): never a skip. */
+		tfs_err("%s: %s; nothing was committed", j->f->path, j->err);
+		return j->rc;
+	}
 	if (j->rc) {
 		tfs_warn("%s: %s%s", j->f->path, j->err, mo->strict ? "" : "; skipped");
 		if (mo->strict) {
@@ -413,8 +402,9 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 
 	if (asprintf(&path, "%s%s%s", rel[0] == '/' ? "" : base, rel[0] == '/' ? "" : "/", rel) < 0)
 		return -ENOMEM;
-	if (tfs_source_is_url(path)) {
-		/* Beside a manifest read from a URL: fetched whole, read from there. */
+	if (kind == 'i' && tfs_source_is_url(path)) {
+		/* An image beside a manifest read from a URL: fetched whole, read from there. A
+		 * video or audio file is demuxed as it arrives (media.c). */
 		char *url = path;
 
 		url_fd = tfs_source_open_file(url);
@@ -425,7 +415,8 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 			free(url);
 			if (url_fd >= 0)
 				close(url_fd);
-			return rc == -ENOMEM ? rc : -EINVAL;
+			/* No such object: the record's fault. A fetch that failed: not. */
+			return rc == -ENOENT ? -EINVAL : rc;
 		}
 		free(url);
 	}
@@ -436,9 +427,10 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 		rc = fd < 0 ? -errno : tfs_read_fd(fd, &file);
 		if (fd >= 0)
 			close(fd);
-		if (rc)
+		if (rc) {
 			snprintf(why, why_cap, "%.100s: %s", rel, strerror(-rc));
-		else
+			rc = rc == -ENOMEM ? rc : -EINVAL; /* a file the record names wrongly */
+		} else
 			rc = tfs_image_decode(file.data, file.len, &img, why, why_cap);
 		tfs_buf_free(&file);
 		if (!rc && mf->io && mf->io->w) {
@@ -449,6 +441,8 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 		ndim = 3, shape[0] = img.h, shape[1] = img.w, shape[2] = 3;
 		data = img.px, bytes = (size_t)img.w * img.h * 3;
 	} else if (kind == 'v') {
+		/* media.h: -EINVAL, the file's fault; another -errno, its fetch's or the machine's
+		 */
 		rc = tfs_video_decode(path, &mf->mo->vo, &v, why, why_cap);
 		ndim = 4, shape[0] = v.n, shape[1] = v.h, shape[2] = v.w, shape[3] = 3;
 		data = v.px, bytes = (size_t)(v.n * v.w * v.h * 3);
@@ -457,6 +451,8 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 		ndim = 2, shape[0] = a.n, shape[1] = a.channels;
 		data = a.s, bytes = (size_t)(a.n * a.channels * sizeof(float));
 	}
+	if (rc && rc != -EINVAL && rc != -ELIBACC) /* fflib logged -ELIBACC */
+		tfs_err("%s: %s", rel, rc == -ENOMEM ? strerror(ENOMEM) : why);
 	if (!rc)
 		rc = tfs_buf_append(out, &ndim, sizeof(ndim)) ?:
 		     tfs_buf_append(out, shape, ndim * sizeof(*shape)) ?:

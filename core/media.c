@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fflib.h"
+#include "source.h"
 
 #define MAX_FRAMES (1u << 20) /* frames a video may give at most */
 
@@ -24,6 +25,11 @@ struct dec {
 	struct SwsContext *to_rgb;
 	int stream;
 	int turn; /* clockwise degrees the frames are turned by: 0, 90, 180 or 270 */
+	/* A URL's object, demuxed as it arrives: FFmpeg reads it through io. */
+	struct tfs_source *src;
+	AVIOContext *io;
+	uint64_t pos; /* where io reads next */
+	int io_rc;    /* the fetch's -errno, once a read of it failed */
 };
 
 static void dec_close(struct dec *d)
@@ -34,7 +40,13 @@ static void dec_close(struct dec *d)
 	tfs_ff.av_frame_free(&d->frame);
 	tfs_ff.av_packet_free(&d->pkt);
 	tfs_ff.avcodec_free_context(&d->cc);
-	tfs_ff.avformat_close_input(&d->fmt);
+	tfs_ff.avformat_close_input(&d->fmt); /* not io: a context of the caller's own */
+	if (d->io) {
+		tfs_ff.av_free(d->io->buffer); /* FFmpeg's, perhaps replaced since */
+		tfs_ff.avio_context_free(&d->io);
+	}
+	tfs_source_close(d->src);
+	d->src = NULL;
 }
 
 static int av_fail(char *err, size_t cap, const char *what, int averr)
@@ -46,18 +58,111 @@ static int av_fail(char *err, size_t cap, const char *what, int averr)
 	return -EINVAL;
 }
 
+/* A failure of FFmpeg's while it read d: the fetch's when that failed (the file is not to blame:
+ * its -errno, not -EINVAL), else av_fail's. */
+static int dec_fail(const struct dec *d, char *err, size_t cap, const char *what, int averr)
+{
+	if (!d->io_rc)
+		return av_fail(err, cap, what, averr);
+	snprintf(err, cap, "cannot fetch: %s", strerror(-d->io_rc));
+	return d->io_rc;
+}
+
+/* io's reads and seeks: the source's bytes, each read waiting for its own range. */
+static int io_read(void *opaque, uint8_t *buf, int len)
+{
+	struct dec *d = opaque;
+	const uint64_t size = tfs_source_size(d->src);
+	size_t n;
+	int rc;
+
+	if (d->pos >= size)
+		return AVERROR_EOF;
+	n = size - d->pos < (uint64_t)len ? (size_t)(size - d->pos) : (size_t)len;
+	rc = tfs_source_pread(d->src, buf, n, d->pos);
+	if (rc) {
+		d->io_rc = rc;
+		return AVERROR(-rc);
+	}
+	d->pos += n;
+	return (int)n;
+}
+
+static int64_t io_seek(void *opaque, int64_t off, int whence)
+{
+	struct dec *d = opaque;
+	const int64_t size = (int64_t)tfs_source_size(d->src);
+	int64_t to;
+
+	switch (whence & ~AVSEEK_FORCE) {
+	case AVSEEK_SIZE:
+		return size;
+	case SEEK_SET:
+		to = off;
+		break;
+	case SEEK_CUR:
+		to = (int64_t)d->pos + off;
+		break;
+	case SEEK_END:
+		to = size + off;
+		break;
+	default:
+		return AVERROR(EINVAL);
+	}
+	if (to < 0)
+		return AVERROR(EINVAL);
+	d->pos = (uint64_t)to;
+	return to;
+}
+
+/* The buffer FFmpeg reads a URL's object through: its reads are ranges of the source's file. */
+#define IO_BUFFER (256u << 10)
+
+/* Open path for FFmpeg: a local file by FFmpeg itself; a URL's object through io, fetched
+ * (its last parts first: an mp4's index may be at its end) while it is demuxed. */
+static int dec_input(struct dec *d, const char *path, char *err, size_t cap)
+{
+	uint8_t *buf;
+	int rc;
+
+	if (!tfs_source_is_url(path)) {
+		rc = tfs_ff.avformat_open_input(&d->fmt, path, NULL, NULL);
+		return rc < 0 ? av_fail(err, cap, "cannot open", rc) : 0;
+	}
+	rc = tfs_source_open(path, TFS_SOURCE_TAIL_FIRST, &d->src);
+	if (rc) {
+		snprintf(err, cap, "cannot %s: %s", rc == -ENOENT ? "open" : "fetch",
+			 strerror(-rc));
+		return rc == -ENOENT ? -EINVAL : rc; /* no such object: as a local file */
+	}
+	buf = tfs_ff.av_malloc(IO_BUFFER);
+	d->io = buf ? tfs_ff.avio_alloc_context(buf, IO_BUFFER, 0, d, io_read, NULL, io_seek)
+		    : NULL;
+	d->fmt = tfs_ff.avformat_alloc_context();
+	if (!d->io || !d->fmt) {
+		if (!d->io)
+			tfs_ff.av_free(buf);
+		return -ENOMEM;
+	}
+	d->fmt->pb = d->io;
+	/* The URL names the file to the demuxer's probe, as a path does (a raw stream's extension).
+	 */
+	rc = tfs_ff.avformat_open_input(&d->fmt, path, NULL, NULL); /* frees fmt when it fails */
+	return rc < 0 ? dec_fail(d, err, cap, "cannot open", rc) : 0;
+}
+
 static int dec_open(struct dec *d, const char *path, enum AVMediaType type, char *err, size_t cap)
 {
 	const AVCodec *codec = NULL;
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	rc = tfs_ff.avformat_open_input(&d->fmt, path, NULL, NULL);
-	if (rc < 0)
-		return av_fail(err, cap, "cannot open", rc);
+	rc = dec_input(d, path, err, cap);
+	if (rc)
+		return rc;
 	rc = tfs_ff.avformat_find_stream_info(d->fmt, NULL);
 	if (rc < 0)
-		return av_fail(err, cap, "cannot read its streams", rc);
+		return dec_fail(d, err, cap, "cannot read its streams", rc);
 	d->stream = tfs_ff.av_find_best_stream(d->fmt, type, -1, -1, &codec, 0);
 	if (d->stream < 0 || !codec) {
 		snprintf(err, cap, "no %s stream a decoder here takes",
@@ -85,22 +190,22 @@ static int dec_next(struct dec *d, char *err, size_t cap)
 
 		if (rc >= 0)
 			return 1;
-		if (rc == AVERROR_EOF)
-			return 0;
+		if (rc == AVERROR_EOF) /* a demuxer may take a failed read for the end */
+			return d->io_rc ? dec_fail(d, err, cap, "", rc) : 0;
 		if (rc != AVERROR(EAGAIN))
-			return av_fail(err, cap, "damaged", rc);
+			return dec_fail(d, err, cap, "damaged", rc);
 		rc = tfs_ff.av_read_frame(d->fmt, d->pkt);
 		if (rc == AVERROR_EOF) {
 			tfs_ff.avcodec_send_packet(d->cc, NULL); /* drain */
 			continue;
 		}
 		if (rc < 0)
-			return av_fail(err, cap, "cannot read", rc);
+			return dec_fail(d, err, cap, "cannot read", rc);
 		if (d->pkt->stream_index == d->stream) {
 			rc = tfs_ff.avcodec_send_packet(d->cc, d->pkt);
 			if (rc < 0 && rc != AVERROR(EAGAIN)) {
 				tfs_ff.av_packet_unref(d->pkt);
-				return av_fail(err, cap, "damaged", rc);
+				return dec_fail(d, err, cap, "damaged", rc);
 			}
 		}
 		tfs_ff.av_packet_unref(d->pkt);
@@ -471,9 +576,10 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 	if (!rc && (rc = tfs_spool_view(&out->held, &out->px)))
 		snprintf(err, err_cap, "cannot map its frames: %s", strerror(-rc));
 out:
-	if (rc == -E2BIG)
+	if (rc == -E2BIG) { /* the file's doing */
 		snprintf(err, err_cap, "more than %u frames", MAX_FRAMES);
-	else if (rc && rc != -ELIBACC && !err[0]) /* the frames could not be held */
+		rc = -EINVAL;
+	} else if (rc && rc != -ELIBACC && !err[0]) /* the frames could not be held */
 		snprintf(err, err_cap, "cannot hold its frames: %s", strerror(-rc));
 	tfs_ff.sws_freeContext(sws);
 	free(vo.cur);

@@ -32,9 +32,12 @@ struct tfs_video {
 	struct tfs_spool held; /* tfs_spool_done(&held, p): the frames before p were read */
 };
 
-/* Decode path's best video stream. -EINVAL with the reason in err: not a video, an unknown
- * codec, damaged or cut short (a frame the decoder refuses), no frame at all. -ELIBACC when
- * FFmpeg's libraries cannot be loaded (fflib.h), for every file alike. */
+/* Decode path's best video stream. path may be a URL (source.h): its object is fetched, its
+ * last parts first (an mp4's index may be at its end), and demuxed as it arrives. -EINVAL with
+ * the reason in err: the file is to blame (not a video, an unknown codec, damaged or cut short,
+ * a frame the decoder refuses, no frame at all, too many). -ELIBACC when FFmpeg's libraries
+ * cannot be loaded (fflib.h), for every file alike. Another -errno, the reason in err, when
+ * reading or holding it failed, not the file: its fetch, no room for its frames, memory. */
 int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tfs_video *out,
 		     char *err, size_t err_cap);
 void tfs_video_free(struct tfs_video *v);
