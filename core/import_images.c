@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
+#include "fetchahead.h"
 #include "filetree.h"
 #include "image.h"
 #include "pipeline.h"
@@ -30,6 +32,8 @@ static int is_image_name(const char *name, const void *arg)
 /* A decode job: an item of the pipeline. */
 struct job {
 	struct tfs_store *tree;
+	struct tfs_fetchahead *fa; /* a URL's tree: file i fetched ahead (NULL: read here) */
+	size_t i;
 	const struct tfs_images_opts *io;
 	const struct tfs_filetree_file *f;
 	struct tfs_image img; /* the result */
@@ -45,11 +49,13 @@ static int decode_run(void *item)
 
 	tfs_image_free(&j->img);
 	j->err[0] = 0;
-	j->rc = tfs_store_get(j->tree, j->f->rel, &file);
+	j->rc = j->fa ? tfs_fetchahead_take(j->fa, j->i, &file)
+		      : tfs_store_get(j->tree, j->f->rel, &file);
 	if (j->rc) {
 		snprintf(j->err, sizeof(j->err), "%s", strerror(-j->rc));
 		if (j->rc == -ENOENT)
-			j->rc = -EINVAL; /* gone since the listing: as a file that does not decode */
+			j->rc = -EINVAL; /* gone since the listing: as a file that does not decode
+					  */
 	} else
 		j->rc = tfs_image_decode_draft(file.data, file.len,
 					       j->io->draft && j->io->fit != TFS_FIT_PAD ? j->io->w
@@ -83,6 +89,34 @@ static unsigned window(const struct tfs_images_opts *io, unsigned threads)
 	const uint64_t fit = row ? (64u << 20) / row : 0;
 
 	return (unsigned)(fit < least ? least : fit > most ? most : fit);
+}
+
+static const char *file_name(void *arg, size_t i)
+{
+	return ((const struct tfs_filetree *)arg)->f[i].rel;
+}
+
+/* A URL's files fetched ahead of the decoders: as many GETs in flight as its store allows (each
+ * waits a round trip: tens of ms on S3, where a decode takes one or two), up to 64 MiB of files
+ * fetched and not yet decoded, and never fewer ahead than the pipeline's window, so that a file
+ * decoded ahead never waits for room behind one not yet begun. */
+static int fetch_ahead(const char *dir, const struct tfs_filetree *ft, unsigned window,
+		       unsigned threads, struct tfs_fetchahead **out)
+{
+	struct tfs_config_http cfg;
+	unsigned inflight, ahead;
+	int rc;
+
+	*out = NULL;
+	if (!tfs_source_is_url(dir))
+		return 0; /* a local file is read in microseconds */
+	rc = tfs_config_http(&cfg);
+	if (rc)
+		return rc;
+	inflight = cfg.max_inflight;
+	ahead = window + threads > 2 * inflight ? window + threads : 2 * inflight;
+	return tfs_fetchahead_start(ft->tree, ft->n, file_name, (void *)ft, inflight, ahead,
+				    64u << 20, out);
 }
 
 /* Where decoded images go, in order. */
@@ -147,6 +181,7 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	struct tfs_workpool *pool = NULL;
 	struct tfs_rowcol *w[3] = { NULL, NULL, NULL };
 	struct tfs_pipeline *pipe = NULL;
+	struct tfs_fetchahead *fa = NULL;
 	size_t col[3];
 	struct tfs_txn t;
 	int rc;
@@ -200,16 +235,20 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		tfs_rowcol_use_pool(w[i], pool);
 	{
 		struct adder a = { w, io->labels, io, res, o->progress };
+		const unsigned threads = tfs_workpool_threads(pool), win = window(io, threads);
 
-		rc = tfs_pipeline_create(pool, sizeof(struct job),
-					 window(io, tfs_workpool_threads(pool)), &decode_ops, &a,
-					 &pipe);
+		rc = fetch_ahead(dir, &ft, win, threads, &fa);
+		if (!rc)
+			rc = tfs_pipeline_create(pool, sizeof(struct job), win, &decode_ops, &a,
+						 &pipe);
 		for (size_t i = 0; !rc && i < ft.n; i++) {
 			struct job *j = tfs_pipeline_next(pipe, &rc);
 
 			if (!j)
 				break;
 			j->tree = ft.tree;
+			j->fa = fa;
+			j->i = i;
 			j->io = io;
 			j->f = &ft.f[i];
 			tfs_pipeline_submit(pipe);
@@ -218,6 +257,7 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 			rc = tfs_pipeline_drain(pipe);
 		tfs_pipeline_free(pipe);
 		pipe = NULL;
+		tfs_fetchahead_stop(fa); /* after the pipeline: no decoder waits on it any more */
 	}
 	res->busy_peak = tfs_workpool_busy_peak(pool);
 	for (size_t i = 0; !rc && i < (io->labels ? 3u : 2u); i++)

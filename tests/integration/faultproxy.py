@@ -9,6 +9,7 @@ turns (every kind is injected once enough requests failed), and a request that w
 failed is never failed again on its next attempt (same method, path and Range), so every
 request succeeds within two attempts: the test is deterministic in outcome.
 
+`counts["requests_in_flight_max"]` is the most requests it was answering at once.
 `retag_after_heads=N` gives every reply after the N-th HEAD request another ETag, as if the
 object had been replaced (same size) between one fetch of it and the next.
 `persistent_corrupt` corrupts every chunk object's body (tensorfs object type 1) on every
@@ -127,7 +128,9 @@ class Proxy:
         self.counts["object_bytes"] = 0  # their body bytes
         # The most objects with a GET in flight at once (two ranges of one object count once).
         self.counts["objects_in_flight_max"] = 0
+        self.counts["requests_in_flight_max"] = 0
         self.in_flight = {}  # object path -> GETs of it in flight; protected by lock
+        self.requests = 0  # requests in flight; protected by lock
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -239,16 +242,20 @@ class Proxy:
 
     def _handle(self, h):
         obj = h.path.split("?")[0] if h.command == "GET" and "/objects/" in h.path else None
-        if obj:
-            with self.lock:
+        with self.lock:
+            self.requests += 1
+            self.counts["requests_in_flight_max"] = max(
+                self.counts["requests_in_flight_max"], self.requests)
+            if obj:
                 self.in_flight[obj] = self.in_flight.get(obj, 0) + 1
                 self.counts["objects_in_flight_max"] = max(
                     self.counts["objects_in_flight_max"], len(self.in_flight))
         try:
             self._handle_one(h)
         finally:
-            if obj:
-                with self.lock:
+            with self.lock:
+                self.requests -= 1
+                if obj:
                     self.in_flight[obj] -= 1
                     if not self.in_flight[obj]:
                         del self.in_flight[obj]

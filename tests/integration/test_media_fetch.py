@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Media and image files named by URL: a video or audio file is demuxed as its object arrives
 (its last parts fetched first: an mp4's index is at its end), so its decode runs while the rest
-is fetched; a fetch that fails fails the import, never passing for a file that does not decode;
-a file that is not there is skipped and named, as a local one is."""
+is fetched; an image tree's files are fetched many at once, ahead of the decoders; a fetch that
+fails fails the import, never passing for a file that does not decode; a file that is not there
+is skipped and named, as a local one is."""
 import json
 import subprocess
 import time
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from conftest import TENSORFS_BIN, _check_sanitizer_text
+from faultproxy import FaultProxy
 from s3help import Nginx
 
 MiB = 1 << 20
@@ -100,6 +102,40 @@ def test_a_video_is_decoded_as_it_arrives(lake, mount, tmp_path, monkeypatch):
     m = mount(lake)
     assert lake.info("web")["rows"] == lake.info("local")["rows"] == 25
     for f in ("video/data.bin", "video/shapes.npy", "start_s.npy"):
+        assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
+
+
+def test_an_image_tree_is_fetched_ahead(lake, mount, tmp_path, monkeypatch):
+    """An image tree by URL imported on one thread: its files are fetched many at once (up to
+    [http] max_inflight), not one after another by the decoder, and the rows equal the local
+    tree's import."""
+    from PIL import Image
+    import numpy as np
+
+    src = tmp_path / "src"
+    rng = np.random.default_rng(2)
+    for c in ("a", "b"):
+        (src / c).mkdir(parents=True)
+        for i in range(40):
+            Image.fromarray(rng.integers(0, 256, (64, 96, 3), dtype=np.uint8)).save(
+                src / c / f"{i:02d}.png")
+    web = Nginx(tmp_path / "nginx", src, autoindex=True)
+    proxy = FaultProxy(web.port, delay_s=0.05, workdir=tmp_path)  # a round trip of 50 ms
+    monkeypatch.setenv("TENSORFS_HTTP_MAX_INFLIGHT", "6")
+    try:
+        p = run_import(lake, "web", "--images", f"{proxy.endpoint}/lake/", "--labels-from-dirs",
+                       "--threads", "1")
+    finally:
+        proxy.stop()
+        web.stop()
+    assert p.returncode == 0, p.stderr
+    at_once = proxy.counts["requests_in_flight_max"]
+    print(f"{at_once} requests at once")
+    assert 3 <= at_once <= 6, f"{at_once} requests at once"
+    lake.create("local")
+    lake.import_("local", {}, "--images", src, "--labels-from-dirs")
+    m = mount(lake)
+    for f in ("image/data.bin", "image/shapes.npy", "label.npy", "path/lines.txt"):
         assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
 
 

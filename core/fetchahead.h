@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* fetchahead: the files of a tree source under a URL (an image tree on S3) fetched ahead of the
+ * decoders that read them, many GETs in flight at once, so that each file's round trip is
+ * hidden behind the work on the others: a decoder that fetched its own files one at a time
+ * waited a round trip (tens of milliseconds on S3) for every file it decoded in one. */
+#ifndef TFS_FETCHAHEAD_H
+#define TFS_FETCHAHEAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct tfs_fetchahead;
+
+/* Fetch the n files name(arg, i) of tree (names stay valid until stop), in order, `inflight`
+ * GETs at once on threads of their own, at most `ahead` (>= inflight) files fetched and not yet
+ * taken, and no further fetch begins past `hold` bytes of those, except the one that the
+ * lowest file not yet taken waits for. Returns 0 or -errno. */
+int tfs_fetchahead_start(struct tfs_store *tree, size_t n, const char *(*name)(void *arg, size_t i),
+			 void *arg, unsigned inflight, unsigned ahead, uint64_t hold,
+			 struct tfs_fetchahead **out);
+/* File i's bytes, once they are there, moved to out (reset first): 0, or its GET's -errno. Each
+ * file is taken once, by any thread, in about the order of i. */
+int tfs_fetchahead_take(struct tfs_fetchahead *fa, size_t i, struct tfs_buf *out);
+/* End the fetches (those in flight are cancelled when files were left untaken: the tree's store
+ * is of no further use then) and free fa. NULL is fine. */
+void tfs_fetchahead_stop(struct tfs_fetchahead *fa);
+
+#endif
