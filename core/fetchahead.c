@@ -36,13 +36,12 @@ struct tfs_fetchahead {
 	int stopping;	      /* guarded by lock */
 };
 
-/* Whether file i may begin: its slot is free (the file `ahead` before it was taken), and the
- * bytes held leave room, or it is the file the lowest taker waits for (so that one always can). */
+/* Whether file i may begin: it is fewer than `ahead` past the lowest file not yet taken (so its
+ * slot is free, and the slots low's loop in take reads are not reused before it passes them),
+ * and the bytes held leave room, or it is that lowest file (so that its taker always can). */
 static int may_begin(const struct tfs_fetchahead *fa, size_t i)
 {
-	const struct slot *s = &fa->slots[i % fa->ahead];
-
-	return (s->state == EMPTY || s->state == TAKEN) && (fa->held <= fa->hold || i == fa->low);
+	return i < fa->low + fa->ahead && (fa->held <= fa->hold || i == fa->low);
 }
 
 static void *fetcher(void *arg)

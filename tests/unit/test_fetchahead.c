@@ -2,8 +2,8 @@
 /* Unit tests for core/fetchahead.c, over a store of this file's own whose GETs take a few
  * milliseconds (a round trip): files come whole and right to two takers, many GETs are in flight
  * at once and never more than asked, the files fetched and not yet taken stay within `ahead` and
- * the byte budget, a failed GET is its file's error alone, and a stop with files left untaken
- * cancels the store and returns. */
+ * the byte budget, a failed GET is its file's error alone, files taken out of order, and a stop
+ * with files left untaken cancels the store and returns. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -191,12 +191,34 @@ static void test_stop_with_files_left_cancels(void **state)
 	tfs_buf_free(&b);
 }
 
+static void test_taken_out_of_order(void **state)
+{
+	struct slow_store s;
+	struct tfs_fetchahead *fa;
+	struct tfs_buf b = { 0 };
+	static const size_t order[] = { 1, 0, 3, 2, 5, 4, 7, 6 };
+
+	(void)state;
+	/* A slot is not reused before the files below it are taken: file 3 waits for file 0, not
+	 * only for file 1, whose slot it shares, so the lowest file not taken stays known. */
+	slow_init(&s, 10, -1);
+	assert_int_equal(tfs_fetchahead_start(&s.s, 8, name_of, NULL, 2, 2, 1u << 20, &fa), 0);
+	for (size_t k = 0; k < 8; k++) {
+		assert_int_equal(tfs_fetchahead_take(fa, order[k], &b), 0);
+		assert_int_equal(b.data[0], (uint8_t)order[k]);
+	}
+	tfs_fetchahead_stop(fa);
+	assert_false(s.cancelled); /* every file was taken */
+	tfs_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_files_come_right_many_at_once),
 		cmocka_unit_test(test_bytes_held_are_bounded),
 		cmocka_unit_test(test_stop_with_files_left_cancels),
+		cmocka_unit_test(test_taken_out_of_order),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
