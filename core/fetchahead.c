@@ -146,8 +146,6 @@ void tfs_fetchahead_stop(struct tfs_fetchahead *fa)
 	pthread_mutex_lock(&fa->lock);
 	fa->stopping = 1;
 	pthread_cond_broadcast(&fa->moved);
-	if (fa->low < fa->n) /* an import that ends early: what is in flight is of no use */
-		tfs_store_cancel(fa->tree);
 	pthread_mutex_unlock(&fa->lock);
 	for (unsigned t = 0; t < fa->nthreads; t++)
 		pthread_join(fa->threads[t], NULL);

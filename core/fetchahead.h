@@ -23,8 +23,9 @@ int tfs_fetchahead_start(struct tfs_store *tree, size_t n, const char *(*name)(v
 /* File i's bytes, once they are there, moved to out (reset first): 0, or its GET's -errno. Each
  * file is taken once, by any thread, in about the order of i. */
 int tfs_fetchahead_take(struct tfs_fetchahead *fa, size_t i, struct tfs_buf *out);
-/* End the fetches (those in flight are cancelled when files were left untaken: the tree's store
- * is of no further use then) and free fa. NULL is fine. */
+/* End the fetches (no further one begins; those in flight end, or fail at once after a
+ * tfs_store_cancel of the tree, which an import that ends early calls first) and free fa: files
+ * not taken are dropped. NULL is fine. */
 void tfs_fetchahead_stop(struct tfs_fetchahead *fa);
 
 #endif

@@ -172,12 +172,13 @@ struct tfs_media_fields {
 };
 
 /* A media field's value: file rel (under base, a directory or a URL), decoded, appended to out
- * as a u32 rank, the shape (u64 each), then the bytes. -EINVAL with the reason in why when the
- * record is to blame: no such file, or it does not decode. Else the import cannot go on:
- * -ELIBACC when no video or audio can be decoded (FFmpeg's libraries do not load: fflib.h),
- * another -errno (the reason in why) when a fetch failed or memory or room ran out. */
+ * as a u32 rank, the shape (u64 each), then the bytes. An image's bytes may be given (file, read
+ * already; NULL: rel is read). -EINVAL with the reason in why when the record is to blame: no
+ * such file, or it does not decode. Else the import cannot go on (logged): -ELIBACC when no video
+ * or audio can be decoded (FFmpeg's libraries do not load: fflib.h), another -errno when a fetch
+ * failed or memory or room ran out. */
 int tfs_media_value(const char *base, const char *rel, char kind, const struct tfs_media_fields *mf,
-		    struct tfs_buf *out, char *why, size_t why_cap);
+		    const struct tfs_buf *file, struct tfs_buf *out, char *why, size_t why_cap);
 /* Such a value's shape and bytes. */
 int tfs_media_value_parse(const uint8_t *p, size_t len, unsigned *ndim, uint64_t *shape,
 			  const uint8_t **data, size_t *dlen);

@@ -257,6 +257,8 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 			rc = tfs_pipeline_drain(pipe);
 		tfs_pipeline_free(pipe);
 		pipe = NULL;
+		if (rc && fa)
+			tfs_store_cancel(ft.tree); /* the GETs in flight are of no use now */
 		tfs_fetchahead_stop(fa); /* after the pipeline: no decoder waits on it any more */
 	}
 	res->busy_peak = tfs_workpool_busy_peak(pool);

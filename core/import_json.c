@@ -24,6 +24,7 @@
 
 #include "jsonalloc.h"
 #include "jsonkinds.h"
+#include "jsonmedia.h"
 #include "pipeline.h"
 #include "rowcol.h"
 #include "source.h"
@@ -157,6 +158,7 @@ struct block {
 	int guess;			   /* f's kinds are a guess: check each row against it */
 	const struct tfs_media_fields *mf; /* what media fields decode with */
 	const char *base;		   /* the directory media paths are under */
+	struct tfs_jmedia *jm; /* its image files, fetched from a URL's tree since it was made */
 	struct tfs_buf media[TFS_JSONL_MAX_FIELDS]; /* a row's decoded media, before it is taken */
 	uint64_t lines;				    /* lines in the block */
 	/* guess: what the rows widen the fields to, and the first line that widened one past
@@ -186,6 +188,7 @@ static void block_clear(void *item)
 	free(b->rows);
 	free(b->lens);
 	free(b->why);
+	tfs_jmedia_end(b->jm); /* made, never parsed: the import ended first */
 }
 
 /* Does what t counted widen a field of f past its kind, or take the --tokens ids past what
@@ -200,24 +203,6 @@ static long widens(const struct tfs_jtally *t, const struct tfs_jfield *f)
 			return (long)i;
 	}
 	return -1;
-}
-
-/* --media FIELD=KIND: fields of paths to decode (text fields of the first object). */
-static int mark_media(struct tfs_jfield *f, size_t nf, const struct tfs_media_fields *media)
-{
-	for (size_t k = 0; media && k < media->n; k++) {
-		size_t i = 0;
-
-		while (i < nf && strcmp(f[i].name, media->name[k]))
-			i++;
-		if (i == nf || f[i].kind != TFS_JK_TEXT) {
-			tfs_err("--media %s: no text field of that name (a path a record)",
-				media->name[k]);
-			return -EINVAL;
-		}
-		f[i].media = media->kind[k];
-	}
-	return 0;
 }
 
 /* Pass 2 on a block: each row's values encoded as their columns take them, or why it is bad. */
@@ -258,19 +243,10 @@ static int parse_block(void *item)
 			}
 		}
 		bad = obj ? bad_row(obj, f, b->nf, why, sizeof(why)) : why;
-		/* A media file that does not decode makes the record a bad row. */
-		for (size_t i = 0; !bad && i < b->nf; i++) {
-			if (!f[i].media)
-				continue;
-			b->media[i].len = 0;
-			rc = tfs_media_value(b->base,
-					     json_string_value(json_object_get(obj, f[i].name)),
-					     f[i].media, b->mf, &b->media[i], why, sizeof(why));
-			if (rc && rc != -EINVAL)
-				break; /* not the record's fault (logged): the import ends */
-			bad = rc ? why : NULL;
-			rc = 0;
-		}
+		/* A media file missing or not decoding makes the record a bad row. */
+		if (!bad && b->mf)
+			rc = tfs_jmedia_row(b->jm, l.lineno, obj, f, b->nf, b->base, b->mf,
+					    b->media, why, sizeof(why), &bad);
 		if (!rc)
 			rc = TFS_GROW(b->rows, &b->rows_cap, b->nrows + 1);
 		if (!rc && bad)
@@ -297,6 +273,8 @@ static int parse_block(void *item)
 		json_decref(obj);
 		tfs_jsonalloc_end();
 	}
+	tfs_jmedia_end(b->jm);
+	b->jm = NULL;
 	b->lines = l.lineno;
 	b->rc = rc;
 	return 0;
@@ -549,6 +527,7 @@ struct reading {
 	struct tfs_workpool *pool;
 	const struct tfs_import_opts *o;
 	const struct tfs_media_fields *media;
+	struct tfs_store *tree; /* media's image files under a URL (jsonmedia.h) */
 };
 
 /* Wait until the block tfs_jlines_block takes at `at` is there: TFS_JLINES_BLOCK bytes and the
@@ -617,13 +596,24 @@ static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs
 
 		if (b && at < j->data + j->len)
 			rc = block_wait(j, at);
-		if (rc || !b || !tfs_jlines_block(&at, j->data + j->len, &b->p, &b->end))
+		if (rc || !b ||
+		    !tfs_jlines_block_of(&at, j->data + j->len,
+					 j->media && j->media->n ? TFS_JMEDIA_BLOCK
+								 : TFS_JLINES_BLOCK,
+					 &b->p, &b->end))
 			break;
 		b->f = f;
 		b->nf = nf;
 		b->guess = guess;
 		b->mf = j->media;
 		b->base = j->base;
+		/* Its files' fetch begins now, while the blocks before it are parsed: of the
+		 * files the pipeline's blocks wait to use, 64 MiB at most. */
+		rc = tfs_jmedia_begin(j->tree, b->p, b->end, f, nf,
+				      (64u << 20) / (2 * tfs_workpool_threads(j->pool) + 2),
+				      &b->jm);
+		if (rc)
+			break;
 		tfs_pipeline_submit(pipe);
 	}
 	if (!rc)
@@ -671,7 +661,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	size_t len = 0, nf = 0;
 	struct adder a;
 	uint64_t named = 0; /* the bad rows up to this line were named */
-	struct reading j = { s, ds, path, base, NULL, NULL, 0, NULL, NULL, o, media };
+	struct reading j = { s, ds, path, base, NULL, NULL, 0, NULL, NULL, o, media, NULL };
 	struct tfs_txn txn;
 	int rc;
 
@@ -716,7 +706,9 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		rc = tfs_jsonl_settle(f, nf, first, &t, tokens, tsize, fixed, nfixed);
 	}
 	if (!rc)
-		rc = mark_media(f, nf, media);
+		rc = tfs_jmedia_mark(f, nf, media);
+	if (!rc)
+		rc = tfs_jmedia_tree(base, f, nf, &j.tree);
 	j.t = &txn;
 	j.pool = pool;
 	/* Past that megabyte the kinds are a guess. A row past it widens the guess, and the rows
@@ -766,7 +758,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 			rc = tfs_jsonl_settle(f, nf, first, &t, tokens, tsize, fixed, nfixed);
 		}
 		if (!rc)
-			rc = mark_media(f, nf, media);
+			rc = tfs_jmedia_mark(f, nf, media);
 	}
 	if (!rc) {
 		m.rows = txn.old.rows + res->rows;
@@ -783,6 +775,8 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	if (data)
 		munmap((void *)data, len);
 	tfs_source_close(j.src);
+	if (j.tree)
+		tfs_store_close(j.tree);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&txn);
 	return rc;

@@ -388,7 +388,7 @@ out:
 /* --- media named by JSON Lines records ------------------------------------------------------- */
 
 int tfs_media_value(const char *base, const char *rel, char kind, const struct tfs_media_fields *mf,
-		    struct tfs_buf *out, char *why, size_t why_cap)
+		    const struct tfs_buf *file, struct tfs_buf *out, char *why, size_t why_cap)
 {
 	char *path = NULL;
 	uint64_t shape[4];
@@ -402,7 +402,7 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 
 	if (asprintf(&path, "%s%s%s", rel[0] == '/' ? "" : base, rel[0] == '/' ? "" : "/", rel) < 0)
 		return -ENOMEM;
-	if (kind == 'i' && tfs_source_is_url(path)) {
+	if (kind == 'i' && !file && tfs_source_is_url(path)) {
 		/* An image beside a manifest read from a URL: fetched whole, read from there. A
 		 * video or audio file is demuxed as it arrives (media.c). */
 		char *url = path;
@@ -421,18 +421,20 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 		free(url);
 	}
 	if (kind == 'i') {
-		struct tfs_buf file = { 0 };
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		struct tfs_buf read = { 0 };
+		int fd = file ? -1 : open(path, O_RDONLY | O_CLOEXEC);
 
-		rc = fd < 0 ? -errno : tfs_read_fd(fd, &file);
+		rc = file ? 0 : fd < 0 ? -errno : tfs_read_fd(fd, &read);
 		if (fd >= 0)
 			close(fd);
 		if (rc) {
 			snprintf(why, why_cap, "%.100s: %s", rel, strerror(-rc));
 			rc = rc == -ENOMEM ? rc : -EINVAL; /* a file the record names wrongly */
-		} else
-			rc = tfs_image_decode(file.data, file.len, &img, why, why_cap);
-		tfs_buf_free(&file);
+		} else {
+			file = file ? file : &read;
+			rc = tfs_image_decode(file->data, file->len, &img, why, why_cap);
+		}
+		tfs_buf_free(&read);
 		if (!rc && mf->io && mf->io->w) {
 			rc = tfs_image_fit(&img, mf->io->w, mf->io->h, mf->io->fit, &fit);
 			tfs_image_free(&img);

@@ -91,11 +91,17 @@ json_t *tfs_jline_parse(const char *line, size_t len, char *why, size_t cap)
 
 int tfs_jlines_block(const char **at, const char *end, const char **bp, const char **be)
 {
+	return tfs_jlines_block_of(at, end, TFS_JLINES_BLOCK, bp, be);
+}
+
+int tfs_jlines_block_of(const char **at, const char *end, size_t size, const char **bp,
+			const char **be)
+{
 	const char *e, *nl;
 
 	if (*at >= end)
 		return 0;
-	e = end - *at > TFS_JLINES_BLOCK ? *at + TFS_JLINES_BLOCK : end;
+	e = (size_t)(end - *at) > size ? *at + size : end;
 	nl = e < end ? memchr(e, '\n', (size_t)(end - e)) : NULL;
 	e = nl ? nl + 1 : end;
 	*bp = *at;

@@ -62,6 +62,9 @@ json_t *tfs_jline_parse(const char *line, size_t len, char *why, size_t cap);
  * line. 0 at the end. */
 #define TFS_JLINES_BLOCK (1u << 20)
 int tfs_jlines_block(const char **at, const char *end, const char **bp, const char **be);
+/* The same, blocks of `size` bytes. */
+int tfs_jlines_block_of(const char **at, const char *end, size_t size, const char **bp,
+			const char **be);
 
 /* The kinds a run of rows widens fields to, and the range of the --tokens field's ids: a row
  * counts when it is an object, for each field it has, whatever else makes it a bad row. */

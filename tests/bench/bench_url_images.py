@@ -4,11 +4,13 @@
 trip, against what the same link and server give a client that only fetches.
 
 usage: sudo tests/bench/bench_url_images.py [--rtt-ms 20] [--images 1000] [--threads 2]
-                                            [--before OLD_TENSORFS] [--rounds 2]
+                                            [--before OLD_TENSORFS] [--rounds 2] [--manifest]
 
 s3rver runs in a network namespace joined to the client's by netdelay.py's delay line (every
 packet held rtt/2 each way). The tree is N noisy 256x256 JPEGs in 10 class directories,
-imported `--size 224x224 --crop --labels-from-dirs`. Each round prints, in this order:
+imported `--size 224x224 --crop --labels-from-dirs`; with --manifest, a JSON Lines file beside
+the tree names each image and a caption, imported `--jsonl --media img=image` (the images at
+their own size). Each round prints, in this order:
   - the import by URL (TENSORFS_BIN, and --before's binary when given), images/s;
   - the same files fetched by 32 botocore threads and nothing else (the link and server's
     limit for this tree: every GET a round trip), files/s;
@@ -54,15 +56,19 @@ for d, _, fs in os.walk(top):
 
 
 def make_tree(top, n):
+    import json
     import numpy as np
     from PIL import Image
     rng = np.random.default_rng(0)
     ramp = np.linspace(0, 190, 256)[None, :, None]
+    lines = []
     for i in range(n):
         d = top / f"c{i % 10}"
         d.mkdir(parents=True, exist_ok=True)
         a = (rng.integers(0, 64, (256, 256, 3)) + ramp).astype(np.uint8)
         Image.fromarray(a).save(d / f"{i:05d}.jpg", quality=90)
+        lines.append(json.dumps({"cap": f"image {i}", "img": f"img/c{i % 10}/{i:05d}.jpg"}))
+    (top.parent / "m.jsonl").write_text("\n".join(lines) + "\n")
 
 
 def import_rate(argv_for, n, env=None):
@@ -87,6 +93,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--before", help="another tensorfs binary, run alternately")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--manifest", action="store_true",
+                    help="import a JSON Lines file naming the images (--media img=image)")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-url-images-"))
     net = s3 = None
@@ -108,22 +116,30 @@ def main():
                 time.sleep(0.2)
         subprocess.run(net.client_cmd([sys.executable, "-c", UPLOAD, str(work / "img"), ep,
                                        *SIGN]), env=env, check=True)
+        subprocess.run(net.client_cmd(["curl", "-sS", "-f", *SIGN, "-T", str(work / "m.jsonl"),
+                                       f"{ep}/bench/m.jsonl"]), env=env, check=True)
         net.set_rtt(a.rtt_ms)
-        opts = ["--size", "224x224", "--crop", "--labels-from-dirs", "--threads",
-                str(a.threads)]
+        if a.manifest:
+            what = ["--jsonl", "s3://bench/m.jsonl", "--media", "img=image"]
+            local_what = ["--jsonl", str(work / "m.jsonl"), "--media", "img=image"]
+            opts = ["--threads", str(a.threads)]
+        else:
+            what = ["--images", "s3://bench/img/"]
+            local_what = ["--images", str(work / "img")]
+            opts = ["--size", "224x224", "--crop", "--labels-from-dirs", "--threads",
+                    str(a.threads)]
         bins = [("tensorfs", TFS)] + ([("before", a.before)] if a.before else [])
-        print(f"{a.images} JPEGs 256x256 on s3rver, {a.rtt_ms:g} ms round trip "
+        print(f"{a.images} JPEGs 256x256 on s3rver{' named by a JSON Lines file' if a.manifest else ''}, {a.rtt_ms:g} ms round trip "
               f"(measured {net.measured_rtt_ms(PORT):.1f}), {a.threads} import threads")
         for r in range(a.rounds):
             got = {}
             for name, b in bins:
                 got[name] = import_rate(lambda ds, b=b: net.client_cmd(
-                    [b, "import", ds, "--images", "s3://bench/img/", *opts]), a.images, env)
+                    [b, "import", ds, *what, *opts]), a.images, env)
             q = subprocess.run(net.client_cmd([sys.executable, "-c", FETCH_ONLY, ep]), env=env,
                                capture_output=True, text=True, check=True)
             fetch = float(q.stdout)
-            local = import_rate(lambda ds: [TFS, "import", ds, "--images", str(work / "img"),
-                                            *opts], a.images)
+            local = import_rate(lambda ds: [TFS, "import", ds, *local_what, *opts], a.images)
             line = "  ".join(f"{k} {v:,.0f} images/s" for k, v in got.items())
             print(f"round {r + 1}: {line}  |  32 botocore threads fetching only: {fetch:,.0f} "
                   f"files/s  |  local tree: {local:,.0f} images/s  |  tensorfs "

@@ -139,6 +139,47 @@ def test_an_image_tree_is_fetched_ahead(lake, mount, tmp_path, monkeypatch):
         assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
 
 
+def test_a_manifests_images_are_fetched_ahead(lake, mount, tmp_path, monkeypatch):
+    """A JSON Lines manifest by URL naming images beside it: a block's images are fetched many
+    at once, ahead of the records that decode them (not a HEAD and a GET a record, one record
+    after another); a record naming a missing image, or with a field of the wrong kind, is
+    skipped and named; the rows equal the local manifest's import."""
+    from PIL import Image
+    import numpy as np
+
+    src = tmp_path / "src"
+    (src / "img").mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    recs = []
+    for i in range(60):
+        Image.fromarray(rng.integers(0, 256, (24 + i % 5, 32, 3), dtype=np.uint8)).save(
+            src / "img" / f"{i:02d}.png")
+        recs.append({"cap": f"caption {i}", "img": f"img/{i:02d}.png"})
+    recs[7]["img"] = "img/gone.png"
+    recs[11]["cap"] = 11  # not text: a bad record, whose image is fetched and dropped
+    (src / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    web = Nginx(tmp_path / "nginx", src)
+    proxy = FaultProxy(web.port, delay_s=0.05, workdir=tmp_path)
+    monkeypatch.setenv("TENSORFS_HTTP_MAX_INFLIGHT", "6")
+    try:
+        p = run_import(lake, "web", "--jsonl", f"{proxy.endpoint}/lake/m.jsonl", "--media",
+                       "img=image", "--threads", "1")
+    finally:
+        proxy.stop()
+        web.stop()
+    assert p.returncode == 0, p.stderr
+    assert "gone.png" in p.stderr and "line 12" in p.stderr, p.stderr
+    at_once = proxy.counts["requests_in_flight_max"]
+    print(f"{at_once} requests at once")
+    assert 3 <= at_once <= 6, f"{at_once} requests at once"
+    lake.create("local")
+    lake.import_("local", {}, "--jsonl", src / "m.jsonl", "--media", "img=image")
+    assert lake.info("web")["rows"] == lake.info("local")["rows"] == 58
+    m = mount(lake)
+    for f in ("img/data.bin", "img/shapes.npy", "cap/lines.txt"):
+        assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
+
+
 def quick_to_fail(monkeypatch):
     small_ranges(monkeypatch)
     monkeypatch.setenv("TENSORFS_HTTP_BACKOFF_MS", "5")
