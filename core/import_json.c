@@ -618,6 +618,8 @@ static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs
 	}
 	if (!rc)
 		rc = tfs_pipeline_drain(pipe);
+	if (rc < 0 && j->tree)
+		tfs_store_cancel(j->tree); /* the import ends: the files in flight are of no use */
 	tfs_pipeline_free(pipe);
 	if (a->fields.pool)
 		tfs_workgroup_destroy(&a->fields);

@@ -195,11 +195,11 @@ def stop_once_answering(web, p, what):
     web.stop()
 
 
-@pytest.mark.parametrize("kind", ["video", "images"])
+@pytest.mark.parametrize("kind", ["video", "images", "manifest"])
 def test_a_fetch_that_fails_fails_the_import(lake, tmp_path, monkeypatch, kind):
-    """The server goes away while a video, or a tree of images, is fetched: the import fails
-    naming the file and saying nothing was committed; nothing is skipped as if the file did not
-    decode, and the dataset stays as it was."""
+    """The server goes away while a video, a tree of images or the images a JSON Lines file
+    names are fetched: the import fails naming the file; nothing is skipped as if the file did
+    not decode, and the dataset stays as it was."""
     from PIL import Image
     import numpy as np
 
@@ -213,7 +213,10 @@ def test_a_fetch_that_fails_fails_the_import(lake, tmp_path, monkeypatch, kind):
         for i in range(200):
             Image.fromarray(rng.integers(0, 256, (256, 256, 3), dtype=np.uint8)).save(
                 src / f"{i:03d}.png")
-        args = ["--images", "URL/"]
+        (src / "m.jsonl").write_text("".join(json.dumps({"img": f"{i:03d}.png"}) + "\n"
+                                             for i in range(200)))
+        args = ["--images", "URL/"] if kind == "images" else \
+            ["--jsonl", "URL/m.jsonl", "--media", "img=image"]
     web = Nginx(tmp_path / "nginx", src, limit_rate="2m", autoindex=True)
     quick_to_fail(monkeypatch)
     lake.create("d")
@@ -229,8 +232,9 @@ def test_a_fetch_that_fails_fails_the_import(lake, tmp_path, monkeypatch, kind):
     _, err = p.communicate(timeout=60)
     _check_sanitizer_text(err, "tensorfs import")
     assert p.returncode != 0, err
-    assert "nothing was committed" in err and "skipped" not in err, err
-    assert ("v.mp4: cannot fetch" if kind == "video" else ".png: cannot read") in err, err
+    assert "skipped" not in err and "dataset is unchanged" in err, err
+    assert {"video": "v.mp4: cannot fetch", "images": ".png: cannot read",
+            "manifest": ".png: cannot fetch"}[kind] in err, err
     assert lake.info("d") == before
 
 
