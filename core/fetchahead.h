@@ -13,13 +13,16 @@
 
 struct tfs_fetchahead;
 
-/* Fetch the n files name(arg, i) of tree (names stay valid until stop), in order, `inflight`
- * GETs at once on threads of their own, at most `ahead` (>= inflight) files fetched and not yet
- * taken, and no further fetch begins past `hold` bytes of those, except the one that the
- * lowest file not yet taken waits for. Returns 0 or -errno. */
+/* How a file is fetched: tfs_store_get, or one of the caller's (a file's first bytes only). */
+typedef int (*tfs_fetchahead_get_fn)(struct tfs_store *tree, const char *key, struct tfs_buf *out);
+
+/* Fetch the n files name(arg, i) of tree (names stay valid until stop) with get (NULL:
+ * tfs_store_get), in order, `inflight` GETs at once on threads of their own, at most `ahead`
+ * (>= inflight) files fetched and not yet taken, and no further fetch begins past `hold` bytes
+ * of those, except the one that the lowest file not yet taken waits for. Returns 0 or -errno. */
 int tfs_fetchahead_start(struct tfs_store *tree, size_t n, const char *(*name)(void *arg, size_t i),
-			 void *arg, unsigned inflight, unsigned ahead, uint64_t hold,
-			 struct tfs_fetchahead **out);
+			 void *arg, tfs_fetchahead_get_fn get, unsigned inflight, unsigned ahead,
+			 uint64_t hold, struct tfs_fetchahead **out);
 /* File i's bytes, once they are there, moved to out (reset first): 0, or its GET's -errno. Each
  * file is taken once, by any thread, in about the order of i. */
 int tfs_fetchahead_take(struct tfs_fetchahead *fa, size_t i, struct tfs_buf *out);

@@ -115,7 +115,7 @@ static int fetch_ahead(const char *dir, const struct tfs_filetree *ft, unsigned 
 		return rc;
 	inflight = cfg.max_inflight;
 	ahead = window + threads > 2 * inflight ? window + threads : 2 * inflight;
-	return tfs_fetchahead_start(ft->tree, ft->n, file_name, (void *)ft, inflight, ahead,
+	return tfs_fetchahead_start(ft->tree, ft->n, file_name, (void *)ft, NULL, inflight, ahead,
 				    64u << 20, out);
 }
 

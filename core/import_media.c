@@ -17,6 +17,8 @@
 
 #include "filetree.h"
 #include "media.h"
+#include "config.h"
+#include "fetchahead.h"
 #include "pipeline.h"
 #include "source.h"
 #include "rowcol.h"
@@ -118,10 +120,40 @@ static int walk(const char *source, int video, struct files *fs)
 	return rc;
 }
 
+/* A URL tree's files fetched ahead of their decode (fetchahead.h), as far as this: a file
+ * larger is demuxed as it arrives instead (media.c), its first bytes fetched for nothing. */
+#define AHEAD_FILE (4u << 20)
+
+/* Fetch a file of up to AHEAD_FILE bytes whole, in one request; -EFBIG for a larger one. */
+static int get_small(struct tfs_store *tree, const char *key, struct tfs_buf *out)
+{
+	struct tfs_store_version v;
+	ssize_t got;
+
+	out->len = 0;
+	if (tfs_buf_reserve(out, AHEAD_FILE))
+		return -ENOMEM;
+	got = tfs_store_get_range_of(tree, key, 0, out->data, AHEAD_FILE, &v);
+	if (got < 0)
+		return (int)got;
+	if (got == AHEAD_FILE && v.size != AHEAD_FILE)
+		return -EFBIG; /* more to come (or a size not said) */
+	out->len = (size_t)got;
+	return 0;
+}
+
+static const char *tree_name(void *arg, size_t i)
+{
+	return ((const struct tfs_filetree *)arg)->f[i].rel;
+}
+
 /* A file's decode: an item of the pipeline. */
 struct job {
 	const struct tfs_media_opts *mo;
 	const struct file *f;
+	struct tfs_fetchahead *fa; /* file i fetched ahead (NULL: read by its path) */
+	size_t i;
+	struct tfs_buf file; /* its bytes, when they were */
 	struct tfs_video v;
 	struct tfs_audio a;
 	char err[256];
@@ -131,12 +163,26 @@ struct job {
 static int decode_run(void *item)
 {
 	struct job *j = item;
+	const struct tfs_buf *file = NULL;
 
 	j->err[0] = 0;
-	/* A URL's object is demuxed as it arrives (media.c). */
-	j->rc = j->mo->video
-			? tfs_video_decode(j->f->path, &j->mo->vo, &j->v, j->err, sizeof(j->err))
-			: tfs_audio_decode(j->f->path, &j->mo->ao, &j->a, j->err, sizeof(j->err));
+	j->rc = j->fa ? tfs_fetchahead_take(j->fa, j->i, &j->file) : -EFBIG;
+	if (!j->rc) {
+		file = &j->file;
+	} else if (j->rc == -ENOENT) { /* gone since the listing: as a file that does not open */
+		snprintf(j->err, sizeof(j->err), "cannot open: %s", strerror(ENOENT));
+		j->rc = -EINVAL;
+		return 0;
+	} else if (j->rc != -EFBIG) {
+		snprintf(j->err, sizeof(j->err), "cannot fetch: %s", strerror(-j->rc));
+		return 0;
+	}
+	/* Else a URL's object is demuxed as it arrives (media.c). */
+	j->rc = j->mo->video ? tfs_video_decode(j->f->path, file, &j->mo->vo, &j->v, j->err,
+						sizeof(j->err))
+			     : tfs_audio_decode(j->f->path, file, &j->mo->ao, &j->a, j->err,
+						sizeof(j->err));
+	j->file.len = 0;
 	return 0;
 }
 
@@ -146,6 +192,7 @@ static void job_clear(void *item)
 
 	tfs_video_free(&j->v);
 	tfs_audio_free(&j->a);
+	tfs_buf_free(&j->file);
 }
 
 /* Where rows go, in order. */
@@ -266,7 +313,8 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 	struct tfs_workpool *pool = NULL;
 	struct tfs_pipeline *pipe = NULL;
 	struct adder ad = { .mo = mo, .res = res, .progress = o->progress };
-	struct tfs_filetree classes = { 0 };
+	struct tfs_filetree classes = { 0 }; /* the tree of a single tree source */
+	struct tfs_fetchahead *fa = NULL;
 	size_t col[5], ncols = mo->labels ? 5 : 4;
 	const char *what = nsources ? sources[0] : "";
 	struct tfs_txn t;
@@ -288,9 +336,12 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		if (!rc)
 			rc = add_tree(&classes, sources[0], &fs);
 		res->classes = classes.nclasses;
+	} else if (nsources == 1 && is_tree(sources[0], mo->video)) {
+		ad.root = sources[0];
+		rc = tfs_filetree_list(sources[0], 0, wanted, &mo->video, &classes);
+		if (!rc)
+			rc = add_tree(&classes, sources[0], &fs);
 	} else {
-		if (nsources == 1 && is_tree(sources[0], mo->video))
-			ad.root = sources[0];
 		for (size_t i = 0; !rc && i < nsources; i++)
 			rc = walk(sources[i], mo->video, &fs);
 	}
@@ -340,6 +391,19 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		rc = tfs_import_pool(o, &pool);
 	for (size_t i = 0; !rc && i < ncols; i++)
 		tfs_rowcol_use_pool(ad.w[i], pool);
+	if (!rc && classes.tree && tfs_source_is_url(sources[0])) {
+		/* A URL tree's files: fetched ahead, as many at once as its store takes (each
+		 * costs a round trip), 64 MiB of them at most waiting; fs.f[i] is classes.f[i]. */
+		struct tfs_config_http cfg;
+
+		rc = tfs_config_http(&cfg);
+		if (!rc)
+			rc = tfs_fetchahead_start(classes.tree, classes.n, tree_name, &classes,
+						  get_small, cfg.max_inflight,
+						  2 * cfg.max_inflight +
+							  2 * tfs_workpool_threads(pool) + 2,
+						  64u << 20, &fa);
+	}
 	if (!rc)
 		rc = tfs_pipeline_create(pool, sizeof(struct job),
 					 2 * tfs_workpool_threads(pool) + 2, &decode_ops, &ad,
@@ -351,12 +415,18 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 			break;
 		j->mo = mo;
 		j->f = &fs.f[i];
+		j->fa = fa;
+		j->i = i;
 		tfs_pipeline_submit(pipe);
 	}
 	if (!rc)
 		rc = tfs_pipeline_drain(pipe);
 	tfs_pipeline_free(pipe);
 	pipe = NULL;
+	if (rc && fa)
+		tfs_store_cancel(classes.tree); /* the GETs in flight are of no use now */
+	tfs_fetchahead_stop(fa);
+	fa = NULL;
 	for (size_t i = 0; !rc && i < ncols; i++)
 		rc = tfs_rowcol_finish(ad.w[i]);
 	if (!rc && !res->rows) {
@@ -373,6 +443,7 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		res->busy_peak = tfs_workpool_busy_peak(pool);
 out:
 	tfs_pipeline_free(pipe);
+	tfs_fetchahead_stop(fa);
 	for (size_t i = 0; i < 5; i++)
 		tfs_rowcol_free(ad.w[i]);
 	tfs_workpool_destroy(pool);
@@ -445,11 +516,11 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 	} else if (kind == 'v') {
 		/* media.h: -EINVAL, the file's fault; another -errno, its fetch's or the machine's
 		 */
-		rc = tfs_video_decode(path, &mf->mo->vo, &v, why, why_cap);
+		rc = tfs_video_decode(path, NULL, &mf->mo->vo, &v, why, why_cap);
 		ndim = 4, shape[0] = v.n, shape[1] = v.h, shape[2] = v.w, shape[3] = 3;
 		data = v.px, bytes = (size_t)(v.n * v.w * v.h * 3);
 	} else {
-		rc = tfs_audio_decode(path, &mf->mo->ao, &a, why, why_cap);
+		rc = tfs_audio_decode(path, NULL, &mf->mo->ao, &a, why, why_cap);
 		ndim = 2, shape[0] = a.n, shape[1] = a.channels;
 		data = a.s, bytes = (size_t)(a.n * a.channels * sizeof(float));
 	}

@@ -118,7 +118,7 @@ int tfs_jmedia_begin(struct tfs_store *tree, const char *p, const char *end,
 		rc = tfs_config_http(&cfg);
 	/* As many GETs at once as the tree's store takes. */
 	if (!rc && jm->n)
-		rc = tfs_fetchahead_start(tree, jm->n, want_name, jm, cfg.max_inflight,
+		rc = tfs_fetchahead_start(tree, jm->n, want_name, jm, NULL, cfg.max_inflight,
 					  2 * cfg.max_inflight, hold, &jm->fa);
 	if (rc) {
 		tfs_jmedia_end(jm);

@@ -25,8 +25,10 @@ struct dec {
 	struct SwsContext *to_rgb;
 	int stream;
 	int turn; /* clockwise degrees the frames are turned by: 0, 90, 180 or 270 */
-	/* A URL's object, demuxed as it arrives: FFmpeg reads it through io. */
+	/* A URL's object, demuxed as it arrives, or a file's bytes read already (mem): FFmpeg
+	 * reads them through io. */
 	struct tfs_source *src;
+	const struct tfs_buf *mem;
 	AVIOContext *io;
 	uint64_t pos; /* where io reads next */
 	int io_rc;    /* the fetch's -errno, once a read of it failed */
@@ -68,18 +70,27 @@ static int dec_fail(const struct dec *d, char *err, size_t cap, const char *what
 	return d->io_rc;
 }
 
-/* io's reads and seeks: the source's bytes, each read waiting for its own range. */
+static uint64_t io_size(const struct dec *d)
+{
+	return d->mem ? d->mem->len : tfs_source_size(d->src);
+}
+
+/* io's reads and seeks: the bytes in memory, or the source's, each read waiting for its own
+ * range. */
 static int io_read(void *opaque, uint8_t *buf, int len)
 {
 	struct dec *d = opaque;
-	const uint64_t size = tfs_source_size(d->src);
+	const uint64_t size = io_size(d);
 	size_t n;
-	int rc;
+	int rc = 0;
 
 	if (d->pos >= size)
 		return AVERROR_EOF;
 	n = size - d->pos < (uint64_t)len ? (size_t)(size - d->pos) : (size_t)len;
-	rc = tfs_source_pread(d->src, buf, n, d->pos);
+	if (d->mem)
+		memcpy(buf, d->mem->data + d->pos, n);
+	else
+		rc = tfs_source_pread(d->src, buf, n, d->pos);
 	if (rc) {
 		d->io_rc = rc;
 		return AVERROR(-rc);
@@ -91,7 +102,7 @@ static int io_read(void *opaque, uint8_t *buf, int len)
 static int64_t io_seek(void *opaque, int64_t off, int whence)
 {
 	struct dec *d = opaque;
-	const int64_t size = (int64_t)tfs_source_size(d->src);
+	const int64_t size = (int64_t)io_size(d);
 	int64_t to;
 
 	switch (whence & ~AVSEEK_FORCE) {
@@ -118,18 +129,22 @@ static int64_t io_seek(void *opaque, int64_t off, int whence)
 /* The buffer FFmpeg reads a URL's object through: its reads are ranges of the source's file. */
 #define IO_BUFFER (256u << 10)
 
-/* Open path for FFmpeg: a local file by FFmpeg itself; a URL's object through io, fetched
- * (its last parts first: an mp4's index may be at its end) while it is demuxed. */
-static int dec_input(struct dec *d, const char *path, char *err, size_t cap)
+/* Open path for FFmpeg: its bytes read already (file) through io; a local file by FFmpeg
+ * itself; a URL's object through io, fetched (its last parts first: an mp4's index may be at its
+ * end) while it is demuxed. */
+static int dec_input(struct dec *d, const char *path, const struct tfs_buf *file, char *err,
+		     size_t cap)
 {
 	uint8_t *buf;
-	int rc;
+	int rc = 0;
 
-	if (!tfs_source_is_url(path)) {
+	if (!file && !tfs_source_is_url(path)) {
 		rc = tfs_ff.avformat_open_input(&d->fmt, path, NULL, NULL);
 		return rc < 0 ? av_fail(err, cap, "cannot open", rc) : 0;
 	}
-	rc = tfs_source_open(path, TFS_SOURCE_TAIL_FIRST, &d->src);
+	d->mem = file;
+	if (!file)
+		rc = tfs_source_open(path, TFS_SOURCE_TAIL_FIRST, &d->src);
 	if (rc) {
 		snprintf(err, cap, "cannot %s: %s", rc == -ENOENT ? "open" : "fetch",
 			 strerror(-rc));
@@ -151,13 +166,14 @@ static int dec_input(struct dec *d, const char *path, char *err, size_t cap)
 	return rc < 0 ? dec_fail(d, err, cap, "cannot open", rc) : 0;
 }
 
-static int dec_open(struct dec *d, const char *path, enum AVMediaType type, char *err, size_t cap)
+static int dec_open(struct dec *d, const char *path, const struct tfs_buf *file,
+		    enum AVMediaType type, char *err, size_t cap)
 {
 	const AVCodec *codec = NULL;
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	rc = dec_input(d, path, err, cap);
+	rc = dec_input(d, path, file, err, cap);
 	if (rc)
 		return rc;
 	rc = tfs_ff.avformat_find_stream_info(d->fmt, NULL);
@@ -453,8 +469,8 @@ static int convert(const AVFrame *f, struct SwsContext **sws, const struct tfs_v
 	return 0;
 }
 
-int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tfs_video *out,
-		     char *err, size_t err_cap)
+int tfs_video_decode(const char *path, const struct tfs_buf *file, const struct tfs_video_opts *o,
+		     struct tfs_video *out, char *err, size_t err_cap)
 {
 	struct dec d;
 	struct SwsContext *sws = NULL;
@@ -472,7 +488,7 @@ int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tf
 	rc = tfs_fflib_load(err, err_cap);
 	if (rc)
 		return rc; /* before anything the exit path would free with FFmpeg's functions */
-	rc = dec_open(&d, path, AVMEDIA_TYPE_VIDEO, err, err_cap);
+	rc = dec_open(&d, path, file, AVMEDIA_TYPE_VIDEO, err, err_cap);
 	if (rc)
 		goto out;
 	tb = d.fmt->streams[d.stream]->time_base;
@@ -600,8 +616,8 @@ void tfs_video_free(struct tfs_video *v)
 
 /* --- audio ------------------------------------------------------------------------------------ */
 
-int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tfs_audio *out,
-		     char *err, size_t err_cap)
+int tfs_audio_decode(const char *path, const struct tfs_buf *file, const struct tfs_audio_opts *o,
+		     struct tfs_audio *out, char *err, size_t err_cap)
 {
 	struct dec d;
 	SwrContext *swr = NULL;
@@ -615,7 +631,7 @@ int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tf
 	rc = tfs_fflib_load(err, err_cap);
 	if (rc)
 		return rc; /* before anything the exit path would free with FFmpeg's functions */
-	rc = dec_open(&d, path, AVMEDIA_TYPE_AUDIO, err, err_cap);
+	rc = dec_open(&d, path, file, AVMEDIA_TYPE_AUDIO, err, err_cap);
 	if (rc)
 		goto out;
 	rc = tfs_ff.av_channel_layout_copy(&in_layout, &d.cc->ch_layout) < 0 ? -ENOMEM : 0;

@@ -11,6 +11,7 @@
 
 #include "image.h"
 #include "spool.h"
+#include "util.h"
 
 struct tfs_video_opts {
 	uint32_t w, h;		/* 0: the video's own size */
@@ -33,13 +34,15 @@ struct tfs_video {
 };
 
 /* Decode path's best video stream. path may be a URL (source.h): its object is fetched, its
- * last parts first (an mp4's index may be at its end), and demuxed as it arrives. -EINVAL with
+ * last parts first (an mp4's index may be at its end), and demuxed as it arrives. Or its bytes
+ * were read already (file; NULL: not), and path only names it (a raw stream's extension tells
+ * the demuxer's probe what it is). -EINVAL with
  * the reason in err: the file is to blame (not a video, an unknown codec, damaged or cut short,
  * a frame the decoder refuses, no frame at all, too many). -ELIBACC when FFmpeg's libraries
  * cannot be loaded (fflib.h), for every file alike. Another -errno, the reason in err, when
  * reading or holding it failed, not the file: its fetch, no room for its frames, memory. */
-int tfs_video_decode(const char *path, const struct tfs_video_opts *o, struct tfs_video *out,
-		     char *err, size_t err_cap);
+int tfs_video_decode(const char *path, const struct tfs_buf *file, const struct tfs_video_opts *o,
+		     struct tfs_video *out, char *err, size_t err_cap);
 void tfs_video_free(struct tfs_video *v);
 
 struct tfs_audio_opts {
@@ -55,8 +58,8 @@ struct tfs_audio {
 };
 
 /* Decode path's best audio stream; errors as tfs_video_decode's. */
-int tfs_audio_decode(const char *path, const struct tfs_audio_opts *o, struct tfs_audio *out,
-		     char *err, size_t err_cap);
+int tfs_audio_decode(const char *path, const struct tfs_buf *file, const struct tfs_audio_opts *o,
+		     struct tfs_audio *out, char *err, size_t err_cap);
 void tfs_audio_free(struct tfs_audio *a);
 
 #endif

@@ -139,6 +139,39 @@ def test_an_image_tree_is_fetched_ahead(lake, mount, tmp_path, monkeypatch):
         assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
 
 
+def test_a_video_tree_is_fetched_ahead(lake, mount, tmp_path, monkeypatch):
+    """A tree of video clips by URL imported on one thread: its small files are fetched many at
+    once ahead of their decode (one GET each, read from memory), a file over 4 MiB is demuxed
+    as it arrives instead, and the rows equal the local tree's import."""
+    src = tmp_path / "src"
+    for c in ("a", "b"):
+        (src / c).mkdir(parents=True)
+        for i in range(6):
+            ff("-f", "lavfi", "-i", f"testsrc=size=32x24:rate=10:duration={1 + i % 2}",
+               "-c:v", "libx264", "-pix_fmt", "yuv420p", src / c / f"{i}.mp4")
+    big = noisy_video(src / "b" / "big.mp4", 2)
+    assert big > 4 * MiB
+    web = Nginx(tmp_path / "nginx", src, autoindex=True)
+    proxy = FaultProxy(web.port, delay_s=0.05, workdir=tmp_path)
+    monkeypatch.setenv("TENSORFS_HTTP_MAX_INFLIGHT", "6")
+    args = ["--clip", "4", "--size", "16x24", "--labels-from-dirs"]
+    try:
+        p = run_import(lake, "web", "--video", f"{proxy.endpoint}/lake/", *args, "--threads", "1")
+    finally:
+        proxy.stop()
+        web.stop()
+    assert p.returncode == 0, p.stderr
+    at_once = proxy.counts["requests_in_flight_max"]
+    print(f"{at_once} requests at once")
+    assert 3 <= at_once <= 6 + 8, f"{at_once} requests at once"
+    lake.create("local")
+    lake.import_("local", {}, "--video", src, *args)
+    assert lake.info("web")["rows"] == lake.info("local")["rows"] > 13
+    m = mount(lake)
+    for f in ("video.npy", "start_s.npy", "label.npy", "path/lines.txt"):
+        assert (m / "web" / "main" / f).read_bytes() == (m / "local" / "main" / f).read_bytes(), f
+
+
 def test_a_manifests_images_are_fetched_ahead(lake, mount, tmp_path, monkeypatch):
     """A JSON Lines manifest by URL naming images beside it: a block's images are fetched many
     at once, ahead of the records that decode them (not a HEAD and a GET a record, one record

@@ -128,7 +128,8 @@ static void test_files_come_right_many_at_once(void **state)
 
 	(void)state;
 	slow_init(&s, 100, 37);
-	assert_int_equal(tfs_fetchahead_start(&s.s, 400, name_of, NULL, 8, 24, 1u << 20, &fa), 0);
+	assert_int_equal(tfs_fetchahead_start(&s.s, 400, name_of, NULL, NULL, 8, 24, 1u << 20, &fa),
+			 0);
 	for (int k = 0; k < 2; k++) {
 		t[k] = (struct taker){ .fa = fa, .s = &s, .from = (size_t)k, .step = 2, .n = 400 };
 		assert_int_equal(pthread_create(&th[k], NULL, take_all, &t[k]), 0);
@@ -155,7 +156,8 @@ static void test_bytes_held_are_bounded(void **state)
 	(void)state;
 	/* 1 MiB files, 3 MiB held at most: about 4 fetched ahead, not the 32 the ring allows. */
 	slow_init(&s, 1u << 20, -1);
-	assert_int_equal(tfs_fetchahead_start(&s.s, 60, name_of, NULL, 8, 32, 3u << 20, &fa), 0);
+	assert_int_equal(tfs_fetchahead_start(&s.s, 60, name_of, NULL, NULL, 8, 32, 3u << 20, &fa),
+			 0);
 	usleep(50000); /* the fetchers run ahead as far as they may */
 	t = (struct taker){ .fa = fa, .s = &s, .from = 0, .step = 1, .n = 60 };
 	take_all(&t);
@@ -174,7 +176,8 @@ static void test_stop_with_files_left_cancels(void **state)
 
 	(void)state;
 	slow_init(&s, 10, -1);
-	assert_int_equal(tfs_fetchahead_start(&s.s, 1000, name_of, NULL, 4, 8, 1u << 20, &fa), 0);
+	assert_int_equal(tfs_fetchahead_start(&s.s, 1000, name_of, NULL, NULL, 4, 8, 1u << 20, &fa),
+			 0);
 	for (size_t i = 0; i < 10; i++)
 		assert_int_equal(tfs_fetchahead_take(fa, i, &b), 0);
 	tfs_store_cancel(&s.s);	 /* as an import that ends early does */
@@ -184,7 +187,8 @@ static void test_stop_with_files_left_cancels(void **state)
 	tfs_buf_free(&b);
 	/* Not cancelled: the fetches in flight end, and none begins after. */
 	slow_init(&s, 10, -1);
-	assert_int_equal(tfs_fetchahead_start(&s.s, 1000, name_of, NULL, 4, 8, 1u << 20, &fa), 0);
+	assert_int_equal(tfs_fetchahead_start(&s.s, 1000, name_of, NULL, NULL, 4, 8, 1u << 20, &fa),
+			 0);
 	assert_int_equal(tfs_fetchahead_take(fa, 0, &b), 0);
 	tfs_fetchahead_stop(fa);
 	assert_false(s.cancelled);
@@ -204,7 +208,8 @@ static void test_taken_out_of_order(void **state)
 	/* A slot is not reused before the files below it are taken: file 3 waits for file 0, not
 	 * only for file 1, whose slot it shares, so the lowest file not taken stays known. */
 	slow_init(&s, 10, -1);
-	assert_int_equal(tfs_fetchahead_start(&s.s, 8, name_of, NULL, 2, 2, 1u << 20, &fa), 0);
+	assert_int_equal(tfs_fetchahead_start(&s.s, 8, name_of, NULL, NULL, 2, 2, 1u << 20, &fa),
+			 0);
 	for (size_t k = 0; k < 8; k++) {
 		assert_int_equal(tfs_fetchahead_take(fa, order[k], &b), 0);
 		assert_int_equal(b.data[0], (uint8_t)order[k]);

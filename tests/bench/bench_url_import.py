@@ -1,20 +1,26 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""`tensorfs import --images s3://...` of an image tree on S3 over a link with a real round
-trip, against what the same link and server give a client that only fetches.
+"""`tensorfs import` of a tree of many small files on S3 (images, the images a JSON Lines file
+names, or audio clips) over a link with a real round trip, against what the same link and
+server give a client that only fetches.
 
-usage: sudo tests/bench/bench_url_images.py [--rtt-ms 20] [--images 1000] [--threads 2]
-                                            [--before OLD_TENSORFS] [--rounds 2] [--manifest]
+usage: sudo tests/bench/bench_url_import.py [--kind images|manifest|audio] [--rtt-ms 20]
+                                            [--files 1000] [--threads 2]
+                                            [--before OLD_TENSORFS] [--rounds 2]
 
 s3rver runs in a network namespace joined to the client's by netdelay.py's delay line (every
-packet held rtt/2 each way). The tree is N noisy 256x256 JPEGs in 10 class directories,
-imported `--size 224x224 --crop --labels-from-dirs`; with --manifest, a JSON Lines file beside
-the tree names each image and a caption, imported `--jsonl --media img=image` (the images at
-their own size). Each round prints, in this order:
-  - the import by URL (TENSORFS_BIN, and --before's binary when given), images/s;
+packet held rtt/2 each way). The files:
+  - images: N noisy 256x256 JPEGs in 10 class directories, imported
+    `--images --size 224x224 --crop --labels-from-dirs`;
+  - manifest: the same JPEGs named, with a caption each, by a JSON Lines file beside them,
+    imported `--jsonl --media img=image` (the images at their own size);
+  - audio: N WAV clips of 2 s (16 kHz mono, 64 KB) in 10 class directories, imported
+    `--audio --labels-from-dirs`.
+Each round prints, in this order:
+  - the import by URL (TENSORFS_BIN, and --before's binary when given), files/s;
   - the same files fetched by 32 botocore threads and nothing else (the link and server's
     limit for this tree: every GET a round trip), files/s;
-  - the import of the local tree (the decode's limit on this machine), images/s;
+  - the import of the local files (the decode's limit on this machine), files/s;
 and the ratios of the import to both. Root is needed for the namespaces."""
 
 import argparse
@@ -55,6 +61,22 @@ for d, _, fs in os.walk(top):
 """
 
 
+def make_audio(top, n):
+    import wave
+    import numpy as np
+    rng = np.random.default_rng(0)
+    t = np.arange(32000) / 16000
+    for i in range(n):
+        d = top / f"c{i % 10}"
+        d.mkdir(parents=True, exist_ok=True)
+        x = 0.3 * np.sin(2 * np.pi * (200 + 10 * i) * t) + 0.05 * rng.standard_normal(len(t))
+        with wave.open(str(d / f"{i:05d}.wav"), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(16000)
+            w.writeframes((x * 32767).astype("<i2").tobytes())
+
+
 def make_tree(top, n):
     import json
     import numpy as np
@@ -73,7 +95,7 @@ def make_tree(top, n):
 
 def import_rate(argv_for, n, env=None):
     """n / seconds of the import argv_for(dataset URL) gives, into a new local lake."""
-    lake = Path(tempfile.mkdtemp(prefix="bench-url-images-lake-"))
+    lake = Path(tempfile.mkdtemp(prefix="bench-url-import-lake-"))
     try:
         subprocess.run([TFS, "create", f"file://{lake}/d"], check=True, capture_output=True)
         t = time.monotonic()
@@ -89,17 +111,19 @@ def import_rate(argv_for, n, env=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rtt-ms", type=float, default=20.0)
-    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--kind", choices=("images", "manifest", "audio"), default="images")
+    ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--before", help="another tensorfs binary, run alternately")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--manifest", action="store_true",
-                    help="import a JSON Lines file naming the images (--media img=image)")
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-url-images-"))
+    work = Path(tempfile.mkdtemp(prefix="bench-url-import-"))
     net = s3 = None
     try:
-        make_tree(work / "img", a.images)
+        if a.kind == "audio":
+            make_audio(work / "img", a.files)
+        else:
+            make_tree(work / "img", a.files)
         net = DelayedNet(rtt_ms=a.rtt_ms)
         net.set_rtt(0)
         ep = f"http://{net.server_ip}:{PORT}"
@@ -116,33 +140,41 @@ def main():
                 time.sleep(0.2)
         subprocess.run(net.client_cmd([sys.executable, "-c", UPLOAD, str(work / "img"), ep,
                                        *SIGN]), env=env, check=True)
-        subprocess.run(net.client_cmd(["curl", "-sS", "-f", *SIGN, "-T", str(work / "m.jsonl"),
-                                       f"{ep}/bench/m.jsonl"]), env=env, check=True)
+        if a.kind == "manifest":
+            subprocess.run(net.client_cmd(["curl", "-sS", "-f", *SIGN, "-T",
+                                           str(work / "m.jsonl"), f"{ep}/bench/m.jsonl"]),
+                           env=env, check=True)
         net.set_rtt(a.rtt_ms)
-        if a.manifest:
+        if a.kind == "manifest":
             what = ["--jsonl", "s3://bench/m.jsonl", "--media", "img=image"]
             local_what = ["--jsonl", str(work / "m.jsonl"), "--media", "img=image"]
             opts = ["--threads", str(a.threads)]
+        elif a.kind == "audio":
+            what = ["--audio", "s3://bench/img/"]
+            local_what = ["--audio", str(work / "img")]
+            opts = ["--labels-from-dirs", "--threads", str(a.threads)]
         else:
             what = ["--images", "s3://bench/img/"]
             local_what = ["--images", str(work / "img")]
             opts = ["--size", "224x224", "--crop", "--labels-from-dirs", "--threads",
                     str(a.threads)]
         bins = [("tensorfs", TFS)] + ([("before", a.before)] if a.before else [])
-        print(f"{a.images} JPEGs 256x256 on s3rver{' named by a JSON Lines file' if a.manifest else ''}, {a.rtt_ms:g} ms round trip "
+        kind = {"images": "JPEGs 256x256", "manifest": "JPEGs 256x256 named by a JSON Lines file",
+                "audio": "WAV clips of 2 s"}[a.kind]
+        print(f"{a.files} {kind} on s3rver, {a.rtt_ms:g} ms round trip "
               f"(measured {net.measured_rtt_ms(PORT):.1f}), {a.threads} import threads")
         for r in range(a.rounds):
             got = {}
             for name, b in bins:
                 got[name] = import_rate(lambda ds, b=b: net.client_cmd(
-                    [b, "import", ds, *what, *opts]), a.images, env)
+                    [b, "import", ds, *what, *opts]), a.files, env)
             q = subprocess.run(net.client_cmd([sys.executable, "-c", FETCH_ONLY, ep]), env=env,
                                capture_output=True, text=True, check=True)
             fetch = float(q.stdout)
-            local = import_rate(lambda ds: [TFS, "import", ds, *local_what, *opts], a.images)
-            line = "  ".join(f"{k} {v:,.0f} images/s" for k, v in got.items())
+            local = import_rate(lambda ds: [TFS, "import", ds, *local_what, *opts], a.files)
+            line = "  ".join(f"{k} {v:,.0f} files/s" for k, v in got.items())
             print(f"round {r + 1}: {line}  |  32 botocore threads fetching only: {fetch:,.0f} "
-                  f"files/s  |  local tree: {local:,.0f} images/s  |  tensorfs "
+                  f"files/s  |  local files: {local:,.0f} files/s  |  tensorfs "
                   f"{got['tensorfs'] / fetch:.2f}x the fetch, {got['tensorfs'] / local:.2f}x "
                   "the local import" +
                   (f", {got['tensorfs'] / got['before']:.2f}x before" if a.before else ""),
