@@ -75,6 +75,23 @@ static void *fetcher(void *arg)
 	return NULL;
 }
 
+int tfs_fetchahead_get_small(struct tfs_store *tree, const char *key, struct tfs_buf *out)
+{
+	struct tfs_store_version v;
+	ssize_t got;
+
+	out->len = 0;
+	if (tfs_buf_reserve(out, TFS_FETCHAHEAD_SMALL))
+		return -ENOMEM;
+	got = tfs_store_get_range_of(tree, key, 0, out->data, TFS_FETCHAHEAD_SMALL, &v);
+	if (got < 0)
+		return (int)got;
+	if (got == TFS_FETCHAHEAD_SMALL && v.size != TFS_FETCHAHEAD_SMALL)
+		return -EFBIG; /* more to come (or a size not said) */
+	out->len = (size_t)got;
+	return 0;
+}
+
 /* tfs_store_get is inline: this is its address. */
 static int store_get(struct tfs_store *tree, const char *key, struct tfs_buf *out)
 {

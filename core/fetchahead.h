@@ -16,6 +16,11 @@ struct tfs_fetchahead;
 /* How a file is fetched: tfs_store_get, or one of the caller's (a file's first bytes only). */
 typedef int (*tfs_fetchahead_get_fn)(struct tfs_store *tree, const char *key, struct tfs_buf *out);
 
+/* A file of up to TFS_FETCHAHEAD_SMALL bytes whole, in one ranged GET; -EFBIG for a larger one
+ * (for a reader that takes such a file another way: as it arrives). */
+#define TFS_FETCHAHEAD_SMALL (4u << 20)
+int tfs_fetchahead_get_small(struct tfs_store *tree, const char *key, struct tfs_buf *out);
+
 /* Fetch the n files name(arg, i) of tree (names stay valid until stop) with get (NULL:
  * tfs_store_get), in order, `inflight` GETs at once on threads of their own, at most `ahead`
  * (>= inflight) files fetched and not yet taken, and no further fetch begins past `hold` bytes

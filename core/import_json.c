@@ -158,7 +158,7 @@ struct block {
 	int guess;			   /* f's kinds are a guess: check each row against it */
 	const struct tfs_media_fields *mf; /* what media fields decode with */
 	const char *base;		   /* the directory media paths are under */
-	struct tfs_jmedia *jm; /* its image files, fetched from a URL's tree since it was made */
+	struct tfs_jmedia *jm; /* its media files, fetched from a URL's tree since it was made */
 	struct tfs_buf media[TFS_JSONL_MAX_FIELDS]; /* a row's decoded media, before it is taken */
 	uint64_t lines;				    /* lines in the block */
 	/* guess: what the rows widen the fields to, and the first line that widened one past
@@ -527,7 +527,7 @@ struct reading {
 	struct tfs_workpool *pool;
 	const struct tfs_import_opts *o;
 	const struct tfs_media_fields *media;
-	struct tfs_store *tree; /* media's image files under a URL (jsonmedia.h) */
+	struct tfs_store *tree; /* media's files under a URL (jsonmedia.h) */
 };
 
 /* Wait until the block tfs_jlines_block takes at `at` is there: TFS_JLINES_BLOCK bytes and the

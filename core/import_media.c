@@ -120,28 +120,6 @@ static int walk(const char *source, int video, struct files *fs)
 	return rc;
 }
 
-/* A URL tree's files fetched ahead of their decode (fetchahead.h), as far as this: a file
- * larger is demuxed as it arrives instead (media.c), its first bytes fetched for nothing. */
-#define AHEAD_FILE (4u << 20)
-
-/* Fetch a file of up to AHEAD_FILE bytes whole, in one request; -EFBIG for a larger one. */
-static int get_small(struct tfs_store *tree, const char *key, struct tfs_buf *out)
-{
-	struct tfs_store_version v;
-	ssize_t got;
-
-	out->len = 0;
-	if (tfs_buf_reserve(out, AHEAD_FILE))
-		return -ENOMEM;
-	got = tfs_store_get_range_of(tree, key, 0, out->data, AHEAD_FILE, &v);
-	if (got < 0)
-		return (int)got;
-	if (got == AHEAD_FILE && v.size != AHEAD_FILE)
-		return -EFBIG; /* more to come (or a size not said) */
-	out->len = (size_t)got;
-	return 0;
-}
-
 static const char *tree_name(void *arg, size_t i)
 {
 	return ((const struct tfs_filetree *)arg)->f[i].rel;
@@ -399,7 +377,7 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		rc = tfs_config_http(&cfg);
 		if (!rc)
 			rc = tfs_fetchahead_start(classes.tree, classes.n, tree_name, &classes,
-						  get_small, cfg.max_inflight,
+						  tfs_fetchahead_get_small, cfg.max_inflight,
 						  2 * cfg.max_inflight +
 							  2 * tfs_workpool_threads(pool) + 2,
 						  64u << 20, &fa);
@@ -516,11 +494,11 @@ int tfs_media_value(const char *base, const char *rel, char kind, const struct t
 	} else if (kind == 'v') {
 		/* media.h: -EINVAL, the file's fault; another -errno, its fetch's or the machine's
 		 */
-		rc = tfs_video_decode(path, NULL, &mf->mo->vo, &v, why, why_cap);
+		rc = tfs_video_decode(path, file, &mf->mo->vo, &v, why, why_cap);
 		ndim = 4, shape[0] = v.n, shape[1] = v.h, shape[2] = v.w, shape[3] = 3;
 		data = v.px, bytes = (size_t)(v.n * v.w * v.h * 3);
 	} else {
-		rc = tfs_audio_decode(path, NULL, &mf->mo->ao, &a, why, why_cap);
+		rc = tfs_audio_decode(path, file, &mf->mo->ao, &a, why, why_cap);
 		ndim = 2, shape[0] = a.n, shape[1] = a.channels;
 		data = a.s, bytes = (size_t)(a.n * a.channels * sizeof(float));
 	}

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* jsonmedia: a JSON Lines import's media fields, and a block's image files fetched ahead. */
+/* jsonmedia: a JSON Lines import's media fields, and a block's media files fetched ahead. */
 #include "jsonmedia.h"
 
 #include <errno.h>
@@ -33,7 +33,7 @@ int tfs_jmedia_tree(const char *base, const struct tfs_jfield *f, size_t nf, str
 {
 	*out = NULL;
 	for (size_t i = 0; i < nf; i++)
-		if (f[i].media == 'i')
+		if (f[i].media)
 			return tfs_source_is_url(base) ? tfs_source_open_tree(base, out) : 0;
 	return 0;
 }
@@ -61,14 +61,13 @@ static const char *want_name(void *arg, size_t i)
 	return (const char *)jm->names.data + jm->w[i].name;
 }
 
-/* Note the image files of one line's object. */
+/* Note the media files of one line's object. */
 static int want_line(struct tfs_jmedia *jm, uint64_t line, json_t *obj, const struct tfs_jfield *f,
 		     size_t nf)
 {
 	for (size_t i = 0; i < nf; i++) {
-		const char *rel = f[i].media == 'i'
-					  ? json_string_value(json_object_get(obj, f[i].name))
-					  : NULL;
+		const char *rel =
+			f[i].media ? json_string_value(json_object_get(obj, f[i].name)) : NULL;
 		int rc;
 
 		if (!rel || rel[0] == '/' || !rel[0])
@@ -118,8 +117,8 @@ int tfs_jmedia_begin(struct tfs_store *tree, const char *p, const char *end,
 		rc = tfs_config_http(&cfg);
 	/* As many GETs at once as the tree's store takes. */
 	if (!rc && jm->n)
-		rc = tfs_fetchahead_start(tree, jm->n, want_name, jm, NULL, cfg.max_inflight,
-					  2 * cfg.max_inflight, hold, &jm->fa);
+		rc = tfs_fetchahead_start(tree, jm->n, want_name, jm, tfs_fetchahead_get_small,
+					  cfg.max_inflight, 2 * cfg.max_inflight, hold, &jm->fa);
 	if (rc) {
 		tfs_jmedia_end(jm);
 		return rc;
@@ -153,8 +152,10 @@ int tfs_jmedia_row(struct tfs_jmedia *jm, uint64_t line, json_t *obj, const stru
 		if (!f[i].media)
 			continue;
 		media[i].len = 0;
-		if (jm && f[i].media == 'i')
+		if (jm)
 			got = take(jm, line, i);
+		if (got == -EFBIG) /* a large file: read by its path, as it arrives */
+			got = 0;
 		if (got == -ENOENT) { /* the record names a file that is not there */
 			snprintf(why, why_cap, "%.100s: %s", rel, strerror(ENOENT));
 			*bad = why;

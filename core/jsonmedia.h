@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* jsonmedia: the media fields of a JSON Lines import (--media FIELD=KIND): which fields they are,
- * and each record's files decoded into its row. Under a URL, a block's image files are fetched
- * ahead of the rows that decode them, many GETs at once (fetchahead.h): one at a time, each
- * record waited two round trips (a HEAD and a GET) for a decode of a millisecond or two. */
+ * and each record's files decoded into its row. Under a URL, a block's files (those of up to
+ * TFS_FETCHAHEAD_SMALL bytes) are fetched ahead of the rows that decode them, many GETs at once
+ * (fetchahead.h): one at a time, each record waited two round trips (a HEAD and a GET) for a
+ * decode of a millisecond or two. */
 #ifndef TFS_JSONMEDIA_H
 #define TFS_JSONMEDIA_H
 
@@ -22,16 +23,16 @@
  * not a text field of the first object. */
 int tfs_jmedia_mark(struct tfs_jfield *f, size_t nf, const struct tfs_media_fields *media);
 
-/* The tree under base that a block's image files are fetched from, when there is one: base is
- * a URL and f has an image field; else *out is NULL. tfs_store_close it after the import. */
+/* The tree under base that a block's files are fetched from, when there is one: base is a URL
+ * and f has a media field; else *out is NULL. tfs_store_close it after the import. */
 int tfs_jmedia_tree(const char *base, const struct tfs_jfield *f, size_t nf,
 		    struct tfs_store **out);
 
-/* A block's image files being fetched ahead of its rows. */
+/* A block's media files being fetched ahead of its rows. */
 struct tfs_jmedia;
 
-/* Begin fetching the image files that the lines of [p, end) name in f's image fields (relative
- * paths: an absolute one is a local file), in the order of the lines, from tree (NULL: nothing
+/* Begin fetching the files that the lines of [p, end) name in f's media fields (relative paths:
+ * an absolute one is a local file), in the order of the lines, from tree (NULL: nothing
  * is fetched ahead; *out NULL), holding up to `hold` bytes of them not yet used. */
 int tfs_jmedia_begin(struct tfs_store *tree, const char *p, const char *end,
 		     const struct tfs_jfield *f, size_t nf, uint64_t hold, struct tfs_jmedia **out);
