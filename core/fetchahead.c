@@ -84,11 +84,13 @@ int tfs_fetchahead_get_small(struct tfs_store *tree, const char *key, struct tfs
 	if (tfs_buf_reserve(out, TFS_FETCHAHEAD_SMALL))
 		return -ENOMEM;
 	got = tfs_store_get_range_of(tree, key, 0, out->data, TFS_FETCHAHEAD_SMALL, &v);
-	if (got < 0)
-		return (int)got;
 	if (got == TFS_FETCHAHEAD_SMALL && v.size != TFS_FETCHAHEAD_SMALL)
-		return -EFBIG; /* more to come (or a size not said) */
-	out->len = (size_t)got;
+		got = -EFBIG; /* more to come (or a size not said) */
+	if (got < 0) {
+		tfs_buf_free(out); /* not held while it waits to be taken */
+		return (int)got;
+	}
+	out->len = (size_t)got; /* its pages past len were never touched */
 	return 0;
 }
 
