@@ -15,10 +15,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "filetree.h"
-#include "media.h"
 #include "config.h"
 #include "fetchahead.h"
+#include "filetree.h"
+#include "media.h"
 #include "pipeline.h"
 #include "source.h"
 #include "rowcol.h"
@@ -291,7 +291,7 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 	struct tfs_workpool *pool = NULL;
 	struct tfs_pipeline *pipe = NULL;
 	struct adder ad = { .mo = mo, .res = res, .progress = o->progress };
-	struct tfs_filetree classes = { 0 }; /* the tree of a single tree source */
+	struct tfs_filetree ft = { 0 }; /* a single tree source's files */
 	struct tfs_fetchahead *fa = NULL;
 	size_t col[5], ncols = mo->labels ? 5 : 4;
 	const char *what = nsources ? sources[0] : "";
@@ -310,15 +310,15 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 			goto out;
 		}
 		ad.root = sources[0];
-		rc = tfs_filetree_list(sources[0], 1, wanted, &mo->video, &classes);
+		rc = tfs_filetree_list(sources[0], 1, wanted, &mo->video, &ft);
 		if (!rc)
-			rc = add_tree(&classes, sources[0], &fs);
-		res->classes = classes.nclasses;
+			rc = add_tree(&ft, sources[0], &fs);
+		res->classes = ft.nclasses;
 	} else if (nsources == 1 && is_tree(sources[0], mo->video)) {
 		ad.root = sources[0];
-		rc = tfs_filetree_list(sources[0], 0, wanted, &mo->video, &classes);
+		rc = tfs_filetree_list(sources[0], 0, wanted, &mo->video, &ft);
 		if (!rc)
-			rc = add_tree(&classes, sources[0], &fs);
+			rc = add_tree(&ft, sources[0], &fs);
 	} else {
 		for (size_t i = 0; !rc && i < nsources; i++)
 			rc = walk(sources[i], mo->video, &fs);
@@ -362,21 +362,21 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		rc = tfs_import_column_descr(&m, "label", TFS_COL_FIXED, "<i8", 0, NULL, o, what,
 					     &col[4]);
 	if (!rc && mo->labels)
-		rc = tfs_import_classes(&m.cols[col[4]], classes.classes, classes.nclasses, what);
+		rc = tfs_import_classes(&m.cols[col[4]], ft.classes, ft.nclasses, what);
 	for (size_t i = 0; !rc && i < ncols; i++)
 		rc = tfs_rowcol_begin(s, ds, &m, col[i], &ad.w[i]);
 	if (!rc)
 		rc = tfs_import_pool(o, &pool);
 	for (size_t i = 0; !rc && i < ncols; i++)
 		tfs_rowcol_use_pool(ad.w[i], pool);
-	if (!rc && classes.tree && tfs_source_is_url(sources[0])) {
+	if (!rc && ft.tree && tfs_source_is_url(sources[0])) {
 		/* A URL tree's files: fetched ahead, as many at once as its store takes (each
-		 * costs a round trip), 64 MiB of them at most waiting; fs.f[i] is classes.f[i]. */
+		 * costs a round trip), 64 MiB of them at most waiting; fs.f[i] is ft.f[i]. */
 		struct tfs_config_http cfg;
 
 		rc = tfs_config_http(&cfg);
 		if (!rc)
-			rc = tfs_fetchahead_start(classes.tree, classes.n, tree_name, &classes,
+			rc = tfs_fetchahead_start(ft.tree, ft.n, tree_name, &ft,
 						  tfs_fetchahead_get_small, cfg.max_inflight,
 						  2 * cfg.max_inflight +
 							  2 * tfs_workpool_threads(pool) + 2,
@@ -402,7 +402,7 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 	tfs_pipeline_free(pipe);
 	pipe = NULL;
 	if (rc && fa)
-		tfs_store_cancel(classes.tree); /* the GETs in flight are of no use now */
+		tfs_store_cancel(ft.tree); /* the GETs in flight are of no use now */
 	tfs_fetchahead_stop(fa);
 	fa = NULL;
 	for (size_t i = 0; !rc && i < ncols; i++)
@@ -428,7 +428,7 @@ out:
 	for (size_t i = 0; i < fs.n; i++)
 		free(fs.f[i].path);
 	free(fs.f);
-	tfs_filetree_free(&classes);
+	tfs_filetree_free(&ft);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);
 	return rc;
