@@ -430,10 +430,17 @@ static int http_ca_file(const struct ini *c, char *out, size_t cap)
 	return rc;
 }
 
+static unsigned default_inflight = 32; /* set before any thread reads it */
+
+void tfs_config_http_default_inflight(unsigned n)
+{
+	default_inflight = n < 1 ? 1 : n > 1024 ? 1024 : n;
+}
+
 int tfs_config_http(struct tfs_config_http *out)
 {
 	struct ini c;
-	uint64_t v[10] = { 60000, 5000, 10000, 6, 100, 5000, 32, 8ull << 20, 8, 0 };
+	uint64_t v[10] = { 60000, 5000, 10000, 6, 100, 5000, default_inflight, 8ull << 20, 8, 0 };
 	char ca[sizeof(out->ca_file)];
 	static const uint64_t lo[10] = { 100, 100, 100, 0, 1, 1, 1, 1ull << 20, 1, 1ull << 20 };
 	static const uint64_t hi[10] = { 3600000, 600000, 3600000,    100, 60000,

@@ -56,5 +56,9 @@ void tfs_config_remote_free(struct tfs_config_remote *r);
  * the file). Returns 0, a file error as above, or -ENOENT/-EACCES for a ca_file that cannot be
  * read (logged). */
 int tfs_config_http(struct tfs_config_http *out);
+/* The max_inflight that tfs_config_http gives from now on where none is set (32 unless
+ * changed): a command that fetches many files at once (an import of a tree by URL) asks for
+ * more, once, before it opens a store. */
+void tfs_config_http_default_inflight(unsigned n);
 
 #endif

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "config.h"
 #include "import.h"
 #include "megatron.h"
 #include "source.h"
@@ -369,6 +371,15 @@ int tfs_cmd_import(int argc, char **argv)
 	}
 	if (argc - optind < 1)
 		return tfs_cli_usage(2); /* no URL */
+	{
+		/* A tree's files by URL are fetched ahead of the decoders, each a round trip
+		 * (tens of ms on S3) for a decode of one or two: 8 GETs a thread keep them busy
+		 * where a mount's default (32) would not, on many cores. */
+		const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		const unsigned threads = o.threads ? o.threads : ncpu > 0 ? (unsigned)ncpu : 1;
+
+		tfs_config_http_default_inflight(8 * threads > 32 ? 8 * threads : 32);
+	}
 	if (!o.session != !have_part || (o.session && (o.branch || o.message))) {
 		tfs_err("--session ID and --part I go together, without --branch or -m (they are "
 			"the commit's: tensorfs commit URL --session ID)");

@@ -169,6 +169,15 @@ static void test_http_settings(void **state)
 	assert_int_equal(h.timeout_ms, 60000);
 	assert_int_equal(h.max_inflight, 32);
 	assert_int_equal(h.window, 0); /* 4 x parallel x part_size */
+	/* A command's own default for max_inflight, where none is set; a setting still wins. */
+	tfs_config_http_default_inflight(128);
+	assert_int_equal(tfs_config_http(&h), 0);
+	assert_int_equal(h.max_inflight, 128);
+	setenv("TENSORFS_HTTP_MAX_INFLIGHT", "12", 1);
+	assert_int_equal(tfs_config_http(&h), 0);
+	assert_int_equal(h.max_inflight, 12);
+	unsetenv("TENSORFS_HTTP_MAX_INFLIGHT");
+	tfs_config_http_default_inflight(32);
 	setenv("TENSORFS_HTTP_WINDOW", "96M", 1);
 	assert_int_equal(tfs_config_http(&h), 0);
 	assert_int_equal(h.window, 96u << 20);
