@@ -105,6 +105,7 @@ int tfs_fetchahead_start(struct tfs_store *tree, size_t n, const char *(*name)(v
 			 uint64_t hold, struct tfs_fetchahead **out)
 {
 	struct tfs_fetchahead *fa = calloc(1, sizeof(*fa));
+	pthread_attr_t attr;
 	int rc = 0;
 
 	*out = NULL;
@@ -128,12 +129,18 @@ int tfs_fetchahead_start(struct tfs_store *tree, size_t n, const char *(*name)(v
 	}
 	pthread_mutex_init(&fa->lock, NULL);
 	pthread_cond_init(&fa->moved, NULL);
+	/* A fetcher waits in a GET and little else: a stack of 1 MiB (libcurl and TLS use tens of
+	 * KiB; a sanitizer's build several times that), not the default 8 MiB, for the hundreds a
+	 * many-core import may run. */
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 1u << 20);
 	for (unsigned t = 0; t < inflight && t < n; t++) {
-		rc = -pthread_create(&fa->threads[t], NULL, fetcher, fa);
+		rc = -pthread_create(&fa->threads[t], &attr, fetcher, fa);
 		if (rc)
 			break;
 		fa->nthreads++;
 	}
+	pthread_attr_destroy(&attr);
 	if (rc) {
 		tfs_fetchahead_stop(fa);
 		return rc;

@@ -88,8 +88,9 @@ int tfs_jmedia_begin(struct tfs_store *tree, const char *p, const char *end,
 		     const struct tfs_jfield *f, size_t nf, uint64_t hold, struct tfs_jmedia **out)
 {
 	struct tfs_jlines l = { p, end, 0 };
-	struct tfs_config_http cfg;
+	struct tfs_config_http cfg = { .max_inflight = 1 };
 	struct tfs_jmedia *jm;
+	unsigned inflight;
 	const char *line;
 	size_t n;
 	int rc = 0;
@@ -115,10 +116,13 @@ int tfs_jmedia_begin(struct tfs_store *tree, const char *p, const char *end,
 	}
 	if (!rc && jm->n)
 		rc = tfs_config_http(&cfg);
-	/* As many GETs at once as the tree's store takes. */
+	inflight = cfg.max_inflight < 32 ? cfg.max_inflight : 32;
+	/* Up to 32 GETs at once (the store takes max_inflight across all blocks): the blocks
+	 * queued behind the ones parsed stop at their share of the bytes held, so that those
+	 * parsed have the connections. */
 	if (!rc && jm->n)
 		rc = tfs_fetchahead_start(tree, jm->n, want_name, jm, tfs_fetchahead_get_small,
-					  cfg.max_inflight, 2 * cfg.max_inflight, hold, &jm->fa);
+					  inflight, 2 * inflight, hold, &jm->fa);
 	if (rc) {
 		tfs_jmedia_end(jm);
 		return rc;
