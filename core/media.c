@@ -126,7 +126,7 @@ static int64_t io_seek(void *opaque, int64_t off, int whence)
 	return to;
 }
 
-/* The buffer FFmpeg reads a URL's object through: its reads are ranges of the source's file. */
+/* The buffer FFmpeg reads through: a read of io asks for this much at most. */
 #define IO_BUFFER (256u << 10)
 
 /* Open path for FFmpeg: its bytes read already (file) through io; a local file by FFmpeg
@@ -160,9 +160,9 @@ static int dec_input(struct dec *d, const char *path, const struct tfs_buf *file
 		return -ENOMEM;
 	}
 	d->fmt->pb = d->io;
-	/* The URL names the file to the demuxer's probe, as a path does (a raw stream's extension).
-	 */
-	rc = tfs_ff.avformat_open_input(&d->fmt, path, NULL, NULL); /* frees fmt when it fails */
+	/* path names the file to the demuxer's probe (a raw stream's extension). When it fails,
+	 * avformat_open_input frees fmt, not io. */
+	rc = tfs_ff.avformat_open_input(&d->fmt, path, NULL, NULL);
 	return rc < 0 ? dec_fail(d, err, cap, "cannot open", rc) : 0;
 }
 
