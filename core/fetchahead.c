@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
+
 /* A slot of the ring: file i lives in slot i % ahead. */
 struct slot {
 	size_t i; /* the file it holds or is fetching (state not EMPTY) */
@@ -147,6 +149,28 @@ int tfs_fetchahead_start(struct tfs_store *tree, size_t n, const char *(*name)(v
 	}
 	*out = fa;
 	return 0;
+}
+
+static const char *tree_name(void *arg, size_t i)
+{
+	return ((const struct tfs_filetree *)arg)->f[i].rel;
+}
+
+int tfs_fetchahead_tree(const struct tfs_filetree *ft, tfs_fetchahead_get_fn get, unsigned least,
+			struct tfs_fetchahead **out)
+{
+	struct tfs_config_http cfg;
+	int rc;
+
+	*out = NULL;
+	if (!ft->tree || !ft->n || tfs_store_is_local(ft->tree))
+		return 0;
+	rc = tfs_config_http(&cfg);
+	if (rc)
+		return rc;
+	return tfs_fetchahead_start(ft->tree, ft->n, tree_name, (void *)ft, get, cfg.max_inflight,
+				    least > 2 * cfg.max_inflight ? least : 2 * cfg.max_inflight,
+				    64u << 20, out);
 }
 
 int tfs_fetchahead_take(struct tfs_fetchahead *fa, size_t i, struct tfs_buf *out)

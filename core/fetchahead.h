@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filetree.h"
 #include "store.h"
 
 struct tfs_fetchahead;
@@ -28,6 +29,13 @@ int tfs_fetchahead_get_small(struct tfs_store *tree, const char *key, struct tfs
 int tfs_fetchahead_start(struct tfs_store *tree, size_t n, const char *(*name)(void *arg, size_t i),
 			 void *arg, tfs_fetchahead_get_fn get, unsigned inflight, unsigned ahead,
 			 uint64_t hold, struct tfs_fetchahead **out);
+/* A tree's files (tfs_filetree_list) fetched ahead with get, as many GETs at once as its store
+ * takes ([http] max_inflight), up to 64 MiB of them not yet taken, and never fewer ahead than
+ * `least` (a pipeline's window and its threads, so that a file decoded ahead never waits for
+ * room behind one not yet begun). *out is NULL for a local tree: a file there is read in
+ * microseconds, no round trip to hide. */
+int tfs_fetchahead_tree(const struct tfs_filetree *ft, tfs_fetchahead_get_fn get, unsigned least,
+			struct tfs_fetchahead **out);
 /* File i's bytes, once they are there, moved to out (reset first): 0, or its GET's -errno. Each
  * file is taken once, by any thread, in about the order of i. */
 int tfs_fetchahead_take(struct tfs_fetchahead *fa, size_t i, struct tfs_buf *out);

@@ -412,14 +412,16 @@ static int same_row_shape(const struct tfs_column *c, const struct tfs_npy_info 
 	return 1;
 }
 
+unsigned tfs_import_threads(const struct tfs_import_opts *o)
+{
+	const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return o->threads ? o->threads : ncpu > 0 ? (unsigned)ncpu : 1;
+}
+
 int tfs_import_pool(const struct tfs_import_opts *o, struct tfs_workpool **out)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return tfs_workpool_create_with_caller(o->threads ? o->threads
-					       : ncpu > 0 ? (unsigned)ncpu
-							  : 1,
-					       out);
+	return tfs_workpool_create_with_caller(tfs_import_threads(o), out);
 }
 
 /* A source that comes a row at a time: scan it, and find its column in m (which must hold rows

@@ -42,6 +42,8 @@ struct tfs_import_opts {
 	const char *eos_column;
 	uint64_t eos;
 };
+/* The threads an import works on: o->threads, or one per CPU. */
+unsigned tfs_import_threads(const struct tfs_import_opts *o);
 
 /* Append the rows of every source to its column (creating it with the source's kind, dtype and
  * row shape if the branch has no such column) and commit the result on the branch.

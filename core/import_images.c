@@ -11,7 +11,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config.h"
 #include "fetchahead.h"
 #include "filetree.h"
 #include "image.h"
@@ -89,34 +88,6 @@ static unsigned window(const struct tfs_images_opts *io, unsigned threads)
 	const uint64_t fit = row ? (64u << 20) / row : 0;
 
 	return (unsigned)(fit < least ? least : fit > most ? most : fit);
-}
-
-static const char *file_name(void *arg, size_t i)
-{
-	return ((const struct tfs_filetree *)arg)->f[i].rel;
-}
-
-/* A URL's files fetched ahead of the decoders: as many GETs in flight as its store allows (each
- * waits a round trip: tens of ms on S3, where a decode takes one or two), up to 64 MiB of files
- * fetched and not yet decoded, and never fewer ahead than the pipeline's window, so that a file
- * decoded ahead never waits for room behind one not yet begun. */
-static int fetch_ahead(const char *dir, const struct tfs_filetree *ft, unsigned window,
-		       unsigned threads, struct tfs_fetchahead **out)
-{
-	struct tfs_config_http cfg;
-	unsigned inflight, ahead;
-	int rc;
-
-	*out = NULL;
-	if (!tfs_source_is_url(dir))
-		return 0; /* a local file is read in microseconds */
-	rc = tfs_config_http(&cfg);
-	if (rc)
-		return rc;
-	inflight = cfg.max_inflight;
-	ahead = window + threads > 2 * inflight ? window + threads : 2 * inflight;
-	return tfs_fetchahead_start(ft->tree, ft->n, file_name, (void *)ft, NULL, inflight, ahead,
-				    64u << 20, out);
 }
 
 /* Where decoded images go, in order. */
@@ -237,7 +208,7 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 		struct adder a = { w, io->labels, io, res, o->progress };
 		const unsigned threads = tfs_workpool_threads(pool), win = window(io, threads);
 
-		rc = fetch_ahead(dir, &ft, win, threads, &fa);
+		rc = tfs_fetchahead_tree(&ft, NULL, win + threads, &fa);
 		if (!rc)
 			rc = tfs_pipeline_create(pool, sizeof(struct job), win, &decode_ops, &a,
 						 &pipe);

@@ -528,6 +528,7 @@ struct reading {
 	const struct tfs_import_opts *o;
 	const struct tfs_media_fields *media;
 	struct tfs_store *tree; /* media's files under a URL (jsonmedia.h) */
+	unsigned inflight;	/* GETs at once a block's fetch of them runs */
 };
 
 /* Wait until the block tfs_jlines_block takes at `at` is there: TFS_JLINES_BLOCK bytes and the
@@ -609,7 +610,7 @@ static int read_rows(const struct reading *j, struct tfs_manifest *m, struct tfs
 		b->base = j->base;
 		/* Its files' fetch begins now, while the blocks before it are parsed: of the
 		 * files the pipeline's blocks wait to use, 64 MiB at most. */
-		rc = tfs_jmedia_begin(j->tree, b->p, b->end, f, nf,
+		rc = tfs_jmedia_begin(j->tree, j->inflight, b->p, b->end, f, nf,
 				      (64u << 20) / (2 * tfs_workpool_threads(j->pool) + 2),
 				      &b->jm);
 		if (rc)
@@ -663,7 +664,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	size_t len = 0, nf = 0;
 	struct adder a;
 	uint64_t named = 0; /* the bad rows up to this line were named */
-	struct reading j = { s, ds, path, base, NULL, NULL, 0, NULL, NULL, o, media, NULL };
+	struct reading j = { s, ds, path, base, NULL, NULL, 0, NULL, NULL, o, media, NULL, 0 };
 	struct tfs_txn txn;
 	int rc;
 
@@ -710,7 +711,7 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 	if (!rc)
 		rc = tfs_jmedia_mark(f, nf, media);
 	if (!rc)
-		rc = tfs_jmedia_tree(base, f, nf, &j.tree);
+		rc = tfs_jmedia_tree(base, f, nf, &j.tree, &j.inflight);
 	j.t = &txn;
 	j.pool = pool;
 	/* Past that megabyte the kinds are a guess. A row past it widens the guess, and the rows

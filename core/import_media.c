@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "fetchahead.h"
 #include "filetree.h"
 #include "media.h"
@@ -118,11 +117,6 @@ static int walk(const char *source, int video, struct files *fs)
 		rc = add_tree(&tree, source, fs);
 	tfs_filetree_free(&tree);
 	return rc;
-}
-
-static const char *tree_name(void *arg, size_t i)
-{
-	return ((const struct tfs_filetree *)arg)->f[i].rel;
 }
 
 /* A file's decode: an item of the pipeline. */
@@ -369,23 +363,16 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		rc = tfs_import_pool(o, &pool);
 	for (size_t i = 0; !rc && i < ncols; i++)
 		tfs_rowcol_use_pool(ad.w[i], pool);
-	if (!rc && ft.tree && tfs_source_is_url(sources[0])) {
-		/* A URL tree's files: fetched ahead, as many at once as its store takes (each
-		 * costs a round trip), 64 MiB of them at most waiting; fs.f[i] is ft.f[i]. */
-		struct tfs_config_http cfg;
+	if (!rc) {
+		const unsigned threads = tfs_workpool_threads(pool), win = 2 * threads + 2;
 
-		rc = tfs_config_http(&cfg);
+		/* A URL tree's files: fetched ahead (each costs a round trip), those over 4 MiB
+		 * as they arrive instead; fs.f[i] is ft.f[i]. */
+		rc = tfs_fetchahead_tree(&ft, tfs_fetchahead_get_small, win + threads, &fa);
 		if (!rc)
-			rc = tfs_fetchahead_start(ft.tree, ft.n, tree_name, &ft,
-						  tfs_fetchahead_get_small, cfg.max_inflight,
-						  2 * cfg.max_inflight +
-							  2 * tfs_workpool_threads(pool) + 2,
-						  64u << 20, &fa);
+			rc = tfs_pipeline_create(pool, sizeof(struct job), win, &decode_ops, &ad,
+						 &pipe);
 	}
-	if (!rc)
-		rc = tfs_pipeline_create(pool, sizeof(struct job),
-					 2 * tfs_workpool_threads(pool) + 2, &decode_ops, &ad,
-					 &pipe);
 	for (size_t i = 0; !rc && i < fs.n; i++) {
 		struct job *j = tfs_pipeline_next(pipe, &rc);
 

@@ -29,13 +29,24 @@ int tfs_jmedia_mark(struct tfs_jfield *f, size_t nf, const struct tfs_media_fiel
 	return 0;
 }
 
-int tfs_jmedia_tree(const char *base, const struct tfs_jfield *f, size_t nf, struct tfs_store **out)
+int tfs_jmedia_tree(const char *base, const struct tfs_jfield *f, size_t nf, struct tfs_store **out,
+		    unsigned *inflight)
 {
+	struct tfs_config_http cfg;
+	size_t i = 0;
+	int rc;
+
 	*out = NULL;
-	for (size_t i = 0; i < nf; i++)
-		if (f[i].media)
-			return tfs_source_is_url(base) ? tfs_source_open_tree(base, out) : 0;
-	return 0;
+	*inflight = 0;
+	while (i < nf && !f[i].media)
+		i++;
+	if (i == nf || !tfs_source_is_url(base))
+		return 0;
+	rc = tfs_config_http(&cfg);
+	if (!rc)
+		rc = tfs_source_open_tree(base, out);
+	*inflight = cfg.max_inflight < 32 ? cfg.max_inflight : 32;
+	return rc;
 }
 
 /* A file fetched ahead: the line and field that name it, and its name in names. */
@@ -84,13 +95,11 @@ static int want_line(struct tfs_jmedia *jm, uint64_t line, json_t *obj, const st
 	return 0;
 }
 
-int tfs_jmedia_begin(struct tfs_store *tree, const char *p, const char *end,
+int tfs_jmedia_begin(struct tfs_store *tree, unsigned inflight, const char *p, const char *end,
 		     const struct tfs_jfield *f, size_t nf, uint64_t hold, struct tfs_jmedia **out)
 {
 	struct tfs_jlines l = { p, end, 0 };
-	struct tfs_config_http cfg = { .max_inflight = 1 };
 	struct tfs_jmedia *jm;
-	unsigned inflight;
 	const char *line;
 	size_t n;
 	int rc = 0;
@@ -114,12 +123,6 @@ int tfs_jmedia_begin(struct tfs_store *tree, const char *p, const char *end,
 		json_decref(obj);
 		tfs_jsonalloc_end();
 	}
-	if (!rc && jm->n)
-		rc = tfs_config_http(&cfg);
-	inflight = cfg.max_inflight < 32 ? cfg.max_inflight : 32;
-	/* Up to 32 GETs at once (the store takes max_inflight across all blocks): the blocks
-	 * queued behind the ones parsed stop at their share of the bytes held, so that those
-	 * parsed have the connections. */
 	if (!rc && jm->n)
 		rc = tfs_fetchahead_start(tree, jm->n, want_name, jm, tfs_fetchahead_get_small,
 					  inflight, 2 * inflight, hold, &jm->fa);

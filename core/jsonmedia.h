@@ -24,17 +24,21 @@
 int tfs_jmedia_mark(struct tfs_jfield *f, size_t nf, const struct tfs_media_fields *media);
 
 /* The tree under base that a block's files are fetched from, when there is one: base is a URL
- * and f has a media field; else *out is NULL. tfs_store_close it after the import. */
-int tfs_jmedia_tree(const char *base, const struct tfs_jfield *f, size_t nf,
-		    struct tfs_store **out);
+ * and f has a media field; else *out is NULL. tfs_store_close it after the import. *inflight:
+ * the GETs a block's fetch runs at once, up to 32 of the store's max_inflight (the blocks share
+ * the store's; the blocks queued behind those parsed stop at their share of the bytes held,
+ * so that those parsed have the connections). */
+int tfs_jmedia_tree(const char *base, const struct tfs_jfield *f, size_t nf, struct tfs_store **out,
+		    unsigned *inflight);
 
 /* A block's media files being fetched ahead of its rows. */
 struct tfs_jmedia;
 
 /* Begin fetching the files that the lines of [p, end) name in f's media fields (relative paths:
  * an absolute one is a local file), in the order of the lines, from tree (NULL: nothing
- * is fetched ahead; *out NULL), holding up to `hold` bytes of them not yet used. */
-int tfs_jmedia_begin(struct tfs_store *tree, const char *p, const char *end,
+ * is fetched ahead; *out NULL), `inflight` at once (tfs_jmedia_tree's), holding up to `hold`
+ * bytes of them not yet used. */
+int tfs_jmedia_begin(struct tfs_store *tree, unsigned inflight, const char *p, const char *end,
 		     const struct tfs_jfield *f, size_t nf, uint64_t hold, struct tfs_jmedia **out);
 /* Record obj's media fields (line `line` of the block, as tfs_jlines numbers it), each decoded
  * into media[i] (tfs_media_value's encoding), from jm's fetch where it fetched the file (jm may

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "config.h"
@@ -375,10 +374,9 @@ int tfs_cmd_import(int argc, char **argv)
 		/* A tree's files by URL are fetched ahead of the decoders, each a round trip
 		 * (tens of ms on S3) for a decode of one or two: 8 GETs a thread keep them busy
 		 * where a mount's default (32) would not, on many cores. */
-		const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-		const unsigned threads = o.threads ? o.threads : ncpu > 0 ? (unsigned)ncpu : 1;
+		const unsigned inflight = 8 * tfs_import_threads(&o);
 
-		tfs_config_http_default_inflight(8 * threads > 32 ? 8 * threads : 32);
+		tfs_config_http_default_inflight(inflight > 32 ? inflight : 32);
 	}
 	if (!o.session != !have_part || (o.session && (o.branch || o.message))) {
 		tfs_err("--session ID and --part I go together, without --branch or -m (they are "
