@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "httpparts.h"
+
 /* --- multipart upload ------------------------------------------------------------------------ */
 
 /* Abort one multipart upload (fk: the full key). */

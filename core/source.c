@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "http.h"
+#include "httpparts.h"
 #include "spool.h"
 #include "util.h"
 

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "http.h"
+#include "httpparts.h"
 #include "lakeindex.h"
 #include "sigv4.h"
 

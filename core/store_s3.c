@@ -15,6 +15,8 @@
 
 #include <openssl/evp.h>
 
+#include "httpparts.h"
+
 /* --- reads ----------------------------------------------------------------------------------- */
 
 struct range_ctx {

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "http.h"
+#include "httpparts.h"
 #include "util.h"
 
 #define MIB (1024u * 1024u)
