@@ -279,7 +279,7 @@ static size_t header_cb(char *p, size_t size, size_t nitems, void *arg)
 
 		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
 		r->content_length = r->range_total = r->last_modified = -1;
-		r->etag[0] = 0;
+		r->etag[0] = r->sse[0] = 0;
 		x->retry_after = -1;
 		x->skip = x->req->ranged && r->status == 200 ? x->req->range_off : 0;
 		x->skipped = 0;
@@ -301,6 +301,10 @@ static size_t header_cb(char *p, size_t size, size_t nitems, void *arg)
 			r->range_total = strtoll(slash + 1, NULL, 10);
 	} else if (!strcasecmp(line, "etag")) {
 		snprintf(r->etag, sizeof(r->etag), "%s", v);
+	} else if (!strcasecmp(line, "x-amz-server-side-encryption")) {
+		snprintf(r->sse, sizeof(r->sse), "%s", v);
+	} else if (!strcasecmp(line, "x-amz-server-side-encryption-customer-algorithm")) {
+		snprintf(r->sse, sizeof(r->sse), "SSE-C");
 	} else if (!strcasecmp(line, "last-modified")) {
 		r->last_modified = parse_http_date(v);
 	} else if (!strcasecmp(line, "retry-after")) {

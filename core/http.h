@@ -45,6 +45,10 @@ struct tfs_http_resp {
 	int64_t range_total;	/* total size from Content-Range, -1 when absent */
 	int64_t last_modified;	/* seconds since the epoch, -1 when absent */
 	char etag[132];		/* as sent, quotes included; "" when absent */
+	/* S3's server-side encryption as the reply names it (x-amz-server-side-encryption: AES256,
+	 * aws:kms, ...; "SSE-C" for a customer's key), "" when it names none: an object encrypted
+	 * with a KMS or customer key has an ETag that is not the MD5 of its bytes. */
+	char sse[24];
 };
 
 /* A client with its own connection pool (shared connections, DNS and TLS sessions).

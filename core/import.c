@@ -614,6 +614,8 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		rc = srcs[i].form == TFS_SRC_NPY
 			     ? append_source(s, ds, &src[i], &pool)
 			     : append_rows_source(s, ds, &src[i], &m, &pool, o->progress);
+		if (!rc)
+			rc = tfs_source_verify(src[i].in);
 		if (rc)
 			goto out;
 	}
@@ -737,6 +739,8 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 		if (!rc)
 			rc = rc2;
 	}
+	if (!rc)
+		rc = tfs_source_verify(src.in);
 	if (rc)
 		goto out;
 commit:

@@ -763,6 +763,8 @@ int tfs_import_jsonl(struct tfs_store *s, const char *ds, const char *path,
 		if (!rc)
 			rc = tfs_jmedia_mark(f, nf, media);
 	}
+	if (!rc)
+		rc = tfs_source_verify(j.src);
 	if (!rc) {
 		m.rows = txn.old.rows + res->rows;
 		rc = tfs_import_same_rows(&m, m.rows, path);

@@ -188,6 +188,12 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 		tfs_err("%s: no .npy arrays in it", path);
 		rc = -EINVAL;
 	}
+	/* A URL's bytes damaged on the way: that, not the archive, is to blame. */
+	if (ar && (!rc || rc == -EINVAL || rc == -EIO)) {
+		const int v = tfs_source_verify(ar->src);
+
+		rc = v ? v : rc;
+	}
 	/* Every column of the dataset keeps the same number of rows. */
 	if (!rc) {
 		m.rows = t.old.rows + rows;

@@ -481,6 +481,8 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 			r = -EIO;
 		if (!rc && r < 0 && ar->err)
 			rc = ar->err; /* not the shard's damage: its bytes could not be read */
+		if (!rc)
+			rc = tfs_source_verify(in);
 		tfs_archive_close(ar);
 		tfs_source_close(in);
 		/* Cut between members, cur's sample is whole if it has every field (sample_ready

@@ -51,6 +51,19 @@ static void dec_close(struct dec *d)
 	d->src = NULL;
 }
 
+/* A decode's result once a URL's object was checked whole (tfs_source_verify): bytes damaged on
+ * the way are the fetch's failure, not the file's, whatever the demuxer made of them. */
+static int dec_verify(const struct dec *d, int rc, char *err, size_t cap)
+{
+	const int v = d->src ? tfs_source_verify(d->src) : 0;
+
+	if (!v || rc == -ELIBACC)
+		return rc;
+	snprintf(err, cap, "cannot fetch: %s",
+		 v == -EBADMSG ? "its bytes were damaged on the way" : strerror(-v));
+	return v;
+}
+
 static int av_fail(char *err, size_t cap, const char *what, int averr)
 {
 	char msg[128];
@@ -592,6 +605,7 @@ int tfs_video_decode(const char *path, const struct tfs_buf *file, const struct 
 	if (!rc && (rc = tfs_spool_view(&out->held, &out->px)))
 		snprintf(err, err_cap, "cannot map its frames: %s", strerror(-rc));
 out:
+	rc = dec_verify(&d, rc, err, err_cap);
 	if (rc == -E2BIG) { /* the file's doing */
 		snprintf(err, err_cap, "more than %u frames", MAX_FRAMES);
 		rc = -EINVAL;
@@ -699,6 +713,7 @@ int tfs_audio_decode(const char *path, const struct tfs_buf *file, const struct 
 		out->s = (const float *)s;
 	}
 out:
+	rc = dec_verify(&d, rc, err, err_cap);
 	if (rc && rc != -ELIBACC && !err[0])
 		snprintf(err, err_cap, "cannot hold its samples: %s", strerror(-rc));
 	tfs_ff.swr_free(&swr);

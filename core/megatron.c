@@ -352,6 +352,8 @@ int tfs_import_megatron(struct tfs_store *s, const char *ds, const char *prefix,
 		rc = tfs_rowcol_finish(w);
 	if (!rc && dw)
 		rc = tfs_rowcol_finish(dw);
+	if (!rc)
+		rc = tfs_source_verify(f.bsrc);
 	if (!rc) {
 		m.rows = t.old.rows + res->rows;
 		rc = tfs_import_same_rows(&m, m.rows, prefix);

@@ -16,16 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "config.h"
 #include "http.h"
 #include "httpparts.h"
 #include "spool.h"
 #include "util.h"
-
-/* Objects up to this size are held in memory (a memfd) while they are imported; larger ones are
- * spooled to an unlinked file on disk, so that an import's memory does not grow with its source:
- * the page cache may write those pages out and drop them. */
-#define HOLD_IN_MEMORY (64ull << 20)
 
 int tfs_source_is_url(const char *path)
 {
@@ -54,66 +51,6 @@ static int open_parent(const char *url, struct tfs_store **s, const char **key)
 	free(parent);
 	*key = slash + 1;
 	return rc;
-}
-
-/* Whether fd's room can be given back a range at a time (a hole punched): tmpfs, memfds and the
- * usual disk file systems can. */
-static int can_punch(int fd)
-{
-	return !fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096);
-}
-
-/* A descriptor to hold an object of `size` bytes, `held` of them at once (less than size for a
- * source read once, whose bytes read are given back): a memfd for a small one, a spool file for
- * a large one, or a memfd after all (said once) when no spool file can be had. *held is size
- * where the room read cannot be given back. */
-static int hold_open(const char *url, uint64_t size, uint64_t *held, int *in_memory)
-{
-	char why[PATH_MAX + 128];
-	int fd;
-
-	if (size > HOLD_IN_MEMORY) {
-		fd = tfs_spool_file(*held, why, sizeof(why));
-		if (fd >= 0 && *held < size && !can_punch(fd)) {
-			close(fd); /* the whole object, then */
-			*held = size;
-			fd = tfs_spool_file(size, why, sizeof(why));
-		}
-		if (fd >= 0 && ftruncate(fd, (off_t)size) < 0) {
-			snprintf(why, sizeof(why), "ftruncate: %s", strerror(errno));
-			close(fd);
-			fd = -1;
-		}
-		if (fd >= 0)
-			return fd;
-		/* Memory instead, for what it can hold without crowding out the import itself. */
-		if (*held > tfs_spool_memory_max()) {
-			tfs_err("%s: cannot spool its %llu bytes to disk (%s), and they are more "
-				"than "
-				"a quarter of memory: set TMPDIR to a directory with room",
-				url, (unsigned long long)*held, why);
-			return -ENOSPC;
-		}
-		tfs_warn("%s: cannot spool its %llu bytes to disk (%s; set TMPDIR): holding it in "
-			 "memory",
-			 url, (unsigned long long)*held, why);
-	}
-	*in_memory = 1;
-	fd = memfd_create("tensorfs-source", MFD_CLOEXEC);
-	if (fd < 0) {
-		fd = -errno;
-		tfs_err("%s: memfd_create: %s", url, strerror(errno));
-	} else if (ftruncate(fd, (off_t)size) < 0) {
-		const int err = errno;
-
-		tfs_err("%s: cannot hold %llu bytes in memory: %s", url, (unsigned long long)size,
-			strerror(err));
-		close(fd);
-		fd = -err;
-	} else if (*held < size && !can_punch(fd)) {
-		*held = size;
-	}
-	return fd;
 }
 
 /* A source being read. A URL's object is fetched in pieces, `parallel` at once, by a thread of
@@ -148,8 +85,19 @@ struct tfs_source {
 	uint64_t ready;	   /* guarded by lock: [0, ready) is in fd */
 	int finished;	   /* guarded by lock: the driver returned */
 	int err;	   /* guarded by lock: its error */
-	/* guarded by lock: the object's ETag as the first reply said it, "" until one did */
+	/* guarded by lock: the object's ETag as the first reply said it, "" until one did, and
+	 * whether it is the MD5 of the object's bytes */
 	char tag[sizeof(((struct tfs_store_version *)0)->tag)];
+	int tag_md5;
+	/* The object's bytes checked against that MD5 as they arrive, in order, by a thread of
+	 * its own (the hasher): a damaged range would otherwise pass as the object's bytes. */
+	pthread_t hasher;
+	int hashing_thread; /* the hasher was started (joined by close) */
+	/* guarded by lock: whether the hasher may yet read bytes from fd (they are not given back
+	 * before it has), or found them damaged; CHECK_OFF when they passed, cannot be checked (no
+	 * MD5 ETag, or a single range: the store checks that one itself), or a local file's */
+	enum { CHECK_OFF, CHECK_RUNNING, CHECK_BAD } check;
+	uint64_t hashed; /* guarded by lock: [0, hashed) was hashed (read from fd) */
 	void *spare[64]; /* guarded by lock: piece buffers not in use (a fetcher's at most) */
 	unsigned nspare; /* guarded by lock */
 };
@@ -193,9 +141,10 @@ static int same_version(struct tfs_source *src, const struct tfs_store_version *
 	if (!v->tag[0])
 		return 0;
 	pthread_mutex_lock(&src->lock);
-	if (!src->tag[0])
+	if (!src->tag[0]) {
 		memcpy(src->tag, v->tag, sizeof(src->tag));
-	else if (strcmp(src->tag, v->tag))
+		src->tag_md5 = v->tag_md5;
+	} else if (strcmp(src->tag, v->tag))
 		rc = -ESTALE;
 	memcpy(first, src->tag, sizeof(first));
 	pthread_mutex_unlock(&src->lock);
@@ -216,6 +165,123 @@ static size_t piece_of(const struct tfs_source *src, size_t i)
 	return i < tail ? n - 1 - i : i - tail;
 }
 
+/* What a source read once may give back: the bytes its reader released that are there, and
+ * that the hasher has read, while it runs. Called with src->lock held. */
+static uint64_t givable(const struct tfs_source *src)
+{
+	uint64_t upto = src->released < src->ready ? src->released : src->ready;
+
+	return src->check == CHECK_RUNNING && src->hashed < upto ? src->hashed : upto;
+}
+
+/* The room to give back now, whole pieces of what is givable (a hole punched is a call into the
+ * file system). Called with src->lock held; the caller punches [*from, *to) after letting go. */
+static void to_punch(struct tfs_source *src, uint64_t *from, uint64_t *to)
+{
+	const uint64_t upto = givable(src);
+
+	*from = *to = 0;
+	if (!src->ahead || upto - src->punched < src->piece)
+		return;
+	*from = src->punched;
+	*to = upto / src->piece * src->piece;
+	src->punched = *to;
+}
+
+static void punch(const struct tfs_source *src, uint64_t from, uint64_t to)
+{
+	if (to > from && fallocate(src->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
+				   (off_t)(to - from)) < 0)
+		tfs_warn("%s: cannot give back the room of bytes read: %s", src->path,
+			 strerror(errno));
+}
+
+/* The hasher reads this much at a time. */
+#define HASH_STEP (1u << 20)
+
+/* Hash fd's [from, to) into md; 0, or -ECANCELED when close came first. */
+static int hash_range(struct tfs_source *src, EVP_MD_CTX *md, uint8_t *buf, uint64_t from,
+		      uint64_t to)
+{
+	while (from < to && !atomic_load(&src->stopped)) {
+		const size_t n = (size_t)(to - from < HASH_STEP ? to - from : HASH_STEP);
+		const int rc = tfs_pread_full(src->fd, buf, n, from);
+
+		if (rc)
+			return rc;
+		if (!EVP_DigestUpdate(md, buf, n))
+			return -ENOMEM;
+		from += n;
+	}
+	return from < to ? -ECANCELED : 0;
+}
+
+/* Whether md's digest is the MD5 that tag (a quoted ETag of 32 hex digits) states. */
+static int md5_is(EVP_MD_CTX *md, const char *tag)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	char hex[2 * 16 + 1];
+
+	if (!EVP_DigestFinal_ex(md, d, &n) || n != 16)
+		return 0;
+	for (unsigned i = 0; i < 16; i++)
+		sprintf(hex + 2 * i, "%02x", d[i]);
+	return !memcmp(hex, tag + 1, 32);
+}
+
+/* The hasher: the object's bytes in order, as they arrive, until the fetch ends, a reply says
+ * its ETag is not an MD5, or close comes; then the digest against the ETag. */
+static void *hasher(void *arg)
+{
+	struct tfs_source *src = arg;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	uint8_t *buf = malloc(HASH_STEP);
+	int rc = md && buf && EVP_DigestInit_ex(md, EVP_md5(), NULL) ? 0 : -ENOMEM;
+	int state = CHECK_OFF;
+
+	pthread_mutex_lock(&src->lock);
+	while (!rc) {
+		uint64_t from = src->hashed, to = src->ready, pfrom, pto;
+
+		if (atomic_load(&src->stopped) || (src->tag[0] && !src->tag_md5) ||
+		    (src->finished && src->err))
+			break; /* nothing to check against, or nothing more will come */
+		if (from == src->size) {
+			if (src->tag_md5 && !md5_is(md, src->tag))
+				state = CHECK_BAD;
+			break;
+		}
+		if (from == to) {
+			pthread_cond_wait(&src->grew, &src->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&src->lock);
+		rc = hash_range(src, md, buf, from, to);
+		pthread_mutex_lock(&src->lock);
+		src->hashed = to;
+		to_punch(src, &pfrom, &pto);
+		pthread_cond_broadcast(&src->room); /* the window may move */
+		pthread_mutex_unlock(&src->lock);
+		punch(src, pfrom, pto);
+		pthread_mutex_lock(&src->lock);
+	}
+	if (rc && rc != -ECANCELED)
+		tfs_warn("%s: cannot check its bytes against its ETag: %s", src->path,
+			 strerror(-rc));
+	if (state == CHECK_BAD)
+		tfs_err("%s: its bytes are not those its ETag's MD5 (%s) states: damaged on the "
+			"way",
+			src->path, src->tag);
+	src->check = state;
+	pthread_cond_broadcast(&src->grew); /* tfs_source_verify waits for this */
+	pthread_cond_broadcast(&src->room);
+	pthread_mutex_unlock(&src->lock);
+	EVP_MD_CTX_free(md);
+	free(buf);
+	return NULL;
+}
+
 static int fetch_piece(void *arg, size_t nth)
 {
 	struct tfs_source *src = arg;
@@ -230,7 +296,7 @@ static int fetch_piece(void *arg, size_t nth)
 	pthread_mutex_lock(&src->lock);
 	/* A reader that waits past the window moves it: it reads what it waits for. */
 	while (src->ahead && !atomic_load(&src->stopped) &&
-	       off + want > src->released + src->ahead && off >= src->wanted)
+	       off + want > givable(src) + src->ahead && off >= src->wanted)
 		pthread_cond_wait(&src->room, &src->lock);
 	pthread_mutex_unlock(&src->lock);
 	if (atomic_load(&src->stopped))
@@ -310,6 +376,7 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 			return -ESTALE;
 		}
 		memcpy(src->tag, prev->tag, sizeof(src->tag));
+		src->tag_md5 = prev->tag_md5;
 	}
 	src->piece = cfg.part_size;
 	/* Pieces in flight at once, each a connection of its own: an object store caps what one
@@ -327,7 +394,7 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 		if (src->ahead + 2 * src->piece < held)
 			held = src->ahead + 2 * src->piece;
 	}
-	src->fd = hold_open(src->path, src->size, &held, &src->in_memory);
+	src->fd = tfs_spool_hold(src->path, src->size, &held, &src->in_memory);
 	if (src->fd < 0)
 		return src->fd;
 	if (held == src->size)
@@ -336,6 +403,17 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 	src->done = calloc(src->npieces ? src->npieces : 1, 1);
 	if (!src->done)
 		return -ENOMEM;
+	/* One piece is one reply, which the store checks itself against an MD5 ETag. */
+	if (src->npieces > 1) {
+		src->check = CHECK_RUNNING;
+		rc = -pthread_create(&src->hasher, NULL, hasher, src);
+		if (rc) {
+			src->check = CHECK_OFF;
+			tfs_err("%s: cannot start a thread: %s", src->path, strerror(-rc));
+			return rc;
+		}
+		src->hashing_thread = 1;
+	}
 	if (background && src->npieces > 0) {
 		rc = pthread_create(&src->driver, NULL, driver, src);
 		if (!rc) {
@@ -440,7 +518,10 @@ static int wait_for(struct tfs_source *src, uint64_t off, uint64_t end)
 	}
 	while (!there(src, off, end) && !src->finished)
 		pthread_cond_wait(&src->grew, &src->lock);
-	rc = there(src, off, end) ? 0 : src->err ? src->err : -EIO;
+	rc = src->check == CHECK_BAD ? -EBADMSG
+	     : there(src, off, end)  ? 0
+	     : src->err		     ? src->err
+				     : -EIO;
 	pthread_mutex_unlock(&src->lock);
 	return rc;
 }
@@ -482,7 +563,7 @@ int tfs_source_pread(struct tfs_source *src, void *buf, size_t len, uint64_t off
 
 void tfs_source_release(struct tfs_source *src, uint64_t upto)
 {
-	uint64_t from = 0, to = 0;
+	uint64_t from, to;
 
 	pthread_mutex_lock(&src->lock);
 	if (!src->ahead) {
@@ -495,17 +576,9 @@ void tfs_source_release(struct tfs_source *src, uint64_t upto)
 		src->released = upto;
 		pthread_cond_broadcast(&src->room);
 	}
-	/* A piece at a time: a hole punched is a call into the file system. */
-	if (src->released - src->punched >= src->piece) {
-		from = src->punched;
-		to = src->released / src->piece * src->piece;
-		src->punched = to;
-	}
+	to_punch(src, &from, &to);
 	pthread_mutex_unlock(&src->lock);
-	if (to > from && fallocate(src->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
-				   (off_t)(to - from)) < 0)
-		tfs_warn("%s: cannot give back the room of bytes read: %s", src->path,
-			 strerror(errno));
+	punch(src, from, to);
 }
 
 int tfs_source_whole(struct tfs_source *src)
@@ -528,6 +601,7 @@ int tfs_source_again(struct tfs_source **src, unsigned flags)
 		return -ENOMEM;
 	pthread_mutex_lock(&(*src)->lock);
 	memcpy(was.tag, (*src)->tag, sizeof(was.tag));
+	was.tag_md5 = (*src)->tag_md5;
 	pthread_mutex_unlock(&(*src)->lock);
 	/* Closed first: the two fetches never hold room at once. */
 	tfs_source_close(*src);
@@ -567,6 +641,25 @@ int tfs_source_keep_all(struct tfs_source *src)
 	return 0;
 }
 
+int tfs_source_verify(struct tfs_source *src)
+{
+	int rc;
+
+	if (!src || !src->store)
+		return 0;
+	pthread_mutex_lock(&src->lock);
+	/* Its reader is done: the rest comes past any window, and is given back once hashed. */
+	src->wanted = src->size;
+	if (src->ahead)
+		src->released = src->size;
+	pthread_cond_broadcast(&src->room);
+	while (!src->finished || src->check == CHECK_RUNNING)
+		pthread_cond_wait(&src->grew, &src->lock);
+	rc = src->err ? src->err : src->check == CHECK_BAD ? -EBADMSG : 0;
+	pthread_mutex_unlock(&src->lock);
+	return rc;
+}
+
 void tfs_source_close(struct tfs_source *src)
 {
 	if (!src)
@@ -587,6 +680,13 @@ void tfs_source_close(struct tfs_source *src)
 				src->store->ops->cancel(src->store);
 		}
 		pthread_join(src->driver, NULL);
+	}
+	if (src->hashing_thread) {
+		atomic_store(&src->stopped, 1);
+		pthread_mutex_lock(&src->lock);
+		pthread_cond_broadcast(&src->grew);
+		pthread_mutex_unlock(&src->lock);
+		pthread_join(src->hasher, NULL);
 	}
 	if (src->store)
 		tfs_store_close(src->store);
@@ -609,6 +709,11 @@ int tfs_source_open_file(const char *path)
 
 	if (rc)
 		return rc;
+	rc = tfs_source_verify(src);
+	if (rc) {
+		tfs_source_close(src);
+		return rc;
+	}
 	fd = src->fd; /* at offset 0: a fetch writes with pwrite */
 	src->fd = -1; /* the caller's now */
 	tfs_source_close(src);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* spool: unlinked files in $TMPDIR for bytes too large for memory, and a buffer that moves
- * into one past a size. */
+/* spool: unlinked files in $TMPDIR for bytes too large for memory, a buffer that moves into one
+ * past a size, and the descriptor a fetched object is held in. */
 #include "spool.h"
 
 #include <assert.h>
@@ -24,6 +24,9 @@ static const char *spool_dir(void)
 
 	return d && *d ? d : "/var/tmp";
 }
+
+/* Objects up to this size are held in memory (a memfd); larger ones in a spool file. */
+#define HOLD_IN_MEMORY (64ull << 20)
 
 int tfs_spool_file(uint64_t reserve, char *why, size_t why_cap)
 {
@@ -211,4 +214,57 @@ void tfs_spool_free(struct tfs_spool *sp)
 	free(sp->mem);
 	free(sp->scratch);
 	tfs_spool_init(sp, sp->hold);
+}
+
+int tfs_spool_can_punch(int fd)
+{
+	return !fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096);
+}
+
+int tfs_spool_hold(const char *url, uint64_t size, uint64_t *held, int *in_memory)
+{
+	char why[PATH_MAX + 128];
+	int fd;
+
+	if (size > HOLD_IN_MEMORY) {
+		fd = tfs_spool_file(*held, why, sizeof(why));
+		if (fd >= 0 && *held < size && !tfs_spool_can_punch(fd)) {
+			close(fd); /* the whole object, then */
+			*held = size;
+			fd = tfs_spool_file(size, why, sizeof(why));
+		}
+		if (fd >= 0 && ftruncate(fd, (off_t)size) < 0) {
+			snprintf(why, sizeof(why), "ftruncate: %s", strerror(errno));
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0)
+			return fd;
+		/* Memory instead, for what it can hold without crowding out the import itself. */
+		if (*held > tfs_spool_memory_max()) {
+			tfs_err("%s: cannot spool its %llu bytes to disk (%s), and they are more "
+				"than a quarter of memory: set TMPDIR to a directory with room",
+				url, (unsigned long long)*held, why);
+			return -ENOSPC;
+		}
+		tfs_warn("%s: cannot spool its %llu bytes to disk (%s; set TMPDIR): holding it in "
+			 "memory",
+			 url, (unsigned long long)*held, why);
+	}
+	*in_memory = 1;
+	fd = memfd_create("tensorfs-source", MFD_CLOEXEC);
+	if (fd < 0) {
+		fd = -errno;
+		tfs_err("%s: memfd_create: %s", url, strerror(errno));
+	} else if (ftruncate(fd, (off_t)size) < 0) {
+		const int err = errno;
+
+		tfs_err("%s: cannot hold %llu bytes in memory: %s", url, (unsigned long long)size,
+			strerror(err));
+		close(fd);
+		fd = -err;
+	} else if (*held < size && !tfs_spool_can_punch(fd)) {
+		*held = size;
+	}
+	return fd;
 }

@@ -14,6 +14,17 @@
  * reason (naming the directory) in why. */
 int tfs_spool_file(uint64_t reserve, char *why, size_t why_cap);
 
+/* A descriptor to hold an object of `size` bytes, `held` of them at once (less than size for an
+ * object read once, whose bytes read are given back): a memfd for one of up to 64 MiB, a spool
+ * file for a larger one (its *held bytes reserved), or a memfd after all (said once, naming
+ * url) when no spool file can be had and *held is at most tfs_spool_memory_max(). *held becomes
+ * size where the room of bytes read cannot be given back. The descriptor, sized, or -errno
+ * (logged). */
+int tfs_spool_hold(const char *url, uint64_t size, uint64_t *held, int *in_memory);
+/* Whether fd's room can be given back a range at a time (a hole punched): tmpfs, memfds and the
+ * usual disk file systems can. */
+int tfs_spool_can_punch(int fd);
+
 /* A mapped file read front to back: the pages from the one *done lies in (where the reading
  * began, at first) up to the last page boundary at or before `to` were read and leave the
  * process's memory (MADV_DONTNEED: a file's clean pages stay in the page cache, and are mapped

@@ -20,6 +20,7 @@ struct tfs_store_put; /* a put_new begun and not yet ended (put_new_begin) */
 struct tfs_store_version {
 	int64_t size;  /* -1: not said */
 	char tag[132]; /* its validator (ETag, quotes included); "": none */
+	int tag_md5;   /* tag is the MD5 of the object's bytes, in hex (S3's, of most objects) */
 };
 
 /* list callback: one call per child of the listed prefix; is_dir says it has children itself.
@@ -172,6 +173,7 @@ static inline ssize_t tfs_store_get_range_of(struct tfs_store *s, const char *ke
 
 	v->size = -1;
 	v->tag[0] = 0;
+	v->tag_md5 = 0;
 	if (!s->ops->get_range_of)
 		return tfs_store_get_range(s, key, off, buf, len);
 	rc = s->ops->get_range_of(s, key, off, buf, len, v);

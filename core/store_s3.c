@@ -25,7 +25,7 @@ struct range_ctx {
 	const char *what;
 	uint64_t size; /* the object's when known, else 0 */
 	int object;    /* a content-addressed object: its own checksum vouches for it */
-	char *tag;     /* NULL, or where the reply's ETag goes (sizeof tfs_store_version.tag) */
+	struct tfs_store_version *v; /* NULL, or what the reply says of the object */
 };
 
 /* Reads of a whole ref or marker whose body disagrees with its MD5 ETag, backing off between
@@ -33,23 +33,32 @@ struct range_ctx {
  * overwritten torn, and a value read again once the write is done is whole. */
 #define ETAG_READS 3
 
-/* A whole object against its ETag when that is the MD5 of the content (single-part uploads on
- * S3 and most compatible servers): 1 good, 0 damaged, -1 cannot tell. */
-static int etag_check(const char *etag, const void *data, size_t len)
+/* Whether a reply's ETag is the MD5 of the object's bytes: on S3 and most compatible servers it
+ * is for an object put in one request, unless a KMS or customer key encrypts it. A multipart
+ * upload's ends in "-N", the number of parts. */
+static int etag_is_md5(const struct tfs_http_resp *resp)
+{
+	const char *e = resp->etag;
+
+	return strlen(e) == 34 && e[0] == '"' && e[33] == '"' &&
+	       strspn(e + 1, "0123456789abcdef") == 32 && strncmp(resp->sse, "aws:kms", 7) &&
+	       strcmp(resp->sse, "SSE-C");
+}
+
+/* A whole object against its reply's ETag: 1 good, 0 damaged, -1 cannot tell. */
+static int etag_check(const struct tfs_http_resp *resp, const void *data, size_t len)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	char hex[2 * 16 + 1];
 	unsigned int mdlen = 0;
-	size_t n = strlen(etag);
 
-	if (n != 34 || etag[0] != '"' || etag[33] != '"' ||
-	    strspn(etag + 1, "0123456789abcdef") != 32)
+	if (!etag_is_md5(resp))
 		return -1;
 	if (!EVP_Digest(data, len, md, &mdlen, EVP_md5(), NULL) || mdlen != 16)
 		return -1;
 	for (int i = 0; i < 16; i++)
 		sprintf(hex + 2 * i, "%02x", md[i]);
-	return !memcmp(hex, etag + 1, 32);
+	return !memcmp(hex, resp->etag + 1, 32);
 }
 
 static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64_t *total)
@@ -86,13 +95,14 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 			*total = resp.range_total;
 		else if (resp.content_length >= 0)
 			*total = resp.content_length;
-		if (r->tag)
-			snprintf(r->tag, sizeof(((struct tfs_store_version *)0)->tag), "%s",
-				 resp.etag);
+		if (r->v) {
+			snprintf(r->v->tag, sizeof(r->v->tag), "%s", resp.etag);
+			r->v->tag_md5 = etag_is_md5(&resp);
+		}
 		/* Objects carry their own checksums (checked above this); refs and markers do not,
 		 * so a whole one is checked against its MD5 ETag, refetched once if damaged. */
 		if (off || *total != (int64_t)resp.body_len || r->object ||
-		    etag_check(resp.etag, dst, resp.body_len) != 0)
+		    etag_check(&resp, dst, resp.body_len) != 0)
 			return (ssize_t)resp.body_len;
 		if (attempt == ETAG_READS - 1) {
 			tfs_err("%s: content does not match its ETag on %d reads", r->what,
@@ -141,7 +151,7 @@ static ssize_t s3_get_range_of(struct tfs_store *st, const char *key, uint64_t o
 {
 	struct tfs_s3_store *s = tfs_s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w, 0, 0, v ? v->tag : NULL };
+	struct range_ctx r = { s, fk, w, 0, 0, v };
 	int64_t total;
 	ssize_t got;
 	int rc;
@@ -211,7 +221,7 @@ static int get_etag(struct tfs_s3_store *s, const char *key, struct tfs_buf *out
 		rc = tfs_s3_call_do(&c, &req, NULL, 0, w, &resp);
 		if (!rc)
 			rc = tfs_s3_status_rc(w, &resp, out);
-		if (rc || etag_check(resp.etag, out->data, out->len) != 0)
+		if (rc || etag_check(&resp, out->data, out->len) != 0)
 			break;
 		if (attempt == ETAG_READS - 1) {
 			tfs_err("%s: content and ETag disagree on every read", w);

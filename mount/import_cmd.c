@@ -30,6 +30,23 @@ static void print_done(const char *hex, const char *ds, const struct tfs_import_
 		printf("committed %s to %s/%s\n", hex, ds, o->branch ? o->branch : "main");
 }
 
+/* An import that failed because a source's bytes were damaged on the way (tfs_source_verify's
+ * -EBADMSG) left the dataset unchanged: it is run once more, from the start, before it is given
+ * up. Whether to run it again (*tries counts the runs again). */
+static int again_if_damaged(int rc, unsigned *tries, const char *url, struct tfs_progress *p)
+{
+	if (rc != -EBADMSG || (*tries)++)
+		return 0;
+	tfs_warn("import into %s: a source's bytes were damaged on the way; importing again from "
+		 "the start",
+		 url);
+	if (p) {
+		__atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->items, 0, __ATOMIC_RELAXED);
+	}
+	return 1;
+}
+
 /* The summary of a one-source import: rows, what was skipped and why, the commit. */
 static int report(const char *url, const char *ds, int rc, const struct tfs_import_result *res,
 		  const struct tfs_id *commit, const struct tfs_import_opts *o)
@@ -81,6 +98,7 @@ static int import_one(const char *url, const struct one_source *src,
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
 	char *ds = NULL;
+	unsigned tries = 0;
 	int rc;
 
 	if (!!src->dir + !!src->jsonl + !!src->npz + !!src->megatron + !!src->webdataset +
@@ -95,22 +113,26 @@ static int import_one(const char *url, const struct one_source *src,
 	if (tfs_cli_open_dataset(url, 0, &s, &ds))
 		return 1;
 	pl = tfs_progress_line_start("import", src->dir ? "images" : "rows", o->progress, pmode);
-	if (src->dir)
-		rc = tfs_import_images(s, ds, src->dir, io, o, &res, &commit);
-	else if (src->jsonl)
-		rc = tfs_import_jsonl(s, ds, src->jsonl, src->fixed, src->nfixed, src->tokens,
-				      src->mf.n ? &src->mf : NULL, io->strict, o, &res, &commit);
-	else if (src->npz)
-		rc = tfs_import_npz(s, ds, src->npz, o, &res, &commit);
-	else if (src->media)
-		rc = tfs_import_media(s, ds, src->shards, src->nshards, src->media, o, &res,
-				      &commit);
-	else if (src->megatron)
-		rc = tfs_import_megatron(s, ds, src->megatron, src->column ? src->column : "tokens",
-					 o, &res, &commit);
-	else
-		rc = tfs_import_webdataset(s, ds, src->shards, src->nshards, io->strict, o, &res,
-					   &commit);
+	do {
+		if (src->dir)
+			rc = tfs_import_images(s, ds, src->dir, io, o, &res, &commit);
+		else if (src->jsonl)
+			rc = tfs_import_jsonl(s, ds, src->jsonl, src->fixed, src->nfixed,
+					      src->tokens, src->mf.n ? &src->mf : NULL, io->strict,
+					      o, &res, &commit);
+		else if (src->npz)
+			rc = tfs_import_npz(s, ds, src->npz, o, &res, &commit);
+		else if (src->media)
+			rc = tfs_import_media(s, ds, src->shards, src->nshards, src->media, o, &res,
+					      &commit);
+		else if (src->megatron)
+			rc = tfs_import_megatron(s, ds, src->megatron,
+						 src->column ? src->column : "tokens", o, &res,
+						 &commit);
+		else
+			rc = tfs_import_webdataset(s, ds, src->shards, src->nshards, io->strict, o,
+						   &res, &commit);
+	} while (again_if_damaged(rc, &tries, url, o->progress));
 	tfs_progress_line_stop(pl);
 	rc = report(url, ds, rc, &res, &commit, o);
 	free(ds);
@@ -179,6 +201,7 @@ int tfs_cmd_import(int argc, char **argv)
 	struct tfs_id commit;
 	size_t n = 0;
 	char *ds = NULL, hex[TFS_ID_HEX];
+	unsigned tries = 0;
 	int opt, rc = 1;
 
 	tfs_cli_keep_freed_memory();
@@ -517,7 +540,9 @@ int tfs_cmd_import(int argc, char **argv)
 	if (tfs_cli_open_dataset(argv[optind], 0, &s, &ds))
 		goto out;
 	pl = tfs_progress_line_start("import", "rows", &progress, pmode);
-	rc = tfs_import(s, ds, src, n, &o, &commit);
+	do
+		rc = tfs_import(s, ds, src, n, &o, &commit);
+	while (again_if_damaged(rc, &tries, argv[optind], o.progress));
 	tfs_progress_line_stop(pl);
 	if (rc == -ENODATA) {
 		printf("no commit: the sources hold 0 rows for existing columns, so %s/%s is "

@@ -13,7 +13,11 @@ request succeeds within two attempts: the test is deterministic in outcome.
 `retag_after_heads=N` gives every reply after the N-th HEAD request another ETag, as if the
 object had been replaced (same size) between one fetch of it and the next.
 `persistent_corrupt` corrupts every chunk object's body (tensorfs object type 1) on every
-attempt, to check that damage that does not go away reads as EIO, never as wrong bytes.
+attempt, to check that damage that does not go away reads as EIO, never as wrong bytes;
+`corrupt_path=S` does the same to every GET body of a path that contains S (counted in
+`persistent_corrupt` too). `kms` makes replies look like those of an object that S3 encrypts
+with a KMS key: `x-amz-server-side-encryption: aws:kms`, and an ETag of 32 hex digits that is
+not the MD5 of the object's bytes.
 The proxy runs in its own process (FaultProxy starts it): a test that reads a mount through
 mmap holds Python's GIL while the kernel waits for the daemon, so a proxy thread inside pytest
 would stall with it. Loopback only; stop() ends the process and collects its counters."""
@@ -44,7 +48,8 @@ class FaultProxy:
     """The proxy process, seen from a test: .port, .endpoint, .counts (after stop())."""
 
     def __init__(self, upstream_port, rate=0.0, faults=FAULTS, seed=1, stall_s=3.0,
-                 delay_s=0.0, persistent_corrupt=False, workdir=None, retag_after_heads=0):
+                 delay_s=0.0, persistent_corrupt=False, workdir=None, retag_after_heads=0,
+                 corrupt_path=None, kms=False):
         import tempfile
         self._dir = workdir or tempfile.mkdtemp(prefix="faultproxy-")
         self._stats = os.path.join(self._dir, f"faultproxy-{os.getpid()}-{id(self)}.json")
@@ -55,6 +60,10 @@ class FaultProxy:
             cmd.append("--persistent-corrupt")
         if retag_after_heads:
             cmd += ["--retag-after-heads", str(retag_after_heads)]
+        if corrupt_path:
+            cmd += ["--corrupt-path", corrupt_path]
+        if kms:
+            cmd.append("--kms")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      text=True, preexec_fn=_die_with_parent)
         line = self.proc.stdout.readline()
@@ -112,6 +121,8 @@ class Proxy:
         self.delay_s = delay_s  # added to every request (a slow link)
         self.methods = methods
         self.persistent_corrupt = False
+        self.corrupt_path = None
+        self.kms = False
         # Past this many HEAD requests (0: never), every reply gives the object another ETag:
         # as if it were replaced, same size, between one fetch and the next.
         self.retag_after_heads = 0
@@ -224,6 +235,11 @@ class Proxy:
         h.send_response_only(status)
         if getattr(h, "retag", False):
             headers = [(k, '"replaced"' if k.lower() == "etag" else v) for k, v in headers]
+        if self.kms and status < 300:
+            import hashlib
+            headers = [(k, '"%s"' % hashlib.md5(b"kms" + v.encode()).hexdigest()
+                        if k.lower() == "etag" else v) for k, v in headers]
+            headers.append(("x-amz-server-side-encryption", "aws:kms"))
         for k, v in headers:
             if k.lower() not in ("content-length", "connection", "transfer-encoding",
                                  "keep-alive", "date"):
@@ -286,6 +302,8 @@ class Proxy:
                 self.counts["object_bytes"] += len(body)
         chunk = (self.persistent_corrupt and h.command == "GET" and status in (200, 206)
                  and len(body) > 64 and body[:4] == b"TFSO" and body[6] == 1)
+        chunk = chunk or (self.corrupt_path is not None and self.corrupt_path in h.path
+                          and h.command == "GET" and status in (200, 206) and len(body) > 0)
         if chunk:
             self._count("persistent_corrupt")
             body = bytearray(body)
@@ -334,12 +352,16 @@ def main():
     ap.add_argument("--delay", type=float, default=0.0)
     ap.add_argument("--persistent-corrupt", action="store_true")
     ap.add_argument("--retag-after-heads", type=int, default=0)
+    ap.add_argument("--corrupt-path")
+    ap.add_argument("--kms", action="store_true")
     ap.add_argument("--stats", required=True)
     a = ap.parse_args()
     p = Proxy(a.upstream_port, rate=a.rate, faults=[f for f in a.faults.split(",") if f],
               seed=a.seed, stall_s=min(a.stall, 30.0), delay_s=min(a.delay, 5.0))
     p.persistent_corrupt = a.persistent_corrupt
     p.retag_after_heads = a.retag_after_heads
+    p.corrupt_path = a.corrupt_path
+    p.kms = a.kms
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
 
