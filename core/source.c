@@ -403,8 +403,9 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 	src->done = calloc(src->npieces ? src->npieces : 1, 1);
 	if (!src->done)
 		return -ENOMEM;
-	/* One piece is one reply, which the store checks itself against an MD5 ETag. */
-	if (src->npieces > 1) {
+	/* One piece is one reply, which the store checks itself against an MD5 ETag; TLS checks
+	 * what it carries itself (and hashing costs a core a few hundred MB/s). */
+	if (src->npieces > 1 && !src->store->tls) {
 		src->check = CHECK_RUNNING;
 		rc = -pthread_create(&src->hasher, NULL, hasher, src);
 		if (rc) {

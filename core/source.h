@@ -64,12 +64,13 @@ int tfs_source_keep_all(struct tfs_source *src);
 /* A URL's object whose reader is done with it, before what was read from it is kept (an import
  * committed): waits for the rest of the fetch and for the check of the bytes against the MD5
  * that S3 gives as the ETag of most objects (one not put in parts, nor encrypted with a KMS or
- * customer key), the bytes hashed in order as they arrive. A range damaged on the way passes
- * every other test, and the MD5 is of the whole object: there is no telling which range it
- * was, so none is fetched again here (the import command runs a failed import again). Returns
- * 0 (also where nothing can be checked: a local file, an ETag that is not an MD5), -EBADMSG
- * (logged: "damaged on the way") or the fetch's -errno; from the moment the damage is found,
- * every read of src fails with -EBADMSG. NULL is fine. */
+ * customer key), the bytes hashed in order as they arrive, where they come over plain HTTP (TLS
+ * authenticates what it carries, and the hash costs a core's time). A range damaged on the way
+ * passes every other test, and the MD5 is of the whole object: there is no telling which range
+ * it was, so none is fetched again here (the import command runs a failed import again).
+ * Returns 0 (also where nothing can be checked: a local file, an ETag that is not an MD5),
+ * -EBADMSG (logged: "damaged on the way") or the fetch's -errno; from the moment the damage is
+ * found, every read of src fails with -EBADMSG. NULL is fine. */
 int tfs_source_verify(struct tfs_source *src);
 /* Close src; a fetch still running is cancelled (its requests in flight end at once). */
 void tfs_source_close(struct tfs_source *src);

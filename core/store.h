@@ -104,6 +104,9 @@ struct tfs_store {
 	const struct tfs_store_ops *ops;
 	char *url;			 /* the root URL, without a trailing '/' */
 	struct tfs_store_counters count; /* atomic */
+	/* Its requests go over TLS, whose records are authenticated: no byte is damaged on the
+	 * way unnoticed, as one may be where only TCP's 16-bit checksum guards it. */
+	int tls;
 };
 
 extern const struct tfs_store_ops tfs_store_file_ops;

@@ -300,6 +300,7 @@ static int http_open(const char *url, unsigned flags, struct tfs_store **out,
 		return -ENOMEM;
 	s->base.ops = ops;
 	s->base.url = strdup(url);
+	s->base.tls = !strncmp(url, "https://", 8);
 	s->root = strdup(url);
 	if (!s->base.url || !s->root) {
 		rc = -ENOMEM;

@@ -630,6 +630,7 @@ static int make_origin(struct tfs_s3_store *s)
 			s->path_base[0] = 0;
 	}
 	s->origin = strdup(origin);
+	s->base.tls = !strncmp(origin, "https://", 8);
 	s->host = s->origin ? strdup(strstr(s->origin, "://") + 3) : NULL;
 	return s->origin && s->host && s->path_base ? 0 : -ENOMEM;
 }
