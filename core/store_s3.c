@@ -26,6 +26,9 @@ struct range_ctx {
 	uint64_t size; /* the object's when known, else 0 */
 	int object;    /* a content-addressed object: its own checksum vouches for it */
 	struct tfs_store_version *v; /* NULL, or what the reply says of the object */
+	/* NULL, or what the reply to the range at 0 says (fetched first, alone, by get_whole) */
+	struct tfs_store_version *first;
+	unsigned ranges; /* atomic: the ranges fetched, with first */
 };
 
 /* Reads of a whole ref or marker whose body disagrees with its MD5 ETag, backing off between
@@ -95,9 +98,13 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 			*total = resp.range_total;
 		else if (resp.content_length >= 0)
 			*total = resp.content_length;
-		if (r->v) {
-			snprintf(r->v->tag, sizeof(r->v->tag), "%s", resp.etag);
-			r->v->tag_md5 = etag_is_md5(&resp);
+		if (r->first)
+			__atomic_add_fetch(&r->ranges, 1, __ATOMIC_RELAXED);
+		if (r->v || (r->first && !off)) {
+			struct tfs_store_version *v = r->v ? r->v : r->first;
+
+			snprintf(v->tag, sizeof(v->tag), "%s", resp.etag);
+			v->tag_md5 = etag_is_md5(&resp);
 		}
 		/* Objects carry their own checksums (checked above this); refs and markers do not,
 		 * so a whole one is checked against its MD5 ETag, refetched once if damaged. */
@@ -115,13 +122,16 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 	}
 }
 
-/* A whole value, by parts, or by parallel ranges when its size is known (urgent). */
+/* A whole value, by parts, or by parallel ranges when its size is known (urgent). A value that
+ * is not an object and came in many ranges is checked whole against its MD5 ETag (a value of one
+ * range was, by fetch_range), and fetched again when damaged, as fetch_range does. */
 static int get_whole(struct tfs_store *st, const char *key, uint64_t size, int object,
 		     struct tfs_buf *out)
 {
 	struct tfs_s3_store *s = tfs_s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w, size, object, NULL };
+	struct tfs_store_version first;
+	struct range_ctx r = { s, fk, w, size, object, NULL, object ? NULL : &first, 0 };
 	int rc;
 
 	out->len = 0;
@@ -131,7 +141,25 @@ static int get_whole(struct tfs_store *st, const char *key, uint64_t size, int o
 	if (rc)
 		return rc;
 	tfs_s3_what(w, sizeof(w), "GET", s, key);
-	return tfs_http_get_whole(s->http, fetch_range, &r, size, out);
+	for (int attempt = 0;; attempt++) {
+		struct tfs_http_resp as_first = { 0 };
+
+		first.tag_md5 = 0;
+		r.ranges = 0;
+		rc = tfs_http_get_whole(s->http, fetch_range, &r, size, out);
+		if (rc || object || !first.tag_md5 || r.ranges < 2)
+			return rc;
+		memcpy(as_first.etag, first.tag, sizeof(as_first.etag));
+		if (etag_check(&as_first, out->data, out->len) != 0)
+			return 0;
+		if (attempt == ETAG_READS - 1) {
+			tfs_err("%s: content does not match its ETag on %d reads", w, ETAG_READS);
+			return -EIO;
+		}
+		tfs_warn("%s: content does not match its ETag; fetching it again", w);
+		__atomic_add_fetch(&s->base.count.retries, 1, __ATOMIC_RELAXED);
+		tfs_http_backoff(s->http, (unsigned)attempt);
+	}
 }
 
 static int s3_get(struct tfs_store *st, const char *key, struct tfs_buf *out)
@@ -151,7 +179,7 @@ static ssize_t s3_get_range_of(struct tfs_store *st, const char *key, uint64_t o
 {
 	struct tfs_s3_store *s = tfs_s3_of(st);
 	char fk[1024], w[1200];
-	struct range_ctx r = { s, fk, w, 0, 0, v };
+	struct range_ctx r = { s, fk, w, 0, 0, v, NULL, 0 };
 	int64_t total;
 	ssize_t got;
 	int rc;
