@@ -139,7 +139,7 @@ int tfs_spool_room(struct tfs_spool *sp, size_t n, void **p)
 		*p = sp->scratch;
 		return 0;
 	}
-	if (sp->len + n > sp->cap) {
+	if (sp->len + n > sp->cap || !sp->mem) { /* room for 0 bytes is somewhere too */
 		const size_t cap = (size_t)(sp->len + n) * 2 + 4096;
 		uint8_t *g = realloc(sp->mem, cap);
 

@@ -164,6 +164,31 @@ def handwritten_seeds():
         put("view", "v%02d" % i, v)
 
 
+def media_seeds():
+    """fuzz_media: a byte that picks video (even) or audio (odd) and the name the demuxer is
+    given (bits 1-3: fuzz_media.c's names), then a small file of each container ffmpeg makes."""
+    if not shutil.which("ffmpeg"):
+        print("ffmpeg not found: no media seeds", file=sys.stderr)
+        return
+    video = "testsrc=size=16x12:rate=4:duration=1"
+    audio = "sine=frequency=300:sample_rate=8000:duration=0.2"
+    cases = [  # (name, picks, lavfi source, ffmpeg options)
+        ("h264.mp4", 0 << 1, video, ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "2"]),
+        ("mjpeg.avi", 4 << 1, video, ["-c:v", "mjpeg", "-q:v", "20"]),
+        ("mpeg4.mkv", 2 << 1, video, ["-c:v", "mpeg4", "-q:v", "20"]),
+        ("s16.wav", 1 | 1 << 1, audio, []),
+        ("flac.flac", 1 | 7 << 1, audio, []),
+        ("pcm.mkv", 1 | 2 << 1, audio, ["-c:a", "pcm_s16le"]),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, pick, src, opts in cases:
+            out = os.path.join(tmp, name)
+            subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", src,
+                            *opts, out], check=True)
+            with open(out, "rb") as f:
+                put("media", name, bytes([pick]) + f.read())
+
+
 def main():
     if os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
@@ -171,6 +196,7 @@ def main():
     dtype_seeds()
     lake_seeds()
     handwritten_seeds()
+    media_seeds()
     return 0
 
 
