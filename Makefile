@@ -269,7 +269,7 @@ TSAN_TESTS := tests/integration/test_concurrent.py tests/integration/test_cache.
 	tests/integration/test_frames.py tests/integration/test_views.py tests/integration/test_s3.py \
 	tests/integration/test_import_threads.py tests/integration/test_jsonl_kinds.py \
 	tests/integration/test_source_fetch.py tests/integration/test_url_sources.py \
-	tests/integration/test_media_fetch.py \
+	tests/integration/test_media_fetch.py tests/integration/test_source_check.py \
 	tests/integration/test_pack.py \
 	tests/integration/test_mix.py tests/integration/test_knn.py
 tsan-test: deps-test
