@@ -270,9 +270,8 @@ static void *hasher(void *arg)
 		tfs_warn("%s: cannot check its bytes against its ETag: %s", src->path,
 			 strerror(-rc));
 	if (state == CHECK_BAD)
-		tfs_err("%s: its bytes are not those its ETag's MD5 (%s) states: damaged on the "
-			"way",
-			src->path, src->tag);
+		tfs_err("%s: its bytes are not those its ETag's MD5 (%s) states: %s", src->path,
+			src->tag, "damaged on the way");
 	src->check = state;
 	pthread_cond_broadcast(&src->grew); /* tfs_source_verify waits for this */
 	pthread_cond_broadcast(&src->room);
