@@ -425,7 +425,9 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 	return src->err;
 }
 
-static int source_open(const char *path, int background, unsigned flags,
+/* Open path: a local file, or a URL's object, fetched through store where one is given (path is
+ * then its URL and the key's, and store the source's, closed with it, on failure too). */
+static int source_open(const char *path, struct tfs_store *store, int background, unsigned flags,
 		       const struct tfs_store_version *prev, struct tfs_source **out)
 {
 	struct tfs_source *src = calloc(1, sizeof(*src));
@@ -433,8 +435,12 @@ static int source_open(const char *path, int background, unsigned flags,
 	int rc = 0;
 
 	*out = NULL;
-	if (!src)
+	if (!src) {
+		if (store)
+			tfs_store_close(store);
 		return -ENOMEM;
+	}
+	src->store = store;
 	src->fd = -1;
 	atomic_init(&src->stopped, 0);
 	pthread_mutex_init(&src->lock, NULL);
@@ -443,6 +449,9 @@ static int source_open(const char *path, int background, unsigned flags,
 	src->path = strdup(path);
 	if (!src->path) {
 		rc = -ENOMEM;
+	} else if (store) {
+		src->key = src->path + strlen(store->url) + 1;
+		rc = fetch_begin(src, background, flags, prev);
 	} else if (!tfs_source_is_url(path)) {
 		src->fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (src->fd < 0 || fstat(src->fd, &sb) < 0) {
@@ -470,7 +479,23 @@ static int source_open(const char *path, int background, unsigned flags,
 
 int tfs_source_open(const char *path, unsigned flags, struct tfs_source **out)
 {
-	return source_open(path, 1, flags, NULL, out);
+	return source_open(path, NULL, 1, flags, NULL, out);
+}
+
+int tfs_source_open_in(struct tfs_store *store, const char *key, unsigned flags,
+		       struct tfs_source **out)
+{
+	char *path;
+	int rc;
+
+	*out = NULL;
+	if (asprintf(&path, "%s/%s", store->url, key) < 0) {
+		tfs_store_close(store);
+		return -ENOMEM;
+	}
+	rc = source_open(path, store, 1, flags, NULL, out);
+	free(path);
+	return rc;
 }
 
 int tfs_source_fd(const struct tfs_source *src)
@@ -605,7 +630,7 @@ int tfs_source_again(struct tfs_source **src, unsigned flags)
 	pthread_mutex_unlock(&(*src)->lock);
 	/* Closed first: the two fetches never hold room at once. */
 	tfs_source_close(*src);
-	rc = source_open(path, 1, flags, &was, src);
+	rc = source_open(path, NULL, 1, flags, &was, src);
 	free(path);
 	return rc;
 }
@@ -705,7 +730,7 @@ void tfs_source_close(struct tfs_source *src)
 int tfs_source_open_file(const char *path)
 {
 	struct tfs_source *src;
-	int fd, rc = source_open(path, 0, 0, NULL, &src);
+	int fd, rc = source_open(path, NULL, 0, 0, NULL, &src);
 
 	if (rc)
 		return rc;

@@ -33,6 +33,11 @@ struct tfs_source;
  * TFS_SOURCE_ONCE or TFS_SOURCE_TAIL_FIRST. Returns 0 or -errno (logged, naming the source: no such
  * object, no room). */
 int tfs_source_open(const char *path, unsigned flags, struct tfs_source **out);
+/* The same for the object at key in store, which is the source's from now on (closed with it, on
+ * failure too): for a store of the caller's own (a test's). tfs_source_again opens it again by
+ * its URL. */
+int tfs_source_open_in(struct tfs_store *store, const char *key, unsigned flags,
+		       struct tfs_source **out);
 /* The descriptor (seekable, mappable). Its bytes past those waited for may not be there yet. */
 int tfs_source_fd(const struct tfs_source *src);
 uint64_t tfs_source_size(const struct tfs_source *src);
