@@ -123,8 +123,9 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 }
 
 /* A whole value, by parts, or by parallel ranges when its size is known (urgent). A value that
- * is not an object and came in many ranges is checked whole against its MD5 ETag (a value of one
- * range was, by fetch_range), and fetched again when damaged, as fetch_range does. */
+ * is not an object and came in many ranges over plain HTTP is checked whole against its MD5 ETag
+ * (a value of one range was, by fetch_range), and fetched again when damaged, as fetch_range
+ * does; TLS authenticates what it carries (source.c's rule). */
 static int get_whole(struct tfs_store *st, const char *key, uint64_t size, int object,
 		     struct tfs_buf *out)
 {
@@ -147,7 +148,7 @@ static int get_whole(struct tfs_store *st, const char *key, uint64_t size, int o
 		first.tag_md5 = 0;
 		r.ranges = 0;
 		rc = tfs_http_get_whole(s->http, fetch_range, &r, size, out);
-		if (rc || object || !first.tag_md5 || r.ranges < 2)
+		if (rc || object || !first.tag_md5 || r.ranges < 2 || s->base.tls)
 			return rc;
 		memcpy(as_first.etag, first.tag, sizeof(as_first.etag));
 		if (etag_check(&as_first, out->data, out->len) != 0)
