@@ -308,6 +308,28 @@ def test_s3_faults_retried_exact_bytes(s3, tmp_path, mount, monkeypatch):
     assert "request attempts were retried" in m.log(), m.log()[-3000:]
 
 
+def test_a_lake_in_a_bucket_encrypted_with_a_kms_key_reads(s3, tmp_path, mount, monkeypatch):
+    """S3 gives an object encrypted with a KMS key an ETag of 32 hex digits that is not the MD5
+    of its bytes (x-amz-server-side-encryption: aws:kms): refs and markers, checked against an
+    MD5 ETag, are not taken for damaged on such a bucket, and the lake reads."""
+    lk_direct = UrlLake("s3://lake/k", tmp_path / "npy")
+    cols = columns(5, rows=5_000)
+    lk_direct.build("ds", cols)
+    proxy = FaultProxy(s3.port, kms=True, workdir=tmp_path)
+    try:
+        s3_env(monkeypatch, proxy.endpoint)
+        lk = UrlLake("s3://lake/k", tmp_path / "npy")
+        rc, out, err = tfs("info", lk.ds_url("ds"))
+        assert rc == 0 and "ETag" not in err, err
+        m = mount(lk)
+        for name, src in cols.items():
+            check_column_file(m / "ds" / "main" / f"{name}.npy", src)
+        m.stop()
+    finally:
+        proxy.stop()
+    assert proxy.counts["requests"] > 0, proxy.counts
+
+
 def test_s3_waited_chunks_come_in_parallel_ranges(s3, tmp_path, mount, monkeypatch):
     """A chunk a reader waits for (no read-ahead here) is requested as parallel ranges of 1 MiB
     or more, through faults on those ranges too: exactly the right bytes."""
