@@ -34,6 +34,13 @@ void tfs_cli_keep_freed_memory(void);
  * and returns non-zero when it cannot. */
 int tfs_cli_open_dataset(const char *url, unsigned flags, struct tfs_store **s, char **ds);
 
+/* An import (or update) that failed because a source's bytes were damaged on the way
+ * (tfs_source_verify's -EBADMSG) left the dataset unchanged: it is run once more, from the
+ * start, before it is given up. Whether to run it again: *tries counts the runs again; p, the
+ * progress (may be NULL), starts over. */
+struct tfs_progress;
+int tfs_cli_again_if_damaged(int rc, unsigned *tries, const char *url, struct tfs_progress *p);
+
 /* The commit ref names in dataset ds (url: for messages, which it logs). */
 struct tfs_id;
 int tfs_cli_resolve(struct tfs_store *s, const char *url, const char *ds, const char *ref,

@@ -30,15 +30,11 @@ static void print_done(const char *hex, const char *ds, const struct tfs_import_
 		printf("committed %s to %s/%s\n", hex, ds, o->branch ? o->branch : "main");
 }
 
-/* An import that failed because a source's bytes were damaged on the way (tfs_source_verify's
- * -EBADMSG) left the dataset unchanged: it is run once more, from the start, before it is given
- * up. Whether to run it again (*tries counts the runs again). */
-static int again_if_damaged(int rc, unsigned *tries, const char *url, struct tfs_progress *p)
+int tfs_cli_again_if_damaged(int rc, unsigned *tries, const char *url, struct tfs_progress *p)
 {
 	if (rc != -EBADMSG || (*tries)++)
 		return 0;
-	tfs_warn("import into %s: a source's bytes were damaged on the way; importing again from "
-		 "the start",
+	tfs_warn("%s: a source's bytes were damaged on the way; reading them again from the start",
 		 url);
 	if (p) {
 		__atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
@@ -132,7 +128,7 @@ static int import_one(const char *url, const struct one_source *src,
 		else
 			rc = tfs_import_webdataset(s, ds, src->shards, src->nshards, io->strict, o,
 						   &res, &commit);
-	} while (again_if_damaged(rc, &tries, url, o->progress));
+	} while (tfs_cli_again_if_damaged(rc, &tries, url, o->progress));
 	tfs_progress_line_stop(pl);
 	rc = report(url, ds, rc, &res, &commit, o);
 	free(ds);
@@ -542,7 +538,7 @@ int tfs_cmd_import(int argc, char **argv)
 	pl = tfs_progress_line_start("import", "rows", &progress, pmode);
 	do
 		rc = tfs_import(s, ds, src, n, &o, &commit);
-	while (again_if_damaged(rc, &tries, argv[optind], o.progress));
+	while (tfs_cli_again_if_damaged(rc, &tries, argv[optind], o.progress));
 	tfs_progress_line_stop(pl);
 	if (rc == -ENODATA) {
 		printf("no commit: the sources hold 0 rows for existing columns, so %s/%s is "

@@ -287,6 +287,7 @@ static int cmd_update(int argc, char **argv)
 	struct tfs_id commit;
 	unsigned long long start;
 	char *ds, *eq, *end;
+	unsigned tries = 0;
 	int rc;
 
 	if (write_opts(argc, argv, &o) || argc - optind != 3)
@@ -300,7 +301,9 @@ static int cmd_update(int argc, char **argv)
 	}
 	if (tfs_cli_open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
-	rc = tfs_update(s, ds, argv[optind + 1], start, eq + 1, &o, &commit);
+	do
+		rc = tfs_update(s, ds, argv[optind + 1], start, eq + 1, &o, &commit);
+	while (tfs_cli_again_if_damaged(rc, &tries, argv[optind], o.progress));
 	rc = report_commit(rc, argv[optind], ds, o.branch, &commit);
 	free(ds);
 	tfs_store_close(s);

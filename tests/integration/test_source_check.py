@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import write_tar
+from conftest import TENSORFS_BIN, write_tar
 from faultproxy import FaultProxy
 from s3help import S3Server, s3_env
 from test_megatron import write_megatron
@@ -117,7 +117,7 @@ def test_damage_on_the_way_is_found_and_the_import_runs_again(lake, mount, tmp_p
         proxy.stop()
     assert p.returncode == 0, p.stderr
     assert proxy.counts["corrupt"] >= 3, proxy.counts
-    assert "damaged on the way" in p.stderr and "importing again from the start" in p.stderr, \
+    assert "damaged on the way" in p.stderr and "reading them again from the start" in p.stderr, \
         p.stderr
     assert os.listdir(tmp_path / "spool") == []
     m = mount(lake)
@@ -214,3 +214,33 @@ def test_a_tree_file_of_many_ranges_is_checked_whole(lake, mount, tmp_path, monk
     want, got = tree_bytes(m / "local" / "main"), tree_bytes(m / "s3" / "main")
     assert {k: v for k, v in got.items() if k != "schema.json"} == \
         {k: v for k, v in want.items() if k != "schema.json"}
+
+
+def test_an_update_from_a_damaged_source_runs_again(lake, mount, tmp_path, monkeypatch,
+                                                    bucket):
+    """`update` reads its .npy by URL the same way: damage on the way makes it run again, and
+    the rows it overwrites are the file's."""
+    rng = np.random.default_rng(4)
+    src = tmp_path / "src"
+    src.mkdir()
+    base = rng.standard_normal((400_000, 2)).astype(np.float32)
+    new = rng.standard_normal((300_000, 2)).astype(np.float32)
+    np.save(src / "base.npy", base)
+    np.save(src / "new.npy", new)
+    bucket(src, ["new.npy"])
+    lake.create("d")
+    assert lake.import_("d", {"x": str(src / "base.npy")}).returncode == 0
+    proxy = FaultProxy(bucket.srv.port, rate=1.0, faults=("corrupt",), workdir=tmp_path)
+    try:
+        through(monkeypatch, proxy, tmp_path / "spool")
+        p = subprocess.run([TENSORFS_BIN, "update", lake.ds_url("d"), "x",
+                            "50000=s3://src/new.npy"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=300)
+    finally:
+        proxy.stop()
+    assert p.returncode == 0, p.stderr
+    assert "reading them again from the start" in p.stderr, p.stderr
+    want = base.copy()
+    want[50_000:350_000] = new
+    got = np.load(mount(lake) / "d" / "main" / "x.npy")
+    assert np.array_equal(got, want)
