@@ -6,15 +6,13 @@ by a proxy; configuration files and named remotes."""
 import json
 import os
 import re
-import stat
-import subprocess
 import time
 import urllib.request
 
 import numpy as np
 import pytest
 
-from conftest import HEADER_SIZE, TENSORFS_BIN, check_column_file, load_schema, run_proc, tfs
+from conftest import HEADER_SIZE, check_column_file, load_schema, run_proc, tfs
 import s3help
 from faultproxy import FaultProxy
 from s3help import S3Server, UrlLake, s3_env
@@ -436,7 +434,7 @@ secret_key = {s3help.SECRET_KEY}
     os.chmod(cfg, 0o600)
     monkeypatch.setenv("TENSORFS_CONFIG", str(cfg))
     url = "s3://local@lake/cfg/ds"
-    p = run_proc(["create", url], check=True)
+    run_proc(["create", url], check=True)
     lk = UrlLake("s3://local@lake/cfg", tmp_path / "npy")
     lk.import_("ds", {"a": np.arange(100, dtype=np.int16)})
     rc, out, err = tfs("ls", "s3://local@lake/cfg")
