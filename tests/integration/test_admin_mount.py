@@ -47,7 +47,7 @@ def in_namespace(tmp_path, bindir_over, mnt, commands):
         link = bindir / name
         if not link.exists():
             link.symlink_to(TENSORFS_BIN)
-    py_check = textwrap.dedent(f"""
+    py_check = textwrap.dedent("""
         import numpy as np, sys
         a = np.load(sys.argv[1], mmap_mode="r")
         b = np.arange(30000, dtype="<i8").reshape(3000, 10)

@@ -13,7 +13,6 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import run_proc
 from faultproxy import FaultProxy
 import s3help
 from s3help import S3Server, UrlLake

@@ -5,7 +5,6 @@ the same files, labels equal to torchvision's ImageFolder, bad files skipped and
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -5,14 +5,13 @@ import errno
 import json
 import os
 import re
-import sys
 import time
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import REPO_ROOT, run_proc, tfs
+from conftest import run_proc, tfs
 
 import tensorfs  # noqa: E402
 import tensorfs.torch  # noqa: E402
