@@ -229,6 +229,7 @@ static int fixed_begin(struct tfs_rowcol *w, struct fixed_w *f, struct tfs_colum
 	/* A partial last chunk is written again with the new rows after its old ones. */
 	tfs_object_key(w->ds, &c->chunks[c->nchunks - 1].id, key);
 	rc = tfs_store_get_object(w->s, key, 0, &obj);
+	rc = rc == -EBADMSG ? -EIO : rc; /* fails its checksum: not a source's bytes (source.h) */
 	if (!rc)
 		rc = tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, f->buf,
 				       tail * c->row_bytes);

@@ -115,3 +115,24 @@ def test_append_many_small(lake, mount):
     schema = load_schema(m.path / ds / "main" / "schema.json")
     check_schema_column(schema_column(schema, "x"), src, "x")
     assert schema["commit"] == commits[-1]
+
+
+def test_an_append_onto_a_damaged_last_chunk_fails_once(lake, tmp_path):
+    """Rows appended a row at a time (JSON Lines) continue the partial last chunk, read back
+    from the lake: when it fails its checksum the import fails naming it, changes nothing, and
+    is not run again as if a source's bytes had been damaged on the way."""
+    ds = "tail"
+    lake.create(ds)
+    (tmp_path / "a.jsonl").write_text("".join('{"i": %d, "s": "x%d"}\n' % (i, i)
+                                              for i in range(10)))
+    p = lake.import_(ds, {}, "--jsonl", str(tmp_path / "a.jsonl"))
+    assert p.returncode == 0, p.stderr
+    for _, path in lake.object_files(ds):
+        raw = bytearray(path.read_bytes())
+        if raw[6] == 1:  # a chunk: each column's only, partial, chunk
+            raw[len(raw) - 2] ^= 0x40
+            path.chmod(0o644)
+            path.write_bytes(bytes(raw))
+    p = expect_failure(lake, ds, {}, "--jsonl", str(tmp_path / "a.jsonl"),
+                       mention="cannot read the last chunk of column")
+    assert "damaged on the way" not in p.stderr, p.stderr
