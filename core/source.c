@@ -221,13 +221,8 @@ static int md5_is(EVP_MD_CTX *md, const char *tag)
 {
 	unsigned char d[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
-	char hex[2 * 16 + 1];
 
-	if (!EVP_DigestFinal_ex(md, d, &n) || n != 16)
-		return 0;
-	for (unsigned i = 0; i < 16; i++)
-		sprintf(hex + 2 * i, "%02x", d[i]);
-	return !memcmp(hex, tag + 1, 32);
+	return EVP_DigestFinal_ex(md, d, &n) && n == 16 && tfs_store_tag_md5_is(tag, d);
 }
 
 /* The hasher: the object's bytes in order, as they arrive, until the fetch ends, a reply says

@@ -216,7 +216,9 @@ void tfs_spool_free(struct tfs_spool *sp)
 	tfs_spool_init(sp, sp->hold);
 }
 
-int tfs_spool_can_punch(int fd)
+/* Whether fd's room can be given back a range at a time (a hole punched): tmpfs, memfds and the
+ * usual disk file systems can. */
+static int can_punch(int fd)
 {
 	return !fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096);
 }
@@ -228,7 +230,7 @@ int tfs_spool_hold(const char *url, uint64_t size, uint64_t *held, int *in_memor
 
 	if (size > HOLD_IN_MEMORY) {
 		fd = tfs_spool_file(*held, why, sizeof(why));
-		if (fd >= 0 && *held < size && !tfs_spool_can_punch(fd)) {
+		if (fd >= 0 && *held < size && !can_punch(fd)) {
 			close(fd); /* the whole object, then */
 			*held = size;
 			fd = tfs_spool_file(size, why, sizeof(why));
@@ -263,7 +265,7 @@ int tfs_spool_hold(const char *url, uint64_t size, uint64_t *held, int *in_memor
 			strerror(err));
 		close(fd);
 		fd = -err;
-	} else if (*held < size && !tfs_spool_can_punch(fd)) {
+	} else if (*held < size && !can_punch(fd)) {
 		*held = size;
 	}
 	return fd;

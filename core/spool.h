@@ -21,9 +21,6 @@ int tfs_spool_file(uint64_t reserve, char *why, size_t why_cap);
  * size where the room of bytes read cannot be given back. The descriptor, sized, or -errno
  * (logged). */
 int tfs_spool_hold(const char *url, uint64_t size, uint64_t *held, int *in_memory);
-/* Whether fd's room can be given back a range at a time (a hole punched): tmpfs, memfds and the
- * usual disk file systems can. */
-int tfs_spool_can_punch(int fd);
 
 /* A mapped file read front to back: the pages from the one *done lies in (where the reading
  * began, at first) up to the last page boundary at or before `to` were read and leave the

@@ -3,6 +3,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,15 @@ int tfs_store_get_object(struct tfs_store *s, const char *key, uint64_t urgent_s
 			 key, out->len);
 		TFS_STORE_COUNT(s, retries, 1);
 	}
+}
+
+int tfs_store_tag_md5_is(const char *tag, const unsigned char md5[16])
+{
+	char hex[2 * 16 + 1];
+
+	for (unsigned i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md5[i]);
+	return !memcmp(hex, tag + 1, 32);
 }
 
 void tfs_store_counters(const struct tfs_store *s, struct tfs_store_counters *out)

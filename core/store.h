@@ -118,6 +118,9 @@ static inline int tfs_store_is_local(const struct tfs_store *s)
 	return s->ops == &tfs_store_file_ops;
 }
 
+/* Whether tag (a version's, with tag_md5 set: a quoted ETag of 32 hex digits) states md5. */
+int tfs_store_tag_md5_is(const char *tag, const unsigned char md5[16]);
+
 /* A consistent-enough snapshot of a store's counters. */
 void tfs_store_counters(const struct tfs_store *s, struct tfs_store_counters *out);
 

@@ -43,25 +43,20 @@ static int etag_is_md5(const struct tfs_http_resp *resp)
 {
 	const char *e = resp->etag;
 
-	return strlen(e) == 34 && e[0] == '"' && e[33] == '"' &&
-	       strspn(e + 1, "0123456789abcdef") == 32 && strncmp(resp->sse, "aws:kms", 7) &&
-	       strcmp(resp->sse, "SSE-C");
+	return strlen(e) == 34 && e[0] == '"' && e[33] == '"' && tfs_is_lower_hex(e + 1, 32) &&
+	       strncmp(resp->sse, "aws:kms", 7) && strcmp(resp->sse, "SSE-C");
 }
 
-/* A whole object against its reply's ETag: 1 good, 0 damaged, -1 cannot tell. */
-static int etag_check(const struct tfs_http_resp *resp, const void *data, size_t len)
+/* A whole object against its ETag tag, where tag_md5 says that is its MD5: 1 good, 0 damaged,
+ * -1 cannot tell. */
+static int etag_check(const char *tag, int tag_md5, const void *data, size_t len)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
-	char hex[2 * 16 + 1];
 	unsigned int mdlen = 0;
 
-	if (!etag_is_md5(resp))
+	if (!tag_md5 || !EVP_Digest(data, len, md, &mdlen, EVP_md5(), NULL) || mdlen != 16)
 		return -1;
-	if (!EVP_Digest(data, len, md, &mdlen, EVP_md5(), NULL) || mdlen != 16)
-		return -1;
-	for (int i = 0; i < 16; i++)
-		sprintf(hex + 2 * i, "%02x", md[i]);
-	return !memcmp(hex, resp->etag + 1, 32);
+	return tfs_store_tag_md5_is(tag, md);
 }
 
 static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64_t *total)
@@ -109,7 +104,7 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 		/* Objects carry their own checksums (checked above this); refs and markers do not,
 		 * so a whole one is checked against its MD5 ETag, refetched once if damaged. */
 		if (off || *total != (int64_t)resp.body_len || r->object ||
-		    etag_check(&resp, dst, resp.body_len) != 0)
+		    etag_check(resp.etag, etag_is_md5(&resp), dst, resp.body_len) != 0)
 			return (ssize_t)resp.body_len;
 		if (attempt == ETAG_READS - 1) {
 			tfs_err("%s: content does not match its ETag on %d reads", r->what,
@@ -143,16 +138,12 @@ static int get_whole(struct tfs_store *st, const char *key, uint64_t size, int o
 		return rc;
 	tfs_s3_what(w, sizeof(w), "GET", s, key);
 	for (int attempt = 0;; attempt++) {
-		struct tfs_http_resp as_first = { 0 };
-
 		first.tag_md5 = 0;
 		r.ranges = 0;
 		rc = tfs_http_get_whole(s->http, fetch_range, &r, size, out);
-		if (rc || object || !first.tag_md5 || r.ranges < 2 || s->base.tls)
+		if (rc || object || r.ranges < 2 || s->base.tls ||
+		    etag_check(first.tag, first.tag_md5, out->data, out->len) != 0)
 			return rc;
-		memcpy(as_first.etag, first.tag, sizeof(as_first.etag));
-		if (etag_check(&as_first, out->data, out->len) != 0)
-			return 0;
 		if (attempt == ETAG_READS - 1) {
 			tfs_err("%s: content does not match its ETag on %d reads", w, ETAG_READS);
 			return -EIO;
@@ -250,7 +241,7 @@ static int get_etag(struct tfs_s3_store *s, const char *key, struct tfs_buf *out
 		rc = tfs_s3_call_do(&c, &req, NULL, 0, w, &resp);
 		if (!rc)
 			rc = tfs_s3_status_rc(w, &resp, out);
-		if (rc || etag_check(&resp, out->data, out->len) != 0)
+		if (rc || etag_check(resp.etag, etag_is_md5(&resp), out->data, out->len) != 0)
 			break;
 		if (attempt == ETAG_READS - 1) {
 			tfs_err("%s: content and ETag disagree on every read", w);
