@@ -14,17 +14,18 @@ with a .cls and a .txt each.
                      --threads 1, 2 and every CPU: decode, resize, zstd, hash and write
   disk               the import's bytes written as fresh 4 MiB files and fsync'ed: the rate
                      no thread count can pass (each image rate is printed as a share of it)
-  import --jsonl     rows/s at 1, 2 and every CPU
-  import --webdataset  rows/s at 1, 2 and every CPU (decoded images, ragged)
+  import --jsonl     rows/s at 1, 2 and every CPU, and as a share of the disk's bound
+  import --webdataset  rows/s at 1, 2 and every CPU (decoded images, ragged), the same
 
 Prints each rate with its ratio to its baseline (PIL per core, the 1-thread import), run in this
 invocation, and the machine's cores as well as its CPUs: where two hardware threads share a core,
 scaling past the core count is judged against the cores too. An import's time includes what does not
 depend on its size: the process's start, the lake's and dataset's opening, the commit. That part is
-measured too (an import of the first 20 images at the same thread count) and printed beside each
-image rate, with the rate of the images past those 20 ((N - 20) / (T(N) - T(20))): on many cores an
-import of a few thousand images takes under a second, and the part that does not scale is then a
-visible share of it. Each import also prints the CPU its process spent a row (user and system,
+measured too (an import of the first 20 images, 20 WebDataset samples or 1% of the JSON Lines
+rows, at most 1,000, at the same thread count) and printed beside each rate, with the rate past
+them ((N - n) / (T(N) - T(n))): on many cores an import of a few thousand images or a few
+hundred thousand rows takes under a second, and the part that does not scale is then a visible
+share of it. Each import also prints the CPU its process spent a row (user and system,
 every thread; against the 1-thread run's) and how busy its threads were (CPU over threads x
 wall): an import short of linear with CPU a row grown is work slowed per core (shared caches,
 memory bandwidth, hardware threads); one with threads idle waited (on the one thread every row
@@ -35,7 +36,10 @@ thread, >= 1.8x from 1 to 2 threads, >= 0.8x linear to every core and >= 1.2x th
         [--kinds images,jsonl,webdataset]
 
 --kinds picks the imports to time (the images are made for every kind: WebDataset's shards hold
-them); PIL and the disk's bound are measured only with images.
+them); PIL is measured only with images. The disk's bound is measured for each kind, from the
+bytes an import of it writes: WebDataset's decoded pixels (256x256x3, not resized) are more
+bytes an image than the image import's, and on a fast many-core machine either can be bound by
+the disk rather than by its threads.
 """
 
 import argparse
@@ -100,8 +104,8 @@ def make_jsonl(path, n):
                                 "vec": [int(v) for v in rng.integers(0, 999, 8)]}) + "\n")
 
 
-def make_shards(work, files, nshards=4):
-    shards = [work / f"s{i}.tar" for i in range(nshards)]
+def make_shards(work, files, nshards=4, stem="s"):
+    shards = [work / f"{stem}{i}.tar" for i in range(nshards)]
     tars = [tarfile.open(s, "w") for s in shards]
     for i, f in enumerate(files):
         t = tars[i * nshards // len(files)]
@@ -138,6 +142,21 @@ def disk_write_rate(d, total, file_bytes=4 << 20):
 
 def tree_bytes(d):
     return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
+
+
+def disk_bound(work, lake, label, n, unit, *args):
+    """The disk's part: an import writes its chunks and makes them durable; the same bytes
+    written as fresh files and fsync'ed bound the import, whatever its threads. Imports args
+    once to learn its bytes, prints the bound and returns it in units (rows, images) a second."""
+    run("create", f"{lake}/size-{label}")
+    run("import", f"{lake}/size-{label}", *args, "-q")
+    written = tree_bytes(work / "lake" / f"size-{label}")
+    disk = disk_write_rate(work / "disk", written)
+    bound = n / (written / (disk * 1e6))
+    print(f"disk: an import of these {label} writes {written / 1e6:,.0f} MB; fresh files "
+          f"of 4 MiB written and fsync'ed at {disk:,.0f} MB/s: at most {bound:,.0f} "
+          f"{unit}/s whatever the threads")
+    return bound
 
 
 def physical_cores():
@@ -213,16 +232,8 @@ def images(a, work, files, few, counts, phys, shared, lake, best):
           f"{cores} processes {pilN:,.0f} ({pilN / pil1:.2f}x)")
     rates = {}
     opts = ("--size", "224x224", "--crop", "--labels-from-dirs")
-    # The disk's part: an import writes its chunks and makes them durable; the same bytes
-    # written as fresh files and fsync'ed bound the import, whatever its threads.
-    run("create", f"{lake}/size")
-    run("import", f"{lake}/size", "--images", work / "tree", *opts, "-q")
-    written = tree_bytes(work / "lake" / "size")
-    disk = disk_write_rate(work / "disk", written)
-    disk_ips = a.images / (written / (disk * 1e6))
-    print(f"disk: an import of these images writes {written / 1e6:,.0f} MB; fresh files "
-          f"of 4 MiB written and fsync'ed at {disk:,.0f} MB/s: at most {disk_ips:,.0f} "
-          f"images/s whatever the threads")
+    disk_ips = disk_bound(work, lake, "images", a.images, "images", "--images", work / "tree",
+                          *opts)
     runs = {}
     for th in counts:
         runs[th] = tm = best("--images", work / "tree", *opts, "--threads", th)
@@ -262,13 +273,16 @@ def main():
     with workdir("tfs-bench-import-") as work:
         files = make_images(work / "tree", a.images)
         few = 20
+        few_rows = max(1, min(1000, a.rows // 100))
         for f in files[:few]:
             d = work / "few" / f.parent.name
             d.mkdir(parents=True, exist_ok=True)
             os.link(f, d / f.name)
         if "jsonl" in kinds:
             make_jsonl(work / "a.jsonl", a.rows)
+            make_jsonl(work / "few.jsonl", few_rows)
         shards = make_shards(work, files) if "webdataset" in kinds else []
+        few_shards = make_shards(work, files[:few], stem="few") if shards else []
         lake = f"file://{work}/lake"
         k = [0]
 
@@ -279,17 +293,25 @@ def main():
 
         if "images" in kinds:
             images(a, work, files, few, counts, phys, shared, lake, best)
-        for label, args, n in (("jsonl", ["--jsonl", work / "a.jsonl"], a.rows),
-                               ("webdataset", ["--webdataset", *shards], a.images)):
+        for label, args, n, fargs, fn in (
+                ("jsonl", ["--jsonl", work / "a.jsonl"], a.rows,
+                 ["--jsonl", work / "few.jsonl"], few_rows),
+                ("webdataset", ["--webdataset", *shards], a.images,
+                 ["--webdataset", *few_shards], few)):
             if label not in kinds:
                 continue
             rates, runs = {}, {}
+            bound = disk_bound(work, lake, label, n, "rows", *args)
             for th in counts:
                 runs[th] = tm = best(*args, "--threads", th)
+                t0 = best(*fargs, "--threads", th).wall
                 rates[th] = n / tm.wall
                 print(f"import --{label} --threads {th:>2}: {rates[th]:10,.0f} rows/s  "
                       f"{rates[th] / rates[1]:.2f}x 1 thread ({rates[th] / rates[1] / th:.2f} "
                       f"of linear{of_cores(rates[th] / rates[1], th, phys, shared)}); "
+                      f"{rates[th] / bound:.2f} of the disk's bound; of its {tm.wall:.2f} s, "
+                      f"{t0 * 1e3:.0f} ms for {fn} rows (past them "
+                      f"{(n - fn) / max(tm.wall - t0, 1e-9):,.0f} rows/s); "
                       f"{cpu_note(tm, n, th, runs[1], 'row')}")
 
 
