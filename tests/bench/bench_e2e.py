@@ -16,7 +16,12 @@ noise, quality 90) in 10 class directories.
   import       tensorfs import --images --size 224x224 --crop --labels-from-dirs (every thread)
   Stager       tensorfs.Stager over views/seed=E of a fresh mount (-o cuda_init=N with a GPU),
                batches() of image and label to the device: the first epoch cold (page cache
-               dropped, empty chunk cache), then the best of --epochs warm
+               dropped, empty chunk cache), then the best of --epochs warm. The cold epoch is
+               also given in its phases (the Stager's opening, its first batch, the rest), with
+               the daemon's CPU seconds, against a cold read of the image column through a
+               fresh mount (the bytes that epoch must bring from the disk, read in order), and
+               with the daemon's log line saying what registering its cache's arena took (with
+               -o cuda_init it runs from the mount on, beside the first epoch)
 
 Without --device, cuda:0 when torch sees one, else host. Each epoch on a GPU ends when the device
 has finished (torch.cuda.synchronize). The issue's targets: the Stager's warm epoch at least
@@ -81,28 +86,76 @@ def loader_epochs(torch, root, device, batch, epochs):
     return rates[0], max(rates[1:])
 
 
-def stager_epochs(torch, lake, mnt, device, batch, epochs):
-    """images/s of a fresh mount's first epoch (caches dropped), and of its best warm one."""
-    opts = "cache_mem=4G"
+def daemon_pid(mnt):
+    """The pid of the daemon serving mnt (the `tensorfs mount` process left running)."""
+    for d in Path("/proc").iterdir():
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mount" in argv and str(mnt).encode() in argv:
+            return int(d.name)
+    return None
+
+
+def cpu_s(pid):
+    """utime + stime of a live process, in seconds (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, TypeError):
+        return 0.0
+
+
+def cold_scan(lake, mnt, opts):
+    """Seconds to read the image column once, front to back, through a fresh mount with the
+    page cache dropped: the bytes a cold epoch must bring from the disk, at the pace a
+    sequential read gets them (what a cold epoch is judged against)."""
+    drop_caches()
+    run("mount", lake, mnt, "-o", opts)
+    try:
+        t = time.perf_counter()
+        with open(mnt / "d" / "main" / "image.npy", "rb") as f:
+            while f.read(1 << 20):
+                pass
+        return time.perf_counter() - t
+    finally:
+        unmount(mnt)
+
+
+def stager_epochs(torch, lake, mnt, device, batch, epochs, log):
+    """images/s of a fresh mount's first epoch (caches dropped), and of its best warm one; the
+    first epoch's phases: the Stager's opening, its first batch, the rest, and the daemon's CPU
+    seconds."""
+    opts = f"cache_mem=4G,log={log}"
     if device.startswith("cuda"):
         opts += f",cuda_init={device.split(':')[1]}"
     drop_caches()
     run("mount", lake, mnt, "-o", opts)
-    rates = []
+    rates, phases = [], {}
     try:
         ver = mnt / "d" / "main"
+        pid = daemon_pid(mnt)
         for e in range(1 + epochs):
             vp = tensorfs.view_path(ver, seed=1, epoch=e)
-            n, t = 0, time.perf_counter()
+            n, c0, t = 0, cpu_s(pid), time.perf_counter()
             with tensorfs.Stager(mnt, vp, ["image", "label"], device=device, depth=6,
                                  batch_size=batch) as g:
+                opened = time.perf_counter()
                 for b in g.batches():
+                    if not n:
+                        finish(torch, device)
+                        first = time.perf_counter()
                     n += b.rows
                 finish(torch, device)
-            rates.append(n / (time.perf_counter() - t))
+            end = time.perf_counter()
+            rates.append(n / (end - t))
+            if e == 0:
+                phases = dict(open=opened - t, first=first - opened, rest=end - first,
+                              cpu=cpu_s(pid) - c0, wall=end - t)
     finally:
         unmount(mnt)
-    return rates[0], max(rates[1:])
+    return rates[0], max(rates[1:]), phases
 
 
 def main():
@@ -133,11 +186,23 @@ def main():
         print(f"tensorfs import --images: {imp:,.0f} images/s "
               f"({imp / warm_dl:.2f}x a warm DataLoader epoch)")
         mnt = work / "mnt"
-        cold, warm = stager_epochs(torch, lake, mnt, device, a.batch, a.epochs)
+        log = work / "daemon.log"
+        cold, warm, ph = stager_epochs(torch, lake, mnt, device, a.batch, a.epochs, log)
         print(f"tensorfs Stager {device}: cold epoch {cold:,.0f} images/s "
               f"({cold / warm_dl:.2f}x the DataLoader's warm epoch; target >= 1), warm "
               f"{warm:,.0f} ({warm / warm_dl:.1f}x the DataLoader's warm epoch"
               + (f"; {warm / 200000:.2f}x the target of 200,000)" if device != "host" else ")"))
+        scan = cold_scan(lake, mnt, "cache_mem=4G")
+        print(f"  its cold epoch: {ph['wall']:.3f} s = opening {ph['open'] * 1e3:.0f} ms + first "
+              f"batch {ph['first'] * 1e3:.0f} ms + the other batches {ph['rest'] * 1e3:.0f} ms; "
+              f"daemon CPU {ph['cpu']:.2f} s ({ph['cpu'] / ph['wall']:.1f} cores); a cold read "
+              f"of image.npy through a fresh mount takes {scan:.3f} s "
+              f"({scan / ph['wall']:.2f}x the epoch's time: the disk's part of it)")
+        # The device's set-up at mount (-o cuda_init) runs beside the first epoch of a job
+        # that starts at once: what it took, from the daemon's log.
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+            if "registered" in line or "arena" in line and "refuses" in line:
+                print("  daemon: " + line.split(": ", 1)[-1])
 
 
 if __name__ == "__main__":
