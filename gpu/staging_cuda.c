@@ -178,7 +178,11 @@ static int seg_delta(void *ctx, uint8_t *p, intptr_t *delta)
 	return (int)e;
 }
 
-static const struct tfs_segment_ops seg_ops = { seg_reg, seg_unreg, seg_delta };
+static const struct tfs_segment_ops seg_ops = {
+	.reg = seg_reg,
+	.unreg = seg_unreg,
+	.delta = seg_delta,
+};
 
 static void *register_arena(void *arg)
 {

@@ -70,7 +70,11 @@ static int fake_delta(void *ctx, uint8_t *p, intptr_t *delta)
 	return 1;
 }
 
-static const struct tfs_segment_ops ops = { fake_reg, fake_unreg, fake_delta };
+static const struct tfs_segment_ops ops = {
+	.reg = fake_reg,
+	.unreg = fake_unreg,
+	.delta = fake_delta,
+};
 
 /* The ranges registered: addresses only, never read or written. */
 static uint8_t mem[2048];
