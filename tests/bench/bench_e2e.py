@@ -21,7 +21,9 @@ noise, quality 90) in 10 class directories.
                the daemon's CPU seconds, against a cold read of the image column through a
                fresh mount (the bytes that epoch must bring from the disk, read in order), and
                with the daemon's log line saying what registering its cache's arena took (with
-               -o cuda_init it runs from the mount on, beside the first epoch)
+               -o cuda_init it runs from the mount on, beside the first epoch); on a GPU, the
+               cold epoch once more, started after that set-up is over (as a job that builds
+               its model between mounting and its first epoch)
 
 Without --device, cuda:0 when torch sees one, else host. Each epoch on a GPU ends when the device
 has finished (torch.cuda.synchronize). The issue's targets: the Stager's warm epoch at least
@@ -123,19 +125,40 @@ def cold_scan(lake, mnt, opts):
         unmount(mnt)
 
 
-def stager_epochs(torch, lake, mnt, device, batch, epochs, log):
-    """images/s of a fresh mount's first epoch (caches dropped), and of its best warm one; the
-    first epoch's phases: the Stager's opening, its first batch, the rest, and the daemon's CPU
-    seconds."""
+SETUP_DONE = ("is registered with the CUDA driver", "refuses to register",
+              "set up when a stream opens")
+
+
+def wait_setup(log, limit=20.0):
+    """Seconds until the daemon's log says the mount's device set-up (-o cuda_init: the context
+    and the arena's registration) is over, or None after limit seconds."""
+    t = time.perf_counter()
+    while time.perf_counter() - t < limit:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if any(s in text for s in SETUP_DONE):
+            return time.perf_counter() - t
+        time.sleep(0.01)
+    return None
+
+
+def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False):
+    """images/s of a fresh mount's first epoch (caches dropped), and of its best warm one (none
+    when epochs is 0); the first epoch's phases: the Stager's opening, its first batch, the
+    rest, and the daemon's CPU seconds. settled: the first epoch starts once the mount's device
+    set-up is over (phases["setup"]: what that took), the page cache dropped again."""
     opts = f"cache_mem=4G,log={log}"
     if device.startswith("cuda"):
         opts += f",cuda_init={device.split(':')[1]}"
+    log.unlink(missing_ok=True)
     drop_caches()
     run("mount", lake, mnt, "-o", opts)
     rates, phases = [], {}
     try:
         ver = mnt / "d" / "main"
         pid = daemon_pid(mnt)
+        if settled:
+            phases["setup"] = wait_setup(log)
+            drop_caches()
         for e in range(1 + epochs):
             vp = tensorfs.view_path(ver, seed=1, epoch=e)
             n, c0, t = 0, cpu_s(pid), time.perf_counter()
@@ -151,11 +174,19 @@ def stager_epochs(torch, lake, mnt, device, batch, epochs, log):
             end = time.perf_counter()
             rates.append(n / (end - t))
             if e == 0:
-                phases = dict(open=opened - t, first=first - opened, rest=end - first,
+                phases.update(open=opened - t, first=first - opened, rest=end - first,
                               cpu=cpu_s(pid) - c0, wall=end - t)
     finally:
         unmount(mnt)
-    return rates[0], max(rates[1:]), phases
+    return rates[0], max(rates[1:]) if epochs else None, phases
+
+
+def phase_line(ph, scan):
+    return (f"{ph['wall']:.3f} s = opening {ph['open'] * 1e3:.0f} ms + first batch "
+            f"{ph['first'] * 1e3:.0f} ms + the other batches {ph['rest'] * 1e3:.0f} ms; daemon "
+            f"CPU {ph['cpu']:.2f} s ({ph['cpu'] / ph['wall']:.1f} cores); a cold read of "
+            f"image.npy through a fresh mount takes {scan:.3f} s ({scan / ph['wall']:.2f}x the "
+            f"epoch's time: the disk's part of it)")
 
 
 def main():
@@ -193,16 +224,21 @@ def main():
               f"{warm:,.0f} ({warm / warm_dl:.1f}x the DataLoader's warm epoch"
               + (f"; {warm / 200000:.2f}x the target of 200,000)" if device != "host" else ")"))
         scan = cold_scan(lake, mnt, "cache_mem=4G")
-        print(f"  its cold epoch: {ph['wall']:.3f} s = opening {ph['open'] * 1e3:.0f} ms + first "
-              f"batch {ph['first'] * 1e3:.0f} ms + the other batches {ph['rest'] * 1e3:.0f} ms; "
-              f"daemon CPU {ph['cpu']:.2f} s ({ph['cpu'] / ph['wall']:.1f} cores); a cold read "
-              f"of image.npy through a fresh mount takes {scan:.3f} s "
-              f"({scan / ph['wall']:.2f}x the epoch's time: the disk's part of it)")
+        print(f"  its cold epoch: {phase_line(ph, scan)}")
         # The device's set-up at mount (-o cuda_init) runs beside the first epoch of a job
-        # that starts at once: what it took, from the daemon's log.
+        # that starts at once: what it took, from the daemon's log; and the cold epoch again,
+        # started once it is over (as a job that builds its model after mounting).
         for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
-            if "registered" in line or "arena" in line and "refuses" in line:
+            if any(s in line for s in SETUP_DONE):
                 print("  daemon: " + line.split(": ", 1)[-1])
+        if device.startswith("cuda"):
+            cold2, _, ph2 = stager_epochs(torch, lake, mnt, device, a.batch, 0, log,
+                                          settled=True)
+            setup = (f"{ph2['setup']:.2f} s after the mount returned"
+                     if ph2["setup"] is not None else "not over after 20 s")
+            print(f"  cold epoch started once the mount's device set-up was over ({setup}): "
+                  f"{cold2:,.0f} images/s ({cold2 / warm_dl:.2f}x the DataLoader's warm "
+                  f"epoch): {phase_line(ph2, scan)}")
 
 
 if __name__ == "__main__":
