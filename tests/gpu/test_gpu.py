@@ -158,6 +158,42 @@ def test_cuda_batches_equal_host(lake, mount):
         loader.close()
 
 
+def test_arena_registered_in_segments_while_batches_run(lake, mount):
+    """The cache's arena (cache_mem 1G: 1.3 GiB) is registered a segment at a time when the
+    first CUDA stream opens; batches staged meanwhile (the CPU's copy path) and after (the
+    kernel's) equal the host backend's. Printed: the registration's time and calls, and the
+    slowest batch while it ran, which waited for at most one segment's call, not the arena's."""
+    cols = build(lake)
+    m = mount(lake, opts=("cache_mem=1G",))
+    rng = np.random.default_rng(17)
+    loader = Loader()
+    during, after, line = [], [], None
+    with tensorfs.Stager(m.path, "d/main", ["image", "label"], device="cuda:0",
+                         batch_size=512) as g:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 30:
+            rows = rng.integers(0, N, size=512)
+            t = time.perf_counter()
+            f, c = raw(g, f"stage stream={g.stream} rows=" + ",".join(map(str, rows)))
+            got = loader.read(f, c)
+            took = time.perf_counter() - t
+            for name in ("image", "label"):
+                assert np.array_equal(got[name], cols[name][rows]), name
+            g.release(int(f["slot"]))
+            (after if line else during).append(took)
+            if line and len(after) >= 20:
+                break
+            line = line or next((ln for ln in m.log().splitlines()
+                                 if "is registered with the CUDA driver" in ln), None)
+        loader.close()
+    assert line, "the arena was not registered within 30 s:\n" + m.log()
+    calls = int(line.rsplit("(", 1)[1].split()[0])
+    print(f"\n{line.split(': ', 1)[-1]}\nbatches of 512 rows of 3 KiB: {len(during)} while it "
+          f"ran, the slowest {max(during or [0]) * 1e3:.1f} ms; {len(after)} after, the slowest "
+          f"{max(after) * 1e3:.1f} ms")
+    assert calls >= 2, f"FAIL: one call registered the arena (the segments mapped apart?): {line}"
+
+
 def test_device_named_by_pci_bus_id(lake, mount):
     """A loader names its device by PCI bus id (the same in every process, whatever
     CUDA_VISIBLE_DEVICES says), and tensorfs.Stager does so for device="cuda:N": the daemon
