@@ -59,12 +59,26 @@ static int etag_check(const char *tag, int tag_md5, const void *data, size_t len
 	return tfs_store_tag_md5_is(tag, md);
 }
 
+/* A whole value that disagreed with its MD5 ETag on read `attempt`: -EIO (logged) after
+ * ETAG_READS reads, else 0 once it is time to read it again (counted as a retry). */
+static int read_again(struct tfs_s3_store *s, const char *what, int attempt)
+{
+	if (attempt == ETAG_READS - 1) {
+		tfs_err("%s: content does not match its ETag on %d reads", what, ETAG_READS);
+		return -EIO;
+	}
+	tfs_warn("%s: content does not match its ETag; fetching it again", what);
+	__atomic_add_fetch(&s->base.count.retries, 1, __ATOMIC_RELAXED);
+	tfs_http_backoff(s->http, (unsigned)attempt);
+	return 0;
+}
+
 static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64_t *total)
 {
 	struct range_ctx *r = arg;
 	struct tfs_http_resp resp;
 	char range[64];
-	int rc;
+	int rc, md5;
 
 	*total = -1;
 	if (len == 0)
@@ -93,27 +107,23 @@ static ssize_t fetch_range(void *arg, uint64_t off, void *dst, size_t len, int64
 			*total = resp.range_total;
 		else if (resp.content_length >= 0)
 			*total = resp.content_length;
+		md5 = etag_is_md5(&resp);
 		if (r->first)
 			__atomic_add_fetch(&r->ranges, 1, __ATOMIC_RELAXED);
 		if (r->v || (r->first && !off)) {
 			struct tfs_store_version *v = r->v ? r->v : r->first;
 
 			snprintf(v->tag, sizeof(v->tag), "%s", resp.etag);
-			v->tag_md5 = etag_is_md5(&resp);
+			v->tag_md5 = md5;
 		}
 		/* Objects carry their own checksums (checked above this); refs and markers do not,
 		 * so a whole one is checked against its MD5 ETag, refetched once if damaged. */
 		if (off || *total != (int64_t)resp.body_len || r->object ||
-		    etag_check(resp.etag, etag_is_md5(&resp), dst, resp.body_len) != 0)
+		    etag_check(resp.etag, md5, dst, resp.body_len) != 0)
 			return (ssize_t)resp.body_len;
-		if (attempt == ETAG_READS - 1) {
-			tfs_err("%s: content does not match its ETag on %d reads", r->what,
-				ETAG_READS);
-			return -EIO;
-		}
-		tfs_warn("%s: content does not match its ETag; fetching it again", r->what);
-		__atomic_add_fetch(&r->s->base.count.retries, 1, __ATOMIC_RELAXED);
-		tfs_http_backoff(r->s->http, (unsigned)attempt);
+		rc = read_again(r->s, r->what, attempt);
+		if (rc)
+			return rc;
 	}
 }
 
@@ -144,13 +154,9 @@ static int get_whole(struct tfs_store *st, const char *key, uint64_t size, int o
 		if (rc || object || r.ranges < 2 || s->base.tls ||
 		    etag_check(first.tag, first.tag_md5, out->data, out->len) != 0)
 			return rc;
-		if (attempt == ETAG_READS - 1) {
-			tfs_err("%s: content does not match its ETag on %d reads", w, ETAG_READS);
-			return -EIO;
-		}
-		tfs_warn("%s: content does not match its ETag; fetching it again", w);
-		__atomic_add_fetch(&s->base.count.retries, 1, __ATOMIC_RELAXED);
-		tfs_http_backoff(s->http, (unsigned)attempt);
+		rc = read_again(s, w, attempt);
+		if (rc)
+			return rc;
 	}
 }
 
