@@ -85,6 +85,27 @@ struct one_source {
 	size_t nfixed;
 };
 
+/* The import of src's one source into dataset ds of s. */
+static int run_one(struct tfs_store *s, const char *ds, const struct one_source *src,
+		   const struct tfs_images_opts *io, struct tfs_import_opts *o,
+		   struct tfs_import_result *res, struct tfs_id *commit)
+{
+	if (src->dir)
+		return tfs_import_images(s, ds, src->dir, io, o, res, commit);
+	if (src->jsonl)
+		return tfs_import_jsonl(s, ds, src->jsonl, src->fixed, src->nfixed, src->tokens,
+					src->mf.n ? &src->mf : NULL, io->strict, o, res, commit);
+	if (src->npz)
+		return tfs_import_npz(s, ds, src->npz, o, res, commit);
+	if (src->media)
+		return tfs_import_media(s, ds, src->shards, src->nshards, src->media, o, res,
+					commit);
+	if (src->megatron)
+		return tfs_import_megatron(s, ds, src->megatron,
+					   src->column ? src->column : "tokens", o, res, commit);
+	return tfs_import_webdataset(s, ds, src->shards, src->nshards, io->strict, o, res, commit);
+}
+
 static int import_one(const char *url, const struct one_source *src,
 		      const struct tfs_images_opts *io, struct tfs_import_opts *o,
 		      enum tfs_progress_mode pmode)
@@ -109,26 +130,9 @@ static int import_one(const char *url, const struct one_source *src,
 	if (tfs_cli_open_dataset(url, 0, &s, &ds))
 		return 1;
 	pl = tfs_progress_line_start("import", src->dir ? "images" : "rows", o->progress, pmode);
-	do {
-		if (src->dir)
-			rc = tfs_import_images(s, ds, src->dir, io, o, &res, &commit);
-		else if (src->jsonl)
-			rc = tfs_import_jsonl(s, ds, src->jsonl, src->fixed, src->nfixed,
-					      src->tokens, src->mf.n ? &src->mf : NULL, io->strict,
-					      o, &res, &commit);
-		else if (src->npz)
-			rc = tfs_import_npz(s, ds, src->npz, o, &res, &commit);
-		else if (src->media)
-			rc = tfs_import_media(s, ds, src->shards, src->nshards, src->media, o, &res,
-					      &commit);
-		else if (src->megatron)
-			rc = tfs_import_megatron(s, ds, src->megatron,
-						 src->column ? src->column : "tokens", o, &res,
-						 &commit);
-		else
-			rc = tfs_import_webdataset(s, ds, src->shards, src->nshards, io->strict, o,
-						   &res, &commit);
-	} while (tfs_cli_again_if_damaged(rc, &tries, url, o->progress));
+	do
+		rc = run_one(s, ds, src, io, o, &res, &commit);
+	while (tfs_cli_again_if_damaged(rc, &tries, url, o->progress));
 	tfs_progress_line_stop(pl);
 	rc = report(url, ds, rc, &res, &commit, o);
 	free(ds);
