@@ -42,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "packaging" / "python"))
 from bench_import import make_images  # noqa: E402
+from benchkit import proc_cpu_s  # noqa: E402
 from tfscli import run, unmount, workdir  # noqa: E402
 
 import tensorfs  # noqa: E402
@@ -101,12 +102,9 @@ def daemon_pid(mnt):
 
 
 def cpu_s(pid):
-    """utime + stime of a live process, in seconds (0 if it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError, TypeError):
-        return 0.0
+    """utime + stime of a live process, in seconds (0 if it is gone or not found)."""
+    t = proc_cpu_s(pid) if pid else None
+    return sum(t) if t else 0.0
 
 
 def cold_scan(lake, mnt, opts):
