@@ -66,11 +66,12 @@ int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void
 }
 
 int tfs_chunk_put_begin(struct tfs_store *s, const char *ds, enum tfs_codec_id codec, int level,
-			const void *raw, size_t len, struct tfs_chunk_ref *ref,
+			uint64_t row_bytes, const void *raw, size_t len, struct tfs_chunk_ref *ref,
 			struct tfs_store_put **put)
 {
+	const size_t frame = tfs_chunk_frame_rows(tfs_chunk_frame_get(), row_bytes);
 	struct tfs_buf obj = { 0 };
-	int rc = tfs_chunk_encode(codec, level, tfs_chunk_frame_get(), raw, len, &obj);
+	int rc = tfs_chunk_encode(codec, level, frame, raw, len, &obj);
 
 	if (!rc)
 		rc = tfs_object_put_encoded_begin(s, ds, obj.data, obj.len, &ref->id, put);

@@ -115,10 +115,10 @@ int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj,
  * tfs_object_put_encoded. */
 int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void *obj, size_t len,
 				 struct tfs_id *id, struct tfs_store_put **put);
-/* Encode raw bytes as a chunk (framed at tfs_chunk_frame_get) and put it as above: ref gets its
- * id and stored size. */
+/* Encode raw bytes, rows of row_bytes each, as a chunk (framed at tfs_chunk_frame_get, made
+ * whole rows by tfs_chunk_frame_rows) and put it as above: ref gets its id and stored size. */
 int tfs_chunk_put_begin(struct tfs_store *s, const char *ds, enum tfs_codec_id codec, int level,
-			const void *raw, size_t len, struct tfs_chunk_ref *ref,
+			uint64_t row_bytes, const void *raw, size_t len, struct tfs_chunk_ref *ref,
 			struct tfs_store_put **put);
 /* Fetch and decode a whole object; the buffer (NUL-terminated) is handed to the caller. A
  * damaged object is -EIO with a log line naming it. */

@@ -36,6 +36,7 @@ struct job {
 	size_t len;
 	enum tfs_codec_id codec;
 	int level;
+	uint64_t row_bytes;
 	struct tfs_chunk_ref *dst;
 };
 
@@ -60,7 +61,8 @@ static int job_run(struct tfs_work *w)
 	struct job *j = (struct job *)w;
 	struct pool *p = j->p;
 	struct tfs_store_put *put = NULL;
-	int rc = tfs_chunk_put_begin(p->s, p->ds, j->codec, j->level, j->raw, j->len, j->dst, &put);
+	int rc = tfs_chunk_put_begin(p->s, p->ds, j->codec, j->level, j->row_bytes, j->raw, j->len,
+				     j->dst, &put);
 
 	free(j->raw);
 	free(j);
@@ -116,7 +118,7 @@ static int pool_start(struct pool *p, const struct tfs_import_opts *o)
 }
 
 /* Queue a chunk (the pool takes raw); waits while the pool is full, helping with the work. */
-static int pool_submit(struct pool *p, uint8_t *raw, size_t len, enum tfs_codec_id codec, int level,
+static int pool_submit(struct pool *p, uint8_t *raw, size_t len, const struct tfs_column *c,
 		       struct tfs_chunk_ref *dst)
 {
 	struct job *j = calloc(1, sizeof(*j));
@@ -137,8 +139,9 @@ static int pool_submit(struct pool *p, uint8_t *raw, size_t len, enum tfs_codec_
 			   .p = p,
 			   .raw = raw,
 			   .len = len,
-			   .codec = codec,
-			   .level = level,
+			   .codec = c->codec,
+			   .level = c->level,
+			   .row_bytes = c->row_bytes,
 			   .dst = dst };
 	tfs_workgroup_submit(&p->jobs, &j->work, TFS_WORK_NORMAL);
 	return 0;
@@ -313,7 +316,7 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 		if (in->big_endian)
 			tfs_dtype_swap(&c->dtype, raw + have * c->row_bytes,
 				       (size_t)(take * c->row_bytes));
-		rc = pool_submit(pool, raw, len, c->codec, c->level, &c->chunks[k]);
+		rc = pool_submit(pool, raw, len, c, &c->chunks[k]);
 		if (rc)
 			break;
 		tfs_progress_add(pool->progress, take * c->row_bytes, 0);
@@ -728,8 +731,7 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 		if (src.info.big_endian)
 			tfs_dtype_swap(&c->dtype, raw + (lo - r0) * c->row_bytes,
 				       (size_t)((hi - lo) * c->row_bytes));
-		rc = pool_submit(&pool, raw, (size_t)(nr * c->row_bytes), c->codec, c->level,
-				 &c->chunks[k]);
+		rc = pool_submit(&pool, raw, (size_t)(nr * c->row_bytes), c, &c->chunks[k]);
 		if (rc)
 			break;
 	}

@@ -454,6 +454,20 @@ size_t tfs_chunk_frame_get(void)
 	return writer_frame;
 }
 
+size_t tfs_chunk_frame_rows(size_t frame, uint64_t row_bytes)
+{
+	size_t f;
+
+	if (frame < TFS_FRAME_MIN)
+		frame = frame ? TFS_FRAME_MIN : 0;
+	if (row_bytes <= 1 || row_bytes > frame)
+		return frame;
+	f = frame / (size_t)row_bytes * (size_t)row_bytes;
+	while (f < TFS_FRAME_MIN)
+		f += (size_t)row_bytes;
+	return f;
+}
+
 int tfs_frames_index_len(const void *obj, size_t len, size_t *index_len)
 {
 	struct tfs_obj_header h;

@@ -99,8 +99,8 @@ static int put_run(struct tfs_work *work)
 	int rc;
 
 	holes_fill(&j->holes, j->raw);
-	rc = tfs_chunk_put_begin(j->w->s, j->w->ds, j->c->codec, j->c->level, j->raw, j->len,
-				 &j->ref, &j->put);
+	rc = tfs_chunk_put_begin(j->w->s, j->w->ds, j->c->codec, j->c->level, j->c->row_bytes,
+				 j->raw, j->len, &j->ref, &j->put);
 
 	free(j->raw);
 	j->raw = NULL;
@@ -201,8 +201,8 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 	}
 	if (holes)
 		holes_fill(holes, *give);
-	rc = tfs_chunk_put_begin(w->s, w->ds, c->codec, c->level, raw, len, &chunks[c->nchunks],
-				 NULL);
+	rc = tfs_chunk_put_begin(w->s, w->ds, c->codec, c->level, c->row_bytes, raw, len,
+				 &chunks[c->nchunks], NULL);
 	if (!rc)
 		c->nchunks++;
 	return rc;

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import HEADER_SIZE, expected_file_bytes, opened, parse_object_header
 
-ROW = (250,)  # int32: 1,000 bytes a row, so rows straddle 16 KiB frames
+ROW = (250,)  # int32: 1,000 bytes a row: `--frame-size 16k` writes frames of 16 whole rows
 ROWS = 12_000  # 12 MB: a dozen 1 MiB chunks
 
 
@@ -64,6 +64,8 @@ def test_random_rows_decode_frames(lake, mount):
     chunks = chunk_objects(lake, "f")
     assert chunks and all(h["codec"] == 2 and h["version"] == 2 for _, _, h, _ in chunks), \
         [(h["codec"], h["version"]) for _, _, h, _ in chunks]
+    # Frames hold whole rows (16,000 bytes, not 16,384): no row is split between two frames.
+    assert {struct.unpack_from("<I", raw, 52)[0] for _, _, _, raw in chunks} == {16_000}
 
     # A cache of 4 MiB for a 12 MB column: random rows keep missing.
     m = mount(lake, opts=("cache_mem=4M",))
@@ -83,8 +85,8 @@ def test_random_rows_decode_frames(lake, mount):
     ranged = after["store"]["ranged_gets"] - before["store"]["ranged_gets"]
     decoded = after["cache"]["bytes_decompressed"] - before["cache"]["bytes_decompressed"]
     assert ranged > 1000, f"random rows did not read frames: {ranged} ranged reads"
-    # Each missed row decodes a frame or two (16 KiB each), not a 1 MiB chunk: well under a
-    # chunk's worth per row.
+    # Each missed row decodes its frame (16,000 bytes), not a 1 MiB chunk: well under a chunk's
+    # worth per row.
     assert decoded < 3000 * 64 * 1024, f"{decoded} bytes decoded for 3000 rows"
 
     # numpy's mmap, rows at random.

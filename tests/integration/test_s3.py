@@ -528,7 +528,7 @@ def test_s3_random_rows_fetch_frames_and_scans_fill_the_disk_cache(s3, tmp_path,
     read_random(m)
     st = stats(m.path)
     assert st["store"]["ranged_gets"] > 200, st["store"]
-    # 300 rows of 1,000 bytes: frames (16 KiB) and now and then a whole chunk, where two
+    # 300 rows of 1,000 bytes: frames (16 whole rows) and now and then a whole chunk, where two
     # rows in a row happen to fall close together; never most of the column.
     assert st["store"]["bytes_fetched"] < rows.nbytes / 3, st["store"]
     # A scan takes whole chunks, which the disk cache keeps.

@@ -233,6 +233,24 @@ static void test_frame_size_is_bounded(void **state)
 	free(raw);
 }
 
+static void test_frames_hold_whole_rows(void **state)
+{
+	(void)state;
+	/* The most whole rows a frame holds. */
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 12288), 5 * 12288);
+	assert_int_equal(tfs_chunk_frame_rows(16 * KIB, 1000), 16000);
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 3072), 21 * 3072);
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 4096), 64 * KIB);
+	/* At least TFS_FRAME_MIN bytes: rows of 3,000 in a 4 KiB frame make it two rows. */
+	assert_int_equal(tfs_chunk_frame_rows(TFS_FRAME_MIN, 3000), 6000);
+	assert_int_equal(tfs_chunk_frame_rows(100, 3000), 6000);
+	/* Rows larger than a frame, rows of no fixed size, and one frame a chunk keep theirs. */
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 150528), 64 * KIB);
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 1), 64 * KIB);
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 0), 64 * KIB);
+	assert_int_equal(tfs_chunk_frame_rows(0, 12288), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +260,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_frame_fails_alone),
 		cmocka_unit_test(test_damaged_index_is_refused),
 		cmocka_unit_test(test_frame_size_is_bounded),
+		cmocka_unit_test(test_frames_hold_whole_rows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
