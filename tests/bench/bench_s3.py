@@ -92,6 +92,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+from benchkit import proc_cpu_s  # noqa: E402
 from netdelay import DelayedNet, _die_with_parent, remove_stale  # noqa: E402
 
 S3RVER = os.environ.get("TENSORFS_S3RVER") or str(REPO / "tests/s3/s3rver.js")
@@ -126,12 +127,8 @@ def clean_env(endpoint):
 
 def cpu_s(pid):
     """utime + stime of a live process, in seconds (None if gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+    t = proc_cpu_s(pid)
+    return sum(t) if t else None
 
 
 def machine_cpu():
