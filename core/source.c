@@ -398,8 +398,9 @@ static int fetch_begin(struct tfs_source *src, int background, unsigned flags,
 	if (!src->done)
 		return -ENOMEM;
 	/* One piece is one reply, which the store checks itself against an MD5 ETag; TLS checks
-	 * what it carries itself (and hashing costs a core a few hundred MB/s). */
-	if (src->npieces > 1 && !src->store->tls) {
+	 * what it carries itself (and hashing costs a core a few hundred MB/s); an ETag known from
+	 * an earlier fetch that is not an MD5 leaves nothing to check against. */
+	if (src->npieces > 1 && !src->store->tls && !(src->tag[0] && !src->tag_md5)) {
 		src->check = CHECK_RUNNING;
 		rc = -pthread_create(&src->hasher, NULL, hasher, src);
 		if (rc) {

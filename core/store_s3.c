@@ -249,11 +249,9 @@ static int get_etag(struct tfs_s3_store *s, const char *key, struct tfs_buf *out
 			rc = tfs_s3_status_rc(w, &resp, out);
 		if (rc || etag_check(resp.etag, etag_is_md5(&resp), out->data, out->len) != 0)
 			break;
-		if (attempt == ETAG_READS - 1) {
-			tfs_err("%s: content and ETag disagree on every read", w);
-			return -EIO;
-		}
-		tfs_http_backoff(s->http, (unsigned)attempt);
+		rc = read_again(s, w, attempt);
+		if (rc)
+			return rc;
 	}
 	if (!rc)
 		snprintf(etag, cap, "%s", resp.etag);
