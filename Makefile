@@ -232,7 +232,7 @@ unit: $(UNIT_BIN) $(REPLAY_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 	@set -e; for r in $(REPLAY_BIN); do n=$${r##*/replay_}; $$r tests/fuzz/corpus/$$n; done
 
-integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT)
+integration: $(BIN) $(SIGV4_CLI) $(CTL_CLIENT) $(MAN_OUT)
 	TENSORFS_BIN=$(abspath $(BIN)) TENSORFS_SANITIZE=$(SANITIZE) \
 		TENSORFS_CTL_CLIENT=$(abspath $(CTL_CLIENT)) \
 		TENSORFS_SIGV4_CLI=$(abspath $(SIGV4_CLI)) $(PYTHON) -m pytest -q tests/integration
