@@ -88,24 +88,31 @@ out:
 	return 0;
 }
 
-/* Frame p->i from its stored bytes src (read already, or read here when src is NULL). */
+/* Frame p->i from its stored bytes src (read already, or read here when src is NULL: straight
+ * into the entry's buffer for a frame kept as it is). */
 static int frame_from(const struct piece_ctx *p, const uint8_t *src, uint8_t **data, size_t *len,
 		      size_t *cap)
 {
 	const struct tfs_frame *f = &p->t->f[p->i];
+	const int in_place = !src && f->stored;
 	size_t scap = 0, dcap = 0;
-	uint8_t *own = src ? NULL : tfs_cache_alloc_small(p->cache, f->len, &scap);
+	uint8_t *own = src || in_place ? NULL : tfs_cache_alloc_small(p->cache, f->len, &scap);
 	uint8_t *dst = tfs_cache_alloc_decoded(p->cache, f->raw, &dcap);
 	ssize_t got = 0;
 	int rc;
 
-	if ((!src && !own) || !dst) {
+	if ((!src && !in_place && !own) || !dst) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	if (!src)
-		got = read_range(p, f->off, own, f->len);
-	rc = got < 0 ? (int)got : tfs_frame_decode(p->t, p->i, src ? src : own, dst);
+		got = read_range(p, f->off, in_place ? dst : own, f->len);
+	if (got < 0)
+		rc = (int)got;
+	else if (in_place)
+		rc = tfs_frame_check(p->t, p->i, dst);
+	else
+		rc = tfs_frame_decode(p->t, p->i, src ? src : own, dst);
 	if (!rc) {
 		*data = dst;
 		*len = f->raw;

@@ -399,7 +399,7 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const voi
 
 	if (frame && frame < TFS_FRAME_MIN)
 		frame = TFS_FRAME_MIN;
-	if (codec != TFS_CODEC_ZSTD || !frame || raw_len <= 2 * frame)
+	if ((codec != TFS_CODEC_ZSTD && codec != TFS_CODEC_RAW) || !frame || raw_len <= 2 * frame)
 		return tfs_object_encode(TFS_OBJ_CHUNK, codec, level, raw, raw_len, out);
 	if (raw_len / frame >= TFS_FRAMES_MAX)
 		frame = raw_len / (TFS_FRAMES_MAX - 1);
@@ -407,7 +407,7 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const voi
 	assert(n >= 2 && n <= TFS_FRAMES_MAX && frame <= UINT32_MAX);
 	ilen = index_len_of((uint32_t)n);
 	out->len = 0;
-	rc = tfs_buf_reserve(out, ilen + n * z->bound(frame));
+	rc = tfs_buf_reserve(out, ilen + (codec == TFS_CODEC_RAW ? raw_len : n * z->bound(frame)));
 	if (rc)
 		return rc;
 	ix = out->data + TFS_OBJ_HEADER_SIZE;
@@ -418,12 +418,16 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const voi
 		const uint8_t *src = (const uint8_t *)raw + i * frame;
 		const size_t fl = i + 1 < n ? frame : raw_len - i * frame;
 		uint8_t *e = ix + FRAMES_HEAD + i * FRAME_ENTRY;
-		long long st = z->compress(out->data + pos, out->cap - 1 - pos, src, fl, level);
+		long long st =
+			codec == TFS_CODEC_RAW
+				? (long long)fl
+				: z->compress(out->data + pos, out->cap - 1 - pos, src, fl, level);
 		uint32_t flags = 0;
 
 		if (st < 0)
 			return (int)st;
-		/* As for whole objects: a frame that saves under 1/32 is kept as it is. */
+		/* As for whole objects: a frame that saves under 1/32 is kept as it is (every frame
+		 * of the raw codec). */
 		if ((size_t)st + fl / 32 >= fl) {
 			memcpy(out->data + pos, src, fl);
 			st = (long long)fl;
@@ -553,6 +557,13 @@ int tfs_frame_decode(const struct tfs_frames *t, uint32_t i, const void *src, vo
 	if (i >= t->n || obj_hash(src, t->f[i].len) != t->f[i].hash)
 		return -EIO;
 	return frame_decode(t, i, src, dst);
+}
+
+int tfs_frame_check(const struct tfs_frames *t, uint32_t i, const void *bytes)
+{
+	if (i >= t->n || !t->f[i].stored || obj_hash(bytes, t->f[i].len) != t->f[i].hash)
+		return -EIO;
+	return 0;
 }
 
 /* A whole framed chunk whose payload checksum has been checked: the frames are not hashed again. */

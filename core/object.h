@@ -24,8 +24,8 @@ int tfs_id_is_zero(const struct tfs_id *id);
 
 enum tfs_obj_type { TFS_OBJ_CHUNK = 1, TFS_OBJ_MANIFEST = 2, TFS_OBJ_COMMIT = 3 };
 
-/* TFS_CODEC_FRAMES is not a codec a column names: it is how chunks of a zstd column larger than
- * two frames are stored (tfs_chunk_encode), independently decodable frames behind an index. */
+/* TFS_CODEC_FRAMES is not a codec a column names: it is how chunks of a zstd or raw column larger
+ * than two frames are stored (tfs_chunk_encode), independently readable frames behind an index. */
 enum tfs_codec_id { TFS_CODEC_RAW = 0, TFS_CODEC_ZSTD = 1, TFS_CODEC_FRAMES = 2 };
 
 /* Objects of codecs raw and zstd are written as version 1, which every reader takes; framed
@@ -104,8 +104,9 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 #define TFS_FRAME_MIN 4096u
 #define TFS_FRAMES_MAX 65536u /* frames a chunk; more and the writer makes them larger */
 
-/* Encode a chunk: framed when codec is zstd and raw_len is over two frames of `frame` bytes
- * (at least TFS_FRAME_MIN), otherwise as tfs_object_encode (frame 0: always). */
+/* Encode a chunk: framed when codec is zstd or raw (every frame then kept as it is) and raw_len
+ * is over two frames of `frame` bytes (at least TFS_FRAME_MIN), otherwise as tfs_object_encode
+ * (frame 0: always). */
 int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const void *raw,
 		     size_t raw_len, struct tfs_buf *out);
 
@@ -152,5 +153,8 @@ int tfs_frames_parse(const void *obj, size_t index_len, uint64_t obj_len, struct
 /* Check frame i's stored bytes (src, f[i].len of them) against its hash and decode them into
  * dst (f[i].raw bytes). Returns 0 or -EIO. */
 int tfs_frame_decode(const struct tfs_frames *t, uint32_t i, const void *src, void *dst);
+/* For a frame kept as it is (f[i].stored), whose stored bytes are its raw bytes: check them in
+ * place against its hash. Returns 0 or -EIO. */
+int tfs_frame_check(const struct tfs_frames *t, uint32_t i, const void *bytes);
 
 #endif

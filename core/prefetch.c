@@ -243,8 +243,9 @@ static void warm_indexes(struct tfs_stream *st)
 	if (st->indexes)
 		return;
 	st->indexes = 1;
-	/* Views are read front to back, in whole chunks; only zstd chunks are framed. */
-	if (st->order || c->codec != TFS_CODEC_ZSTD || c->nchunks > INDEX_WARM_MAX)
+	/* Views are read front to back, in whole chunks. (A chunk written before frames, or of
+	 * two frames or less, has an empty index: one small read.) */
+	if (st->order || c->nchunks > INDEX_WARM_MAX)
 		return;
 	for (size_t k = 0; k < c->nchunks; k++)
 		if (schedule(st, k, 1))

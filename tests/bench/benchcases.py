@@ -118,9 +118,12 @@ def build_data(ctx):
                 continue
             if blob[7] == 2:  # framed: the zstd frames back to back (zstd -d takes that)
                 framed = zstd_frames(blob)
-                n_zstd += 1
                 stored += len(blob) - 48
                 raw_total += struct.unpack_from("<Q", blob, 16)[0]
+                if not framed[1]:  # every frame kept as it is (a raw column's chunk)
+                    n_raw += 1
+                    continue
+                n_zstd += 1
                 raw_zstd += framed[1]
                 (ctx.zst_dir / f"{d.name}{f.name[:14]}.zst").write_bytes(framed[0])
                 continue

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Framed chunks: a reader that jumps decodes the frame that holds its rows, not the chunk; a
+"""Framed chunks (zstd and raw columns): a reader that jumps decodes the frame that holds its
+rows, not the chunk; a
 sequential reader still takes whole chunks; a damaged frame is EIO (never wrong bytes) and its
 object named in the log; chunks of one frame (--frame-size 0, and lakes written before frames)
 read as before, alongside framed ones in the same column."""
@@ -58,9 +59,12 @@ def random_rows(fd, src, rows):
         assert got == src[r].tobytes(), f"row {r} differs"
 
 
-def test_random_rows_decode_frames(lake, mount):
+@pytest.mark.parametrize("codec", ["zstd", "raw"])
+def test_random_rows_decode_frames(lake, mount, codec):
+    """Both codecs: a raw column's chunks are framed too (every frame kept as it is), so that a
+    random row reads its frame, not the chunk."""
     src = source(1)
-    lake.build("f", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    lake.build("f", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k", "--codec", codec)
     chunks = chunk_objects(lake, "f")
     assert chunks and all(h["codec"] == 2 and h["version"] == 2 for _, _, h, _ in chunks), \
         [(h["codec"], h["version"]) for _, _, h, _ in chunks]
@@ -185,9 +189,10 @@ def test_unframed_chunks_read_alongside_framed(lake, mount):
     assert np.array_equal(np.load(path), both)
 
 
-def test_damaged_frame_is_eio(lake, mount):
+@pytest.mark.parametrize("codec", ["zstd", "raw"])
+def test_damaged_frame_is_eio(lake, mount, codec):
     src = source(7)
-    lake.build("d", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    lake.build("d", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k", "--codec", codec)
     oid, path, h, raw = sorted(chunk_objects(lake, "d"), key=lambda c: c[0])[0]
     frames = frame_index(raw)
     fi = len(frames) // 2
@@ -219,8 +224,8 @@ def test_damaged_frame_is_eio(lake, mount):
             assert got == want[:len(got)], f"row {r}: wrong bytes"
             if len(got) < rb:
                 short.append(r)  # the kernel's pages ran into the damage: never wrong bytes
-        # The rows whose pages touch the damaged 16 KiB frame fail (the kernel reads folios of
-        # 4 KiB and up, so a little more than the frame's 17 rows), not the whole chunk, whose
+        # The rows whose pages touch the damaged frame fail (the kernel reads folios of 4 KiB
+        # and up, so a little more than the frame's 16 rows), not the whole chunk, whose
         # other frames read from their own checksums; and nothing outside that chunk.
         assert bad, "the damaged frame was never reported"
         assert len(bad) < rows_per_chunk // 4, sorted(bad)

@@ -104,8 +104,11 @@ static void test_small_or_unframed_chunks_stay_version_1(void **state)
 	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 0, raw, len, &obj), 0);
 	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
 	assert_int_equal(h.codec, TFS_CODEC_ZSTD);
-	/* The raw codec: never framed. */
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 4 * KIB, raw, len, &obj), 0);
+	/* The raw codec: two frames' worth or less, and frame size 0, are one raw payload. */
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 128 * KIB, raw, len, &obj), 0);
+	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
+	assert_int_equal(h.codec, TFS_CODEC_RAW);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 0, raw, len, &obj), 0);
 	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
 	assert_int_equal(h.codec, TFS_CODEC_RAW);
 	tfs_buf_free(&obj);
@@ -133,6 +136,45 @@ static void test_incompressible_frames_are_kept_as_they_are(void **state)
 	assert_memory_equal(dst, raw + 128 * KIB, 128 * KIB);
 	assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, len), 0);
 	assert_memory_equal(dst, raw, len);
+	free(t);
+	tfs_buf_free(&obj);
+	free(raw);
+	free(dst);
+}
+
+/* A raw column's chunk is framed too, every frame kept as it is and checked in place; a byte
+ * flipped in one fails that frame's check alone. */
+static void test_raw_chunk_is_framed_and_checked_in_place(void **state)
+{
+	const size_t len = 300 * KIB;
+	uint8_t *raw = malloc(len), *dst = malloc(len);
+	struct tfs_buf obj = { 0 };
+	struct tfs_obj_header h;
+	struct tfs_frames *t;
+
+	(void)state;
+	fill_image_like(raw, len, 9);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 64 * KIB, raw, len, &obj), 0);
+	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
+	assert_int_equal(h.version, 2);
+	assert_int_equal(h.codec, TFS_CODEC_FRAMES);
+	t = index_of(&obj);
+	assert_int_equal(t->n, 5);
+	for (uint32_t i = 0; i < t->n; i++) {
+		assert_true(t->f[i].stored);
+		assert_int_equal(t->f[i].len, t->f[i].raw);
+		assert_memory_equal(obj.data + t->f[i].off, raw + (size_t)i * 64 * KIB,
+				    t->f[i].raw);
+		assert_int_equal(tfs_frame_check(t, i, obj.data + t->f[i].off), 0);
+	}
+	assert_int_equal(t->f[4].raw, len - 4 * 64 * KIB);
+	assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, len), 0);
+	assert_memory_equal(dst, raw, len);
+	obj.data[t->f[2].off + 100] ^= 1;
+	assert_int_equal(tfs_frame_check(t, 2, obj.data + t->f[2].off), -EIO);
+	assert_int_equal(tfs_frame_check(t, 3, obj.data + t->f[3].off), 0);
+	assert_int_equal(tfs_frame_check(t, t->n, obj.data), -EIO);
+	assert_int_equal(tfs_object_check(obj.data, obj.len), -EIO);
 	free(t);
 	tfs_buf_free(&obj);
 	free(raw);
@@ -257,6 +299,7 @@ int main(void)
 		cmocka_unit_test(test_large_zstd_chunk_is_framed),
 		cmocka_unit_test(test_small_or_unframed_chunks_stay_version_1),
 		cmocka_unit_test(test_incompressible_frames_are_kept_as_they_are),
+		cmocka_unit_test(test_raw_chunk_is_framed_and_checked_in_place),
 		cmocka_unit_test(test_damaged_frame_fails_alone),
 		cmocka_unit_test(test_damaged_index_is_refused),
 		cmocka_unit_test(test_frame_size_is_bounded),
