@@ -26,13 +26,15 @@
 #   frames    the same on data imported with 16 KiB and with 32 KiB frames (the default is
 #             64 KiB): what smaller frames give cold random rows, and take from the cold scan,
 #             on a real disk
+#   raw       bench.py case 10 on 2 GiB written --codec raw: cold random rows from framed raw
+#             chunks (a frame a row's read, no decode) against a local .npy, on a real disk
 #
 # Output goes under $OUT (default ./gpu-out), a file a step (at most 8 come back from a call).
 # Limits (seconds) can be set: GPUT (pytest, 200), BT (each cuda bench, 60), HT (host, 60),
-# IT (import and wds, 150), ET (e2e, 150), CT (cases, 150; frames, each size). BUDGET (540) is
-# the whole call's: a step gets what is left of it when that is less than its own limit, and
-# steps with under 20 s left are skipped and named, so a call returns its output inside the
-# device's 600 s a command. All of unit, pytest, cuda224, cuda224g, host and cases took 4.5
+# IT (import and wds, 150), ET (e2e, 150), CT (cases and raw, 150; frames, each size). BUDGET
+# (540) is the whole call's: a step gets what is left of it when that is less than its own
+# limit, and steps with under 20 s left are skipped and named, so a call returns its output
+# inside the device's 600 s a command. All of unit, pytest, cuda224, cuda224g, host and cases took 4.5
 # minutes on an H200 with 16 cores; on 2026-11-28 there: unit 3 s, pytest 39 s, cuda32 29 s,
 # e2e 52 s, import 140 s, cases 96 s, frames 207 s, host 30 s, cuda224 31 s, and the machine's
 # start about 35 s. FFmpeg's libraries are not carried: the
@@ -54,7 +56,7 @@ if [ "${1:-}" = carry ]; then
 	exit 0
 fi
 if [ $# = 0 ]; then
-	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import wds e2e cases frames)" >&2
+	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import wds e2e cases frames raw)" >&2
 	exit 2
 fi
 
@@ -131,6 +133,10 @@ for step in "$@"; do
 			timeout "$(lim "${CT:-150}")" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 \
 				--frame-size "$f" 2>&1 | tee "$o/frames$f.txt" | grep -E "^(1|10) "
 		done
+		;;
+	raw)
+		timeout "$(lim "${CT:-150}")" python3 tests/bench/bench.py --cases 10 --size-mb 2048 \
+			--codec raw 2>&1 | tee "$o/raw.txt" | grep -E "^10 |random"
 		;;
 	*) echo "unknown step $step" >&2 ;;
 	esac
