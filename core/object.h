@@ -115,9 +115,9 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const voi
 void tfs_chunk_frame_set(size_t frame);
 size_t tfs_chunk_frame_get(void);
 /* The frame size a chunk of rows of row_bytes each is written with, for a writer's frame: the
- * most whole rows that fit it (at least TFS_FRAME_MIN bytes), so that no row is split between
- * two frames and a reader of one row decodes one frame. Rows larger than frame, and rows of no
- * fixed size (row_bytes 0 or 1), keep frame; frame 0 stays 0. */
+ * most whole rows that fit it, so that no row is split between two frames and a reader of one
+ * row decodes one frame, where they fill 7/8 of it at least (and TFS_FRAME_MIN). Otherwise, and
+ * for rows larger than frame or of no fixed size (row_bytes 0 or 1), frame; frame 0 stays 0. */
 size_t tfs_chunk_frame_rows(size_t frame, uint64_t row_bytes);
 
 struct tfs_frame {

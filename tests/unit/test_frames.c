@@ -283,9 +283,14 @@ static void test_frames_hold_whole_rows(void **state)
 	assert_int_equal(tfs_chunk_frame_rows(16 * KIB, 1000), 16000);
 	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 3072), 21 * 3072);
 	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 4096), 64 * KIB);
-	/* At least TFS_FRAME_MIN bytes: rows of 3,000 in a 4 KiB frame make it two rows. */
-	assert_int_equal(tfs_chunk_frame_rows(TFS_FRAME_MIN, 3000), 6000);
-	assert_int_equal(tfs_chunk_frame_rows(100, 3000), 6000);
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 20000), 60000);
+	/* Rows that fill under 7/8 of the frame leave it as it is: its buffer would be mostly
+	 * slack (33,000-byte rows: one a frame, in a buffer of 48 or 64 KiB). */
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 33000), 64 * KIB);
+	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 17000), 64 * KIB);
+	assert_int_equal(tfs_chunk_frame_rows(TFS_FRAME_MIN, 3000), TFS_FRAME_MIN);
+	assert_int_equal(tfs_chunk_frame_rows(100, 3000), TFS_FRAME_MIN);
+	assert_int_equal(tfs_chunk_frame_rows(TFS_FRAME_MIN, 1000), TFS_FRAME_MIN);
 	/* Rows larger than a frame, rows of no fixed size, and one frame a chunk keep theirs. */
 	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 150528), 64 * KIB);
 	assert_int_equal(tfs_chunk_frame_rows(64 * KIB, 1), 64 * KIB);
