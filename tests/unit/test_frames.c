@@ -43,22 +43,31 @@ static struct tfs_frames *index_of(const struct tfs_buf *obj)
 	return t;
 }
 
+/* Encode raw as a chunk that must come out framed: its whole-object check passes and its header
+ * says object version 2, codec frames, raw_len bytes. */
+static void encode_framed(enum tfs_codec_id codec, size_t frame, const uint8_t *raw, size_t raw_len,
+			  struct tfs_buf *obj)
+{
+	struct tfs_obj_header h;
+
+	assert_int_equal(tfs_chunk_encode(codec, 3, frame, raw, raw_len, obj), 0);
+	assert_int_equal(tfs_object_check(obj->data, obj->len), 0);
+	assert_int_equal(tfs_object_header(obj->data, obj->len, &h), 0);
+	assert_int_equal(h.version, 2);
+	assert_int_equal(h.codec, TFS_CODEC_FRAMES);
+	assert_int_equal(h.raw_size, raw_len);
+}
+
 static void test_large_zstd_chunk_is_framed(void **state)
 {
 	const size_t len = 1000 * KIB + 123;
 	uint8_t *raw = malloc(len), *dst = malloc(len);
 	struct tfs_buf obj = { 0 };
-	struct tfs_obj_header h;
 	struct tfs_frames *t;
 
 	(void)state;
 	fill_image_like(raw, len, 1);
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 64 * KIB, raw, len, &obj), 0);
-	assert_int_equal(tfs_object_check(obj.data, obj.len), 0);
-	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
-	assert_int_equal(h.version, 2);
-	assert_int_equal(h.codec, TFS_CODEC_FRAMES);
-	assert_int_equal(h.raw_size, len);
+	encode_framed(TFS_CODEC_ZSTD, 64 * KIB, raw, len, &obj);
 	assert_true(obj.len < len * 2 / 3); /* it did compress */
 
 	/* Whole, as a sequential reader takes it. */
@@ -149,15 +158,11 @@ static void test_raw_chunk_is_framed_and_checked_in_place(void **state)
 	const size_t len = 300 * KIB;
 	uint8_t *raw = malloc(len), *dst = malloc(len);
 	struct tfs_buf obj = { 0 };
-	struct tfs_obj_header h;
 	struct tfs_frames *t;
 
 	(void)state;
 	fill_image_like(raw, len, 9);
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 64 * KIB, raw, len, &obj), 0);
-	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
-	assert_int_equal(h.version, 2);
-	assert_int_equal(h.codec, TFS_CODEC_FRAMES);
+	encode_framed(TFS_CODEC_RAW, 64 * KIB, raw, len, &obj);
 	t = index_of(&obj);
 	assert_int_equal(t->n, 5);
 	for (uint32_t i = 0; i < t->n; i++) {
