@@ -504,14 +504,16 @@ def test_unmount_does_not_wait_out_retries(s3, tmp_path, mount, monkeypatch):
     assert took < 15, f"the daemon took {took:.1f} s to exit after the unmount"
 
 
-def test_s3_random_rows_fetch_frames_and_scans_fill_the_disk_cache(s3, tmp_path, mount):
+@pytest.mark.parametrize("codec", ["zstd", "raw"])
+def test_s3_random_rows_fetch_frames_and_scans_fill_the_disk_cache(s3, tmp_path, mount, codec):
     """A reader that jumps through a remote lake fetches frames by ranged GETs, never whole
-    chunks; once a scan has put the chunk objects in the disk cache, the same random reads are
-    served from its files and the origin sees no request."""
-    lk = UrlLake("s3://lake/frames", tmp_path / "npy")
+    chunks (a raw column's chunks are framed too); once a scan has put the chunk objects in the
+    disk cache, the same random reads are served from its files and the origin sees no
+    request."""
+    lk = UrlLake(f"s3://lake/frames-{codec}", tmp_path / "npy")
     rows = np.random.default_rng(3).integers(0, 50, size=(24_000, 500)).astype(np.uint16)
     lk.create("ds")
-    lk.import_("ds", {"x": rows}, "--chunk-size", "1M", "--frame-size", "16k")
+    lk.import_("ds", {"x": rows}, "--chunk-size", "1M", "--frame-size", "16k", "--codec", codec)
     idx = np.random.default_rng(4).permutation(len(rows))[:300].tolist()
     cache = tmp_path / "cache"
     opts = ["cache_mem=4M", f"cache_dir={cache}", "cache_disk=64M"]
