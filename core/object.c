@@ -467,8 +467,9 @@ size_t tfs_chunk_frame_rows(size_t frame, uint64_t row_bytes)
 	if (row_bytes <= 1 || row_bytes > frame)
 		return frame;
 	f = frame / (size_t)row_bytes * (size_t)row_bytes;
-	/* A frame's buffer is rounded up (slab.h, arena.h): rows that fill under 7/8 of it would
-	 * cost the cache more memory than the rows a split saves it. */
+	/* A frame's buffer is rounded up to the frame size or so (slab.h, arena.h): rows that
+	 * fill under 7/8 of the frame would leave over an eighth of their buffer empty, so the
+	 * frame stays as given and some rows are split. */
 	return f < frame - frame / 8 || f < TFS_FRAME_MIN ? frame : f;
 }
 
