@@ -6,13 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chunkpool.h"
 #include "import_rows.h"
 #include "source.h"
 #include "workpool.h"
@@ -27,150 +27,6 @@ struct source {
 	uint64_t row_bytes;
 	struct tfs_column *col; /* the column in the new manifest */
 };
-
-/* Chunks are encoded and written on a worker pool while the main thread reads ahead. */
-struct job {
-	struct tfs_work work;
-	struct pool *p;
-	uint8_t *raw;
-	size_t len;
-	enum tfs_codec_id codec;
-	int level;
-	uint64_t row_bytes;
-	struct tfs_chunk_ref *dst;
-};
-
-struct pool {
-	struct tfs_workpool *wp; /* NULL until started */
-	struct tfs_workgroup jobs;
-	unsigned max_queued; /* jobs queued or running at most */
-	struct tfs_store *s;
-	const char *ds;
-	struct tfs_progress *progress; /* source bytes submitted */
-	/* Objects the jobs have begun to put, ended (durable, at their keys) a batch at a time by
-	 * the submitting thread once max_queued have gathered: fewer than 2 * max_queued at once
-	 * (those and the jobs under way). */
-	pthread_mutex_t lock;
-	struct tfs_store_put **begun; /* 2 * max_queued; protected by lock */
-	size_t nbegun;		      /* protected by lock */
-	struct tfs_put_ender ender;   /* the last batch, being ended */
-};
-
-static int job_run(struct tfs_work *w)
-{
-	struct job *j = (struct job *)w;
-	struct pool *p = j->p;
-	struct tfs_store_put *put = NULL;
-	int rc = tfs_chunk_put_begin(p->s, p->ds, j->codec, j->level, j->row_bytes, j->raw, j->len,
-				     j->dst, &put);
-
-	free(j->raw);
-	free(j);
-	if (put) {
-		pthread_mutex_lock(&p->lock);
-		if (p->nbegun < 2 * (size_t)p->max_queued) {
-			p->begun[p->nbegun++] = put;
-			put = NULL;
-		}
-		pthread_mutex_unlock(&p->lock);
-	}
-	/* Not reached while pool_submit keeps to the bound; ended alone if it ever is. */
-	return put ? tfs_store_put_new_end(p->s, &put, 1) : rc;
-}
-
-/* Start ending the puts the jobs have begun, as one batch (pool_drain waits for it). The
- * submitting thread's. */
-static int pool_end_begun(struct pool *p)
-{
-	struct tfs_store_put **batch;
-	size_t n;
-
-	batch = calloc(2 * (size_t)p->max_queued, sizeof(*batch));
-	if (!batch)
-		return -ENOMEM;
-	pthread_mutex_lock(&p->lock);
-	n = p->nbegun;
-	memcpy(batch, p->begun, n * sizeof(*batch));
-	p->nbegun = 0;
-	pthread_mutex_unlock(&p->lock);
-	return tfs_put_ender_start(&p->ender, p->s, batch, n);
-}
-
-static void job_drop(struct tfs_work *w)
-{
-	struct job *j = (struct job *)w;
-
-	free(j->raw);
-	free(j);
-}
-
-static int pool_start(struct pool *p, const struct tfs_import_opts *o)
-{
-	int rc = tfs_import_pool(o, &p->wp);
-
-	if (rc)
-		return rc;
-	tfs_workgroup_init(&p->jobs, p->wp);
-	p->max_queued = tfs_workpool_threads(p->wp) + 1;
-	p->begun = calloc(2 * (size_t)p->max_queued, sizeof(*p->begun));
-	pthread_mutex_init(&p->lock, NULL);
-	return p->begun ? 0 : -ENOMEM;
-}
-
-/* Queue a chunk (the pool takes raw); waits while the pool is full, helping with the work. */
-static int pool_submit(struct pool *p, uint8_t *raw, size_t len, const struct tfs_column *c,
-		       struct tfs_chunk_ref *dst)
-{
-	struct job *j = calloc(1, sizeof(*j));
-	int rc = j ? tfs_workgroup_wait_below(&p->jobs, p->max_queued - 1) : -ENOMEM;
-	size_t begun;
-
-	pthread_mutex_lock(&p->lock);
-	begun = p->nbegun;
-	pthread_mutex_unlock(&p->lock);
-	if (!rc && begun >= p->max_queued)
-		rc = pool_end_begun(p);
-	if (rc) {
-		free(raw);
-		free(j);
-		return rc;
-	}
-	*j = (struct job){ .work = { .run = job_run, .drop = job_drop },
-			   .p = p,
-			   .raw = raw,
-			   .len = len,
-			   .codec = c->codec,
-			   .level = c->level,
-			   .row_bytes = c->row_bytes,
-			   .dst = dst };
-	tfs_workgroup_submit(&p->jobs, &j->work, TFS_WORK_NORMAL);
-	return 0;
-}
-
-static int pool_drain(struct pool *p)
-{
-	int rc = tfs_workgroup_wait(&p->jobs), rc2 = pool_end_begun(p);
-
-	rc = rc ? rc : rc2;
-	rc2 = tfs_put_ender_wait(&p->ender);
-	return rc ? rc : rc2;
-}
-
-static void pool_stop(struct pool *p)
-{
-	if (!p->wp)
-		return;
-	tfs_workgroup_cancel(&p->jobs);
-	tfs_workgroup_destroy(&p->jobs);
-	tfs_workpool_destroy(p->wp);
-	p->wp = NULL;
-	if (p->begun)
-		pool_end_begun(p); /* what was begun is ended, never left as temporaries */
-	tfs_put_ender_wait(&p->ender);
-	free(p->begun);
-	p->begun = NULL;
-	pthread_mutex_destroy(&p->lock);
-}
 
 /* Copy rows [r0, r0+nr) of a Fortran-ordered array into dst in C order. In Fortran order the row
  * index varies fastest, so each element position of a row is one contiguous run over rows. */
@@ -221,7 +77,8 @@ static int load_chunk(struct tfs_store *s, const char *ds, const struct tfs_colu
 	return rc;
 }
 
-static int append_source(struct tfs_store *s, const char *ds, struct source *src, struct pool *pool)
+static int append_source(struct tfs_store *s, const char *ds, struct source *src,
+			 struct tfs_chunk_pool *pool)
 {
 	struct tfs_column *c = src->col;
 	const struct tfs_npy_info *in = &src->info;
@@ -316,7 +173,7 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 		if (in->big_endian)
 			tfs_dtype_swap(&c->dtype, raw + have * c->row_bytes,
 				       (size_t)(take * c->row_bytes));
-		rc = pool_submit(pool, raw, len, c, &c->chunks[k]);
+		rc = tfs_chunk_pool_submit(pool, raw, len, c, &c->chunks[k]);
 		if (rc)
 			break;
 		tfs_progress_add(pool->progress, take * c->row_bytes, 0);
@@ -324,7 +181,7 @@ static int append_source(struct tfs_store *s, const char *ds, struct source *src
 		done += take;
 	}
 	{
-		int rc2 = pool_drain(pool);
+		int rc2 = tfs_chunk_pool_drain(pool);
 
 		if (!rc)
 			rc = rc2;
@@ -449,7 +306,7 @@ static int check_rows_source(struct source *src, struct tfs_manifest *m,
 
 /* Write a row source's rows onto its column. */
 static int append_rows_source(struct tfs_store *s, const char *ds, struct source *src,
-			      struct tfs_manifest *m, struct pool *pool,
+			      struct tfs_manifest *m, struct tfs_chunk_pool *pool,
 			      struct tfs_progress *progress)
 {
 	struct tfs_rowcol *w;
@@ -471,7 +328,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 {
 	struct tfs_manifest m = { 0 };
 	struct source *src = NULL;
-	struct pool pool = { .s = s, .ds = ds };
+	struct tfs_chunk_pool pool = { .s = s, .ds = ds };
 	struct tfs_txn t;
 	uint64_t add = 0;
 	int rc, pool_up = 0;
@@ -609,7 +466,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		__atomic_store_n(&o->progress->total_items, add, __ATOMIC_RELAXED);
 	}
 	pool.progress = o->progress;
-	rc = pool_start(&pool, o);
+	rc = tfs_chunk_pool_start(&pool, o);
 	pool_up = 1;
 	if (rc)
 		goto out;
@@ -625,7 +482,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 	rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 out:
 	if (pool_up)
-		pool_stop(&pool);
+		tfs_chunk_pool_stop(&pool);
 	for (size_t i = 0; src && i < n; i++) {
 		tfs_source_close(src[i].in);
 		tfs_rows_scan_free(&src[i].scan);
@@ -641,7 +498,7 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 {
 	struct tfs_import_src isrc = { column, path, TFS_SRC_NPY, 0 };
 	struct source src = { .src = &isrc };
-	struct pool pool = { .s = s, .ds = ds };
+	struct tfs_chunk_pool pool = { .s = s, .ds = ds };
 	struct tfs_manifest m = { 0 };
 	struct tfs_column *c = NULL;
 	struct tfs_txn t;
@@ -694,7 +551,7 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 		rc = -EINVAL;
 		goto out;
 	}
-	rc = pool_start(&pool, o);
+	rc = tfs_chunk_pool_start(&pool, o);
 	pool_up = 1;
 	if (rc)
 		goto out;
@@ -731,12 +588,13 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 		if (src.info.big_endian)
 			tfs_dtype_swap(&c->dtype, raw + (lo - r0) * c->row_bytes,
 				       (size_t)((hi - lo) * c->row_bytes));
-		rc = pool_submit(&pool, raw, (size_t)(nr * c->row_bytes), c, &c->chunks[k]);
+		rc = tfs_chunk_pool_submit(&pool, raw, (size_t)(nr * c->row_bytes), c,
+					   &c->chunks[k]);
 		if (rc)
 			break;
 	}
 	{
-		int rc2 = pool_drain(&pool);
+		int rc2 = tfs_chunk_pool_drain(&pool);
 
 		if (!rc)
 			rc = rc2;
@@ -749,7 +607,7 @@ commit:
 	rc = tfs_txn_commit(&t, &m, o->message, commit_id);
 out:
 	if (pool_up)
-		pool_stop(&pool);
+		tfs_chunk_pool_stop(&pool);
 	tfs_source_close(src.in);
 	tfs_manifest_free(&m);
 	tfs_txn_end(&t);
