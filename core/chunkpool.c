@@ -38,12 +38,12 @@ static int job_run(struct tfs_work *w)
 		}
 		pthread_mutex_unlock(&p->lock);
 	}
-	/* Not reached while pool_submit keeps to the bound; ended alone if it ever is. */
+	/* Not reached while tfs_chunk_pool_submit keeps to the bound; ended alone if it ever is. */
 	return put ? tfs_store_put_new_end(p->s, &put, 1) : rc;
 }
 
-/* Start ending the puts the jobs have begun, as one batch (pool_drain waits for it). The
- * submitting thread's. */
+/* Start ending the puts the jobs have begun, as one batch (tfs_chunk_pool_drain waits for
+ * it). The submitting thread's. */
 static int end_begun(struct tfs_chunk_pool *p)
 {
 	struct tfs_store_put **batch;
