@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* chunkpool: an import's chunks encoded and put on a worker pool while its thread reads ahead. */
 #include "chunkpool.h"
-#include "import.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -68,12 +67,9 @@ static void job_drop(struct tfs_work *w)
 	free(j);
 }
 
-int tfs_chunk_pool_start(struct tfs_chunk_pool *p, const struct tfs_import_opts *o)
+int tfs_chunk_pool_start(struct tfs_chunk_pool *p, struct tfs_workpool *wp)
 {
-	int rc = tfs_import_pool(o, &p->wp);
-
-	if (rc)
-		return rc;
+	p->wp = wp;
 	tfs_workgroup_init(&p->jobs, p->wp);
 	p->max_queued = tfs_workpool_threads(p->wp) + 1;
 	p->begun = calloc(2 * (size_t)p->max_queued, sizeof(*p->begun));

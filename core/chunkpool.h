@@ -14,8 +14,6 @@
 #include "util.h"
 #include "workpool.h"
 
-struct tfs_import_opts;
-
 /* Zero-initialise with s, ds and progress set, then tfs_chunk_pool_start. */
 struct tfs_chunk_pool {
 	struct tfs_workpool *wp; /* NULL until started */
@@ -33,8 +31,9 @@ struct tfs_chunk_pool {
 	struct tfs_put_ender ender;   /* the last batch, being ended */
 };
 
-/* The workers of o's --threads (tfs_import_pool). */
-int tfs_chunk_pool_start(struct tfs_chunk_pool *p, const struct tfs_import_opts *o);
+/* Start on wp's workers (an import's --threads: tfs_import_pool), which the pool owns from here
+ * on, whatever this returns: tfs_chunk_pool_stop destroys it. */
+int tfs_chunk_pool_start(struct tfs_chunk_pool *p, struct tfs_workpool *wp);
 /* Queue raw (len bytes, rows of c; the pool takes it and frees it, also on failure) to be
  * encoded with c's codec and put, its reference written to dst once the put has begun. Waits
  * while the pool is full. */

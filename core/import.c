@@ -28,6 +28,15 @@ struct source {
 	struct tfs_column *col; /* the column in the new manifest */
 };
 
+/* The chunk pool on the workers of o's --threads. */
+static int pool_start(struct tfs_chunk_pool *p, const struct tfs_import_opts *o)
+{
+	struct tfs_workpool *wp;
+	int rc = tfs_import_pool(o, &wp);
+
+	return rc ? rc : tfs_chunk_pool_start(p, wp);
+}
+
 /* Copy rows [r0, r0+nr) of a Fortran-ordered array into dst in C order. In Fortran order the row
  * index varies fastest, so each element position of a row is one contiguous run over rows. */
 static void gather_fortran(const uint8_t *data, const struct tfs_npy_info *in, uint64_t r0,
@@ -466,7 +475,7 @@ int tfs_import(struct tfs_store *s, const char *ds, const struct tfs_import_src 
 		__atomic_store_n(&o->progress->total_items, add, __ATOMIC_RELAXED);
 	}
 	pool.progress = o->progress;
-	rc = tfs_chunk_pool_start(&pool, o);
+	rc = pool_start(&pool, o);
 	pool_up = 1;
 	if (rc)
 		goto out;
@@ -551,7 +560,7 @@ int tfs_update(struct tfs_store *s, const char *ds, const char *column, uint64_t
 		rc = -EINVAL;
 		goto out;
 	}
-	rc = tfs_chunk_pool_start(&pool, o);
+	rc = pool_start(&pool, o);
 	pool_up = 1;
 	if (rc)
 		goto out;
