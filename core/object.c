@@ -553,18 +553,20 @@ static int frame_decode(const struct tfs_frames *t, uint32_t i, const void *src,
 		->decompress(dst, f->raw, src, f->len);
 }
 
+/* Whether frame i's stored bytes are those its index entry hashed. */
+static int frame_intact(const struct tfs_frames *t, uint32_t i, const void *src)
+{
+	return i < t->n && obj_hash(src, t->f[i].len) == t->f[i].hash;
+}
+
 int tfs_frame_decode(const struct tfs_frames *t, uint32_t i, const void *src, void *dst)
 {
-	if (i >= t->n || obj_hash(src, t->f[i].len) != t->f[i].hash)
-		return -EIO;
-	return frame_decode(t, i, src, dst);
+	return frame_intact(t, i, src) ? frame_decode(t, i, src, dst) : -EIO;
 }
 
 int tfs_frame_check(const struct tfs_frames *t, uint32_t i, const void *bytes)
 {
-	if (i >= t->n || !t->f[i].stored || obj_hash(bytes, t->f[i].len) != t->f[i].hash)
-		return -EIO;
-	return 0;
+	return i < t->n && t->f[i].stored && frame_intact(t, i, bytes) ? 0 : -EIO;
 }
 
 /* A whole framed chunk whose payload checksum has been checked: the frames are not hashed again. */
