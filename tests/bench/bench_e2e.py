@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "packaging" / "python"))
 from bench_import import make_images  # noqa: E402
-from benchkit import proc_cpu_s  # noqa: E402
+from benchkit import proc_cpu_total  # noqa: E402
 from tfscli import run, unmount, workdir  # noqa: E402
 
 import tensorfs  # noqa: E402
@@ -103,8 +103,7 @@ def daemon_pid(mnt):
 
 def cpu_s(pid):
     """utime + stime of a live process, in seconds (0 if it is gone or not found)."""
-    t = proc_cpu_s(pid) if pid else None
-    return sum(t) if t else 0.0
+    return (proc_cpu_total(pid) if pid else None) or 0.0
 
 
 def cold_scan(lake, mnt, opts):

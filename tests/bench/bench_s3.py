@@ -92,7 +92,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from benchkit import proc_cpu_s  # noqa: E402
+from benchkit import proc_cpu_total as cpu_s  # noqa: E402
 from netdelay import DelayedNet, _die_with_parent, remove_stale  # noqa: E402
 
 S3RVER = os.environ.get("TENSORFS_S3RVER") or str(REPO / "tests/s3/s3rver.js")
@@ -123,12 +123,6 @@ def clean_env(endpoint):
     env.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION="us-east-1",
                AWS_ENDPOINT_URL=endpoint)
     return env
-
-
-def cpu_s(pid):
-    """utime + stime of a live process, in seconds (None if gone)."""
-    t = proc_cpu_s(pid)
-    return sum(t) if t else None
 
 
 def machine_cpu():

@@ -470,6 +470,12 @@ def proc_cpu_s(pid):
         return None
 
 
+def proc_cpu_total(pid):
+    """utime + stime of a whole process, seconds; None when gone."""
+    t = proc_cpu_s(pid)
+    return sum(t) if t else None
+
+
 class CpuMeter:
     """CPU seconds used by a daemon and by this process over a block, and the wall time."""
 
