@@ -18,6 +18,10 @@
  * list was, so that a cold row costs one read (its frames) instead of two: up to this many
  * chunks (a 256 GiB column at the default chunk size); a larger one loads each as it is met. */
 #define INDEX_WARM_MAX 65536
+/* ... once this many runs apart are followed at once, none of them sequential: a reader at
+ * random. A scan's large reads, sent in parallel, may arrive out of order and start a run or two
+ * that join again when the reads between them arrive; those load no index. */
+#define INDEX_WARM_RUNS 3
 #define INDEX_BYTES 4096 /* what an index load counts against the ahead budget: its read */
 
 struct job {
@@ -252,6 +256,17 @@ static void warm_indexes(struct tfs_stream *st)
 			break;
 }
 
+/* Runs followed now that are not sequential (a new run, not used yet, is not counted). Called
+ * with st->lock. */
+static unsigned random_runs(const struct tfs_stream *st)
+{
+	unsigned n = 0;
+
+	for (const struct run *r = st->runs; r < st->runs + RUNS; r++)
+		n += r->used && !r->sequential;
+	return n;
+}
+
 /* The run an access of rows [first, last] continues: one whose rows it meets, give or take its
  * own length (and half a chunk more for a sequential run: a scan that goes backwards reads each
  * block front to back, a block before the last, and one through a mapping skips the pages the
@@ -360,7 +375,7 @@ int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_r
 			run_sequential(st, r,
 				       start_window(st->pf) < FIRST_WINDOW ? start_window(st->pf)
 								   : FIRST_WINDOW);
-		else if (st->pf->nthreads)
+		else if (st->pf->nthreads && random_runs(st) + 1 >= INDEX_WARM_RUNS)
 			warm_indexes(st);
 		st->expect = 0;
 	} else {

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of core/prefetch's runs against a real lake: a column's frame indexes are asked for
+ * when its reader reads at random, and not when a scan's parallel reads arrive out of order. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "import.h"
+#include "npy.h"
+#include "prefetch.h"
+#include "store.h"
+#include "version.h"
+#include "workpool.h"
+
+#include "tmpdir_fixture.h"
+
+#define ROWS 16384
+#define RB 256 /* bytes a row: 512 rows a 128 KiB chunk, 32 chunks */
+
+static struct tfs_store *store;
+static struct tfs_version *v;
+static struct tfs_cache *cache;
+static struct tfs_workpool *pool;
+static struct tfs_prefetcher *pf;
+static uint64_t per; /* rows a chunk */
+
+static int setup(void **state)
+{
+	static uint8_t x[ROWS][RB];
+	const uint64_t shape[] = { RB };
+	const struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD,
+					   .level = 1,
+					   .chunk_bytes = 128 << 10 };
+	char path[256], url[256], hdr[TFS_NPY_ALIGN], err[64];
+	struct tfs_import_src src = { "x", path, TFS_SRC_NPY, 0 };
+	struct tfs_dtype u1;
+	struct tfs_id id;
+	int big;
+	FILE *f;
+
+	(void)state;
+	if (tmpdir_make("prefetch"))
+		return -1;
+	for (int i = 0; i < ROWS; i++)
+		for (int j = 0; j < RB; j++)
+			x[i][j] = (uint8_t)(i * 31 + j * 7 + (i * j) % 13);
+	snprintf(path, sizeof(path), "%s/x.npy", tmpdir);
+	if (tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)) ||
+	    tfs_npy_header_build(&u1, ROWS, 1, shape, hdr))
+		return -1;
+	f = fopen(path, "w");
+	fwrite(hdr, 1, sizeof(hdr), f);
+	fwrite(x, 1, sizeof(x), f);
+	fclose(f);
+	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
+	if (tfs_store_open(url, TFS_STORE_CREATE, &store) || tfs_dataset_create(store, "d") ||
+	    tfs_import(store, "d", &src, 1, &o, &id) || tfs_version_open(store, "d", &id, &v))
+		return -1;
+	per = v->manifest.cols[0].rows_per_chunk;
+	if (!per || v->manifest.cols[0].nchunks < 16)
+		return -1;
+	return tfs_cache_create(64 << 20, &cache) || tfs_workpool_create(2, &pool) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tfs_version_put(v);
+	tfs_workpool_destroy(pool);
+	tfs_cache_destroy(cache);
+	tfs_store_close(store);
+	return tmpdir_remove();
+}
+
+static int pf_setup(void **state)
+{
+	(void)state;
+	return tfs_prefetcher_create(cache, pool, 4, 64 << 20, &pf);
+}
+
+static int pf_teardown(void **state)
+{
+	(void)state;
+	tfs_prefetcher_destroy(pf);
+	return 0;
+}
+
+/* The reader read rows [first, last]. */
+static void access_rows(struct tfs_stream *st, uint64_t first, uint64_t last)
+{
+	tfs_stream_access(st, first, last, first / per, last / per);
+}
+
+static uint64_t indexes_asked(void)
+{
+	struct tfs_prefetch_stats s;
+
+	tfs_prefetcher_stats(pf, &s);
+	return s.indexes;
+}
+
+/* One large read split into four, served by several threads: the second part arrives first,
+ * the fourth before the third. That is a scan, and it loads no index. */
+static void test_scan_read_out_of_order_loads_no_index(void **state)
+{
+	const uint64_t part = ROWS / 4;
+	struct tfs_stream *st;
+
+	(void)state;
+	assert_int_equal(tfs_stream_create(pf, v, 0, NULL, v->manifest.cols[0].nchunks, &st), 0);
+	access_rows(st, part, 2 * part - 1);
+	access_rows(st, 0, part - 1);
+	access_rows(st, 3 * part, 4 * part - 1);
+	access_rows(st, 2 * part, 3 * part - 1);
+	assert_int_equal(indexes_asked(), 0);
+	tfs_stream_destroy(st);
+}
+
+/* np.load's header read at the start, then rows far apart: the third jump is a reader at
+ * random, and every chunk's index is asked for, once. */
+static void test_reader_at_random_loads_every_index_once(void **state)
+{
+	const size_t nchunks = v->manifest.cols[0].nchunks;
+	const uint64_t jumps[] = { 9 * per + 3, 2 * per + 100, 13 * per + 7, 5 * per, 11 * per };
+	struct tfs_stream *st;
+
+	(void)state;
+	assert_int_equal(tfs_stream_create(pf, v, 0, NULL, nchunks, &st), 0);
+	access_rows(st, 0, 15);
+	access_rows(st, jumps[0], jumps[0]);
+	access_rows(st, jumps[1], jumps[1]);
+	assert_int_equal(indexes_asked(), 0);
+	access_rows(st, jumps[2], jumps[2]);
+	assert_int_equal(indexes_asked(), nchunks);
+	access_rows(st, jumps[3], jumps[3]);
+	access_rows(st, jumps[4], jumps[4]);
+	assert_int_equal(indexes_asked(), nchunks);
+	tfs_stream_destroy(st);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_scan_read_out_of_order_loads_no_index,
+						pf_setup, pf_teardown),
+		cmocka_unit_test_setup_teardown(test_reader_at_random_loads_every_index_once,
+						pf_setup, pf_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
