@@ -45,8 +45,9 @@ int tfs_version_chunk_get(struct tfs_version *v, struct tfs_cache *cache, size_t
 int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, struct tfs_workpool *pool,
 			  size_t col, size_t k, uint64_t in, uint64_t want,
 			  struct tfs_cache_entry **e, uint64_t *base);
-/* want: the bytes from in on that the caller is about to read (0: just byte in). When they span
- * frames none of which is cached, the run is read with one request and each frame cached; pool
+/* want: the bytes from in on that the caller is about to read (0: just byte in). When they cover
+ * the whole chunk, the chunk is read whole. When they span frames none of which is cached, the
+ * run is read with one request and each frame cached; pool
  * (NULL: none) decodes the frames after the first meanwhile, at TFS_WORK_WAITED. */
 
 /* Load the frame index of chunk k of column col into the cache ahead of a reader that jumps

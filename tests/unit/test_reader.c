@@ -344,9 +344,10 @@ static void check_frame(const struct tfs_column *c, size_t k, const struct tfs_c
 			 img_byte(first + (base + e->len - 1) / FB, (base + e->len - 1) % FB));
 }
 
-/* A read of a whole chunk's frames at once (a page fault's read-around) gets its first frame
- * pinned and leaves every frame of the run cached, each decoded once, the frames after the first
- * on the pool when one is given (else on this thread): the reads that follow are hits. */
+/* A read of a chunk's frames at once (a page fault's read-around; here all but the chunk's last
+ * byte) gets its first frame pinned and leaves every frame of the run cached, each decoded once,
+ * the frames after the first on the pool when one is given (else on this thread): the reads that
+ * follow are hits. A read of the whole chunk gets it whole, with no index read. */
 static void test_frame_runs(void **state)
 {
 	const int col = tfs_version_column(vf, "img");
@@ -366,7 +367,8 @@ static void test_frame_runs(void **state)
 			uint64_t base = 1;
 
 			assert_int_equal(tfs_version_piece_get(vf, fresh, pooled ? pool : NULL,
-							       (size_t)col, k, 0, bytes, &e, &base),
+							       (size_t)col, k, 0, bytes - 1, &e,
+							       &base),
 					 0);
 			assert_int_equal(base, 0);
 			assert_true(e->len < bytes && bytes > 2 * e->len); /* a frame of several */
@@ -396,6 +398,25 @@ static void test_frame_runs(void **state)
 		tfs_cache_stats(fresh, &cs1);
 		assert_int_equal(cs1.misses, cs0.misses); /* every frame was cached by its run */
 		assert_int_equal(cs1.bytes_loaded, cs0.bytes_loaded);
+		tfs_cache_destroy(fresh);
+	}
+	for (size_t k = 0; k < 2; k++) {
+		const uint64_t bytes = tfs_column_chunk_rows(c, k) * FB;
+		struct tfs_cache_stats cs;
+		struct tfs_cache *fresh;
+		struct tfs_cache_entry *e;
+		uint64_t base = 1;
+
+		assert_int_equal(tfs_cache_create(64 << 20, &fresh), 0);
+		assert_int_equal(tfs_version_piece_get(vf, fresh, pool, (size_t)col, k, 0,
+						       bytes + (k ? FB : 0), &e, &base),
+				 0);
+		assert_int_equal(base, 0);
+		assert_int_equal(e->len, bytes);
+		check_frame(c, k, e, base);
+		tfs_cache_put(fresh, e);
+		tfs_cache_stats(fresh, &cs);
+		assert_int_equal(cs.misses, 1); /* the chunk alone: no index */
 		tfs_cache_destroy(fresh);
 	}
 	tfs_workpool_destroy(pool);
