@@ -11,12 +11,12 @@
 #include <cmocka.h>
 
 #include "import.h"
-#include "npy.h"
 #include "prefetch.h"
 #include "store.h"
 #include "version.h"
 #include "workpool.h"
 
+#include "npyfile_fixture.h"
 #include "tmpdir_fixture.h"
 
 #define ROWS 16384
@@ -31,32 +31,19 @@ static uint64_t per; /* rows a chunk */
 
 static int setup(void **state)
 {
-	static uint8_t x[ROWS][RB];
-	const uint64_t shape[] = { RB };
 	const struct tfs_import_opts o = { .codec = TFS_CODEC_ZSTD,
 					   .level = 1,
 					   .chunk_bytes = 128 << 10 };
-	char path[256], url[256], hdr[TFS_NPY_ALIGN], err[64];
+	char path[256], url[256];
 	struct tfs_import_src src = { "x", path, TFS_SRC_NPY, 0 };
-	struct tfs_dtype u1;
 	struct tfs_id id;
-	int big;
-	FILE *f;
 
 	(void)state;
 	if (tmpdir_make("prefetch"))
 		return -1;
-	for (int i = 0; i < ROWS; i++)
-		for (int j = 0; j < RB; j++)
-			x[i][j] = (uint8_t)(i * 31 + j * 7 + (i * j) % 13);
 	snprintf(path, sizeof(path), "%s/x.npy", tmpdir);
-	if (tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)) ||
-	    tfs_npy_header_build(&u1, ROWS, 1, shape, hdr))
+	if (npyfile_write_u1(path, ROWS, RB))
 		return -1;
-	f = fopen(path, "w");
-	fwrite(hdr, 1, sizeof(hdr), f);
-	fwrite(x, 1, sizeof(x), f);
-	fclose(f);
 	snprintf(url, sizeof(url), "file://%s/lake", tmpdir);
 	if (tfs_store_open(url, TFS_STORE_CREATE, &store) || tfs_dataset_create(store, "d") ||
 	    tfs_import(store, "d", &src, 1, &o, &id) || tfs_version_open(store, "d", &id, &v))

@@ -21,6 +21,7 @@
 #include "version.h"
 #include "workpool.h"
 
+#include "npyfile_fixture.h"
 #include "tmpdir_fixture.h"
 
 #define NJ 400 /* JSON Lines rows */
@@ -91,27 +92,14 @@ static int setup(void **state)
 		return -1;
 	/* img: framed chunks (64 KiB frames), for the frames mode. */
 	{
-		static uint8_t img[NF][FB];
-		const uint64_t shape[] = { FB };
 		const struct tfs_import_opts of = { .codec = TFS_CODEC_ZSTD,
 						    .level = 1,
 						    .chunk_bytes = 256 << 10 };
 		struct tfs_import_src src = { "img", path, TFS_SRC_NPY, 0 };
-		char hdr[TFS_NPY_ALIGN], err[64];
-		struct tfs_dtype u1;
-		int big;
 
-		for (int i = 0; i < NF; i++)
-			for (int j = 0; j < FB; j++)
-				img[i][j] = (uint8_t)(i * 31 + j * 7 + (i * j) % 13);
 		snprintf(path, sizeof(path), "%s/img.npy", tmpdir);
-		if (tfs_dtype_parse("|u1", &u1, &big, err, sizeof(err)) ||
-		    tfs_npy_header_build(&u1, NF, 1, shape, hdr))
+		if (npyfile_write_u1(path, NF, FB))
 			return -1;
-		f = fopen(path, "w");
-		fwrite(hdr, 1, sizeof(hdr), f);
-		fwrite(img, 1, sizeof(img), f);
-		fclose(f);
 		if (tfs_dataset_create(store, "f") || tfs_import(store, "f", &src, 1, &of, &id) ||
 		    tfs_version_open(store, "f", &id, &vf))
 			return -1;
@@ -326,12 +314,6 @@ static void test_frames(void **state)
 	free(dst);
 }
 
-/* img's byte j of row i, as setup wrote it. */
-static uint8_t img_byte(uint64_t i, uint64_t j)
-{
-	return (uint8_t)(i * 31 + j * 7 + (i * j) % 13);
-}
-
 /* Chunk k's frame entry e, which starts at chunk offset base, against img. */
 static void check_frame(const struct tfs_column *c, size_t k, const struct tfs_cache_entry *e,
 			uint64_t base)
@@ -339,9 +321,10 @@ static void check_frame(const struct tfs_column *c, size_t k, const struct tfs_c
 	const uint64_t first = tfs_column_chunk_first(c, k);
 
 	for (size_t o = 0; o < e->len; o += 97)
-		assert_int_equal(e->data[o], img_byte(first + (base + o) / FB, (base + o) % FB));
+		assert_int_equal(e->data[o],
+				 npyfile_byte(first + (base + o) / FB, (base + o) % FB));
 	assert_int_equal(e->data[e->len - 1],
-			 img_byte(first + (base + e->len - 1) / FB, (base + e->len - 1) % FB));
+			 npyfile_byte(first + (base + e->len - 1) / FB, (base + e->len - 1) % FB));
 }
 
 /* A read of a chunk's frames at once (a page fault's read-around; here all but the chunk's last
