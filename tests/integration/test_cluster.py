@@ -83,7 +83,11 @@ def read_all(m, cols):
 TIER = "cache_tier=s3://tier@tier/shared"
 
 
-def test_second_node_reads_the_tier_not_the_origin(cluster, tmp_path, mount):
+@pytest.mark.parametrize("out_of_order", [False, True])
+def test_second_node_reads_the_tier_not_the_origin(cluster, tmp_path, mount, out_of_order):
+    """out_of_order: node B's scan of x starts with its second MiB, as when the kernel's parallel
+    reads of np.load arrive out of order. A read over whole chunks is a scan's: whole chunks
+    from the tier serve it, not frames (ranged reads of the origin), and no index is loaded."""
     srv, proxy = cluster
     lake, cols = build(tmp_path)
     base = proxy.snapshot()
@@ -93,7 +97,20 @@ def test_second_node_reads_the_tier_not_the_origin(cluster, tmp_path, mount):
     after_a = proxy.snapshot()
     assert ta["hits"] == 0 and ta["writes"] == ta["misses"] > 0, ta
     b = mount(lake, opts=("cache_mem=4M", TIER), name="node_b")
+    if out_of_order:
+        fd = os.open(b / "d" / "main" / "x.npy", os.O_RDONLY)
+        try:
+            got = os.pread(fd, 1 << 20, 1 << 20)
+        finally:
+            os.close(fd)
     read_all(b, cols)
+    if out_of_order:
+        with open(b / "d" / "main" / "x.npy", "rb") as f:
+            fmt = np.lib.format
+            version = fmt.read_magic(f)
+            (fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0)(f)
+            data = (1 << 20) - f.tell()
+        assert got == cols["x"].tobytes()[data:data + (1 << 20)]
     tb = stats(b)["cache_tier"]
     after_b = proxy.snapshot()
     a_gets = after_a["object_gets"] - base["object_gets"]
@@ -105,6 +122,7 @@ def test_second_node_reads_the_tier_not_the_origin(cluster, tmp_path, mount):
     assert b_gets == 0 and b_bytes == 0, (after_b, tb)
     assert tb["hits"] == ta["writes"] and tb["misses"] == 0 and tb["bad"] == 0, tb
     assert stats(b)["store"]["bytes_fetched"] < 64 * 1024  # refs and markers only
+    assert stats(b)["prefetch"]["frame_indexes"] == 0
     # The metrics carry the tier too.
     metrics = (b.path / ".tensorfs" / "metrics").read_text()
     assert f"tensorfs_cache_tier_hits_total {tb['hits']}" in metrics
