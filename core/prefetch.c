@@ -368,9 +368,10 @@ int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_r
 		 * round trip on a remote store), a chunk per loader but at most FIRST_WINDOW: a
 		 * random reader that opened the file with np.load (which reads here first) costs
 		 * no more than that, and its next jump starts a run of its own. A view is read
-		 * front to back from wherever its reader starts. A read over a whole chunk of a
-		 * column or more is a scan's (one of its parallel reads that arrived before those
-		 * it follows): whole chunks serve it, and its run loads ahead once it goes on. */
+		 * front to back from wherever its reader starts. A read over three chunks of a
+		 * column or more (one at least whole) is a scan's, one of its parallel reads that
+		 * arrived before those it follows: whole chunks serve it, and its run loads ahead
+		 * once it goes on. */
 		if (st->expect)
 			run_sequential(st, r, start_window(st->pf));
 		else if (start)

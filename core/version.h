@@ -47,8 +47,8 @@ int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, struct
 			  struct tfs_cache_entry **e, uint64_t *base);
 /* want: the bytes from in on that the caller is about to read (0: just byte in). When they cover
  * the whole chunk, the chunk is read whole. When they span frames none of which is cached, the
- * run is read with one request and each frame cached; pool
- * (NULL: none) decodes the frames after the first meanwhile, at TFS_WORK_WAITED. */
+ * run is read with one request and each frame cached; pool (NULL: none) decodes the frames after
+ * the first meanwhile, at TFS_WORK_WAITED. */
 
 /* Load the frame index of chunk k of column col into the cache ahead of a reader that jumps
  * (a column's indexes are loaded together when it starts to), unless the chunk or its index is
