@@ -54,8 +54,9 @@ void tfs_stream_expect_sequential(struct tfs_stream *st);
  * access at position 0 (the start of a scan), or from a read over three positions or more of a
  * column in order (one at least whole: a scan's read, out of order); a sequential run keeps a
  * growing window of chunks ahead of it loading (before it, for a run that grows at its front: a
- * copy backwards), and a run that jumps loads nothing ahead. Returns whether this read's run is sequential, so that
- * whole chunks serve it best; a reader that jumps is served frames (tfs_version_piece_get). */
+ * copy backwards), and a run that jumps loads nothing ahead. Returns whether this read's run is
+ * sequential, so that whole chunks serve it best; a reader that jumps is served frames
+ * (tfs_version_piece_get). */
 int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_row, size_t first,
 		      size_t last);
 
