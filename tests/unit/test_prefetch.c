@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of core/prefetch's runs against a real lake: a column's frame indexes are asked for
- * when its reader reads at random, and not when a scan's parallel reads arrive out of order. */
+/* Unit tests of core/prefetch's runs against a real lake: a scan's parallel reads that arrive out
+ * of order are served whole chunks and load no frame index; a column's frame indexes are asked
+ * for, once, when its reader reads at random. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,7 +97,7 @@ static uint64_t indexes_asked(void)
  * index. */
 static void test_scan_read_out_of_order_loads_no_index(void **state)
 {
-	const uint64_t part = ROWS / 8 + 100; /* two chunks and more, across chunk edges */
+	const uint64_t part = ROWS / 8 + 100; /* four chunks and more, across chunk edges */
 	struct tfs_stream *st;
 
 	(void)state;
