@@ -47,7 +47,7 @@ struct shard {
 
 /* Counters, updated with relaxed atomics outside any lock. */
 struct counters {
-	uint64_t hits, misses, waits, wait_ns, load_errors, evictions, bytes_loaded;
+	uint64_t hits, misses, waits, wait_ns, load_ns, load_errors, evictions, bytes_loaded;
 	uint64_t prefetch_loads, prefetch_hits, prefetch_wasted, prefetch_pending;
 };
 
@@ -259,7 +259,6 @@ void tfs_cache_destroy(struct tfs_cache *c)
 		return;
 	for (unsigned i = 0; i < NSHARDS; i++) {
 		struct shard *s = &c->shards[i];
-
 		struct tfs_idmap_node *n = tfs_idmap_drain(&s->map), *next;
 
 		for (; n; n = next) {
@@ -605,8 +604,10 @@ static int run_load(struct tfs_cache *c, unsigned idx, struct entry *e, tfs_cach
 	struct entry *freed = NULL;
 	uint8_t *data = NULL;
 	size_t len = 0, cap = 0;
+	const uint64_t t0 = tfs_now_ns();
 	int rc = load(arg, &e->node.id, &data, &len, &cap), over;
 
+	COUNT(c, load_ns, tfs_now_ns() - t0);
 	pthread_mutex_lock(&s->lock);
 	over = finish_load(c, s, e, rc, data, len, cap, &freed);
 	if (!rc && !keep_ref)
@@ -764,6 +765,7 @@ void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 	st->misses = __atomic_load_n(&c->n.misses, __ATOMIC_RELAXED);
 	st->waits = __atomic_load_n(&c->n.waits, __ATOMIC_RELAXED);
 	st->wait_ns = __atomic_load_n(&c->n.wait_ns, __ATOMIC_RELAXED);
+	st->load_ns = __atomic_load_n(&c->n.load_ns, __ATOMIC_RELAXED);
 	st->load_errors = __atomic_load_n(&c->n.load_errors, __ATOMIC_RELAXED);
 	st->evictions = __atomic_load_n(&c->n.evictions, __ATOMIC_RELAXED);
 	st->bytes_loaded = __atomic_load_n(&c->n.bytes_loaded, __ATOMIC_RELAXED);

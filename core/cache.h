@@ -28,6 +28,9 @@ struct tfs_cache_stats {
 	uint64_t hits, misses;
 	uint64_t waits;	  /* misses that joined a load already under way */
 	uint64_t wait_ns; /* time tfs_cache_get callers spent blocked on a load (data stall) */
+	/* Time in loaders (fetch, checks, decode), summed over the threads that ran them: readers'
+	 * and prefetch loads alike. */
+	uint64_t load_ns;
 	uint64_t load_errors;
 	uint64_t evictions;
 	uint64_t bytes_loaded;	   /* decoded bytes loaded, by readers and prefetch */

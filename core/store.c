@@ -48,10 +48,12 @@ int tfs_store_get_object(struct tfs_store *s, const char *key, uint64_t urgent_s
 	if (urgent_size)
 		TFS_STORE_COUNT(s, urgent_gets, 1);
 	for (int attempt = 0;; attempt++) {
+		const uint64_t t0 = tfs_now_ns();
 		int verified = 0;
 
 		rc = s->ops->get_object ? s->ops->get_object(s, key, urgent_size, out, &verified)
 					: s->ops->get(s, key, out);
+		TFS_STORE_COUNT(s, read_ns, tfs_now_ns() - t0);
 		if (rc)
 			return rc;
 		TFS_STORE_COUNT(s, bytes_read, out->len);

@@ -94,6 +94,9 @@ struct tfs_store_counters {
 	uint64_t gets, ranged_gets, heads, puts, lists, deletes;
 	uint64_t urgent_gets; /* object gets a reader waited for (urgent_size; in gets too) */
 	uint64_t bytes_read, bytes_written;
+	/* Time in get requests, whole, ranged and objects' (tfs_store_get_object's own check left
+	 * out), summed over the threads that made them: the disk's or the network's share. */
+	uint64_t read_ns;
 	/* Attempts repeated by remote backends (transport errors, 5xx/429, short or damaged
 	 * bodies), counted by the backend itself; 0 for file://. */
 	uint64_t retries;
@@ -144,8 +147,10 @@ int tfs_url_split(const char *url, char **lake_url, char **dataset);
 
 static inline int tfs_store_get(struct tfs_store *s, const char *key, struct tfs_buf *out)
 {
+	const uint64_t t0 = tfs_now_ns();
 	int rc = s->ops->get(s, key, out);
 
+	TFS_STORE_COUNT(s, read_ns, tfs_now_ns() - t0);
 	TFS_STORE_COUNT(s, gets, 1);
 	if (!rc)
 		TFS_STORE_COUNT(s, bytes_read, out->len);
@@ -162,8 +167,10 @@ int tfs_store_get_object(struct tfs_store *s, const char *key, uint64_t urgent_s
 static inline ssize_t tfs_store_get_range(struct tfs_store *s, const char *key, uint64_t off,
 					  void *buf, size_t len)
 {
+	const uint64_t t0 = tfs_now_ns();
 	ssize_t rc = s->ops->get_range(s, key, off, buf, len);
 
+	TFS_STORE_COUNT(s, read_ns, tfs_now_ns() - t0);
 	TFS_STORE_COUNT(s, ranged_gets, 1);
 	if (rc > 0)
 		TFS_STORE_COUNT(s, bytes_read, (uint64_t)rc);
@@ -175,6 +182,7 @@ static inline ssize_t tfs_store_get_range(struct tfs_store *s, const char *key, 
 static inline ssize_t tfs_store_get_range_of(struct tfs_store *s, const char *key, uint64_t off,
 					     void *buf, size_t len, struct tfs_store_version *v)
 {
+	uint64_t t0;
 	ssize_t rc;
 
 	v->size = -1;
@@ -182,7 +190,9 @@ static inline ssize_t tfs_store_get_range_of(struct tfs_store *s, const char *ke
 	v->tag_md5 = 0;
 	if (!s->ops->get_range_of)
 		return tfs_store_get_range(s, key, off, buf, len);
+	t0 = tfs_now_ns();
 	rc = s->ops->get_range_of(s, key, off, buf, len, v);
+	TFS_STORE_COUNT(s, read_ns, tfs_now_ns() - t0);
 	TFS_STORE_COUNT(s, ranged_gets, 1);
 	if (rc > 0)
 		TFS_STORE_COUNT(s, bytes_read, (uint64_t)rc);

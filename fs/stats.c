@@ -150,8 +150,9 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		", \"entries\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
 		", \"joined_loads\": %" PRIu64 ", \"load_errors\": %" PRIu64
 		", \"evictions\": %" PRIu64 ", \"bytes_decompressed\": %" PRIu64
-		", \"reader_wait_s\": %.6f, \"plans\": %" PRIu64 ", \"arena_bytes\": %" PRIu64
-		", \"arena_used\": %" PRIu64 ", \"arena_full\": %" PRIu64 "},\n"
+		", \"reader_wait_s\": %.6f, \"load_s\": %.6f, \"plans\": %" PRIu64
+		", \"arena_bytes\": %" PRIu64 ", \"arena_used\": %" PRIu64
+		", \"arena_full\": %" PRIu64 "},\n"
 		"  \"views\": {\"built\": %" PRIu64 ", \"idle\": %" PRIu64
 		", \"idle_bytes\": %" PRIu64 ", \"view_mem\": %" PRIu64
 		", \"built_total\": %" PRIu64 ", \"dropped_total\": %" PRIu64 "},\n"
@@ -166,17 +167,17 @@ int tfs_fs_stats_json(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s, 
 		"  \"fuse\": {\"reads\": %" PRIu64 ", \"read_bytes_requested\": %" PRIu64 "},\n"
 		"  \"store\": {\"url\": \"%s\", \"gets\": %" PRIu64 ", \"urgent_gets\": %" PRIu64
 		", \"ranged_gets\": %" PRIu64 ", \"heads\": %" PRIu64 ", \"lists\": %" PRIu64
-		", \"bytes_fetched\": %" PRIu64 ", \"retries\": %" PRIu64 "},\n",
+		", \"bytes_fetched\": %" PRIu64 ", \"read_s\": %.6f, \"retries\": %" PRIu64 "},\n",
 		s->uptime_s, c->budget, c->bytes, c->entries, c->hits, c->misses, c->waits,
-		c->load_errors, c->evictions, c->bytes_loaded, (double)c->wait_ns / 1e9, c->plans,
-		c->arena_bytes, c->arena_used, c->arena_full, s->lake.views, s->lake.views_idle,
-		s->lake.views_idle_bytes, s->lake.view_mem, s->lake.views_built,
-		s->lake.views_dropped, s->nodes, s->nodes_made, s->nodes_freed, p->threads,
-		p->scheduled, c->prefetch_loads, c->prefetch_hits, c->prefetch_wasted,
+		c->load_errors, c->evictions, c->bytes_loaded, (double)c->wait_ns / 1e9,
+		(double)c->load_ns / 1e9, c->plans, c->arena_bytes, c->arena_used, c->arena_full,
+		s->lake.views, s->lake.views_idle, s->lake.views_idle_bytes, s->lake.view_mem,
+		s->lake.views_built, s->lake.views_dropped, s->nodes, s->nodes_made, s->nodes_freed,
+		p->threads, p->scheduled, c->prefetch_loads, c->prefetch_hits, c->prefetch_wasted,
 		c->prefetch_pending, p->inflight_bytes, p->skipped_cached, p->throttled, p->errors,
 		p->sequential_streams, p->random_resets, p->indexes, s->reads, s->read_bytes,
 		s->store_url, sc->gets, sc->urgent_gets, sc->ranged_gets, sc->heads, sc->lists,
-		sc->bytes_read, sc->retries);
+		sc->bytes_read, (double)sc->read_ns / 1e9, sc->retries);
 	if (!rc && s->control_json)
 		rc = tfs_buf_printf(out, "%s", s->control_json);
 	if (!rc)
@@ -288,6 +289,10 @@ int tfs_fs_metrics_text(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s
 		       "Time readers spent blocked waiting for a chunk to load (data stall).") ?:
 		tfs_buf_printf(o, "tensorfs_reader_wait_seconds_total %.6f\n",
 			       (double)c->wait_ns / 1e9) ?:
+		family(o, "cache_load_seconds_total", "counter",
+		       "Time in chunk loads (fetch, checks, decode), summed over the threads.") ?:
+		tfs_buf_printf(o, "tensorfs_cache_load_seconds_total %.6f\n",
+			       (double)c->load_ns / 1e9) ?:
 		metric(o, "cache_budget_bytes", "gauge", "Memory cache budget.", c->budget) ?:
 		metric(o, "views", "gauge", "Views built now (held and idle).", s->lake.views) ?:
 		metric(o, "views_idle_bytes", "gauge", "Bytes of built views nobody holds.",
@@ -340,6 +345,10 @@ int tfs_fs_metrics_text(struct tfs_fs_stats *st, const struct tfs_fs_snapshot *s
 			       sc->gets, sc->urgent_gets, sc->ranged_gets, sc->heads, sc->lists) ?:
 		metric(o, "store_fetched_bytes_total", "counter", "Bytes fetched from the store.",
 		       sc->bytes_read) ?:
+		family(o, "store_read_seconds_total", "counter",
+		       "Time in store reads (the disk or the network), summed over the threads.") ?:
+		tfs_buf_printf(o, "tensorfs_store_read_seconds_total %.6f\n",
+			       (double)sc->read_ns / 1e9) ?:
 		metric(o, "store_retries_total", "counter",
 		       "Store requests repeated after a transport error, 5xx or damaged body.",
 		       sc->retries) ?:

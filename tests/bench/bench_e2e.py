@@ -18,7 +18,8 @@ noise, quality 90) in 10 class directories.
                batches() of image and label to the device: the first epoch cold (page cache
                dropped, empty chunk cache), then the best of --epochs warm. The cold epoch is
                also given in its phases (the Stager's opening, its first batch, the rest), with
-               the daemon's CPU seconds, against a cold read of the image column through a
+               the daemon's CPU seconds and its threads' time in chunk loads and in store reads
+               (.tensorfs/stats), against a cold read of the image column through a
                fresh mount (the bytes that epoch must bring from the disk, read in order), and
                with the daemon's log line saying what registering its cache's arena took (with
                -o cuda_init it runs from the mount on, beside the first epoch); on a GPU, the
@@ -33,6 +34,7 @@ asserted.
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -138,6 +140,17 @@ def wait_setup(log, limit=20.0):
     return None
 
 
+def load_times(mnt):
+    """(seconds in chunk loads, seconds in store reads) so far, summed over the daemon's
+    threads, from its stats; (0, 0) where it does not count them."""
+    try:
+        with open(mnt / ".tensorfs" / "stats") as f:
+            st = json.load(f)
+        return st["cache"]["load_s"], st["store"]["read_s"]
+    except (OSError, ValueError, KeyError):
+        return 0.0, 0.0
+
+
 def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False):
     """images/s of a fresh mount's first epoch (caches dropped), and of its best warm one (none
     when epochs is 0); the first epoch's phases: the Stager's opening, its first batch, the
@@ -158,7 +171,7 @@ def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False):
             drop_caches()
         for e in range(1 + epochs):
             vp = tensorfs.view_path(ver, seed=1, epoch=e)
-            n, c0, t = 0, cpu_s(pid), time.perf_counter()
+            n, c0, l0, t = 0, cpu_s(pid), load_times(mnt), time.perf_counter()
             with tensorfs.Stager(mnt, vp, ["image", "label"], device=device, depth=6,
                                  batch_size=batch) as g:
                 opened = time.perf_counter()
@@ -171,8 +184,10 @@ def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False):
             end = time.perf_counter()
             rates.append(n / (end - t))
             if e == 0:
+                l1 = load_times(mnt)
                 phases.update(open=opened - t, first=first - opened, rest=end - first,
-                              cpu=cpu_s(pid) - c0, wall=end - t)
+                              cpu=cpu_s(pid) - c0, wall=end - t, loads=l1[0] - l0[0],
+                              reads=l1[1] - l0[1])
     finally:
         unmount(mnt)
     return rates[0], max(rates[1:]) if epochs else None, phases
@@ -181,7 +196,9 @@ def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False):
 def phase_line(ph, scan):
     return (f"{ph['wall']:.3f} s = opening {ph['open'] * 1e3:.0f} ms + first batch "
             f"{ph['first'] * 1e3:.0f} ms + the other batches {ph['rest'] * 1e3:.0f} ms; daemon "
-            f"CPU {ph['cpu']:.2f} s ({ph['cpu'] / ph['wall']:.1f} cores); a cold read of "
+            f"CPU {ph['cpu']:.2f} s ({ph['cpu'] / ph['wall']:.1f} cores); chunk loads "
+            f"{ph['loads']:.2f} s of its threads' time, store reads {ph['reads']:.2f} s of "
+            f"it; a cold read of "
             f"image.npy through a fresh mount takes {scan:.3f} s ({scan / ph['wall']:.2f}x the "
             f"epoch's time: the disk's part of it)")
 

@@ -367,7 +367,7 @@ def random_rows(ctx, res, case, cache_mem):
     n = len(idx)
     res["indices"] = n
     res["row_bytes"] = rb
-    v, dm, dcpu = {}, {}, {}
+    v, dm, dcpu, dtime = {}, {}, {}, {}
     for method in ("mmap", "pread"):
         fn = ((lambda p: random_mmap(p, idx)) if method == "mmap"
               else (lambda p: random_pread(p, idx, rb)))
@@ -379,8 +379,10 @@ def random_rows(ctx, res, case, cache_mem):
                         path = m.file()
                         os.stat(path)
                         ctx.cache.drop()
+                        s0 = m.stats()
                         with CpuMeter(m.pid) as c, DiskMeter(ctx.npy) as d:
                             cold.append(fn(path))
+                        dtime[method] = load_time_per_row(s0, m.stats(), n)
                         res.setdefault(f"cold_{method}_mount_cpu", []).append(c.as_dict())
                         dcpu[method] = c
                         warm.append(fn(path))
@@ -404,7 +406,8 @@ def random_rows(ctx, res, case, cache_mem):
             log(f"  random {method:5s} {where:5s}: cold {v[(method, where, 'cold')]:,.0f} "
                 f"rows/s, warm {v[(method, where, 'warm')]:,.0f} rows/s"
                 + (f"; cold: {disk[-1].per(n)}" if disk[-1].per(n) else "")
-                + (f"; {daemon_per_row(dcpu[method], n)}" if where == "mount" else ""))
+                + (f"; {daemon_per_row(dcpu[method], n)}" if where == "mount" else "")
+                + (f"; {dtime[method]}" if where == "mount" and dtime[method] else ""))
     for state in ("cold", "warm"):
         for method, label in (("mmap", "np.array(mm[i])"), ("pread", "pread(row)")):
             cost = ""
@@ -413,6 +416,8 @@ def random_rows(ctx, res, case, cache_mem):
                         f"(local: {dm[(method, 'local')].per(n)})")
             if state == "cold" and method in dcpu and daemon_per_row(dcpu[method], n):
                 cost += f"; {daemon_per_row(dcpu[method], n)}"
+            if state == "cold" and dtime.get(method):
+                cost += f"; {dtime[method]}"
             ctx.add(case, f"{state} random {n} rows {label}", v[(method, "mount", state)],
                     "rows/s", f"local .npy {state}", v[(method, "local", state)],
                     note=f"{rb} B rows" + (f", cache_mem={cache_mem}" if cache_mem else "") + cost,
@@ -426,6 +431,19 @@ def daemon_per_row(c, n):
         return ""
     return (f"daemon CPU {c.daemon_s / n * 1e6:.0f} us a row (user "
             f"{c.daemon_user_s / n * 1e6:.0f}, sys {c.daemon_sys_s / n * 1e6:.0f})")
+
+
+def load_time_per_row(s0, s1, n):
+    """The daemon's time in chunk loads a row between two stats snapshots, and the store's
+    share of it (thread time: what a row waited on the disk or the network, and on the
+    decode), or '' where the daemon does not count it."""
+    try:
+        load = s1["cache"]["load_s"] - s0["cache"]["load_s"]
+        read = s1["store"]["read_s"] - s0["store"]["read_s"]
+    except (KeyError, TypeError):
+        return ""
+    return (f"loads {load / n * 1e6:.0f} us a row, store reads {read / n * 1e6:.0f}"
+            if n else "")
 
 
 def case4(ctx, res):

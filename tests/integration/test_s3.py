@@ -12,7 +12,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import HEADER_SIZE, check_column_file, load_schema, run_proc, tfs
+from conftest import HEADER_SIZE, check_column_file, load_schema, opened, run_proc, tfs
 import s3help
 from faultproxy import FaultProxy
 from s3help import S3Server, UrlLake, s3_env
@@ -350,6 +350,40 @@ def test_s3_waited_chunks_come_in_parallel_ranges(s3, tmp_path, mount, monkeypat
     # ranges of faulted attempts.
     assert proxy.counts["ranged"] >= 13, proxy.counts
     assert proxy.injected() >= 3, proxy.counts
+
+
+def test_s3_time_in_loads_and_store_reads_is_in_the_stats(s3, tmp_path, mount, monkeypatch):
+    """The time chunk loads take, and the store's share of it, show in the stats and the
+    metrics: rows of 8 chunks read one after another through a link that delays every request
+    by 50 ms add at least 50 ms a request to both."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(0, 16, size=(8 * 64, 4096), dtype=np.uint8)  # 8 chunks of 64 rows
+    UrlLake("s3://lake/t", tmp_path / "npy").build("ds", {"x": x}, "--chunk-size", "256k")
+    proxy = FaultProxy(s3.port, delay_s=0.05, workdir=tmp_path)
+    try:
+        s3_env(monkeypatch, proxy.endpoint)
+        m = mount(UrlLake("s3://lake/t", tmp_path / "npy"), opts=["prefetch_threads=0"])
+        path = m.path / "ds" / "main" / "x.npy"
+        os.stat(path)  # the version's lookup, before the window
+        before = stats(m.path)
+        with opened(path) as fd:
+            for k in range(8):
+                r = 64 * k + 7
+                assert os.pread(fd, 4096, HEADER_SIZE + r * 4096) == x[r].tobytes()
+        after = stats(m.path)
+        with open(m.path / ".tensorfs" / "metrics") as f:
+            metrics = dict(line.split() for line in f if line.startswith("tensorfs_"))
+    finally:
+        proxy.stop()
+    st, st0 = after["store"], before["store"]
+    requests = st["gets"] + st["ranged_gets"] - st0["gets"] - st0["ranged_gets"]
+    read = st["read_s"] - st0["read_s"]
+    load = after["cache"]["load_s"] - before["cache"]["load_s"]
+    assert requests >= 8, st
+    # Every request of the window was made by a load (a frame index or a frame of each chunk).
+    assert read >= 0.05 * requests and load >= 0.05 * requests, (requests, read, load)
+    assert float(metrics["tensorfs_store_read_seconds_total"]) >= st["read_s"]
+    assert float(metrics["tensorfs_cache_load_seconds_total"]) >= after["cache"]["load_s"]
 
 
 def test_s3_staged_batch_fetches_its_chunks_at_once(s3, tmp_path, mount, monkeypatch):

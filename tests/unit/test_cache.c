@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of the chunk cache: budget, pinning, one load per key, errors, prefetch counters. */
+/* Unit tests of the chunk cache: budget, pinning, one load per key, errors, prefetch counters,
+ * the time loads take. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -67,18 +68,23 @@ static void test_hit_after_miss(void **state)
 {
 	struct tfs_cache *c;
 	struct tfs_cache_entry *e;
-	struct loader l = { 0 };
+	struct loader l = { .delay_us = 2000 };
 	struct tfs_cache_stats st;
 	struct tfs_id k = key_of(1);
+	uint64_t load_ns;
 
 	(void)state;
 	assert_int_equal(tfs_cache_create(1 << 20, &c), 0);
 	assert_int_equal(tfs_cache_get(c, &k, load, &l, &e), 0);
 	check_entry(e, &k);
 	tfs_cache_put(c, e);
+	tfs_cache_stats(c, &st);
+	load_ns = st.load_ns;
+	assert_true(load_ns >= 2000000); /* the loader's time */
 	assert_int_equal(tfs_cache_get(c, &k, load, &l, &e), 0);
 	tfs_cache_put(c, e);
 	tfs_cache_stats(c, &st);
+	assert_int_equal(st.load_ns, load_ns); /* a hit loads nothing */
 	assert_int_equal(l.loads, 1);
 	assert_int_equal(st.hits, 1);
 	assert_int_equal(st.misses, 1);
@@ -276,6 +282,8 @@ static void test_one_load_per_key(void **state)
 	assert_int_equal(l.loads, 1);
 	assert_int_equal(st.misses, 1);
 	assert_int_equal(st.hits + st.waits, 5);
+	/* The one load's time, counted once however many waited for it: six would be 300 ms. */
+	assert_true(st.load_ns >= 50000000 && st.load_ns < 250000000);
 	tfs_cache_destroy(c);
 }
 
