@@ -188,6 +188,14 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	add(s, "Stall    readers blocked on chunk loads: %.3f s total, %.0f ms/s %s",
 	    get(cur, "tensorfs_reader_wait_seconds_total"),
 	    1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"), now);
+	/* Seconds of load a second: how many threads were loading chunks, on average. */
+	add(s,
+	    "Loads    %.2f threads loading chunks, %.2f of them in store reads %s; %.3f s and "
+	    "%.3f s in all",
+	    rate(cur, prev, "tensorfs_cache_load_seconds_total"),
+	    rate(cur, prev, "tensorfs_store_read_seconds_total"), now,
+	    get(cur, "tensorfs_cache_load_seconds_total"),
+	    get(cur, "tensorfs_store_read_seconds_total"));
 	add(s, "Cache    memory %s of %s (%.0f%%)  hit %.1f%%%s  chunks %.0f  evicted %.0f",
 	    tfs_size_str(get(cur, "tensorfs_cache_bytes"), a, sizeof(a)),
 	    tfs_size_str(get(cur, "tensorfs_cache_budget_bytes"), b, sizeof(b)),
@@ -292,12 +300,14 @@ static void line_mode(const char *mnt, const struct snap *cur, const struct snap
 
 	localtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
-	printf("%s %s read %.1f MB/s %.0f reads/s stall %.0f ms/s cache %.0f%% hit %.1f%% "
-	       "inflight %.1f MB store %.0f req/s retries %.0f errors %.0f slots %.0f/%.0f "
-	       "views %.0f (idle %.1f MB) nodes %.0f\n",
+	printf("%s %s read %.1f MB/s %.0f reads/s stall %.0f ms/s loading %.2f (store %.2f) "
+	       "cache %.0f%% hit %.1f%% inflight %.1f MB store %.0f req/s retries %.0f errors %.0f "
+	       "slots %.0f/%.0f views %.0f (idle %.1f MB) nodes %.0f\n",
 	       when, mnt, rate(cur, prev, "tensorfs_read_bytes_total") / 1e6,
 	       rate(cur, prev, "tensorfs_read_requests_total"),
 	       1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"),
+	       rate(cur, prev, "tensorfs_cache_load_seconds_total"),
+	       rate(cur, prev, "tensorfs_store_read_seconds_total"),
 	       pct(get(cur, "tensorfs_cache_bytes"), get(cur, "tensorfs_cache_budget_bytes")),
 	       pct(h, h + m), get(cur, "tensorfs_prefetch_inflight_bytes") / 1e6,
 	       rate(cur, prev, "tensorfs_store_requests_total"),

@@ -92,6 +92,9 @@ def test_stats_command(lake, mount):
     assert re.search(r"^ds\s+main\s+\d+", p.stdout, re.M), p.stdout
     assert "Cache" in p.stdout and "Prefetch" in p.stdout
     assert re.search(r"^Views\s+built \d+ .* nodes \d+", p.stdout, re.M), p.stdout
+    # The column was read cold: its loads took time, and so did the store's reads.
+    g = re.search(r"^Loads .*; ([\d.]+) s and ([\d.]+) s in all", p.stdout, re.M)
+    assert g and float(g.group(1)) > 0 and float(g.group(2)) > 0, p.stdout
     bad = run_proc(["stats", "/"])
     assert bad.returncode == 1 and "tensorfs mount" in bad.stderr
 
@@ -103,7 +106,8 @@ def test_top_without_a_terminal_prints_lines(lake, mount):
                        capture_output=True, text=True, timeout=30 * SLOW)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert len(lines) == 3 and all(" read " in ln and "MB/s" in ln for ln in lines), lines
+    assert len(lines) == 3 and all(" read " in ln and "MB/s" in ln and " loading " in ln
+                                   for ln in lines), lines
 
 
 def tmux(sock, *args, check=True):
