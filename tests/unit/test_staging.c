@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -532,6 +533,131 @@ static void test_kept_slots_within_room(void **state)
 	assert_int_equal(kept_files(), 0);
 }
 
+/* Bytes the file at path holds on its file system. */
+static uint64_t held_bytes(const char *path)
+{
+	struct stat sb;
+
+	assert_int_equal(stat(path, &sb), 0);
+	return (uint64_t)sb.st_blocks * 512;
+}
+
+/* Whether files in dir can be given room ahead (posix_fallocate): what a slot's reservation
+ * takes; a file system without it reserves nothing, and the tests below skip. */
+static int dir_reserves(const char *dir)
+{
+	char p[512];
+	int fd, rc;
+
+	snprintf(p, sizeof(p), "%s/probe", dir);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	rc = posix_fallocate(fd, 0, 4096);
+	close(fd);
+	unlink(p);
+	return rc == 0;
+}
+
+/* A host ring's memory is reserved a slot at a time, when the slot is first filled, not all of
+ * it when the ring is made (a stream's opening would wait for the kernel to zero it all). */
+static void test_ring_reserved_a_slot_at_a_time(void **state)
+{
+	const uint64_t rows[] = { 1, 500, 999 };
+	struct tfs_staging_loc loc;
+	struct tfs_staging *st;
+	uint64_t slot_bytes;
+	int rc, slot;
+
+	(void)state;
+	if (!dir_reserves(tmpdir))
+		skip();
+	st = ring(TFS_STAGING_HOST, 4, 40000, &rc); /* slots of 40,000 rows: 560 KB */
+	assert_int_equal(rc, 0);
+	slot_bytes = tfs_staging_slot_bytes(st);
+	tfs_staging_locate(st, 0, &loc);
+	assert_true(loc.file_bytes >= 4 * slot_bytes);
+	assert_true(held_bytes(loc.path) < slot_bytes);
+	slot = tfs_staging_fill(st, -1, rows, 3, 1);
+	assert_true(slot >= 0);
+	assert_int_equal(tfs_staging_take(st, (unsigned)slot), 0);
+	check_slot(st, (unsigned)slot, rows, 3);
+	/* The slot filled is reserved whole (its rows write only its first bytes); no other. */
+	assert_true(held_bytes(loc.path) >= slot_bytes);
+	assert_true(held_bytes(loc.path) < 2 * slot_bytes);
+	assert_int_equal(tfs_staging_release(st, (unsigned)slot), 0);
+	tfs_staging_destroy(st);
+}
+
+static char shm_dir[512]; /* test_full_shm_fails_the_batch's tmpfs, while mounted */
+
+static int unmount_shm(void **state)
+{
+	(void)state;
+	if (shm_dir[0]) {
+		(void)umount2(shm_dir, MNT_DETACH);
+		rmdir(shm_dir);
+		shm_dir[0] = 0;
+	}
+	return 0;
+}
+
+/* A ring in a tmpfs of 1 MiB: one that cannot fit is refused when made, saying why; a slot
+ * whose memory is gone by its first fill fails that batch (never SIGBUS in a gather), and the
+ * next fill, with room again, succeeds. Needs root to mount the tmpfs; skipped without. */
+static void test_full_shm_fails_the_batch(void **state)
+{
+	struct tfs_staging_config cfg = {
+		.ver = ver,
+		.cache = cache,
+		.ncols = 2,
+		.max_rows = 40000,
+		.device = TFS_STAGING_HOST,
+		.tag = "full",
+		.uid = getuid(),
+		.gid = getgid(),
+		.pool = pool,
+	};
+	const uint64_t rows[] = { 3, 4, 5 };
+	struct tfs_staging *st = NULL;
+	char dir[512], hog[600], err[256] = "";
+	uint8_t block[64 << 10] = { 0 };
+	int fd, slot;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/shm", tmpdir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700")) {
+		rmdir(dir);
+		skip();
+	}
+	memcpy(shm_dir, dir, sizeof(shm_dir)); /* unmounted by unmount_shm, whatever happens */
+	cfg.shm_dir = dir;
+	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
+	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
+	cfg.depth = 4; /* 2.2 MB */
+	assert_int_equal(tfs_staging_create(&cfg, &st, err, sizeof(err)), -ENOMEM);
+	assert_non_null(strstr(err, "cannot reserve"));
+	cfg.depth = 1; /* 560 KB */
+	assert_int_equal(tfs_staging_create(&cfg, &st, err, sizeof(err)), 0);
+	/* Another user of the tmpfs takes its room before the slot's first fill. */
+	snprintf(hog, sizeof(hog), "%s/hog", dir);
+	fd = open(hog, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	while (write(fd, block, sizeof(block)) == (ssize_t)sizeof(block))
+		;
+	close(fd);
+	slot = tfs_staging_fill(st, -1, rows, 3, 1);
+	assert_true(slot >= 0);
+	assert_int_equal(tfs_staging_take(st, (unsigned)slot), -ENOMEM);
+	unlink(hog);
+	slot = tfs_staging_fill(st, -1, rows, 3, 1);
+	assert_true(slot >= 0);
+	assert_int_equal(tfs_staging_take(st, (unsigned)slot), 0);
+	check_slot(st, (unsigned)slot, rows, 3);
+	assert_int_equal(tfs_staging_release(st, (unsigned)slot), 0);
+	tfs_staging_destroy(st);
+}
+
 static void test_limits_and_devices(void **state)
 {
 	struct tfs_staging *st;
@@ -587,6 +713,8 @@ int main(void)
 		cmocka_unit_test(test_slot_states),
 		cmocka_unit_test(test_chunks_pinned_until_complete),
 		cmocka_unit_test(test_limits_and_devices),
+		cmocka_unit_test(test_ring_reserved_a_slot_at_a_time),
+		cmocka_unit_test_teardown(test_full_shm_fails_the_batch, unmount_shm),
 		cmocka_unit_test(test_kept_slots),
 		cmocka_unit_test(test_kept_slots_expire),
 		cmocka_unit_test(test_kept_slots_within_room),
