@@ -95,7 +95,10 @@ static void unlink_open(struct tfs_slabs *s, struct region *r)
 	r->listed = 0;
 }
 
-static struct region *region_new(struct tfs_slabs *s, size_t size)
+/* A region for buffers of size. Writing its header is the first touch of its huge page, which
+ * the kernel zeroes then (a millisecond or more on some virtual machines): not under s->lock,
+ * which every frame's buffer takes. */
+static struct region *region_new(size_t size)
 {
 	struct region *r;
 
@@ -105,24 +108,34 @@ static struct region *region_new(struct tfs_slabs *s, size_t size)
 	*r = (struct region){ .size = size,
 			      .nbufs = (unsigned)(TFS_SLAB_BYTES / size),
 			      .fresh = 1 };
-	s->held += TFS_SLAB_BYTES;
 	return r;
 }
 
 void *tfs_slab_alloc(struct tfs_slabs *s, size_t size)
 {
 	const unsigned i = (unsigned)(size / TFS_SLAB_STEP) - 1;
-	struct region *r;
+	struct region *r, *extra = NULL;
 	void *p;
 
 	assert(size && size == tfs_slab_size(size));
 	pthread_mutex_lock(&s->lock);
+	if (!s->open[i] && !s->spare[i]) {
+		/* Made unlocked, it becomes the size's spare; one another thread left there
+		 * meanwhile serves as well, and ours goes. */
+		pthread_mutex_unlock(&s->lock);
+		r = region_new(size);
+		pthread_mutex_lock(&s->lock);
+		if (r && s->spare[i]) {
+			extra = r;
+		} else if (r) {
+			s->held += TFS_SLAB_BYTES;
+			s->spare[i] = r;
+		}
+	}
 	r = s->open[i];
 	if (!r) {
 		r = s->spare[i];
 		s->spare[i] = NULL;
-		if (!r)
-			r = region_new(s, size);
 		if (!r) {
 			pthread_mutex_unlock(&s->lock);
 			return NULL;
@@ -139,6 +152,7 @@ void *tfs_slab_alloc(struct tfs_slabs *s, size_t size)
 		unlink_open(s, r);
 	s->used += size;
 	pthread_mutex_unlock(&s->lock);
+	free(extra);
 	return p;
 }
 
