@@ -124,9 +124,9 @@ static int host_create(const struct tfs_staging_config *cfg, uint64_t slot_bytes
 		goto out;
 	}
 	/* A slot's memory is reserved when it is first filled (host_begin), not all of it here:
-	 * reserving 6 slots of 256 images of 224x224 (231 MB) takes the kernel 90 ms of zeroing,
-	 * which a stream's opening and so its first batch would wait for. A file system without
-	 * the room for them all fails here, the way it did when all was reserved at once. */
+	 * reserving 6 slots of 256 images of 224x224 (231 MB) at once took the kernel 90 ms, which
+	 * a stream's opening and so its first batch waited for. A file system without the room for
+	 * them all fails here, as it did when all of it was reserved at once. */
 	rc = room_for(fd, h->size);
 	if (!rc)
 		rc = ftruncate(fd, (off_t)h->size) ? errno : 0;
