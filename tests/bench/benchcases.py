@@ -434,9 +434,9 @@ def daemon_per_row(c, n):
 
 
 def load_time_per_row(s0, s1, n):
-    """The daemon's time in chunk loads a row between two stats snapshots, and the store's
-    share of it (thread time: what a row waited on the disk or the network, and on the
-    decode), or '' where the daemon does not count it."""
+    """The daemon's time in chunk loads (fetch, checks, decode) a row between two stats
+    snapshots, and in store reads (the disk's or the network's share), both summed over its
+    threads; '' where the daemon does not count them."""
     try:
         load = s1["cache"]["load_s"] - s0["cache"]["load_s"]
         read = s1["store"]["read_s"] - s0["store"]["read_s"]

@@ -304,10 +304,9 @@ static void test_chunks_pinned_until_complete(void **state)
 	tfs_cache_destroy(small);
 }
 
-/* A host ring like ring()'s, named tag, its slots kept in keep, which may hold room bytes
- * beside it. */
-static struct tfs_staging *kept_ring_in(unsigned depth, uint64_t max_rows, const char *tag,
-					struct tfs_ringkeep *keep, uint64_t room)
+/* The configuration of a host ring like ring()'s: depth slots of max_rows rows over both
+ * columns, named tag, its file in tmpdir. */
+static struct tfs_staging_config host_config(unsigned depth, uint64_t max_rows, const char *tag)
 {
 	struct tfs_staging_config cfg = {
 		.ver = ver,
@@ -321,14 +320,24 @@ static struct tfs_staging *kept_ring_in(unsigned depth, uint64_t max_rows, const
 		.uid = getuid(),
 		.gid = getgid(),
 		.pool = pool,
-		.keep = keep,
-		.keep_room = room,
 	};
-	struct tfs_staging *st = NULL;
-	char err[256] = "";
 
 	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
 	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
+	return cfg;
+}
+
+/* A host ring like ring()'s, named tag, its slots kept in keep, which may hold room bytes
+ * beside it. */
+static struct tfs_staging *kept_ring_in(unsigned depth, uint64_t max_rows, const char *tag,
+					struct tfs_ringkeep *keep, uint64_t room)
+{
+	struct tfs_staging_config cfg = host_config(depth, max_rows, tag);
+	struct tfs_staging *st = NULL;
+	char err[256] = "";
+
+	cfg.keep = keep;
+	cfg.keep_room = room;
 	assert_int_equal(tfs_staging_create(&cfg, &st, err, sizeof(err)), 0);
 	return st;
 }
@@ -559,7 +568,7 @@ static int dir_reserves(const char *dir)
 }
 
 /* A host ring's memory is reserved a slot at a time, when the slot is first filled, not all of
- * it when the ring is made (a stream's opening would wait for the kernel to zero it all). */
+ * it when the ring is made (a stream's opening would wait for the kernel to reserve it all). */
 static void test_ring_reserved_a_slot_at_a_time(void **state)
 {
 	const uint64_t rows[] = { 1, 500, 999 };
@@ -606,17 +615,7 @@ static int unmount_shm(void **state)
  * next fill, with room again, succeeds. Needs root to mount the tmpfs; skipped without. */
 static void test_full_shm_fails_the_batch(void **state)
 {
-	struct tfs_staging_config cfg = {
-		.ver = ver,
-		.cache = cache,
-		.ncols = 2,
-		.max_rows = 40000,
-		.device = TFS_STAGING_HOST,
-		.tag = "full",
-		.uid = getuid(),
-		.gid = getgid(),
-		.pool = pool,
-	};
+	struct tfs_staging_config cfg = host_config(4, 40000, "full"); /* 2.2 MB */
 	const uint64_t rows[] = { 3, 4, 5 };
 	struct tfs_staging *st = NULL;
 	char dir[512], hog[600], err[256] = "";
@@ -632,9 +631,6 @@ static void test_full_shm_fails_the_batch(void **state)
 	}
 	memcpy(shm_dir, dir, sizeof(shm_dir)); /* unmounted by unmount_shm, whatever happens */
 	cfg.shm_dir = dir;
-	cfg.cols[0] = (size_t)tfs_version_column(ver, "a");
-	cfg.cols[1] = (size_t)tfs_version_column(ver, "b");
-	cfg.depth = 4; /* 2.2 MB */
 	assert_int_equal(tfs_staging_create(&cfg, &st, err, sizeof(err)), -ENOMEM);
 	assert_non_null(strstr(err, "cannot reserve"));
 	cfg.depth = 1; /* 560 KB */
