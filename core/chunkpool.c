@@ -13,9 +13,7 @@ struct job {
 	struct tfs_chunk_pool *p;
 	uint8_t *raw;
 	size_t len;
-	enum tfs_codec_id codec;
-	int level;
-	uint64_t row_bytes;
+	struct tfs_chunk_form form;
 	struct tfs_chunk_ref *dst;
 };
 
@@ -24,8 +22,7 @@ static int job_run(struct tfs_work *w)
 	struct job *j = (struct job *)w;
 	struct tfs_chunk_pool *p = j->p;
 	struct tfs_store_put *put = NULL;
-	int rc = tfs_chunk_put_begin(p->s, p->ds, j->codec, j->level, j->row_bytes, j->raw, j->len,
-				     j->dst, &put);
+	int rc = tfs_chunk_put_begin(p->s, p->ds, &j->form, j->raw, j->len, j->dst, &put);
 
 	free(j->raw);
 	free(j);
@@ -98,10 +95,8 @@ int tfs_chunk_pool_submit(struct tfs_chunk_pool *p, uint8_t *raw, size_t len,
 			   .p = p,
 			   .raw = raw,
 			   .len = len,
-			   .codec = c->codec,
-			   .level = c->level,
-			   .row_bytes = c->row_bytes,
 			   .dst = dst };
+	tfs_chunk_form_of(c, &j->form);
 	tfs_workgroup_submit(&p->jobs, &j->work, TFS_WORK_NORMAL);
 	return 0;
 }

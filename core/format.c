@@ -65,13 +65,31 @@ int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void
 	return rc;
 }
 
-int tfs_chunk_put_begin(struct tfs_store *s, const char *ds, enum tfs_codec_id codec, int level,
-			uint64_t row_bytes, const void *raw, size_t len, struct tfs_chunk_ref *ref,
+void tfs_chunk_form_of(const struct tfs_column *c, struct tfs_chunk_form *out)
+{
+	uint64_t line = 0;
+
+	if (tfs_chunk_delta_get() && c->kind == TFS_COL_FIXED && c->codec == TFS_CODEC_ZSTD &&
+	    c->ndim >= 2) {
+		line = c->dtype.itemsize * c->shape[c->ndim - 1];
+		if (c->ndim >= 3)
+			line *= c->shape[c->ndim - 2];
+		if (!line || c->row_bytes / line < 2 || line > UINT32_MAX)
+			line = 0;
+	}
+	*out = (struct tfs_chunk_form){
+		.codec = c->codec, .level = c->level, .row_bytes = c->row_bytes, .line = line
+	};
+}
+
+int tfs_chunk_put_begin(struct tfs_store *s, const char *ds, const struct tfs_chunk_form *form,
+			const void *raw, size_t len, struct tfs_chunk_ref *ref,
 			struct tfs_store_put **put)
 {
-	const size_t frame = tfs_chunk_frame_rows(tfs_chunk_frame_get(), row_bytes);
+	const size_t frame = tfs_chunk_frame_rows(tfs_chunk_frame_get(), form->row_bytes);
 	struct tfs_buf obj = { 0 };
-	int rc = tfs_chunk_encode(codec, level, frame, raw, len, &obj);
+	int rc = tfs_chunk_encode(form->codec, form->level, frame, (size_t)form->line, raw, len,
+				  &obj);
 
 	if (!rc)
 		rc = tfs_object_put_encoded_begin(s, ds, obj.data, obj.len, &ref->id, put);

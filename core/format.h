@@ -115,10 +115,23 @@ int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj,
  * tfs_object_put_encoded. */
 int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void *obj, size_t len,
 				 struct tfs_id *id, struct tfs_store_put **put);
-/* Encode raw bytes, rows of row_bytes each, as a chunk (framed at tfs_chunk_frame_get, made
- * whole rows by tfs_chunk_frame_rows) and put it as above: ref gets its id and stored size. */
-int tfs_chunk_put_begin(struct tfs_store *s, const char *ds, enum tfs_codec_id codec, int level,
-			uint64_t row_bytes, const void *raw, size_t len, struct tfs_chunk_ref *ref,
+/* How a column's chunks are written: its codec and level, its rows' bytes (frames of whole
+ * rows) and the delta filter's line (0: none). */
+struct tfs_chunk_form {
+	enum tfs_codec_id codec;
+	int level;
+	uint64_t row_bytes;
+	uint64_t line;
+};
+/* Column c's form for this process's writers. Its line is an image line of its rows (the last
+ * two dimensions' bytes of rows of three or more, the last one's of rows of two) when
+ * tfs_chunk_delta_get is on and c is a fixed zstd column of rows of two lines or more. */
+void tfs_chunk_form_of(const struct tfs_column *c, struct tfs_chunk_form *out);
+/* Encode raw bytes, rows of form->row_bytes each, as a chunk (framed at tfs_chunk_frame_get,
+ * made whole rows by tfs_chunk_frame_rows, delta-filtered with form->line) and put it as above:
+ * ref gets its id and stored size. */
+int tfs_chunk_put_begin(struct tfs_store *s, const char *ds, const struct tfs_chunk_form *form,
+			const void *raw, size_t len, struct tfs_chunk_ref *ref,
 			struct tfs_store_put **put);
 /* Fetch and decode a whole object; the buffer (NUL-terminated) is handed to the caller. A
  * damaged object is -EIO with a log line naming it. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* object: content ids and the envelope (header, codec, checksum) every stored object carries. */
 #include "object.h"
+#include "delta.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -376,25 +377,28 @@ int tfs_object_check(const void *obj, size_t len)
 }
 
 /* --- framed chunks -------------------------------------------------------------------------
- * Payload: u32 frame count n, u32 raw bytes a frame, n entries of {u32 stored length, u32 flags
- * (bit 0: stored as is), u64 XXH3-64 of the stored bytes}, the XXH3-64 of all that, then the
- * frames back to back. */
+ * Payload: u32 frame count n, u32 raw bytes a frame, in version 3 u32 filter (1: delta) and u32
+ * its line, n entries of {u32 stored length, u32 flags (bit 0: stored as is, bit 1: delta), u64
+ * XXH3-64 of the stored bytes}, the XXH3-64 of all that, then the frames back to back. */
 
-#define FRAMES_HEAD 8
+#define FRAMES_HEAD(version) ((version) >= 3 ? 16u : 8u)
 #define FRAME_ENTRY 16
 #define FRAME_STORED 1u
+#define FRAME_DELTA 2u
+#define FILTER_DELTA 1u
 
-static size_t index_len_of(uint32_t n)
+static size_t index_len_of(unsigned version, uint32_t n)
 {
-	return TFS_OBJ_HEADER_SIZE + FRAMES_HEAD + (size_t)n * FRAME_ENTRY + 8;
+	return TFS_OBJ_HEADER_SIZE + FRAMES_HEAD(version) + (size_t)n * FRAME_ENTRY + 8;
 }
 
-int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const void *raw,
+int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, size_t line, const void *raw,
 		     size_t raw_len, struct tfs_buf *out)
 {
 	const struct tfs_codec *z = tfs_codec_by_id(TFS_CODEC_ZSTD);
-	size_t n, pos, ilen;
-	uint8_t *ix;
+	unsigned version;
+	size_t n, pos, ilen, head;
+	uint8_t *ix, *filtered = NULL;
 	int rc;
 
 	if (frame && frame < TFS_FRAME_MIN)
@@ -405,29 +409,43 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const voi
 		frame = raw_len / (TFS_FRAMES_MAX - 1);
 	n = (raw_len + frame - 1) / frame;
 	assert(n >= 2 && n <= TFS_FRAMES_MAX && frame <= UINT32_MAX);
-	ilen = index_len_of((uint32_t)n);
+	if (codec != TFS_CODEC_ZSTD || line > UINT32_MAX)
+		line = 0;
+	version = line ? 3 : 2;
+	head = FRAMES_HEAD(version);
+	ilen = index_len_of(version, (uint32_t)n);
 	out->len = 0;
 	rc = tfs_buf_reserve(out, ilen + (codec == TFS_CODEC_RAW ? raw_len : n * z->bound(frame)));
+	if (!rc && line && !(filtered = malloc(frame)))
+		rc = -ENOMEM;
 	if (rc)
-		return rc;
+		goto out;
 	ix = out->data + TFS_OBJ_HEADER_SIZE;
 	put_le32(ix, (uint32_t)n);
 	put_le32(ix + 4, (uint32_t)frame);
+	if (line) {
+		put_le32(ix + 8, FILTER_DELTA);
+		put_le32(ix + 12, (uint32_t)line);
+	}
 	pos = ilen;
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *src = (const uint8_t *)raw + i * frame;
 		const size_t fl = i + 1 < n ? frame : raw_len - i * frame;
-		uint8_t *e = ix + FRAMES_HEAD + i * FRAME_ENTRY;
-		long long st =
-			codec == TFS_CODEC_RAW
-				? (long long)fl
-				: z->compress(out->data + pos, out->cap - 1 - pos, src, fl, level);
-		uint32_t flags = 0;
+		uint8_t *e = ix + head + i * FRAME_ENTRY;
+		long long st = (long long)fl;
+		uint32_t flags = line ? FRAME_DELTA : 0;
 
-		if (st < 0)
-			return (int)st;
+		if (line)
+			tfs_delta_encode(src, filtered, fl, line);
+		if (codec != TFS_CODEC_RAW)
+			st = z->compress(out->data + pos, out->cap - 1 - pos, line ? filtered : src,
+					 fl, level);
+		if (st < 0) {
+			rc = (int)st;
+			goto out;
+		}
 		/* As for whole objects: a frame that saves under 1/32 is kept as it is (every frame
-		 * of the raw codec). */
+		 * of the raw codec), not filtered. */
 		if ((size_t)st + fl / 32 >= fl) {
 			memcpy(out->data + pos, src, fl);
 			st = (long long)fl;
@@ -438,12 +456,14 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const voi
 		put_le64(e + 8, obj_hash(out->data + pos, (size_t)st));
 		pos += (size_t)st;
 	}
-	put_le64(ix + FRAMES_HEAD + n * FRAME_ENTRY, obj_hash(ix, FRAMES_HEAD + n * FRAME_ENTRY));
-	put_header(out->data, 2, TFS_OBJ_CHUNK, TFS_CODEC_FRAMES, raw_len,
+	put_le64(ix + head + n * FRAME_ENTRY, obj_hash(ix, head + n * FRAME_ENTRY));
+	put_header(out->data, version, TFS_OBJ_CHUNK, TFS_CODEC_FRAMES, raw_len,
 		   pos - TFS_OBJ_HEADER_SIZE);
 	out->len = pos;
 	out->data[out->len] = 0;
-	return 0;
+out:
+	free(filtered);
+	return rc;
 }
 
 static size_t writer_frame = TFS_FRAME_DEFAULT; /* set once, before writers start */
@@ -456,6 +476,18 @@ void tfs_chunk_frame_set(size_t frame)
 size_t tfs_chunk_frame_get(void)
 {
 	return writer_frame;
+}
+
+static int writer_delta; /* set once, before writers start */
+
+void tfs_chunk_delta_set(int on)
+{
+	writer_delta = on;
+}
+
+int tfs_chunk_delta_get(void)
+{
+	return writer_delta;
 }
 
 size_t tfs_chunk_frame_rows(size_t frame, uint64_t row_bytes)
@@ -488,7 +520,7 @@ int tfs_frames_index_len(const void *obj, size_t len, size_t *index_len)
 	n = get_le((const uint8_t *)obj + TFS_OBJ_HEADER_SIZE, 4);
 	if (n < 2 || n > TFS_FRAMES_MAX)
 		return -EIO;
-	*index_len = index_len_of((uint32_t)n);
+	*index_len = index_len_of(h.version, (uint32_t)n);
 	return 0;
 }
 
@@ -497,19 +529,26 @@ int tfs_frames_parse(const void *obj, size_t index_len, uint64_t obj_len, struct
 	const uint8_t *ix = (const uint8_t *)obj + TFS_OBJ_HEADER_SIZE;
 	struct tfs_obj_header h;
 	struct tfs_frames *t;
-	size_t want;
-	uint64_t n, frame, pos;
+	size_t want, head;
+	uint64_t n, frame, pos, line = 0;
 	int rc = tfs_frames_index_len(obj, index_len, &want);
 
 	if (rc)
 		return rc < 0 ? rc : -EIO;
+	if (want != index_len)
+		return -EIO;
 	tfs_object_header(obj, index_len, &h);
+	head = FRAMES_HEAD(h.version);
 	n = get_le(ix, 4);
 	frame = get_le(ix + 4, 4);
-	if (want != index_len || h.type != TFS_OBJ_CHUNK || frame < TFS_FRAME_MIN ||
+	if (h.version >= 3) {
+		line = get_le(ix + 12, 4);
+		if (get_le(ix + 8, 4) != FILTER_DELTA || !line)
+			return -EIO;
+	}
+	if (h.type != TFS_OBJ_CHUNK || frame < TFS_FRAME_MIN ||
 	    obj_len != TFS_OBJ_HEADER_SIZE + h.stored_size ||
-	    get_le(ix + FRAMES_HEAD + n * FRAME_ENTRY, 8) !=
-		    obj_hash(ix, FRAMES_HEAD + n * FRAME_ENTRY) ||
+	    get_le(ix + head + n * FRAME_ENTRY, 8) != obj_hash(ix, head + n * FRAME_ENTRY) ||
 	    h.raw_size <= (n - 1) * frame || h.raw_size > n * frame)
 		return -EIO;
 	t = malloc(sizeof(*t) + n * sizeof(t->f[0]));
@@ -518,21 +557,26 @@ int tfs_frames_parse(const void *obj, size_t index_len, uint64_t obj_len, struct
 	t->raw_size = h.raw_size;
 	t->frame_raw = (uint32_t)frame;
 	t->n = (uint32_t)n;
+	t->line = (uint32_t)line;
 	pos = index_len;
 	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t *e = ix + FRAMES_HEAD + (size_t)i * FRAME_ENTRY;
+		const uint8_t *e = ix + head + (size_t)i * FRAME_ENTRY;
+		const uint64_t flags = get_le(e + 4, 4);
 		struct tfs_frame *f = &t->f[i];
 
 		f->off = pos;
 		f->len = (uint32_t)get_le(e, 4);
-		f->stored = (get_le(e + 4, 4) & FRAME_STORED) != 0;
+		f->stored = (flags & FRAME_STORED) != 0;
+		f->delta = (flags & FRAME_DELTA) != 0;
 		f->hash = get_le(e + 8, 8);
 		f->raw = (uint32_t)(i + 1 < n ? frame : h.raw_size - (n - 1) * frame);
 		pos += f->len;
 		/* A frame may not claim more than zstd could make of its bytes, and every one but
-		 * those kept as they are is a zstd frame of exactly its raw size. */
-		if (get_le(e + 4, 4) & ~FRAME_STORED || (f->stored && f->len != f->raw) ||
-		    f->len > ZSTD_compressBound(f->raw) || pos > obj_len) {
+		 * those kept as they are is a zstd frame of exactly its raw size; only a zstd frame
+		 * of a chunk with a filter is filtered. */
+		if (flags & ~(FRAME_STORED | FRAME_DELTA) || (f->delta && (f->stored || !line)) ||
+		    (f->stored && f->len != f->raw) || f->len > ZSTD_compressBound(f->raw) ||
+		    pos > obj_len) {
 			free(t);
 			return -EIO;
 		}
@@ -548,9 +592,12 @@ int tfs_frames_parse(const void *obj, size_t index_len, uint64_t obj_len, struct
 static int frame_decode(const struct tfs_frames *t, uint32_t i, const void *src, void *dst)
 {
 	const struct tfs_frame *f = &t->f[i];
+	const int rc = tfs_codec_by_id(f->stored ? TFS_CODEC_RAW : TFS_CODEC_ZSTD)
+			       ->decompress(dst, f->raw, src, f->len);
 
-	return tfs_codec_by_id(f->stored ? TFS_CODEC_RAW : TFS_CODEC_ZSTD)
-		->decompress(dst, f->raw, src, f->len);
+	if (!rc && f->delta)
+		tfs_delta_decode(dst, f->raw, t->line);
+	return rc;
 }
 
 /* Whether frame i's stored bytes are those its index entry hashed. */

@@ -29,8 +29,8 @@ enum tfs_obj_type { TFS_OBJ_CHUNK = 1, TFS_OBJ_MANIFEST = 2, TFS_OBJ_COMMIT = 3 
 enum tfs_codec_id { TFS_CODEC_RAW = 0, TFS_CODEC_ZSTD = 1, TFS_CODEC_FRAMES = 2 };
 
 /* Objects of codecs raw and zstd are written as version 1, which every reader takes; framed
- * chunks need version 2. */
-#define TFS_OBJ_VERSION 2
+ * chunks need version 2, and framed chunks with a delta filter version 3. */
+#define TFS_OBJ_VERSION 3
 #define TFS_OBJ_HEADER_SIZE 48
 
 /* A codec: a const operation table (see object.c for raw and zstd). */
@@ -106,8 +106,9 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 
 /* Encode a chunk: framed when codec is zstd or raw (every frame then kept as it is) and raw_len
  * is over two frames of `frame` bytes (at least TFS_FRAME_MIN), otherwise as tfs_object_encode
- * (frame 0: always). */
-int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, const void *raw,
+ * (frame 0: always). A framed zstd chunk with `line` (bytes an image line; 0: none) has its
+ * frames delta-filtered (delta.h) before zstd, each that compresses; it is then version 3. */
+int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, size_t line, const void *raw,
 		     size_t raw_len, struct tfs_buf *out);
 
 /* The frame size this process's writers use (import --frame-size): TFS_FRAME_DEFAULT until set;
@@ -120,11 +121,17 @@ size_t tfs_chunk_frame_get(void);
  * for rows larger than frame or of no fixed size (row_bytes 0 or 1), frame; frame 0 stays 0. */
 size_t tfs_chunk_frame_rows(size_t frame, uint64_t row_bytes);
 
+/* Whether this process's writers delta-filter the chunks of columns that have image lines
+ * (import --filter delta; tfs_chunk_line, format.h): off until set. */
+void tfs_chunk_delta_set(int on);
+int tfs_chunk_delta_get(void);
+
 struct tfs_frame {
 	uint64_t off;  /* in the object, header included */
 	uint32_t len;  /* stored bytes */
 	uint32_t raw;  /* decoded bytes */
 	int stored;    /* bytes kept as they are (no zstd) */
+	int delta;     /* decoded bytes delta-filtered (tfs_frames.line) */
 	uint64_t hash; /* XXH3-64 of the stored bytes */
 };
 
@@ -134,6 +141,7 @@ struct tfs_frames {
 	uint64_t raw_size;
 	uint32_t frame_raw;
 	uint32_t n;
+	uint32_t line; /* the delta filter's line (version 3), 0 for none */
 	struct tfs_frame f[];
 };
 
@@ -151,7 +159,7 @@ int tfs_frames_index_len(const void *obj, size_t len, size_t *index_len);
 int tfs_frames_parse(const void *obj, size_t index_len, uint64_t obj_len, struct tfs_frames **out);
 
 /* Check frame i's stored bytes (src, f[i].len of them) against its hash and decode them into
- * dst (f[i].raw bytes). Returns 0 or -EIO. */
+ * dst (f[i].raw bytes), undoing its delta filter if it has one. Returns 0 or -EIO. */
 int tfs_frame_decode(const struct tfs_frames *t, uint32_t i, const void *src, void *dst);
 /* For a frame kept as it is (f[i].stored), whose stored bytes are its raw bytes: check them in
  * place against its hash. Returns 0 or -EIO. */

@@ -96,11 +96,12 @@ static void holes_free(struct holes *h)
 static int put_run(struct tfs_work *work)
 {
 	struct put_job *j = (struct put_job *)work;
+	struct tfs_chunk_form form;
 	int rc;
 
 	holes_fill(&j->holes, j->raw);
-	rc = tfs_chunk_put_begin(j->w->s, j->w->ds, j->c->codec, j->c->level, j->c->row_bytes,
-				 j->raw, j->len, &j->ref, &j->put);
+	tfs_chunk_form_of(j->c, &form);
+	rc = tfs_chunk_put_begin(j->w->s, j->w->ds, &form, j->raw, j->len, &j->ref, &j->put);
 
 	free(j->raw);
 	j->raw = NULL;
@@ -151,6 +152,7 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 		     uint64_t rows, uint8_t **give, struct holes *holes)
 {
 	struct tfs_chunk_ref *chunks = realloc(c->chunks, (c->nchunks + 1) * sizeof(*chunks));
+	struct tfs_chunk_form form;
 	int rc;
 
 	if (!chunks)
@@ -201,8 +203,8 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 	}
 	if (holes)
 		holes_fill(holes, *give);
-	rc = tfs_chunk_put_begin(w->s, w->ds, c->codec, c->level, c->row_bytes, raw, len,
-				 &chunks[c->nchunks], NULL);
+	tfs_chunk_form_of(c, &form);
+	rc = tfs_chunk_put_begin(w->s, w->ds, &form, raw, len, &chunks[c->nchunks], NULL);
 	if (!rc)
 		c->nchunks++;
 	return rc;

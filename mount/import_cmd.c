@@ -173,6 +173,7 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "media", required_argument, NULL, 'E' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "frame-size", required_argument, NULL, 'f' },
+		{ "filter", required_argument, NULL, 'y' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "progress", no_argument, NULL, 'P' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -196,6 +197,7 @@ int tfs_cmd_import(int argc, char **argv)
 	const char *fixed[64];
 	size_t nfixed = 0;
 	int webdataset = 0, have_part = 0, have_eos = 0;
+	int delta = -1; /* --filter: unset, none or delta */
 	char eos_column[256];
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
@@ -257,6 +259,13 @@ int tfs_cmd_import(int argc, char **argv)
 			tfs_chunk_frame_set((size_t)frame);
 			break;
 		}
+		case 'y':
+			if (strcmp(optarg, "delta") && strcmp(optarg, "none")) {
+				tfs_err("--filter %s: expected delta or none", optarg);
+				return 2;
+			}
+			delta = !strcmp(optarg, "delta");
+			break;
 		case 't':
 			o.threads = (unsigned)atoi(optarg);
 			break;
@@ -457,6 +466,8 @@ int tfs_cmd_import(int argc, char **argv)
 		tfs_err("--column names --megatron's token column");
 		return 2;
 	}
+	/* Pixels decoded here are images by construction: their lines are filtered unless told. */
+	tfs_chunk_delta_set(delta >= 0 ? delta : images || media == 'V');
 	if (tokens && (images || npz || megatron || webdataset || media)) {
 		tfs_err("--tokens names --jsonl's field of token ids, or a COL=DIR/ source of "
 			"token "

@@ -16,7 +16,8 @@
 #define FIX_HEADER_SUM 0x01u /* recompute header bytes 40..47 */
 #define FIX_INDEX_SUM 0x02u  /* recompute the index's own XXH3, so its fields get parsed */
 #define FIX_SIZES 0x04u	     /* stored size = what follows the header */
-#define ENCODE_MODE 0x08u    /* encode the rest as a framed chunk and read it back */
+/* Encode the rest as a framed chunk and read it back; bits 0..2 then pick the filter's line. */
+#define ENCODE_MODE 0x08u
 
 static void put_le64(uint8_t *p, uint64_t v)
 {
@@ -24,7 +25,7 @@ static void put_le64(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void roundtrip(const uint8_t *raw, size_t len, int level)
+static void roundtrip(const uint8_t *raw, size_t len, int level, size_t line)
 {
 	struct tfs_buf obj = { 0 };
 	struct tfs_frames *t = NULL;
@@ -34,9 +35,12 @@ static void roundtrip(const uint8_t *raw, size_t len, int level)
 	int rc;
 
 	FUZZ_CHECK(back);
-	FUZZ_CHECK(tfs_chunk_encode(TFS_CODEC_ZSTD, level, TFS_FRAME_MIN, raw, len, &obj) == 0);
+	FUZZ_CHECK(tfs_chunk_encode(TFS_CODEC_ZSTD, level, TFS_FRAME_MIN, line, raw, len, &obj) ==
+		   0);
 	FUZZ_CHECK(tfs_object_check(obj.data, obj.len) == 0);
 	FUZZ_CHECK(tfs_object_header(obj.data, obj.len, &h) == 0 && h.raw_size == len);
+	/* Version 3 exactly when framed with a filter. */
+	FUZZ_CHECK(h.version == (h.codec == TFS_CODEC_FRAMES ? (line ? 3u : 2u) : 1u));
 	FUZZ_CHECK(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, back, len) == 0);
 	FUZZ_CHECK(len == 0 || !memcmp(back, raw, len));
 	rc = tfs_frames_index_len(obj.data, obj.len, &ilen);
@@ -44,6 +48,9 @@ static void roundtrip(const uint8_t *raw, size_t len, int level)
 	FUZZ_CHECK(rc == (len > 2 * TFS_FRAME_MIN ? 0 : 1));
 	if (rc == 0) {
 		FUZZ_CHECK(tfs_frames_parse(obj.data, ilen, obj.len, &t) == 0);
+		FUZZ_CHECK(t->line == line);
+		for (uint32_t i = 0; i < t->n; i++)
+			FUZZ_CHECK(t->f[i].delta == (line && !t->f[i].stored));
 		memset(back, 0, len);
 		for (uint32_t i = 0; i < t->n; i++)
 			FUZZ_CHECK(tfs_frame_decode(t, i, obj.data + t->f[i].off,
@@ -77,8 +84,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		FUZZ_CHECK(raw);
 		for (size_t i = 0; i < 3 * TFS_FRAME_MIN + len; i++)
 			raw[i] = len ? data[i % len] : (uint8_t)i;
-		roundtrip(raw, 3 * TFS_FRAME_MIN + len, (mode >> 4) - 3);
-		roundtrip(data, len, 1);
+		static const size_t lines[8] = { 0, 1, 3, 15, 16, 17, 672, 5000 };
+		const size_t line = lines[mode & 7];
+
+		roundtrip(raw, 3 * TFS_FRAME_MIN + len, (mode >> 4) - 3, line);
+		roundtrip(data, len, 1, line);
 		free(raw);
 		return 0;
 	}

@@ -124,6 +124,23 @@ def lake_seeds():
                     n += 1
                     put("frames", "chunk%d" % n, b"\x00" + obj)
                     put("frames", "chunk%d_fixups" % n, b"\x07" + obj)
+        # ... and delta-filtered ones (object version 3): image rows of 16 lines of 96 bytes.
+        img = os.path.join(tmp, "img.npy")
+        y, x = np.mgrid[0:16, 0:96]
+        np.save(img, np.stack([(x * 2 + y * 3 + r) % 256 for r in range(40)]).astype("u1"))
+        run("create", lake + "/dl")
+        run("import", lake + "/dl", "img=" + img, "--chunk-size", "20k", "--frame-size", "4k",
+            "--filter", "delta", "-m", "filtered")
+        n = 0
+        frdir = os.path.join(tmp, "lake", "dl", "objects")
+        for sub in sorted(os.listdir(frdir)):
+            for name in sorted(os.listdir(os.path.join(frdir, sub))):
+                with open(os.path.join(frdir, sub, name), "rb") as f:
+                    obj = f.read()
+                if obj[7] == 2 and obj[4] == 3 and n < 1:
+                    n += 1
+                    put("frames", "delta%d" % n, b"\x00" + obj)
+                    put("frames", "delta%d_fixups" % n, b"\x07" + obj)
     finally:
         shutil.rmtree(tmp)
 
@@ -141,6 +158,7 @@ def handwritten_seeds():
     put("object", "encode_text", b"\x28" + b"tensorfs-manifest 1\nrows 0\n" * 8)
     put("object", "encode_bytes", b"\x18" + bytes(range(256)))
     put("frames", "encode_bytes", b"\x48" + bytes(range(256)) * 3)
+    put("frames", "encode_delta", b"\x4e" + bytes(range(256)) * 3)
     put("sigv4", "simple", b"/bucket/key\0\0host\0example.com\0x-amz-date\020240101T000000Z")
     put("sigv4", "encoded", b"/b/a b/%2F/%zz/\xc3\xa9\0list-type=2&prefix=a%2Fb&x&&y=&z=1+2"
         b"\0Host\0 h:9000 \0X-Amz-Meta\0a  b\0x-amz-meta\0c")

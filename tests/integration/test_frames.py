@@ -42,12 +42,14 @@ def chunk_objects(lake, ds):
 
 
 def frame_index(raw):
-    """[(offset in the object, stored length)] of a framed chunk (core/FORMAT.md)."""
+    """[(offset in the object, stored length, flags)] of a framed chunk (core/FORMAT.md): the
+    index has two more fields in version 3 (a filter)."""
     n, _ = struct.unpack_from("<II", raw, 48)
-    pos, out = 48 + 8 + 16 * n + 8, []
+    head = 16 if parse_object_header(raw)["version"] >= 3 else 8
+    pos, out = 48 + head + 16 * n + 8, []
     for i in range(n):
-        length = struct.unpack_from("<I", raw, 48 + 8 + 16 * i)[0]
-        out.append((pos, length))
+        length, flags = struct.unpack_from("<II", raw, 48 + head + 16 * i)
+        out.append((pos, length, flags))
         pos += length
     return out
 
@@ -196,7 +198,7 @@ def test_damaged_frame_is_eio(lake, mount, codec):
     oid, path, h, raw = sorted(chunk_objects(lake, "d"), key=lambda c: c[0])[0]
     frames = frame_index(raw)
     fi = len(frames) // 2
-    off, length = frames[fi]
+    off, length, _ = frames[fi]
     mode = os.stat(path).st_mode
     os.chmod(path, mode | stat.S_IWUSR)
     with open(path, "r+b") as f:
@@ -248,6 +250,105 @@ def test_frame_size_is_checked(lake, size):
     npy = lake.write_npy(source(8)[:10])
     rc, _, err = tfs("import", lake.ds_url("e"), f"x={npy}", "--frame-size", size)
     assert rc == 2 and "--frame-size" in err, err
+
+
+def images(seed, rows=240, h=64, w=96):
+    """Image rows as a camera gives them: ramps that change slowly, and noise."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([x * 2, y * 3, x + y], -1)
+    out = np.empty((rows, h, w, 3), np.uint8)
+    for r in range(rows):
+        out[r] = (base + r * 7 + rng.integers(0, 12, base.shape)) % 256
+    return out
+
+
+def stored_bytes(lake, ds):
+    return sum(len(raw) for _, _, _, raw in chunk_objects(lake, ds))
+
+
+def test_delta_filter_reads_back_at_random_and_whole(lake, mount):
+    """--filter delta: chunks of version 3 whose frames hold each byte less the byte a line
+    above it, smaller than the same rows unfiltered, read back exactly by a reader that jumps
+    (frames decoded alone, some starting mid-line), by mmap and by a scan."""
+    src = images(1)
+    opts = ("--chunk-size", "1M", "--frame-size", "16k")
+    lake.build("p", {"x": src}, *opts, "--filter", "none")
+    lake.build("q", {"x": src}, *opts, "--filter", "delta")
+    plain, chunks = chunk_objects(lake, "p"), chunk_objects(lake, "q")
+    assert {h["version"] for _, _, h, _ in plain} == {2}
+    assert {(h["codec"], h["version"]) for _, _, h, _ in chunks} == {(2, 3)}
+    for _, _, _, raw in chunks:
+        assert struct.unpack_from("<II", raw, 56) == (1, 96 * 3)  # delta, a line's bytes
+        assert all(fl == 2 for _, _, fl in frame_index(raw)), frame_index(raw)
+    small, big = stored_bytes(lake, "q"), stored_bytes(lake, "p")
+    assert small * 4 < big * 3, (small, big)
+
+    m = mount(lake, opts=("cache_mem=2M",))
+    path = m.path / "q" / "main" / "x.npy"
+    rng = np.random.default_rng(2)
+    with opened(path) as fd:
+        os.pread(fd, HEADER_SIZE, 0)
+        before = stats(m)
+        random_rows(fd, src, rng.integers(0, len(src), 400))
+        after = stats(m)
+        want = expected_file_bytes(path, src)
+        for _ in range(200):
+            off = int(rng.integers(HEADER_SIZE, len(want)))
+            n = int(rng.integers(1, 30_000))
+            assert os.pread(fd, n, off) == want[off:off + n], (off, n)
+    assert after["store"]["ranged_gets"] - before["store"]["ranged_gets"] > 100
+    mm = np.load(path, mmap_mode="r")
+    for r in rng.integers(0, len(src), 100):
+        assert np.array_equal(mm[r], src[r]), f"mmap row {r}"
+    del mm
+    assert np.array_equal(np.load(path), src)
+
+
+def test_damaged_filtered_frame_is_eio(lake, mount):
+    src = images(3)
+    lake.build("d", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k", "--filter",
+               "delta")
+    oid, path, h, raw = sorted(chunk_objects(lake, "d"), key=lambda c: c[0])[0]
+    assert h["version"] == 3
+    off, length, flags = frame_index(raw)[1]
+    assert flags == 2
+    mode = os.stat(path).st_mode
+    os.chmod(path, mode | stat.S_IWUSR)
+    with open(path, "r+b") as f:
+        f.seek(off + length // 2)
+        byte = f.read(1)
+        f.seek(off + length // 2)
+        f.write(bytes([byte[0] ^ 0x21]))
+    os.chmod(path, stat.S_IMODE(mode))
+    m = mount(lake, opts=("cache_mem=2M",))
+    fpath = m.path / "d" / "main" / "x.npy"
+    rb = src[0].nbytes
+    bad = []
+    with opened(fpath) as fd:
+        for r in np.random.default_rng(4).permutation(len(src)).tolist():
+            try:
+                got = os.pread(fd, rb, HEADER_SIZE + r * rb)
+            except OSError as e:
+                assert e.errno == errno.EIO, e
+                bad.append(r)
+                continue
+            assert got == src[r].tobytes()[:len(got)], f"row {r}: wrong bytes"
+    # The rows on that frame's pages, all in that chunk (a row is 18,432 bytes, 56 a chunk).
+    assert bad and len({r // (1024 * 1024 // rb) for r in bad}) == 1, sorted(bad)
+    assert len(bad) <= 3, sorted(bad)
+    deadline = time.time() + 5
+    while oid not in m.log() and time.time() < deadline:
+        time.sleep(0.1)
+    assert oid in m.log(), m.log()[-3000:]
+
+
+def test_filter_is_checked(lake):
+    from conftest import tfs
+    lake.create("e")
+    npy = lake.write_npy(images(8, rows=4))
+    rc, _, err = tfs("import", lake.ds_url("e"), f"x={npy}", "--filter", "png")
+    assert rc == 2 and "--filter png: expected delta or none" in err, err
 
 
 def test_row_over_several_frames_is_one_read(lake, mount):

@@ -254,6 +254,30 @@ def test_images_same_whatever_the_threads(lake, tmp_path):
     assert chunks[1] == chunks[2] == chunks[5]
 
 
+def test_images_delta_filtered_unless_told(lake, mount, tmp_path):
+    """--images stores its pixels delta-filtered (chunks of object version 3, FORMAT.md),
+    smaller than unfiltered and read back the same; --filter none writes them as before."""
+    from conftest import parse_object_header
+    root = tmp_path / "tree"
+    make_tree(root)
+    versions, sizes = {}, {}
+    for name, opts in (("f", ()), ("n", ("--filter", "none"))):
+        lake.create(name)
+        lake.import_(name, {}, "--images", root, "--size", "96x128", "--crop",
+                     "--frame-size", "8k", *opts)
+        heads = [parse_object_header(p.read_bytes()) for _, p in lake.object_files(name)]
+        chunks = [h for h in heads if h["type"] == 1]
+        versions[name] = {h["version"] for h in chunks}
+        sizes[name] = sum(48 + h["payload_size"] for h in chunks)
+    assert 3 in versions["f"], versions  # the image chunk; path and label ones stay as before
+    assert 3 not in versions["n"], versions
+    assert sizes["f"] < sizes["n"], sizes
+    m = mount(lake)
+    a = np.load(m / "f" / "main" / "image.npy")
+    b = np.load(m / "n" / "main" / "image.npy")
+    assert a.shape[1:] == (96, 128, 3) and np.array_equal(a, b)
+
+
 def test_classes_through_a_write_session(lake, tmp_path):
     # parts written apart keep their class names; a part whose labels mean other classes
     # fails the commit, and nothing changes

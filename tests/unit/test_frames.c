@@ -50,7 +50,7 @@ static void encode_framed(enum tfs_codec_id codec, size_t frame, const uint8_t *
 {
 	struct tfs_obj_header h;
 
-	assert_int_equal(tfs_chunk_encode(codec, 3, frame, raw, raw_len, obj), 0);
+	assert_int_equal(tfs_chunk_encode(codec, 3, frame, 0, raw, raw_len, obj), 0);
 	assert_int_equal(tfs_object_check(obj->data, obj->len), 0);
 	assert_int_equal(tfs_object_header(obj->data, obj->len, &h), 0);
 	assert_int_equal(h.version, 2);
@@ -104,20 +104,20 @@ static void test_small_or_unframed_chunks_stay_version_1(void **state)
 	(void)state;
 	fill_image_like(raw, len, 2);
 	/* Two frames' worth or less: one zstd frame, as before. */
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 128 * KIB, raw, len, &obj), 0);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 128 * KIB, 0, raw, len, &obj), 0);
 	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
 	assert_int_equal(h.version, 1);
 	assert_int_equal(h.codec, TFS_CODEC_ZSTD);
 	assert_int_equal(tfs_frames_index_len(obj.data, obj.len, &ilen), 1);
 	/* Frame size 0: never framed. */
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 0, raw, len, &obj), 0);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 0, 0, raw, len, &obj), 0);
 	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
 	assert_int_equal(h.codec, TFS_CODEC_ZSTD);
 	/* The raw codec: two frames' worth or less, and frame size 0, are one raw payload. */
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 128 * KIB, raw, len, &obj), 0);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 128 * KIB, 0, raw, len, &obj), 0);
 	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
 	assert_int_equal(h.codec, TFS_CODEC_RAW);
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 0, raw, len, &obj), 0);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 0, 0, raw, len, &obj), 0);
 	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
 	assert_int_equal(h.codec, TFS_CODEC_RAW);
 	tfs_buf_free(&obj);
@@ -134,7 +134,7 @@ static void test_incompressible_frames_are_kept_as_they_are(void **state)
 	(void)state;
 	fill_image_like(raw, len, 3);
 	fill_random(raw + 128 * KIB, 128 * KIB, 4); /* frame 1 does not compress */
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 128 * KIB, raw, len, &obj), 0);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 128 * KIB, 0, raw, len, &obj), 0);
 	t = index_of(&obj);
 	assert_int_equal(t->n, 4);
 	assert_false(t->f[0].stored);
@@ -196,7 +196,7 @@ static void test_damaged_frame_fails_alone(void **state)
 
 	(void)state;
 	fill_image_like(raw, len, 5);
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 64 * KIB, raw, len, &obj), 0);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 64 * KIB, 0, raw, len, &obj), 0);
 	t = index_of(&obj);
 	obj.data[t->f[3].off + t->f[3].len / 2] ^= 0x10;
 	assert_int_equal(tfs_object_check(obj.data, obj.len), -EIO);
@@ -224,7 +224,7 @@ static void test_damaged_index_is_refused(void **state)
 
 	(void)state;
 	fill_image_like(raw, len, 6);
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 64 * KIB, raw, len, &obj), 0);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 64 * KIB, 0, raw, len, &obj), 0);
 	assert_int_equal(tfs_frames_index_len(obj.data, obj.len, &ilen), 0);
 	ix = obj.data + TFS_OBJ_HEADER_SIZE;
 	for (size_t b = TFS_OBJ_HEADER_SIZE; b < ilen; b++) {
@@ -271,7 +271,7 @@ static void test_frame_size_is_bounded(void **state)
 	(void)state;
 	fill_image_like(raw, len, 7);
 	/* Under TFS_FRAME_MIN is taken as TFS_FRAME_MIN. */
-	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 1, 100, raw, len, &obj), 0);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 1, 100, 0, raw, len, &obj), 0);
 	t = index_of(&obj);
 	assert_int_equal(t->frame_raw, TFS_FRAME_MIN);
 	assert_int_equal(t->n, len / TFS_FRAME_MIN);

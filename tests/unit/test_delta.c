@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for core/delta (the line filter and its inverse) and the framed chunks that use it
+ * (object version 3): round trips whole and a frame at a time, frames the filter does not help,
+ * and damage to a filtered frame or to the index's filter fields. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "delta.h"
+#include "fill_fixture.h"
+#include "format.h"
+#include "object.h"
+#include "util.h"
+
+#define KIB 1024u
+
+/* Rows of h lines of w pixels of 3 bytes, each a photograph's worth of detail: ramps that change
+ * slowly down the image and a little noise. */
+static void fill_images(uint8_t *p, size_t rows, size_t h, size_t w, uint64_t seed)
+{
+	uint8_t *noise = malloc(rows * h * w * 3);
+
+	fill_random(noise, rows * h * w * 3, seed);
+	for (size_t r = 0; r < rows; r++)
+		for (size_t y = 0; y < h; y++)
+			for (size_t x = 0; x < w; x++)
+				for (size_t c = 0; c < 3; c++) {
+					const size_t i = ((r * h + y) * w + x) * 3 + c;
+
+					p[i] = (uint8_t)(x * (c + 1) + y / 3 + r * 17 +
+							 (noise[i] & 7));
+				}
+	free(noise);
+}
+
+static void test_delta_is_its_formula_and_inverts(void **state)
+{
+	static const size_t lines[] = { 1, 2, 3, 15, 16, 17, 31, 672, 4096 };
+	static const size_t lens[] = { 0, 1, 15, 16, 17, 100, 1000, 65536 + 5 };
+	uint8_t *src = malloc(70000), *dst = malloc(70000);
+
+	(void)state;
+	fill_random(src, 70000, 3);
+	for (size_t a = 0; a < sizeof(lines) / sizeof(lines[0]); a++)
+		for (size_t b = 0; b < sizeof(lens) / sizeof(lens[0]); b++) {
+			const size_t line = lines[a], len = lens[b];
+
+			memset(dst, 0xa5, 70000);
+			tfs_delta_encode(src, dst, len, line);
+			for (size_t i = 0; i < len; i++)
+				assert_int_equal(
+					dst[i],
+					(uint8_t)(src[i] - (i >= line ? src[i - line] : 0)));
+			assert_int_equal(dst[len], 0xa5); /* nothing past len */
+			tfs_delta_decode(dst, len, line);
+			assert_memory_equal(dst, src, len);
+		}
+	free(src);
+	free(dst);
+}
+
+/* Encode raw as a framed chunk with the filter: version 3, checked whole. */
+static struct tfs_frames *encode_delta(const uint8_t *raw, size_t len, size_t frame, size_t line,
+				       struct tfs_buf *obj)
+{
+	struct tfs_frames *t = NULL;
+	struct tfs_obj_header h;
+	size_t ilen;
+
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, frame, line, raw, len, obj), 0);
+	assert_int_equal(tfs_object_check(obj->data, obj->len), 0);
+	assert_int_equal(tfs_object_header(obj->data, obj->len, &h), 0);
+	assert_int_equal(h.version, 3);
+	assert_int_equal(h.codec, TFS_CODEC_FRAMES);
+	assert_int_equal(tfs_frames_index_len(obj->data, TFS_FRAMES_PROBE, &ilen), 0);
+	assert_int_equal(tfs_frames_parse(obj->data, ilen, obj->len, &t), 0);
+	assert_int_equal(t->line, line);
+	return t;
+}
+
+static void test_filtered_chunk_is_smaller_and_reads_back(void **state)
+{
+	/* 10 rows of 64x96x3: a line is 288 bytes, and 16 KiB frames start mid-line. */
+	const size_t line = 96 * 3, len = 10 * 64 * line;
+	uint8_t *raw = malloc(len), *dst = malloc(len);
+	struct tfs_buf obj = { 0 }, plain = { 0 };
+	struct tfs_frames *t;
+
+	(void)state;
+	fill_images(raw, 10, 64, 96, 1);
+	t = encode_delta(raw, len, 16 * KIB, line, &obj);
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 16 * KIB, 0, raw, len, &plain), 0);
+	/* The noise costs 3 bits a byte either way; the ramps cost nothing once filtered. */
+	assert_true(obj.len * 4 < plain.len * 3);
+	for (uint32_t i = 0; i < t->n; i++)
+		assert_true(t->f[i].delta && !t->f[i].stored);
+
+	assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, len), 0);
+	assert_memory_equal(dst, raw, len);
+	memset(dst, 0, len);
+	for (uint32_t i = t->n; i-- > 0;)
+		assert_int_equal(tfs_frame_decode(t, i, obj.data + t->f[i].off,
+						  dst + (size_t)i * t->frame_raw),
+				 0);
+	assert_memory_equal(dst, raw, len);
+	free(t);
+	tfs_buf_free(&obj);
+	tfs_buf_free(&plain);
+	free(raw);
+	free(dst);
+}
+
+static void test_frames_the_filter_cannot_shrink_are_kept_as_they_are(void **state)
+{
+	const size_t len = 200 * KIB;
+	uint8_t *raw = malloc(len), *dst = malloc(len);
+	struct tfs_buf obj = { 0 };
+	struct tfs_frames *t;
+
+	(void)state;
+	fill_random(raw, len, 2);
+	memset(raw + 64 * KIB, 7, 64 * KIB); /* frame 1 compresses; 0 and 2 do not */
+	t = encode_delta(raw, len, 64 * KIB, 300, &obj);
+	assert_true(t->f[0].stored && !t->f[0].delta);
+	assert_true(!t->f[1].stored && t->f[1].delta);
+	assert_true(t->f[2].stored && !t->f[2].delta);
+	/* A frame kept as it is holds the bytes themselves, not their differences. */
+	assert_memory_equal(obj.data + t->f[0].off, raw, 64 * KIB);
+	assert_int_equal(tfs_frame_check(t, 0, obj.data + t->f[0].off), 0);
+	assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, len), 0);
+	assert_memory_equal(dst, raw, len);
+	free(t);
+	tfs_buf_free(&obj);
+	free(raw);
+	free(dst);
+}
+
+static void test_no_filter_without_frames_or_zstd(void **state)
+{
+	const size_t len = 200 * KIB;
+	uint8_t *raw = malloc(len);
+	struct tfs_buf obj = { 0 };
+	struct tfs_obj_header h;
+
+	(void)state;
+	fill_images(raw, 1, 200 * KIB / 300, 100, 4);
+	/* One frame a chunk: version 1, as readers before frames take it. */
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 0, 300, raw, len, &obj), 0);
+	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
+	assert_int_equal(h.version, 1);
+	/* The raw codec keeps every frame as it is: nothing to filter, version 2. */
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_RAW, 0, 64 * KIB, 300, raw, len, &obj), 0);
+	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
+	assert_int_equal(h.version, 2);
+	tfs_buf_free(&obj);
+	free(raw);
+}
+
+/* Reseal the index's own checksum after a change to it (head: 8 or 16 bytes). */
+static void reseal(struct tfs_buf *obj, size_t head, uint32_t n)
+{
+	uint8_t *ix = obj->data + TFS_OBJ_HEADER_SIZE;
+	const uint64_t h = XXH3_64bits(ix, head + 16 * (size_t)n);
+
+	memcpy(ix + head + 16 * (size_t)n, &h, 8);
+}
+
+static void test_damage_to_a_filtered_chunk_is_eio(void **state)
+{
+	const size_t line = 96 * 3, len = 10 * 64 * line;
+	uint8_t *raw = malloc(len), *dst = malloc(len);
+	struct tfs_buf obj = { 0 };
+	struct tfs_frames *t, *u = NULL;
+	size_t ilen;
+	uint8_t *ix;
+	uint32_t flags;
+
+	(void)state;
+	fill_images(raw, 10, 64, 96, 5);
+	t = encode_delta(raw, len, 16 * KIB, line, &obj);
+	assert_int_equal(tfs_frames_index_len(obj.data, obj.len, &ilen), 0);
+	ix = obj.data + TFS_OBJ_HEADER_SIZE;
+
+	/* A flipped byte in a filtered frame fails that frame, whatever the byte. */
+	for (size_t b = 0; b < t->f[2].len; b += 97) {
+		obj.data[t->f[2].off + b] ^= 0x10;
+		assert_int_equal(tfs_frame_decode(t, 2, obj.data + t->f[2].off, dst), -EIO);
+		obj.data[t->f[2].off + b] ^= 0x10;
+	}
+	assert_int_equal(tfs_frame_decode(t, 2, obj.data + t->f[2].off, dst), 0);
+	/* Any index byte, the filter's fields among them. */
+	for (size_t b = TFS_OBJ_HEADER_SIZE; b < ilen; b++) {
+		obj.data[b] ^= 1;
+		assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), -EIO);
+		obj.data[b] ^= 1;
+	}
+	/* Fields out of range with the index resealed: an unknown filter, a line of 0, a frame
+	 * kept as it is said to be filtered, a flag no version defines. */
+	ix[8] = 2;
+	reseal(&obj, 16, t->n);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), -EIO);
+	ix[8] = 1;
+	memset(ix + 12, 0, 4);
+	reseal(&obj, 16, t->n);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), -EIO);
+	memcpy(ix + 12, &(uint32_t){ (uint32_t)line }, 4);
+	reseal(&obj, 16, t->n);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), 0);
+	free(u);
+	flags = 3;
+	memcpy(ix + 16 + 4, &flags, 4);
+	reseal(&obj, 16, t->n);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), -EIO);
+	flags = 6;
+	memcpy(ix + 16 + 4, &flags, 4);
+	reseal(&obj, 16, t->n);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), -EIO);
+	free(t);
+
+	/* A version 2 chunk has no filter: a frame flagged filtered there is damage. */
+	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 16 * KIB, 0, raw, len, &obj), 0);
+	assert_int_equal(tfs_frames_index_len(obj.data, obj.len, &ilen), 0);
+	ix = obj.data + TFS_OBJ_HEADER_SIZE;
+	flags = 2;
+	memcpy(ix + 8 + 4, &flags, 4);
+	reseal(&obj, 8, (uint32_t)(ix[0] | ix[1] << 8));
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), -EIO);
+	tfs_buf_free(&obj);
+	free(raw);
+	free(dst);
+}
+
+/* The line of a column of rows of the given shape, uint8, zstd, as writers would filter it. */
+static uint64_t line_of(enum tfs_col_kind kind, enum tfs_codec_id codec, unsigned ndim,
+			const uint64_t *shape, uint32_t itemsize)
+{
+	struct tfs_column c = { .kind = kind, .codec = codec, .level = 3, .ndim = ndim };
+	struct tfs_chunk_form f;
+
+	c.dtype.itemsize = itemsize;
+	c.row_bytes = itemsize;
+	for (unsigned i = 0; i < ndim; i++) {
+		c.shape[i] = shape[i];
+		c.row_bytes *= shape[i];
+	}
+	tfs_chunk_form_of(&c, &f);
+	assert_int_equal(f.codec, codec);
+	assert_int_equal(f.row_bytes, c.row_bytes);
+	return f.line;
+}
+
+static void test_writers_filter_image_lines_when_told(void **state)
+{
+	const uint64_t hwc[] = { 224, 200, 3 }, hw[] = { 28, 28 }, thwc[] = { 16, 112, 100, 3 };
+	const uint64_t one_line[] = { 1, 200, 3 }, flat[] = { 4096 };
+
+	(void)state;
+	assert_int_equal(tfs_chunk_delta_get(), 0);
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, hwc, 1), 0);
+	tfs_chunk_delta_set(1);
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, hwc, 1), 600);
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 2, hw, 1), 28);
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 4, thwc, 1), 300);
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 2, hw, 2), 56);
+	/* No line above another, no lines at all, no zstd, no fixed shape: nothing to filter. */
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, one_line, 1), 0);
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 1, flat, 1), 0);
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_RAW, 3, hwc, 1), 0);
+	assert_int_equal(line_of(TFS_COL_RAGGED, TFS_CODEC_ZSTD, 3, hwc, 1), 0);
+	tfs_chunk_delta_set(0);
+	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, hwc, 1), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_delta_is_its_formula_and_inverts),
+		cmocka_unit_test(test_filtered_chunk_is_smaller_and_reads_back),
+		cmocka_unit_test(test_frames_the_filter_cannot_shrink_are_kept_as_they_are),
+		cmocka_unit_test(test_no_filter_without_frames_or_zstd),
+		cmocka_unit_test(test_damage_to_a_filtered_chunk_is_eio),
+		cmocka_unit_test(test_writers_filter_image_lines_when_told),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
