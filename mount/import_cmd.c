@@ -197,7 +197,8 @@ int tfs_cmd_import(int argc, char **argv)
 	const char *fixed[64];
 	size_t nfixed = 0;
 	int webdataset = 0, have_part = 0, have_eos = 0;
-	int delta = -1; /* --filter: unset, none or delta */
+	int delta = -1;	     /* --filter: unset, none or delta */
+	int level_given = 0; /* --level */
 	char eos_column[256];
 	struct tfs_store *s = NULL;
 	struct tfs_id commit;
@@ -241,6 +242,7 @@ int tfs_cmd_import(int argc, char **argv)
 		}
 		case 'l':
 			o.level = atoi(optarg);
+			level_given = 1;
 			if (o.level < -7 || o.level > 19) {
 				tfs_err("--level %s: expected -7..19", optarg);
 				return 2;
@@ -466,8 +468,14 @@ int tfs_cmd_import(int argc, char **argv)
 		tfs_err("--column names --megatron's token column");
 		return 2;
 	}
-	/* Pixels decoded here are images by construction: their lines are filtered unless told. */
-	tfs_chunk_delta_set(delta >= 0 ? delta : images || media == 'V');
+	/* Pixels decoded here are images by construction: their lines are filtered unless told.
+	 * Filtered pixels at level 1 take 1.7-2% more bytes than at 3, in half the time (and
+	 * decode 1.1-1.4x faster): level 1 unless told. */
+	if (delta < 0)
+		delta = images || media == 'V';
+	tfs_chunk_delta_set(delta);
+	if (delta && !level_given)
+		o.level = 1;
 	if (tokens && (images || npz || megatron || webdataset || media)) {
 		tfs_err("--tokens names --jsonl's field of token ids, or a COL=DIR/ source of "
 			"token "

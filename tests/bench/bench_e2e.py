@@ -25,6 +25,9 @@ noise, quality 90) in 10 class directories.
                -o cuda_init it runs from the mount on, beside the first epoch); on a GPU, the
                cold epoch once more, started after that set-up is over (as a job that builds
                its model between mounting and its first epoch)
+  unfiltered   the same images imported with --filter none (pixels stored as they are, not
+               less the line above): bytes stored, the cold epoch and the cold read against
+               the default's (--no-unfiltered skips it)
 
 Without --device, cuda:0 when torch sees one, else host. Each epoch on a GPU ends when the device
 has finished (torch.cuda.synchronize). The issue's targets: the Stager's warm epoch at least
@@ -108,7 +111,7 @@ def cpu_s(pid):
     return (proc_cpu_total(pid) if pid else None) or 0.0
 
 
-def cold_scan(lake, mnt, opts):
+def cold_scan(lake, mnt, opts, ds="d"):
     """Seconds to read the image column once, front to back, through a fresh mount with the
     page cache dropped: the bytes a cold epoch must bring from the disk, at the pace a
     sequential read gets them (what a cold epoch is judged against)."""
@@ -116,7 +119,7 @@ def cold_scan(lake, mnt, opts):
     run("mount", lake, mnt, "-o", opts)
     try:
         t = time.perf_counter()
-        with open(mnt / "d" / "main" / "image.npy", "rb") as f:
+        with open(mnt / ds / "main" / "image.npy", "rb") as f:
             while f.read(1 << 20):
                 pass
         return time.perf_counter() - t
@@ -151,7 +154,7 @@ def load_times(mnt):
         return 0.0, 0.0
 
 
-def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False):
+def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False, ds="d"):
     """images/s of a fresh mount's first epoch (caches dropped), and of its best warm one (none
     when epochs is 0); the first epoch's phases: the Stager's opening, its first batch, the
     rest, and the daemon's CPU seconds. settled: the first epoch starts once the mount's device
@@ -164,7 +167,7 @@ def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False):
     run("mount", lake, mnt, "-o", opts)
     rates, phases = [], {}
     try:
-        ver = mnt / "d" / "main"
+        ver = mnt / ds / "main"
         pid = daemon_pid(mnt)
         if settled:
             phases["setup"] = wait_setup(log)
@@ -203,12 +206,36 @@ def phase_line(ph, scan):
             f"epoch's time: the disk's part of it)")
 
 
+def stored_mb(work, ds):
+    """MB of a dataset's objects on the disk (its chunks, manifests and commits)."""
+    return sum(f.stat().st_size for f in (work / "lake" / ds / "objects").rglob("*")
+               if f.is_file()) / 1e6
+
+
+def unfiltered(torch, work, lake, mnt, device, batch, log, cold, scan):
+    """The same images imported with --filter none (pixels as they are, as before the delta
+    filter): the bytes stored, its cold epoch and cold read, against the default's."""
+    run("create", f"{lake}/n")
+    run("import", f"{lake}/n", "--images", work / "tree", "--size", "224x224", "--crop",
+        "--labels-from-dirs", "--filter", "none", "-q")
+    mb_f, mb_n = stored_mb(work, "d"), stored_mb(work, "n")
+    cold_n, _, ph_n = stager_epochs(torch, lake, mnt, device, batch, 0, log, ds="n")
+    scan_n = cold_scan(lake, mnt, "cache_mem=4G", ds="n")
+    print(f"the delta filter (import's default for --images): {mb_f:,.0f} MB stored against "
+          f"{mb_n:,.0f} MB with --filter none ({mb_n / mb_f:.2f}x fewer bytes); cold epoch "
+          f"{cold:,.0f} images/s against {cold_n:,.0f} ({cold / cold_n:.2f}x); a cold read of "
+          f"image.npy {scan:.3f} s against {scan_n:.3f} s ({scan_n / scan:.2f}x)")
+    print(f"  --filter none's cold epoch: {phase_line(ph_n, scan_n)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=6000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=3, help="warm epochs (the best is kept)")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--no-unfiltered", action="store_true",
+                    help="skip the import with --filter none and its cold epoch")
     a = ap.parse_args()
     import torch
 
@@ -239,6 +266,8 @@ def main():
               + (f"; {warm / 200000:.2f}x the target of 200,000)" if device != "host" else ")"))
         scan = cold_scan(lake, mnt, "cache_mem=4G")
         print(f"  its cold epoch: {phase_line(ph, scan)}")
+        if not a.no_unfiltered:
+            unfiltered(torch, work, lake, mnt, device, a.batch, log, cold, scan)
         # The device's set-up at mount (-o cuda_init) runs beside the first epoch of a job
         # that starts at once: what it took, from the daemon's log; and the cold epoch again,
         # started once it is over (as a job that builds its model after mounting).

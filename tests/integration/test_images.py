@@ -260,8 +260,8 @@ def test_images_delta_filtered_unless_told(lake, mount, tmp_path):
     from conftest import parse_object_header
     root = tmp_path / "tree"
     make_tree(root)
-    versions, sizes = {}, {}
-    for name, opts in (("f", ()), ("n", ("--filter", "none"))):
+    versions, sizes, levels = {}, {}, {}
+    for name, opts in (("f", ()), ("n", ("--filter", "none")), ("l", ("--level", "5"))):
         lake.create(name)
         lake.import_(name, {}, "--images", root, "--size", "96x128", "--crop",
                      "--frame-size", "8k", *opts)
@@ -269,9 +269,14 @@ def test_images_delta_filtered_unless_told(lake, mount, tmp_path):
         chunks = [h for h in heads if h["type"] == 1]
         versions[name] = {h["version"] for h in chunks}
         sizes[name] = sum(48 + h["payload_size"] for h in chunks)
+        levels[name] = {c["name"]: c.get("level") for c in lake.info(name)["columns"]}["image"]
     assert 3 in versions["f"], versions  # the image chunk; path and label ones stay as before
     assert 3 not in versions["n"], versions
+    assert 3 in versions["l"], versions
     assert sizes["f"] < sizes["n"], sizes
+    # Filtered pixels are written at zstd level 1 unless told (as fast to write as level 3's
+    # unfiltered pixels, about as small as level 3's filtered ones); --level still rules.
+    assert levels == {"f": 1, "n": 3, "l": 5}, levels
     m = mount(lake)
     a = np.load(m / "f" / "main" / "image.npy")
     b = np.load(m / "n" / "main" / "image.npy")
