@@ -121,7 +121,7 @@ for step in "$@"; do
 		;;
 	e2e)
 		timeout "$(lim "${ET:-150}")" python3 tests/bench/bench_e2e.py --images 6000 2>&1 |
-			tee "$o/e2e.txt" | tail -8
+			tee "$o/e2e.txt" | tail -12
 		;;
 	cases)
 		timeout "$(lim "${CT:-150}")" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 2>&1 |
