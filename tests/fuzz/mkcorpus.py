@@ -75,6 +75,19 @@ def decode_object(path):
     return otype, obj, payload
 
 
+def framed_objects(tmp, ds, version, most):
+    """The first `most` framed chunk objects of object version `version` in a dataset."""
+    out = []
+    objdir = os.path.join(tmp, "lake", ds, "objects")
+    for sub in sorted(os.listdir(objdir)):
+        for name in sorted(os.listdir(os.path.join(objdir, sub))):
+            with open(os.path.join(objdir, sub, name), "rb") as f:
+                obj = f.read()
+            if obj[7] == 2 and obj[4] == version and len(out) < most:
+                out.append(obj)
+    return out
+
+
 def lake_seeds():
     tmp = tempfile.mkdtemp(prefix="tfs-mkcorpus-")
     try:
@@ -114,16 +127,9 @@ def lake_seeds():
         run("create", lake + "/fr")
         run("import", lake + "/fr", "wide=" + wide, "--chunk-size", "20k", "--frame-size", "4k",
             "-m", "framed")
-        n = 0
-        frdir = os.path.join(tmp, "lake", "fr", "objects")
-        for sub in sorted(os.listdir(frdir)):
-            for name in sorted(os.listdir(os.path.join(frdir, sub))):
-                with open(os.path.join(frdir, sub, name), "rb") as f:
-                    obj = f.read()
-                if obj[7] == 2 and n < 2:
-                    n += 1
-                    put("frames", "chunk%d" % n, b"\x00" + obj)
-                    put("frames", "chunk%d_fixups" % n, b"\x07" + obj)
+        for n, obj in enumerate(framed_objects(tmp, "fr", 2, 2), 1):
+            put("frames", "chunk%d" % n, b"\x00" + obj)
+            put("frames", "chunk%d_fixups" % n, b"\x07" + obj)
         # ... and delta-filtered ones (object version 3): image rows of 16 lines of 96 bytes.
         img = os.path.join(tmp, "img.npy")
         y, x = np.mgrid[0:16, 0:96]
@@ -131,16 +137,9 @@ def lake_seeds():
         run("create", lake + "/dl")
         run("import", lake + "/dl", "img=" + img, "--chunk-size", "20k", "--frame-size", "4k",
             "--filter", "delta", "-m", "filtered")
-        n = 0
-        frdir = os.path.join(tmp, "lake", "dl", "objects")
-        for sub in sorted(os.listdir(frdir)):
-            for name in sorted(os.listdir(os.path.join(frdir, sub))):
-                with open(os.path.join(frdir, sub, name), "rb") as f:
-                    obj = f.read()
-                if obj[7] == 2 and obj[4] == 3 and n < 1:
-                    n += 1
-                    put("frames", "delta%d" % n, b"\x00" + obj)
-                    put("frames", "delta%d_fixups" % n, b"\x07" + obj)
+        for n, obj in enumerate(framed_objects(tmp, "dl", 3, 1), 1):
+            put("frames", "delta%d" % n, b"\x00" + obj)
+            put("frames", "delta%d_fixups" % n, b"\x07" + obj)
     finally:
         shutil.rmtree(tmp)
 

@@ -54,6 +54,18 @@ def frame_index(raw):
     return out
 
 
+def flip_byte(path, off):
+    """Damage an object file (kept read-only) at one byte, in place."""
+    mode = os.stat(path).st_mode
+    os.chmod(path, mode | stat.S_IWUSR)
+    with open(path, "r+b") as f:
+        f.seek(off)
+        byte = f.read(1)
+        f.seek(off)
+        f.write(bytes([byte[0] ^ 0x21]))
+    os.chmod(path, stat.S_IMODE(mode))
+
+
 def random_rows(fd, src, rows):
     rb = src[0].nbytes
     for r in rows:
@@ -199,14 +211,7 @@ def test_damaged_frame_is_eio(lake, mount, codec):
     frames = frame_index(raw)
     fi = len(frames) // 2
     off, length, _ = frames[fi]
-    mode = os.stat(path).st_mode
-    os.chmod(path, mode | stat.S_IWUSR)
-    with open(path, "r+b") as f:
-        f.seek(off + length // 2)
-        byte = f.read(1)
-        f.seek(off + length // 2)
-        f.write(bytes([byte[0] ^ 0x21]))
-    os.chmod(path, stat.S_IMODE(mode))
+    flip_byte(path, off + length // 2)
 
     m = mount(lake, opts=("cache_mem=4M",))
     fpath = m.path / "d" / "main" / "x.npy"
@@ -313,14 +318,7 @@ def test_damaged_filtered_frame_is_eio(lake, mount):
     assert h["version"] == 3
     off, length, flags = frame_index(raw)[1]
     assert flags == 2
-    mode = os.stat(path).st_mode
-    os.chmod(path, mode | stat.S_IWUSR)
-    with open(path, "r+b") as f:
-        f.seek(off + length // 2)
-        byte = f.read(1)
-        f.seek(off + length // 2)
-        f.write(bytes([byte[0] ^ 0x21]))
-    os.chmod(path, stat.S_IMODE(mode))
+    flip_byte(path, off + length // 2)
     m = mount(lake, opts=("cache_mem=2M",))
     fpath = m.path / "d" / "main" / "x.npy"
     rb = src[0].nbytes
