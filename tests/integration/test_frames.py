@@ -341,12 +341,18 @@ def test_damaged_filtered_frame_is_eio(lake, mount):
     assert oid in m.log(), m.log()[-3000:]
 
 
-def test_filter_is_checked(lake):
+@pytest.mark.parametrize("opts,says", [
+    (("--filter", "png"), "--filter png: expected delta or none"),
+    (("--filter", "delta", "--codec", "raw"), "--filter delta: the filter is for zstd"),
+])
+def test_filter_is_checked(lake, opts, says):
     from conftest import tfs
     lake.create("e")
     npy = lake.write_npy(images(8, rows=4))
-    rc, _, err = tfs("import", lake.ds_url("e"), f"x={npy}", "--filter", "png")
-    assert rc == 2 and "--filter png: expected delta or none" in err, err
+    before = lake.snapshot("e")
+    rc, _, err = tfs("import", lake.ds_url("e"), f"x={npy}", *opts)
+    assert rc == 2 and says in err, err
+    assert lake.snapshot("e") == before
 
 
 def test_row_over_several_frames_is_one_read(lake, mount):
