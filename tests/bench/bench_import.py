@@ -248,6 +248,21 @@ def images(a, work, files, few, counts, phys, shared, lake, best):
               f"{t0 * 1e3:.0f} ms for {few} images (past them "
               f"{(a.images - few) / max(t - t0, 1e-9):,.0f} images/s); "
               f"{cpu_note(tm, a.images, th, runs[1], 'image')}")
+    # The pixels as they are (the default filters them: README, "Ragged, text and images"):
+    # the bytes written and the rate at 1 thread and at every one, against the default's.
+    run("create", f"{lake}/size-images-none")
+    run("import", f"{lake}/size-images-none", "--images", work / "tree", *opts, "--filter",
+        "none", "-q")
+    plain = tree_bytes(work / "lake" / "size-images-none")
+    filtered = tree_bytes(work / "lake" / "size-images")
+    print(f"--filter none: writes {plain / 1e6:,.0f} MB against the default's "
+          f"{filtered / 1e6:,.0f} ({plain / filtered:.2f}x)")
+    for th in sorted({1, cores}):
+        tm = best("--images", work / "tree", *opts, "--filter", "none", "--threads", th)
+        rate = a.images / tm.wall
+        print(f"import --images --filter none --threads {th:>2}: {rate:8,.0f} images/s; the "
+              f"default (delta) is {rates[th] / rate:.2f}x that; "
+              f"{cpu_note(tm, a.images, th, runs[1], 'image')}")
 
 
 def main():
