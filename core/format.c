@@ -70,8 +70,8 @@ void tfs_chunk_form_of(const struct tfs_column *c, struct tfs_chunk_form *out)
 	uint64_t line = 0;
 
 	if (tfs_chunk_delta_get() && c->kind == TFS_COL_FIXED && c->codec == TFS_CODEC_ZSTD &&
-	    c->ndim >= 2) {
-		line = c->dtype.itemsize * c->shape[c->ndim - 1];
+	    c->ndim >= 2 && c->dtype.itemsize == 1) {
+		line = c->shape[c->ndim - 1];
 		if (c->ndim >= 3)
 			line *= c->shape[c->ndim - 2];
 		if (!line || c->row_bytes / line < 2 || line > UINT32_MAX)

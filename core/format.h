@@ -125,7 +125,8 @@ struct tfs_chunk_form {
 };
 /* Column c's form for this process's writers. Its line is an image line of its rows (the last
  * two dimensions' bytes of rows of three or more, the last one's of rows of two) when
- * tfs_chunk_delta_get is on and c is a fixed zstd column of rows of two lines or more. */
+ * tfs_chunk_delta_get is on and c is a fixed zstd column of 1-byte elements (pixels: the
+ * filter is bytewise) and rows of two lines or more. */
 void tfs_chunk_form_of(const struct tfs_column *c, struct tfs_chunk_form *out);
 /* Encode raw bytes, rows of form->row_bytes each, as a chunk (framed at tfs_chunk_frame_get,
  * made whole rows by tfs_chunk_frame_rows, delta-filtered with form->line) and put it as above:
