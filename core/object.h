@@ -122,7 +122,7 @@ size_t tfs_chunk_frame_get(void);
 size_t tfs_chunk_frame_rows(size_t frame, uint64_t row_bytes);
 
 /* Whether this process's writers delta-filter the chunks of columns that have image lines
- * (import --filter delta; tfs_chunk_line, format.h): off until set. */
+ * (import --filter delta; tfs_chunk_form_of, format.h): off until set. */
 void tfs_chunk_delta_set(int on);
 int tfs_chunk_delta_get(void);
 
