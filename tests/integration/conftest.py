@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -211,6 +212,20 @@ class Lake:
                     if len(f.name) == 62:
                         out.append((d.name + f.name, f))
         return out
+
+
+def flip_byte(path, off, mask=0x21):
+    """Damage an object file (kept read-only) at one byte, in place."""
+    mode = os.stat(path).st_mode
+    os.chmod(path, mode | stat.S_IWUSR)
+    try:
+        with open(path, "r+b") as f:
+            f.seek(off)
+            byte = f.read(1)
+            f.seek(off)
+            f.write(bytes([byte[0] ^ mask]))
+    finally:
+        os.chmod(path, stat.S_IMODE(mode))
 
 
 def parse_object_header(raw):

@@ -6,12 +6,11 @@ control-file batches, which take the next healthy rows instead. .tensorfs/bad_ro
 
 import errno
 import os
-import stat
 
 import numpy as np
 import pytest
 
-from conftest import parse_object_header
+from conftest import flip_byte, parse_object_header
 
 N = 4000  # rows: 256 B each, 64 a chunk of 16 KiB
 
@@ -26,15 +25,8 @@ def damage(lake, how):
             chunks.append((oid, path, raw))
     oid, path, raw = sorted(chunks)[len(chunks) // 2]
     first = int(np.frombuffer(raw[48:56], "<i8")[0]) if raw[8:9] == b"\0" else None
-    mode = os.stat(path).st_mode
-    os.chmod(path, mode | stat.S_IWUSR)
     if how == "flip":
-        with open(path, "r+b") as f:
-            f.seek(48 + 100)
-            b = f.read(1)
-            f.seek(48 + 100)
-            f.write(bytes([b[0] ^ 0x5A]))
-        os.chmod(path, stat.S_IMODE(mode))
+        flip_byte(path, 48 + 100, 0x5A)
     else:
         os.unlink(path)
     return oid, first

@@ -4,13 +4,12 @@ and the daemon names the object in its log."""
 
 import errno
 import os
-import stat
 import time
 
 import numpy as np
 import pytest
 
-from conftest import (HEADER_SIZE, expected_file_bytes, load_schema, opened,
+from conftest import (HEADER_SIZE, expected_file_bytes, flip_byte, load_schema, opened,
                       parse_object_header, schema_column)
 
 
@@ -39,15 +38,7 @@ def test_corrupt_chunk(lake, mount, codec):
     assert flen == 48 + h["payload_size"]
 
     # flip one payload byte (before mounting)
-    pos = 48 + h["payload_size"] // 2
-    mode = os.stat(path).st_mode
-    os.chmod(path, mode | stat.S_IWUSR)
-    with open(path, "r+b") as f:
-        f.seek(pos)
-        b = f.read(1)
-        f.seek(pos)
-        f.write(bytes([b[0] ^ 0x5A]))
-    os.chmod(path, stat.S_IMODE(mode))
+    flip_byte(path, 48 + h["payload_size"] // 2, 0x5A)
 
     m = mount(lake)
     main = m.path / "bad" / "main"

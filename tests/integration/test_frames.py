@@ -8,14 +8,14 @@ read as before, alongside framed ones in the same column."""
 import errno
 import json
 import os
-import stat
 import struct
 import time
 
 import numpy as np
 import pytest
 
-from conftest import HEADER_SIZE, expected_file_bytes, opened, parse_object_header
+from conftest import (HEADER_SIZE, expected_file_bytes, flip_byte, opened,
+                      parse_object_header)
 
 ROW = (250,)  # int32: 1,000 bytes a row: `--frame-size 16k` writes frames of 16 whole rows
 ROWS = 12_000  # 12 MB: a dozen 1 MiB chunks
@@ -52,18 +52,6 @@ def frame_index(raw):
         out.append((pos, length, flags))
         pos += length
     return out
-
-
-def flip_byte(path, off):
-    """Damage an object file (kept read-only) at one byte, in place."""
-    mode = os.stat(path).st_mode
-    os.chmod(path, mode | stat.S_IWUSR)
-    with open(path, "r+b") as f:
-        f.seek(off)
-        byte = f.read(1)
-        f.seek(off)
-        f.write(bytes([byte[0] ^ 0x21]))
-    os.chmod(path, stat.S_IMODE(mode))
 
 
 def random_rows(fd, src, rows):
