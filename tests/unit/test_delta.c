@@ -144,13 +144,13 @@ static void test_frames_the_filter_cannot_shrink_are_kept_as_they_are(void **sta
 
 static void test_no_filter_without_frames_or_zstd(void **state)
 {
-	const size_t len = 200 * KIB;
+	const size_t len = 700 * 300; /* an image of 700 lines of 100 pixels: over two frames */
 	uint8_t *raw = malloc(len);
 	struct tfs_buf obj = { 0 };
 	struct tfs_obj_header h;
 
 	(void)state;
-	fill_images(raw, 1, 200 * KIB / 300, 100, 4);
+	fill_images(raw, 1, 700, 100, 4);
 	/* One frame a chunk: version 1, as readers before frames take it. */
 	assert_int_equal(tfs_chunk_encode(TFS_CODEC_ZSTD, 3, 0, 300, raw, len, &obj), 0);
 	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
