@@ -46,11 +46,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "packaging" / "python"))
-from bench_import import make_images  # noqa: E402
+from bench_import import make_images, tree_bytes  # noqa: E402
 from benchkit import proc_cpu_total  # noqa: E402
 from tfscli import run, unmount, workdir  # noqa: E402
 
 import tensorfs  # noqa: E402
+
+
+# The import both sides of the filter's comparison run, as the module's docstring says.
+IMPORT_OPTS = ("--size", "224x224", "--crop", "--labels-from-dirs", "-q")
 
 
 def drop_caches():
@@ -206,19 +210,12 @@ def phase_line(ph, scan):
             f"epoch's time: the disk's part of it)")
 
 
-def stored_mb(work, ds):
-    """MB of a dataset's objects on the disk (its chunks, manifests and commits)."""
-    return sum(f.stat().st_size for f in (work / "lake" / ds / "objects").rglob("*")
-               if f.is_file()) / 1e6
-
-
 def unfiltered(torch, work, lake, mnt, device, batch, log, cold, scan):
     """The same images imported with --filter none (pixels as they are, as before the delta
     filter): the bytes stored, its cold epoch and cold read, against the default's."""
     run("create", f"{lake}/n")
-    run("import", f"{lake}/n", "--images", work / "tree", "--size", "224x224", "--crop",
-        "--labels-from-dirs", "--filter", "none", "-q")
-    mb_f, mb_n = stored_mb(work, "d"), stored_mb(work, "n")
+    run("import", f"{lake}/n", "--images", work / "tree", *IMPORT_OPTS, "--filter", "none")
+    mb_f, mb_n = (tree_bytes(work / "lake" / ds / "objects") / 1e6 for ds in ("d", "n"))
     cold_n, _, ph_n = stager_epochs(torch, lake, mnt, device, batch, 0, log, ds="n")
     scan_n = cold_scan(lake, mnt, "cache_mem=4G", ds="n")
     print(f"the delta filter (import's default for --images): {mb_f:,.0f} MB stored against "
@@ -252,8 +249,7 @@ def main():
         lake = f"file://{work}/lake"
         run("create", f"{lake}/d")
         t = time.perf_counter()
-        run("import", f"{lake}/d", "--images", work / "tree", "--size", "224x224", "--crop",
-            "--labels-from-dirs", "-q")
+        run("import", f"{lake}/d", "--images", work / "tree", *IMPORT_OPTS)
         imp = a.images / (time.perf_counter() - t)
         print(f"tensorfs import --images: {imp:,.0f} images/s "
               f"({imp / warm_dl:.2f}x a warm DataLoader epoch)")

@@ -61,6 +61,24 @@ def random_rows(fd, src, rows):
         assert got == src[r].tobytes(), f"row {r} differs"
 
 
+def odd_reads(fd, path, src, rng, count, longest):
+    """count reads of up to longest bytes at odd offsets, crossing frame and chunk boundaries:
+    each the file's bytes."""
+    want = expected_file_bytes(path, src)
+    for _ in range(count):
+        off = int(rng.integers(HEADER_SIZE, len(want)))
+        n = int(rng.integers(1, longest))
+        assert os.pread(fd, n, off) == want[off:off + n], (off, n)
+
+
+def mmap_rows(path, src, rng, count):
+    """count rows at random through numpy's mmap of the file, each equal to the source's."""
+    mm = np.load(path, mmap_mode="r")
+    for r in rng.integers(0, len(src), count):
+        assert np.array_equal(mm[r], src[r]), f"mmap row {r}"
+    del mm
+
+
 @pytest.mark.parametrize("codec", ["zstd", "raw"])
 def test_random_rows_decode_frames(lake, mount, codec):
     """Both codecs: a raw column's chunks are framed too (every frame kept as it is), so that a
@@ -82,12 +100,7 @@ def test_random_rows_decode_frames(lake, mount, codec):
         before = stats(m)
         random_rows(fd, src, rng.integers(0, ROWS, 3000))
         after = stats(m)
-        # Odd offsets and lengths that cross frame and chunk boundaries.
-        want = expected_file_bytes(path, src)
-        for _ in range(300):
-            off = int(rng.integers(HEADER_SIZE, len(want)))
-            n = int(rng.integers(1, 40_000))
-            assert os.pread(fd, n, off) == want[off:off + n], (off, n)
+        odd_reads(fd, path, src, rng, 300, 40_000)
     ranged = after["store"]["ranged_gets"] - before["store"]["ranged_gets"]
     decoded = after["cache"]["bytes_decompressed"] - before["cache"]["bytes_decompressed"]
     assert ranged > 1000, f"random rows did not read frames: {ranged} ranged reads"
@@ -95,11 +108,7 @@ def test_random_rows_decode_frames(lake, mount, codec):
     # worth per row.
     assert decoded < 3000 * 64 * 1024, f"{decoded} bytes decoded for 3000 rows"
 
-    # numpy's mmap, rows at random.
-    mm = np.load(path, mmap_mode="r")
-    for r in rng.integers(0, ROWS, 500):
-        assert np.array_equal(mm[r], src[r]), f"mmap row {r}"
-    del mm
+    mmap_rows(path, src, rng, 500)
 
 
 def test_sequential_scan_takes_whole_chunks(lake, mount):
@@ -285,16 +294,9 @@ def test_delta_filter_reads_back_at_random_and_whole(lake, mount):
         before = stats(m)
         random_rows(fd, src, rng.integers(0, len(src), 400))
         after = stats(m)
-        want = expected_file_bytes(path, src)
-        for _ in range(200):
-            off = int(rng.integers(HEADER_SIZE, len(want)))
-            n = int(rng.integers(1, 30_000))
-            assert os.pread(fd, n, off) == want[off:off + n], (off, n)
+        odd_reads(fd, path, src, rng, 200, 30_000)
     assert after["store"]["ranged_gets"] - before["store"]["ranged_gets"] > 100
-    mm = np.load(path, mmap_mode="r")
-    for r in rng.integers(0, len(src), 100):
-        assert np.array_equal(mm[r], src[r]), f"mmap row {r}"
-    del mm
+    mmap_rows(path, src, rng, 100)
     assert np.array_equal(np.load(path), src)
 
 
