@@ -211,6 +211,17 @@ $(DECODE_RATE): tests/bench/decode_rate.c $(CORE_LIB)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(CORE_LIB) $(DEPLIBS) -lm
 bench: $(DECODE_RATE)
 
+# What registering the cache's arena with the CUDA driver costs, with and without its pages
+# committed first (tests/gpu/device_run.sh's register step; says SKIP without a device).
+ifneq ($(HAVE_CUDA),)
+REGISTER_RATE := $(BUILD)/tests/register_rate
+$(REGISTER_RATE): tests/bench/register_rate.c $(CORE_LIB) $(GPU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Igpu $(CUDA_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(GPU_OBJ) $(CORE_LIB) \
+		$(DEPLIBS) -lm $(CUDA_LIBS)
+all: $(REGISTER_RATE)
+endif
+
 # Every fuzz target's seed corpus and regression inputs, replayed without libFuzzer
 # (tests/fuzz/replay.c) by the regular build: under ASan+UBSan with SANITIZE=1.
 REPLAY_BIN := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/tests/replay_%,\

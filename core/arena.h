@@ -32,6 +32,15 @@ int tfs_arena_owns(const struct tfs_arena *a, const void *p);
 /* The region. */
 void tfs_arena_span(const struct tfs_arena *a, uint8_t **base, uint64_t *bytes);
 
+/* Commit the pages of [p, p + len), part of a region tfs_arena_create made, on up to threads
+ * threads at once (at most TFS_ARENA_POPULATE_THREADS): each page not yet committed is faulted in
+ * (zeroed by the kernel), and bytes already there are left as they are, so buffers in use may be
+ * written meanwhile. For a driver about to pin the range, which would fault every page in itself,
+ * one after another, while other callers of the driver wait. 0, or -errno (-EINVAL from a kernel
+ * before Linux 5.14): then nothing is wrong, only not committed ahead. */
+#define TFS_ARENA_POPULATE_THREADS 16
+int tfs_arena_populate(uint8_t *p, uint64_t len, unsigned threads);
+
 struct tfs_arena_stats {
 	uint64_t bytes;	 /* the region */
 	uint64_t used;	 /* in buffers handed out, now */

@@ -10,11 +10,19 @@ static void undo(const struct tfs_segment_ops *ops, void *ctx, uint8_t *base, ui
 		ops->unreg(ctx, base + i * seg);
 }
 
+/* Register [p, p + n), prepared first where the driver's table says how. */
+static int reg(const struct tfs_segment_ops *ops, void *ctx, uint8_t *p, uint64_t n)
+{
+	if (ops->prepare)
+		ops->prepare(ctx, p, n);
+	return ops->reg(ctx, p, n);
+}
+
 /* The whole range in one call, and its offset. */
 static int whole(const struct tfs_segment_ops *ops, void *ctx, uint8_t *base, uint64_t len,
 		 intptr_t *delta, unsigned *calls)
 {
-	int rc = ops->reg(ctx, base, len);
+	int rc = reg(ops, ctx, base, len);
 
 	if (rc)
 		return rc;
@@ -41,7 +49,7 @@ int tfs_register_segments(const struct tfs_segment_ops *ops, void *ctx, uint8_t 
 	for (i = 0; i < n; i++) {
 		const uint64_t at = i * seg, take = len - at < seg ? len - at : seg;
 
-		rc = ops->reg(ctx, base + at, take);
+		rc = reg(ops, ctx, base + at, take);
 		if (rc)
 			break;
 		rc = ops->delta(ctx, base + at, &d);

@@ -9,6 +9,10 @@
 #include <stdint.h>
 
 struct tfs_segment_ops {
+	/* Optional: ready [p, p + n) for the reg that follows at once (commit its pages, so that
+	 * the driver does not fault them in while it holds its lock). Nothing it meets is a
+	 * refusal: reg comes next whatever it did. */
+	void (*prepare)(void *ctx, uint8_t *p, uint64_t n);
 	/* Register [p, p + n): 0, or the driver's nonzero refusal. */
 	int (*reg)(void *ctx, uint8_t *p, uint64_t n);
 	/* Undo reg of the range that starts at p. */

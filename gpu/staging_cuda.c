@@ -16,8 +16,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "arenareg.h"
 #include "cudacache.h"
+#include "cudareg.h"
 #include "gather_kernel.h"
 #include "util.h"
 
@@ -137,11 +137,10 @@ static int cuda_find_pci(const char *pci, int *device, char *err, size_t err_cap
  * Registering pins every page of the arena (cache_mem and a quarter): a second or more for tens
  * of GiB. It runs on a thread of its own, started by the first CUDA ring; until it is done,
  * rings gather on the CPU and copy (correct, slower), then switch to the kernel. It goes a
- * segment at a time (arenareg.h): the driver serves one call at a time, and a batch's copy
+ * segment at a time (cudareg.h): the driver serves one call at a time, and a batch's copy
  * made meanwhile then waits for a segment's registration, not for the whole arena's. */
 
 #define MAX_ARENAS 8
-#define REG_SEGMENT (128ull << 20) /* about 20-35 ms of the driver's time a call */
 
 enum reg_state { REG_BUSY = 1, REG_OK, REG_FAILED };
 
@@ -156,59 +155,27 @@ static struct reg {
 } regs[MAX_ARENAS];
 static unsigned nregs; /* protected by reg_lock */
 
-static int seg_reg(void *ctx, uint8_t *p, uint64_t n)
-{
-	return (int)cudaHostRegister(p, n, *(const unsigned *)ctx);
-}
-
-static void seg_unreg(void *ctx, uint8_t *p)
-{
-	(void)ctx;
-	(void)cudaHostUnregister(p);
-	(void)cudaGetLastError();
-}
-
-static int seg_delta(void *ctx, uint8_t *p, intptr_t *delta)
-{
-	void *d = NULL;
-	const cudaError_t e = cudaHostGetDevicePointer(&d, p, 0);
-
-	(void)ctx;
-	*delta = (intptr_t)d - (intptr_t)p;
-	return (int)e;
-}
-
-static const struct tfs_segment_ops seg_ops = {
-	.reg = seg_reg,
-	.unreg = seg_unreg,
-	.delta = seg_delta,
-};
-
 static void *register_arena(void *arg)
 {
 	struct reg *g = arg;
 	const uint64_t t0 = tfs_now_ns();
-	/* Read-only where the driver offers it: the device never writes the cache. */
-	unsigned flags =
-		cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterReadOnly;
+	struct tfs_cuda_reg r = { .threads = tfs_cuda_commit_threads() };
 	cudaError_t e = cudaSetDevice(g->dev);
-	unsigned calls = 0;
-	intptr_t delta;
 
 	if (e == cudaSuccess)
-		e = (cudaError_t)tfs_register_segments(&seg_ops, &flags, g->base, g->len,
-						       REG_SEGMENT, &delta, &calls);
-	if (e != cudaSuccess && e != cudaErrorInvalidDevice) {
-		(void)cudaGetLastError();
-		flags = cudaHostRegisterPortable | cudaHostRegisterMapped;
-		e = (cudaError_t)tfs_register_segments(&seg_ops, &flags, g->base, g->len,
-						       REG_SEGMENT, &delta, &calls);
-	}
-	if (e == cudaSuccess)
+		e = (cudaError_t)tfs_cuda_register(g->base, g->len, &r);
+	if (e == cudaSuccess && !r.commit_rc)
 		tfs_info("staging: the chunk cache's arena (%llu MiB) is registered with the CUDA "
-			 "driver in %.3f s (%u calls): kernels gather rows from it in place",
+			 "driver in %.3f s, %.3f s of it committing its pages on %u threads (%u "
+			 "calls): kernels gather rows from it in place",
 			 (unsigned long long)(g->len >> 20), (double)(tfs_now_ns() - t0) / 1e9,
-			 calls);
+			 (double)r.commit_ns / 1e9, r.threads, r.calls);
+	else if (e == cudaSuccess)
+		tfs_info("staging: the chunk cache's arena (%llu MiB) is registered with the CUDA "
+			 "driver in %.3f s, which faulted its pages in (committing them ahead: %s) "
+			 "(%u calls): kernels gather rows from it in place",
+			 (unsigned long long)(g->len >> 20), (double)(tfs_now_ns() - t0) / 1e9,
+			 strerror(-r.commit_rc), r.calls);
 	else
 		tfs_warn("staging: cuda:%d: the driver refuses to register the chunk cache's arena "
 			 "(%s): rows are gathered by the CPU and copied",

@@ -10,6 +10,9 @@
 #
 # Steps, in the order given, each under a time limit of its own:
 #   unit      the staging unit tests (test_staging_cuda)
+#   register  register_rate: registering a 4 GiB arena with the driver as staging does, its
+#             pages committed first on up to 16 threads against untouched, and how long a
+#             1 MiB copy made meanwhile waits for the driver (3 rounds alternating)
 #   pytest    tests/gpu: CUDA batches against host ones, and the printed ratios with their
 #             baselines (staging against pinned copy, cache_gpu, first batch)
 #   cuda224   bench_staging on cuda:0, 150 KB rows (224x224x3), batches of 256
@@ -51,12 +54,12 @@ if [ "${1:-}" = carry ]; then
 		while read -r lib; do cp -L "$lib" .devlibs/; done
 	cp -L "$(command -v fusermount3)" "$(command -v zstd)" .devlibs/bin/
 	tar cJf .devpack/devlibs.txz .devlibs && rm -rf .devlibs
-	tar cf .devpack/rel.tar "$BIN" build/rel/tests/test_staging_cuda
+	tar cf .devpack/rel.tar "$BIN" build/rel/tests/test_staging_cuda build/rel/tests/register_rate
 	du -sh .devpack
 	exit 0
 fi
 if [ $# = 0 ]; then
-	echo "usage: $0 carry | STEP... (unit pytest cuda224 cuda224g cuda32 host import wds e2e cases frames raw)" >&2
+	echo "usage: $0 carry | STEP... (unit register pytest cuda224 cuda224g cuda32 host import wds e2e cases frames raw)" >&2
 	exit 2
 fi
 
@@ -96,6 +99,9 @@ for step in "$@"; do
 		timeout 60 build/rel/tests/test_staging_cuda >"$o/unit.txt" 2>&1
 		echo "unit rc=$?"
 		tail -4 "$o/unit.txt"
+		;;
+	register)
+		timeout "$(lim 90)" build/rel/tests/register_rate 4 3 2>&1 | tee "$o/register.txt"
 		;;
 	pytest)
 		timeout "$(lim "${GPUT:-200}")" python3 -m pytest -v -s -p no:cacheprovider tests/gpu \

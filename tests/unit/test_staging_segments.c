@@ -25,12 +25,30 @@ struct fake {
 	uint8_t *apart_from; /* segments at or after this map at another offset (a first call's
 			      * range is mapped at one) */
 	unsigned delta_calls;
+	/* The range prepare was last called on, until a reg takes it (prepare_ops only). */
+	uint8_t *prepared_p;
+	uint64_t prepared_n;
+	unsigned prepares;
 };
+
+static void fake_prepare(void *ctx, uint8_t *p, uint64_t n)
+{
+	struct fake *f = ctx;
+
+	f->prepared_p = p;
+	f->prepared_n = n;
+	f->prepares++;
+}
 
 static int fake_reg(void *ctx, uint8_t *p, uint64_t n)
 {
 	struct fake *f = ctx;
 
+	if (f->prepares) { /* prepare_ops: this very range was prepared just before */
+		assert_ptr_equal(f->prepared_p, p);
+		assert_int_equal(f->prepared_n, n);
+		f->prepared_p = NULL;
+	}
 	if (++f->calls == f->refuse_at)
 		return 2;			/* as cudaErrorMemoryAllocation */
 	for (unsigned i = 0; i < f->nlive; i++) /* no overlap with what stands */
@@ -71,6 +89,13 @@ static int fake_delta(void *ctx, uint8_t *p, intptr_t *delta)
 }
 
 static const struct tfs_segment_ops ops = {
+	.reg = fake_reg,
+	.unreg = fake_unreg,
+	.delta = fake_delta,
+};
+
+static const struct tfs_segment_ops prepare_ops = {
+	.prepare = fake_prepare,
 	.reg = fake_reg,
 	.unreg = fake_unreg,
 	.delta = fake_delta,
@@ -168,12 +193,45 @@ static void test_segments_mapped_apart_are_registered_whole(void **state)
 	assert_int_equal(f.nlive, 0);
 }
 
+/* Each registration, of a segment or of the whole range, is of a range prepared just before it
+ * (its pages committed, in the driver's table), also the one a refusal ends. */
+static void test_each_range_is_prepared_before_it_is_registered(void **state)
+{
+	struct fake f = { 0 };
+	intptr_t delta = 0;
+	unsigned calls;
+
+	(void)state;
+	assert_int_equal(tfs_register_segments(&prepare_ops, &f, mem, 1320, 128, &delta, &calls),
+			 0);
+	assert_int_equal(calls, 11);
+	assert_int_equal(f.prepares, 11);
+	assert_covers(&f, mem, 1320);
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(tfs_register_segments(&prepare_ops, &f, mem, 100, 128, &delta, &calls), 0);
+	assert_int_equal(f.prepares, 1);
+	/* Mapped apart from the third segment: three prepared, then the whole range. */
+	memset(&f, 0, sizeof(f));
+	f.apart_from = mem + 256;
+	assert_int_equal(tfs_register_segments(&prepare_ops, &f, mem, 640, 128, &delta, &calls), 0);
+	assert_int_equal(calls, 1);
+	assert_int_equal(f.prepares, 3 + 1);
+	assert_covers(&f, mem, 640);
+	/* A refusal of the second segment: it was prepared, the third never is. */
+	memset(&f, 0, sizeof(f));
+	f.refuse_at = 2;
+	assert_int_equal(tfs_register_segments(&prepare_ops, &f, mem, 512, 128, &delta, &calls), 2);
+	assert_int_equal(f.prepares, 2);
+	assert_int_equal(f.nlive, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_segments_cover_the_range),
 		cmocka_unit_test(test_a_refusal_leaves_nothing_registered),
 		cmocka_unit_test(test_segments_mapped_apart_are_registered_whole),
+		cmocka_unit_test(test_each_range_is_prepared_before_it_is_registered),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
