@@ -65,18 +65,31 @@ int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void
 	return rc;
 }
 
+/* The line of rows of a column like c of that shape and bytes, when the filter is on and the
+ * column is of the kind given, of zstd chunks and 1-byte elements: 0 when none. */
+static uint64_t line_of(const struct tfs_column *c, enum tfs_col_kind kind, const uint64_t *shape,
+			uint64_t bytes)
+{
+	uint64_t line;
+
+	if (!tfs_chunk_delta_get() || c->kind != kind || c->codec != TFS_CODEC_ZSTD ||
+	    c->ndim < 2 || c->dtype.itemsize != 1)
+		return 0;
+	line = shape[c->ndim - 1];
+	if (c->ndim >= 3)
+		line *= shape[c->ndim - 2];
+	return !line || bytes / line < 2 || line > UINT32_MAX ? 0 : line;
+}
+
+uint64_t tfs_chunk_row_line(const struct tfs_column *h, const uint64_t *shape, uint64_t len)
+{
+	return line_of(h, TFS_COL_RAGGED, shape, len);
+}
+
 void tfs_chunk_form_of(const struct tfs_column *c, struct tfs_chunk_form *out)
 {
-	uint64_t line = 0;
+	const uint64_t line = line_of(c, TFS_COL_FIXED, c->shape, c->row_bytes);
 
-	if (tfs_chunk_delta_get() && c->kind == TFS_COL_FIXED && c->codec == TFS_CODEC_ZSTD &&
-	    c->ndim >= 2 && c->dtype.itemsize == 1) {
-		line = c->shape[c->ndim - 1];
-		if (c->ndim >= 3)
-			line *= c->shape[c->ndim - 2];
-		if (!line || c->row_bytes / line < 2 || line > UINT32_MAX)
-			line = 0;
-	}
 	*out = (struct tfs_chunk_form){
 		.codec = c->codec, .level = c->level, .row_bytes = c->row_bytes, .line = line
 	};
@@ -88,8 +101,10 @@ int tfs_chunk_put_begin(struct tfs_store *s, const char *ds, const struct tfs_ch
 {
 	const size_t frame = tfs_chunk_frame_rows(tfs_chunk_frame_get(), form->row_bytes);
 	struct tfs_buf obj = { 0 };
-	int rc = tfs_chunk_encode(form->codec, form->level, frame, (size_t)form->line, raw, len,
-				  &obj);
+	int rc = form->nruns ? tfs_chunk_encode_runs(form->codec, form->level, frame, form->runs,
+						     form->nruns, raw, len, &obj)
+			     : tfs_chunk_encode(form->codec, form->level, frame, (size_t)form->line,
+						raw, len, &obj);
 
 	if (!rc)
 		rc = tfs_object_put_encoded_begin(s, ds, obj.data, obj.len, &ref->id, put);

@@ -116,18 +116,26 @@ int tfs_object_put_encoded(struct tfs_store *s, const char *ds, const void *obj,
 int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void *obj, size_t len,
 				 struct tfs_id *id, struct tfs_store_put **put);
 /* How a column's chunks are written: its codec and level, its rows' bytes (frames of whole
- * rows) and the delta filter's line (0: none). */
+ * rows) and the delta filter's line (0: none), or for rows of several lines (a ragged column's
+ * data part) the runs of rows of each (nruns > 0: they rule, line aside). */
 struct tfs_chunk_form {
 	enum tfs_codec_id codec;
 	int level;
 	uint64_t row_bytes;
 	uint64_t line;
+	const struct tfs_line_run *runs;
+	size_t nruns;
 };
 /* Column c's form for this process's writers. Its line is an image line of its rows (the last
  * two dimensions' bytes of rows of three or more, the last one's of rows of two) when
  * tfs_chunk_delta_get is on and c is a fixed zstd column of 1-byte elements (pixels: the
  * filter is bytewise) and rows of two lines or more. */
 void tfs_chunk_form_of(const struct tfs_column *c, struct tfs_chunk_form *out);
+/* The line a ragged row of column h, of that shape and len bytes, would be filtered with, by the
+ * same rules (a ragged zstd column of 1-byte elements, rows of two lines or more): 0 when none.
+ * A ragged column's data part is filtered a frame at a time, each frame with the line of the
+ * row that holds most of it (tfs_chunk_encode_runs). */
+uint64_t tfs_chunk_row_line(const struct tfs_column *h, const uint64_t *shape, uint64_t len);
 /* Encode raw bytes, rows of form->row_bytes each, as a chunk (framed at tfs_chunk_frame_get,
  * made whole rows by tfs_chunk_frame_rows, delta-filtered with form->line) and put it as above:
  * ref gets its id and stored size. */

@@ -377,27 +377,65 @@ int tfs_object_check(const void *obj, size_t len)
 }
 
 /* --- framed chunks -------------------------------------------------------------------------
- * Payload: u32 frame count n, u32 raw bytes a frame, in version 3 u32 filter (1: delta) and u32
- * its line, n entries of {u32 stored length, u32 flags (bit 0: stored as is, bit 1: delta), u64
- * XXH3-64 of the stored bytes}, the XXH3-64 of all that, then the frames back to back. */
+ * Payload: u32 frame count n, u32 raw bytes a frame, from version 3 u32 filter (1: delta) and
+ * u32 its line, n entries of {u32 stored length, u32 flags (bit 0: stored as is, bit 1: delta,
+ * in version 4 bits 8-31: the frame's own line, 0 for the chunk's), u64 XXH3-64 of the stored
+ * bytes}, the XXH3-64 of all that, then the frames back to back. */
 
 #define FRAMES_HEAD(version) ((version) >= 3 ? 16u : 8u)
 #define FRAME_ENTRY 16
 #define FRAME_STORED 1u
 #define FRAME_DELTA 2u
 #define FILTER_DELTA 1u
+#define FRAME_LINE_SHIFT 8 /* version 4: a frame's own line, in its flags' bits 8-31 */
 
 static size_t index_len_of(unsigned version, uint32_t n)
 {
 	return TFS_OBJ_HEADER_SIZE + FRAMES_HEAD(version) + (size_t)n * FRAME_ENTRY + 8;
 }
 
+/* The line frame [from, to) is filtered with: that of the run holding most of its bytes (the
+ * first such). Runs before *r end at or before from; *r moves on to the first that does not. */
+static uint64_t frame_line(const struct tfs_line_run *runs, size_t nruns, size_t *r, uint64_t from,
+			   uint64_t to)
+{
+	uint64_t best = 0, most = 0;
+
+	while (*r < nruns && runs[*r].end <= from)
+		(*r)++;
+	for (size_t k = *r; k < nruns; k++) {
+		const uint64_t start = k ? runs[k - 1].end : 0;
+		const uint64_t a = start > from ? start : from,
+			       b = runs[k].end < to ? runs[k].end : to;
+
+		if (b > a && b - a > most) {
+			most = b - a;
+			best = runs[k].line;
+		}
+		if (runs[k].end >= to)
+			break;
+	}
+	return best;
+}
+
 int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, size_t line, const void *raw,
 		     size_t raw_len, struct tfs_buf *out)
 {
+	const struct tfs_line_run one = { raw_len, line };
+
+	return tfs_chunk_encode_runs(codec, level, frame, &one, line ? 1 : 0, raw, raw_len, out);
+}
+
+int tfs_chunk_encode_runs(enum tfs_codec_id codec, int level, size_t frame,
+			  const struct tfs_line_run *runs, size_t nruns, const void *raw,
+			  size_t raw_len, struct tfs_buf *out)
+{
 	const struct tfs_codec *z = tfs_codec_by_id(TFS_CODEC_ZSTD);
 	unsigned version;
-	size_t n, pos, ilen, head;
+	size_t n, pos, ilen, head, r = 0;
+	uint64_t line = 0; /* the chunk's: its first filtered frame's */
+	uint32_t *lines = NULL;
+	int own = 0;
 	uint8_t *ix, *filtered = NULL;
 	int rc;
 
@@ -409,9 +447,20 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, size_t li
 		frame = raw_len / (TFS_FRAMES_MAX - 1);
 	n = (raw_len + frame - 1) / frame;
 	assert(n >= 2 && n <= TFS_FRAMES_MAX && frame <= UINT32_MAX);
-	if (codec != TFS_CODEC_ZSTD || line > UINT32_MAX)
-		line = 0;
-	version = line ? 3 : 2;
+	/* Each frame's line; a frame of another line than the chunk's carries its own. */
+	if (codec == TFS_CODEC_ZSTD && nruns && !(lines = calloc(n, sizeof(*lines))))
+		return -ENOMEM;
+	for (size_t i = 0; lines && i < n; i++) {
+		const uint64_t to = (i + 1) * frame < raw_len ? (i + 1) * frame : raw_len;
+		uint64_t l = frame_line(runs, nruns, &r, i * frame, to);
+
+		if (l > UINT32_MAX || (line && l != line && l > TFS_FRAME_LINE_MAX))
+			l = 0;
+		line = line ? line : l;
+		own |= l && l != line;
+		lines[i] = (uint32_t)l;
+	}
+	version = own ? 4 : line ? 3 : 2;
 	head = FRAMES_HEAD(version);
 	ilen = index_len_of(version, (uint32_t)n);
 	out->len = 0;
@@ -431,15 +480,24 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, size_t li
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *src = (const uint8_t *)raw + i * frame;
 		const size_t fl = i + 1 < n ? frame : raw_len - i * frame;
+		const uint32_t fline = lines ? lines[i] : 0;
 		uint8_t *e = ix + head + i * FRAME_ENTRY;
 		long long st = (long long)fl;
-		uint32_t flags = line ? FRAME_DELTA : 0;
+		uint32_t flags = !fline		 ? 0
+				 : fline == line ? FRAME_DELTA
+						 : FRAME_DELTA | fline << FRAME_LINE_SHIFT;
 
-		if (line)
-			tfs_delta_encode(src, filtered, fl, line);
+		if (fline)
+			tfs_delta_encode(src, filtered, fl, fline);
 		if (codec != TFS_CODEC_RAW)
-			st = z->compress(out->data + pos, out->cap - 1 - pos, line ? filtered : src,
-					 fl, level);
+			st = z->compress(out->data + pos, out->cap - 1 - pos,
+					 fline ? filtered : src, fl, level);
+		/* Bytes the filter does not help (not an image's, or lines of another width in a
+		 * ragged chunk) may compress as they are. */
+		if (fline && st >= 0 && (size_t)st + fl / 32 >= fl) {
+			st = z->compress(out->data + pos, out->cap - 1 - pos, src, fl, level);
+			flags = 0;
+		}
 		if (st < 0) {
 			rc = (int)st;
 			goto out;
@@ -463,6 +521,7 @@ int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, size_t li
 	out->data[out->len] = 0;
 out:
 	free(filtered);
+	free(lines);
 	return rc;
 }
 
@@ -562,19 +621,23 @@ int tfs_frames_parse(const void *obj, size_t index_len, uint64_t obj_len, struct
 	for (uint32_t i = 0; i < n; i++) {
 		const uint8_t *e = ix + head + (size_t)i * FRAME_ENTRY;
 		const uint64_t flags = get_le(e + 4, 4);
+		/* Version 4: a filtered frame's own line, where it is not the chunk's. */
+		const uint64_t own = h.version >= 4 ? flags >> FRAME_LINE_SHIFT : 0;
+		const uint64_t known = FRAME_STORED | FRAME_DELTA | (own << FRAME_LINE_SHIFT);
 		struct tfs_frame *f = &t->f[i];
 
 		f->off = pos;
 		f->len = (uint32_t)get_le(e, 4);
 		f->stored = (flags & FRAME_STORED) != 0;
 		f->delta = (flags & FRAME_DELTA) != 0;
+		f->line = !f->delta ? 0 : own ? (uint32_t)own : (uint32_t)line;
 		f->hash = get_le(e + 8, 8);
 		f->raw = (uint32_t)(i + 1 < n ? frame : h.raw_size - (n - 1) * frame);
 		pos += f->len;
 		/* A frame may not claim more than zstd could make of its bytes, and every one but
 		 * those kept as they are is a zstd frame of exactly its raw size; only a zstd frame
 		 * of a chunk with a filter is filtered. */
-		if (flags & ~(FRAME_STORED | FRAME_DELTA) || (f->delta && (f->stored || !line)) ||
+		if (flags & ~known || (own && !f->delta) || (f->delta && (f->stored || !line)) ||
 		    (f->stored && f->len != f->raw) || f->len > ZSTD_compressBound(f->raw) ||
 		    pos > obj_len) {
 			free(t);
@@ -596,7 +659,7 @@ static int frame_decode(const struct tfs_frames *t, uint32_t i, const void *src,
 			       ->decompress(dst, f->raw, src, f->len);
 
 	if (!rc && f->delta)
-		tfs_delta_decode(dst, f->raw, t->line);
+		tfs_delta_decode(dst, f->raw, f->line);
 	return rc;
 }
 

@@ -30,7 +30,7 @@ enum tfs_codec_id { TFS_CODEC_RAW = 0, TFS_CODEC_ZSTD = 1, TFS_CODEC_FRAMES = 2 
 
 /* Objects of codecs raw and zstd are written as version 1, which every reader takes; framed
  * chunks need version 2, and framed chunks with a delta filter version 3. */
-#define TFS_OBJ_VERSION 3
+#define TFS_OBJ_VERSION 4
 #define TFS_OBJ_HEADER_SIZE 48
 
 /* A codec: a const operation table (see object.c for raw and zstd). */
@@ -111,6 +111,20 @@ int tfs_object_decode_alloc(const void *obj, size_t len, enum tfs_obj_type expec
 int tfs_chunk_encode(enum tfs_codec_id codec, int level, size_t frame, size_t line, const void *raw,
 		     size_t raw_len, struct tfs_buf *out);
 
+/* Bytes of a chunk whose rows have one image line, [the previous run's end, end): line 0 for
+ * rows that have none. */
+struct tfs_line_run {
+	uint64_t end;
+	uint64_t line;
+};
+#define TFS_FRAME_LINE_MAX ((1u << 24) - 1) /* a frame's own line (version 4) */
+/* The same with rows of several lines (images of several widths): runs cover [0, raw_len) in
+ * order. Each frame is filtered with the line of the run that holds most of its bytes; a chunk
+ * whose frames have more than one line is version 4 (each frame's line in its index entry). */
+int tfs_chunk_encode_runs(enum tfs_codec_id codec, int level, size_t frame,
+			  const struct tfs_line_run *runs, size_t nruns, const void *raw,
+			  size_t raw_len, struct tfs_buf *out);
+
 /* The frame size this process's writers use (import --frame-size): TFS_FRAME_DEFAULT until set;
  * 0 writes every chunk as one frame, which readers older than framed chunks take. */
 void tfs_chunk_frame_set(size_t frame);
@@ -131,7 +145,8 @@ struct tfs_frame {
 	uint32_t len;  /* stored bytes */
 	uint32_t raw;  /* decoded bytes */
 	int stored;    /* bytes kept as they are (no zstd) */
-	int delta;     /* decoded bytes delta-filtered (tfs_frames.line) */
+	int delta;     /* decoded bytes delta-filtered, with line */
+	uint32_t line; /* the chunk's line, or (version 4) the frame's own; 0 when not filtered */
 	uint64_t hash; /* XXH3-64 of the stored bytes */
 };
 
@@ -141,7 +156,7 @@ struct tfs_frames {
 	uint64_t raw_size;
 	uint32_t frame_raw;
 	uint32_t n;
-	uint32_t line; /* the delta filter's line (version 3), 0 for none */
+	uint32_t line; /* the delta filter's line (version 3 and 4), 0 for none */
 	struct tfs_frame f[];
 };
 

@@ -36,6 +36,10 @@ struct data_w {
 	struct tfs_column *c;
 	struct tfs_buf buf;
 	struct holes holes; /* of buf */
+	/* The delta filter's lines of the rows in buf (tfs_chunk_row_line), a run of rows of one
+	 * line an entry: each frame is filtered with the line of the row that holds most of it. */
+	struct tfs_line_run *runs;
+	size_t nruns, runs_cap;
 };
 
 /* A chunk being encoded and written on the pool; its ref is copied in by settle(). */
@@ -46,6 +50,9 @@ struct put_job {
 	size_t k;     /* its index in c->chunks */
 	uint8_t *raw; /* owned */
 	size_t len;
+	/* A data part's chunk: its rows' lines (owned), nruns of them; NULL: the form's. */
+	struct tfs_line_run *runs;
+	size_t nruns;
 	struct holes holes;	  /* of raw: filled first */
 	struct tfs_chunk_ref ref; /* the result */
 	struct tfs_store_put *put; /* begun on the pool, ended by settle() */
@@ -93,18 +100,31 @@ static void holes_free(struct holes *h)
 	memset(h, 0, sizeof(*h));
 }
 
+/* Chunk raw of column c, encoded with c's form or, for a data part's, its rows' lines. */
+static int put_begin(struct tfs_rowcol *w, const struct tfs_column *c,
+		     const struct tfs_line_run *runs, size_t nruns, const void *raw, size_t len,
+		     struct tfs_chunk_ref *ref, struct tfs_store_put **put)
+{
+	struct tfs_chunk_form form;
+
+	tfs_chunk_form_of(c, &form);
+	form.runs = runs;
+	form.nruns = nruns;
+	return tfs_chunk_put_begin(w->s, w->ds, &form, raw, len, ref, put);
+}
+
 static int put_run(struct tfs_work *work)
 {
 	struct put_job *j = (struct put_job *)work;
-	struct tfs_chunk_form form;
 	int rc;
 
 	holes_fill(&j->holes, j->raw);
-	tfs_chunk_form_of(j->c, &form);
-	rc = tfs_chunk_put_begin(j->w->s, j->w->ds, &form, j->raw, j->len, &j->ref, &j->put);
+	rc = put_begin(j->w, j->c, j->runs, j->nruns, j->raw, j->len, &j->ref, &j->put);
 
 	free(j->raw);
 	j->raw = NULL;
+	free(j->runs);
+	j->runs = NULL;
 	atomic_store_explicit(&j->done, 1, memory_order_release);
 	return rc;
 }
@@ -138,6 +158,7 @@ static int settle(struct tfs_rowcol *w, unsigned keep)
 		w->npending--;
 		j->c->chunks[j->k] = j->ref;
 		free(j->raw);
+		free(j->runs);
 		holes_free(&j->holes);
 		free(j);
 	}
@@ -147,12 +168,13 @@ static int settle(struct tfs_rowcol *w, unsigned keep)
 
 /* give: NULL, or where the caller keeps raw, which it hands to a put on the pool instead of a copy
  * (*give is NULL after; it stays the caller's where the chunk is written on this thread).
- * holes: NULL, or raw's (given), which go with it. */
+ * holes: NULL, or raw's (given), which go with it. runs: a data part's chunk's rows' lines
+ * (copied), or none (c's form says). */
 static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw, size_t len,
-		     uint64_t rows, uint8_t **give, struct holes *holes)
+		     uint64_t rows, uint8_t **give, struct holes *holes,
+		     const struct tfs_line_run *runs, size_t nruns)
 {
 	struct tfs_chunk_ref *chunks = realloc(c->chunks, (c->nchunks + 1) * sizeof(*chunks));
-	struct tfs_chunk_form form;
 	int rc;
 
 	if (!chunks)
@@ -171,13 +193,17 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 		 * in later. */
 		struct put_job *j = calloc(1, sizeof(*j));
 		uint8_t *copy = give ? *give : malloc(len ? len : 1);
+		struct tfs_line_run *lines = nruns ? malloc(nruns * sizeof(*lines)) : NULL;
 
-		if (!j || !copy) {
+		if (!j || !copy || (nruns && !lines)) {
 			free(j);
+			free(lines);
 			if (!give)
 				free(copy);
 			return -ENOMEM;
 		}
+		if (nruns)
+			memcpy(lines, runs, nruns * sizeof(*lines));
 		if (give)
 			*give = NULL;
 		else
@@ -188,6 +214,8 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 				       .k = c->nchunks,
 				       .raw = copy,
 				       .len = len,
+				       .runs = lines,
+				       .nruns = nruns,
 				       .next = w->pending };
 		if (holes) {
 			j->holes = *holes;
@@ -203,8 +231,7 @@ static int put_chunk(struct tfs_rowcol *w, struct tfs_column *c, const void *raw
 	}
 	if (holes)
 		holes_fill(holes, *give);
-	tfs_chunk_form_of(c, &form);
-	rc = tfs_chunk_put_begin(w->s, w->ds, &form, raw, len, &chunks[c->nchunks], NULL);
+	rc = put_begin(w, c, runs, nruns, raw, len, &chunks[c->nchunks], NULL);
 	if (!rc)
 		c->nchunks++;
 	return rc;
@@ -260,7 +287,8 @@ static int fixed_full(struct tfs_rowcol *w, struct fixed_w *f)
 	if (f->have < f->rpc)
 		return 0;
 	f->have = 0;
-	return put_chunk(w, f->c, f->buf, f->rpc * f->c->row_bytes, f->rpc, &f->buf, &f->holes);
+	return put_chunk(w, f->c, f->buf, f->rpc * f->c->row_bytes, f->rpc, &f->buf, &f->holes,
+			 NULL, 0);
 }
 
 /* n rows at once, copied a chunk's room at a time. */
@@ -306,7 +334,7 @@ static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
 
 	if (f->c && f->have)
 		rc = put_chunk(w, f->c, f->buf, f->have * f->c->row_bytes, f->have, &f->buf,
-			       &f->holes);
+			       &f->holes, NULL, 0);
 	if (!rc)
 		f->have = 0;
 	return rc;
@@ -314,22 +342,40 @@ static int fixed_flush(struct tfs_rowcol *w, struct fixed_w *f)
 
 /* --- data parts ----------------------------------------------------------------------------- */
 
+/* The row that ends d's chunk so far has filter line (0: none). */
+static int run_add(struct data_w *d, uint64_t line)
+{
+	if (d->nruns && d->runs[d->nruns - 1].line == line) {
+		d->runs[d->nruns - 1].end = d->buf.len;
+		return 0;
+	}
+	if (TFS_GROW(d->runs, &d->runs_cap, d->nruns + 1))
+		return -ENOMEM;
+	d->runs[d->nruns++] = (struct tfs_line_run){ d->buf.len, line };
+	return 0;
+}
+
 static int data_flush(struct tfs_rowcol *w)
 {
 	struct data_w *d = &w->data;
 	int rc = 0;
 
+	/* Equal lines are one run: a chunk whose rows have none (text, bytes, wider elements)
+	 * has one run of line 0, and goes as one with no runs. */
+	const size_t nruns = d->nruns > 1 || (d->nruns && d->runs[0].line) ? d->nruns : 0;
+
 	if (d->buf.len)
 		rc = put_chunk(w, d->c, d->buf.data, d->buf.len, d->buf.len, &d->buf.data,
-			       &d->holes);
+			       &d->holes, d->runs, nruns);
 	if (!d->buf.data) /* given to its put on the pool: the next rows start a new one */
 		d->buf = (struct tfs_buf){ 0 };
 	d->buf.len = 0;
+	d->nruns = 0;
 	return rc;
 }
 
-/* take: as fixed_add's. */
-static int data_add(struct tfs_rowcol *w, const void *row, size_t len, int take)
+/* take: as fixed_add's. line: the row's filter line (tfs_chunk_row_line), 0 when none. */
+static int data_add(struct tfs_rowcol *w, const void *row, size_t len, int take, uint64_t line)
 {
 	struct data_w *d = &w->data;
 	uint8_t *given = take ? (uint8_t *)row : NULL;
@@ -343,7 +389,9 @@ static int data_add(struct tfs_rowcol *w, const void *row, size_t len, int take)
 	if (d->buf.len && d->buf.len + len > d->c->chunk_bytes)
 		rc = data_flush(w);
 	if (!rc && len >= d->c->chunk_bytes) {
-		rc = put_chunk(w, d->c, row, len, len, take ? &given : NULL, NULL);
+		const struct tfs_line_run one = { len, line };
+
+		rc = put_chunk(w, d->c, row, len, len, take ? &given : NULL, NULL, &one, line ? 1 : 0);
 	} else if (!rc) {
 		/* Room for a whole chunk at once: no copies as it grows. */
 		if (!d->buf.cap)
@@ -355,6 +403,8 @@ static int data_add(struct tfs_rowcol *w, const void *row, size_t len, int take)
 			given = NULL;
 			d->buf.len += len;
 		}
+		if (!rc)
+			rc = run_add(d, line);
 	}
 	free(given); /* not taken after all: an error, or a chunk written on this thread */
 	if (!rc)
@@ -503,6 +553,7 @@ uint64_t tfs_text_line_bytes(const char *row, size_t len)
 static int add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t *shape, int take)
 {
 	struct tfs_column *h = w->h;
+	uint64_t line = 0;
 	int rc = 0;
 
 	if (h->kind == TFS_COL_FIXED) {
@@ -513,6 +564,7 @@ static int add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t
 		uint64_t want = h->dtype.itemsize;
 		int64_t dims[TFS_MAX_DIMS];
 
+		line = tfs_chunk_row_line(h, shape, len);
 		for (unsigned d = 0; !rc && d < h->ndim; d++) {
 			if (tfs_mul_u64(want, shape[d], &want) || shape[d] > INT64_MAX)
 				rc = -EINVAL;
@@ -534,7 +586,7 @@ static int add(struct tfs_rowcol *w, const void *row, size_t len, const uint64_t
 			free((void *)row);
 		return rc;
 	}
-	rc = data_add(w, row, len, take);
+	rc = data_add(w, row, len, take, line);
 	w->end += len;
 	if (!rc)
 		rc = fixed_add(w, &w->fixed, &w->end, 0);
@@ -605,5 +657,6 @@ void tfs_rowcol_free(struct tfs_rowcol *w)
 	holes_free(&w->fixed.holes);
 	holes_free(&w->shapes.holes);
 	holes_free(&w->data.holes);
+	free(w->data.runs);
 	free(w);
 }

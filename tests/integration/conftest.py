@@ -228,6 +228,16 @@ def flip_byte(path, off, mask=0x21):
         os.chmod(path, stat.S_IMODE(mode))
 
 
+def read_ragged(coldir, dtype):
+    """The rows of a mounted ragged COLUMN/ directory: data.bin cut at offsets.npy, each of
+    dtype and reshaped to its shapes.npy row."""
+    offsets = np.load(coldir / "offsets.npy")
+    shapes = np.load(coldir / "shapes.npy")
+    data = np.fromfile(coldir / "data.bin", dtype=np.uint8)
+    return [data[offsets[i]:offsets[i + 1]].view(dtype).reshape(shapes[i])
+            for i in range(len(offsets) - 1)]
+
+
 def parse_object_header(raw):
     assert len(raw) >= 48, "object file shorter than its 48-byte header"
     assert raw[:4] == b"TFSO", f"bad object magic {raw[:4]!r}"

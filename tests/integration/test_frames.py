@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import (HEADER_SIZE, expected_file_bytes, flip_byte, opened,
-                      parse_object_header)
+                      parse_object_header, read_ragged)
 
 ROW = (250,)  # int32: 1,000 bytes a row: `--frame-size 16k` writes frames of 16 whole rows
 ROWS = 12_000  # 12 MB: a dozen 1 MiB chunks
@@ -43,7 +43,7 @@ def chunk_objects(lake, ds):
 
 def frame_index(raw):
     """[(offset in the object, stored length, flags)] of a framed chunk (core/FORMAT.md): the
-    index has two more fields in version 3 (a filter)."""
+    index has two more fields from version 3 (a filter)."""
     n, _ = struct.unpack_from("<II", raw, 48)
     head = 16 if parse_object_header(raw)["version"] >= 3 else 8
     pos, out = 48 + head + 16 * n + 8, []
@@ -61,12 +61,11 @@ def random_rows(fd, src, rows):
         assert got == src[r].tobytes(), f"row {r} differs"
 
 
-def odd_reads(fd, path, src, rng, count, longest):
-    """count reads of up to longest bytes at odd offsets, crossing frame and chunk boundaries:
-    each the file's bytes."""
-    want = expected_file_bytes(path, src)
+def odd_reads(fd, want, rng, count, longest, start=HEADER_SIZE):
+    """count reads of up to longest bytes at odd offsets from start on, crossing frame and chunk
+    boundaries: each the file's bytes, want."""
     for _ in range(count):
-        off = int(rng.integers(HEADER_SIZE, len(want)))
+        off = int(rng.integers(start, len(want)))
         n = int(rng.integers(1, longest))
         assert os.pread(fd, n, off) == want[off:off + n], (off, n)
 
@@ -100,7 +99,7 @@ def test_random_rows_decode_frames(lake, mount, codec):
         before = stats(m)
         random_rows(fd, src, rng.integers(0, ROWS, 3000))
         after = stats(m)
-        odd_reads(fd, path, src, rng, 300, 40_000)
+        odd_reads(fd, expected_file_bytes(path, src), rng, 300, 40_000)
     ranged = after["store"]["ranged_gets"] - before["store"]["ranged_gets"]
     decoded = after["cache"]["bytes_decompressed"] - before["cache"]["bytes_decompressed"]
     assert ranged > 1000, f"random rows did not read frames: {ranged} ranged reads"
@@ -294,7 +293,7 @@ def test_delta_filter_reads_back_at_random_and_whole(lake, mount):
         before = stats(m)
         random_rows(fd, src, rng.integers(0, len(src), 400))
         after = stats(m)
-        odd_reads(fd, path, src, rng, 200, 30_000)
+        odd_reads(fd, expected_file_bytes(path, src), rng, 200, 30_000)
     assert after["store"]["ranged_gets"] - before["store"]["ranged_gets"] > 100
     mmap_rows(path, src, rng, 100)
     assert np.array_equal(np.load(path), src)
@@ -378,3 +377,84 @@ def test_row_over_several_frames_is_one_read(lake, mount):
     edge = sum(1 for r in picks if r % ((1 << 20) // (per * 4)) in (0, 25))
     assert ranged <= misses + edge, f"{ranged} ranged reads for {misses} rows ({edge} at edges)"
     assert ranged >= misses // 2, f"{ranged} ranged reads: were the rows cached?"
+
+
+def test_ragged_images_filtered_a_line_a_frame(lake, mount, tmp_path):
+    """Images of any size (--images without --size: a ragged column) are filtered too, each
+    frame with the line of the image that holds most of it: images of one width make chunks of
+    version 3 (one line), of several widths version 4 (a frame of another line than the
+    chunk's says its own), read back exactly by rows and by random reads of data.bin, smaller
+    than with --filter none."""
+    from PIL import Image
+    want = {}
+    for tree, big in (("one", range(12)), ("mixed", (1, 4, 7, 10))):
+        root = tmp_path / tree / "x"
+        root.mkdir(parents=True)
+        want[tree] = []
+        for i in range(12):
+            h, w = (64, 96) if i in big else (40, 72)
+            want[tree].append(images(i, rows=1, h=h, w=w)[0])
+            Image.fromarray(want[tree][-1]).save(root / f"{i:02d}.png")
+    for name, tree, opts in (("o", "one", ()), ("m", "mixed", ()),
+                             ("n", "mixed", ("--filter", "none"))):
+        lake.create(name)
+        lake.import_(name, {}, "--images", tmp_path / tree, "--frame-size", "8k", *opts)
+    versions = {name: [(h["version"], raw) for _, _, h, raw in chunk_objects(lake, name)
+                       if h["version"] >= 3] for name in "omn"}
+    assert [v for v, _ in versions["o"]] == [3] and not versions["n"], versions
+    assert struct.unpack_from("<II", versions["o"][0][1], 56) == (1, 96 * 3)
+    assert [v for v, _ in versions["m"]] == [4], versions
+    raw = versions["m"][0][1]
+    filt, line = struct.unpack_from("<II", raw, 56)
+    flags = [fl for _, _, fl in frame_index(raw)]
+    lines = {fl >> 8 or line for fl in flags if fl & 2}
+    assert filt == 1 and lines == {72 * 3, 96 * 3}, (filt, line, flags)
+    assert all(fl & 0xfc == 0 and (fl & 2 or not fl >> 8) for fl in flags), flags
+    assert sum(1 for fl in flags if fl & 2) * 4 > len(flags) * 3, flags
+    assert stored_bytes(lake, "m") < stored_bytes(lake, "n")
+
+    m = mount(lake, opts=("cache_mem=2M",))
+    for name, tree in (("o", "one"), ("m", "mixed")):
+        rows = read_ragged(m.path / name / "main" / "image", np.uint8)
+        assert [r.shape for r in rows] == [a.shape for a in want[tree]]
+        for i, (r, a) in enumerate(zip(rows, want[tree])):
+            assert np.array_equal(r, a), i
+    flat = np.concatenate([a.ravel() for a in want["mixed"]])
+    rng = np.random.default_rng(3)
+    with opened(m.path / "m" / "main" / "image" / "data.bin") as fd:
+        odd_reads(fd, flat.tobytes(), rng, 200, 20_000, start=0)
+
+
+def test_webdataset_and_jsonl_images_filtered_unless_told(lake, mount, tmp_path):
+    """WebDataset's images and --jsonl's image fields are pixels by construction: filtered
+    unless told --filter none, and read back the same either way."""
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    import tensorfs
+    from conftest import tar_add
+    pics = [images(i, rows=1, h=48 + 8 * (i % 2), w=64)[0] for i in range(10)]
+    (tmp_path / "img").mkdir()
+    with tarfile.open(tmp_path / "s.tar", "w") as t, open(tmp_path / "d.jsonl", "w") as f:
+        for i, a in enumerate(pics):
+            b = io.BytesIO()
+            Image.fromarray(a).save(b, "PNG")
+            tar_add(t, f"{i:04d}.png", b.getvalue())
+            tar_add(t, f"{i:04d}.cls", str(i).encode())
+            Image.fromarray(a).save(tmp_path / "img" / f"{i}.png")
+            f.write(json.dumps({"img": f"img/{i}.png", "y": i}) + "\n")
+    sources = {"w": ("--webdataset", tmp_path / "s.tar"),
+               "j": ("--jsonl", tmp_path / "d.jsonl", "--media", "img=image")}
+    for name, src in sources.items():
+        for suffix, opts in (("f", ()), ("n", ("--filter", "none"))):
+            lake.create(name + suffix)
+            lake.import_(name + suffix, {}, *src, "--frame-size", "8k", *opts)
+            versions = {h["version"] for _, _, h, _ in chunk_objects(lake, name + suffix)}
+            assert (3 in versions) == (suffix == "f"), (name + suffix, versions)
+    m = mount(lake)
+    for ds, col in (("wf", "png"), ("wn", "png"), ("jf", "img"), ("jn", "img")):
+        cols = tensorfs.open(m.path / ds / "main")
+        for i, a in enumerate(pics):
+            assert np.array_equal(cols[col][i], a), (ds, i)

@@ -10,8 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import (load_schema, run_proc, schema_column, tar_add, tfs, write_dir, write_tar,
-                      write_text)
+from conftest import (load_schema, read_ragged, run_proc, schema_column, tar_add, tfs, write_dir,
+                      write_tar, write_text)
 
 TEXT_ROWS = ["hello", "wörld", "", "tab\there", "back\\slash", "日本語のテキスト", "emoji 🎉",
              "trailing space ", "x" * 5000]
@@ -34,14 +34,6 @@ def read_rows(coldir):
     assert offsets.dtype == np.uint64 and offsets[0] == 0 and offsets[-1] == len(data)
     assert np.all(np.diff(offsets.astype(np.int64)) >= 0)
     return [data[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
-
-
-def read_ragged(coldir, dtype):
-    offsets = np.load(coldir / "offsets.npy")
-    shapes = np.load(coldir / "shapes.npy")
-    data = np.fromfile(coldir / "data.bin", dtype=np.uint8)
-    return [data[offsets[i]:offsets[i + 1]].view(dtype).reshape(shapes[i])
-            for i in range(len(offsets) - 1)]
 
 
 def test_text_column_round_trip(lake, mount, tmp_path):

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core/delta (the line filter and its inverse) and the framed chunks that use it
- * (object version 3): round trips whole and a frame at a time, frames the filter does not help,
- * and damage to a filtered frame or to the index's filter fields. */
+ * (object versions 3 and 4): round trips whole and a frame at a time, frames the filter does not
+ * help, frames of rows of several lines, the lines writers choose, and damage to a filtered
+ * frame or to the index's filter fields. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "delta.h"
 #include "fill_fixture.h"
+#include "frames_fixture.h"
 #include "format.h"
 #include "object.h"
 #include "util.h"
@@ -104,12 +106,7 @@ static void test_filtered_chunk_is_smaller_and_reads_back(void **state)
 
 	assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, len), 0);
 	assert_memory_equal(dst, raw, len);
-	memset(dst, 0, len);
-	for (uint32_t i = t->n; i-- > 0;)
-		assert_int_equal(tfs_frame_decode(t, i, obj.data + t->f[i].off,
-						  dst + (size_t)i * t->frame_raw),
-				 0);
-	assert_memory_equal(dst, raw, len);
+	assert_frames_decode(&obj, t, dst, raw, len);
 	free(t);
 	tfs_buf_free(&obj);
 	tfs_buf_free(&plain);
@@ -117,9 +114,11 @@ static void test_filtered_chunk_is_smaller_and_reads_back(void **state)
 	free(dst);
 }
 
-static void test_frames_the_filter_cannot_shrink_are_kept_as_they_are(void **state)
+/* Frames the filter does not shrink by 1/32 are written unfiltered: compressed where zstd
+ * shrinks their bytes as they are, kept as they are where it does not either. */
+static void test_frames_the_filter_cannot_shrink_are_written_unfiltered(void **state)
 {
-	const size_t len = 200 * KIB;
+	const size_t len = 250 * KIB;
 	uint8_t *raw = malloc(len), *dst = malloc(len);
 	struct tfs_buf obj = { 0 };
 	struct tfs_frames *t;
@@ -127,13 +126,21 @@ static void test_frames_the_filter_cannot_shrink_are_kept_as_they_are(void **sta
 	(void)state;
 	fill_random(raw, len, 2);
 	memset(raw + 64 * KIB, 7, 64 * KIB); /* frame 1 compresses; 0 and 2 do not */
+	/* Frame 3: bytes of 7 random bits. zstd stores them in 7/8 of their size, but their
+	 * differences take all 8 bits. */
+	for (size_t i = 192 * KIB; i < len; i++)
+		raw[i] &= 0x7f;
 	t = encode_delta(raw, len, 64 * KIB, 300, &obj);
 	assert_true(t->f[0].stored && !t->f[0].delta);
 	assert_true(!t->f[1].stored && t->f[1].delta);
 	assert_true(t->f[2].stored && !t->f[2].delta);
+	assert_true(!t->f[3].stored && !t->f[3].delta);
+	assert_true(t->f[3].len * 16 < t->f[3].raw * 15);
 	/* A frame kept as it is holds the bytes themselves, not their differences. */
 	assert_memory_equal(obj.data + t->f[0].off, raw, 64 * KIB);
 	assert_int_equal(tfs_frame_check(t, 0, obj.data + t->f[0].off), 0);
+	assert_int_equal(tfs_frame_decode(t, 3, obj.data + t->f[3].off, dst), 0);
+	assert_memory_equal(dst, raw + 192 * KIB, t->f[3].raw);
 	assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, len), 0);
 	assert_memory_equal(dst, raw, len);
 	free(t);
@@ -237,6 +244,106 @@ static void test_damage_to_a_filtered_chunk_is_eio(void **state)
 	free(dst);
 }
 
+/* Rows of several widths (a ragged column's chunk): each frame is filtered with the line of
+ * the rows that hold most of it, the chunk's line or (version 4) its own; rows of no line are
+ * not filtered. Every frame decodes alone; a frame's own line where no version or flag has one
+ * is damage. */
+static void test_frames_take_their_rows_lines(void **state)
+{
+	const size_t a = 6 * 64 * 288, b = 8 * 40 * 216, c = 20000, d = 3 * 64 * 288;
+	const size_t len = a + b + c + d, frame = 16 * KIB;
+	const struct tfs_line_run runs[] = {
+		{ a, 288 }, { a + b, 216 }, { a + b + c, 0 }, { len, 288 }
+	};
+	const struct tfs_line_run same[] = { { a, 288 }, { len, 288 } }, none[] = { { len, 0 } };
+	uint8_t *raw = malloc(len), *dst = malloc(len), *ix;
+	struct tfs_buf obj = { 0 };
+	struct tfs_obj_header h;
+	struct tfs_frames *t, *u = NULL;
+	uint32_t flags, seen216 = 0;
+	size_t ilen;
+
+	(void)state;
+	fill_images(raw, 6, 64, 96, 1);
+	fill_images(raw + a, 8, 40, 72, 2);
+	fill_random(raw + a + b, c, 3);
+	for (size_t i = a + b; i < a + b + c; i++)
+		raw[i] &= 0x3f; /* compresses as it is */
+	fill_images(raw + a + b + c, 3, 64, 96, 4);
+	assert_int_equal(tfs_chunk_encode_runs(TFS_CODEC_ZSTD, 1, frame, runs, 4, raw, len, &obj),
+			 0);
+	assert_int_equal(tfs_object_check(obj.data, obj.len), 0);
+	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
+	assert_int_equal(h.version, 4);
+	assert_int_equal(tfs_frames_index_len(obj.data, TFS_FRAMES_PROBE, &ilen), 0);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &t), 0);
+	assert_int_equal(t->line, 288);
+	for (uint32_t i = 0; i < t->n; i++) {
+		/* The run that holds most of the frame, by a plain count. */
+		size_t most = 0, want = 0;
+
+		for (size_t r = 0; r < 4; r++) {
+			const size_t from = r ? runs[r - 1].end : 0, lo = i * frame,
+				     hi = lo + frame < len ? lo + frame : len;
+			const size_t s0 = from > lo ? from : lo,
+				     s1 = runs[r].end < hi ? runs[r].end : hi;
+
+			if (s1 > s0 && s1 - s0 > most) {
+				most = s1 - s0;
+				want = runs[r].line;
+			}
+		}
+		assert_int_equal(t->f[i].delta ? t->f[i].line : 0, want);
+		assert_false(t->f[i].stored);
+		seen216 += t->f[i].line == 216;
+	}
+	assert_true(seen216 >= 3);
+	assert_int_equal(tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, dst, len), 0);
+	assert_memory_equal(dst, raw, len);
+	assert_frames_decode(&obj, t, dst, raw, len);
+
+	/* Damage, the index resealed: a frame's own line on a frame not filtered, and a flag
+	 * bit no version defines. */
+	ix = obj.data + TFS_OBJ_HEADER_SIZE;
+	for (uint32_t i = 0; i < t->n; i++) {
+		uint32_t was;
+
+		memcpy(&was, ix + 16 + 16 * i + 4, 4);
+		flags = t->f[i].delta ? was | 4 : was | 216u << 8;
+		memcpy(ix + 16 + 16 * i + 4, &flags, 4);
+		reseal(&obj, 16, t->n);
+		assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), -EIO);
+		memcpy(ix + 16 + 16 * i + 4, &was, 4);
+	}
+	reseal(&obj, 16, t->n);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), 0);
+	free(u);
+	free(t);
+
+	/* One line throughout: version 3, as readers before version 4 read; no line: version 2.
+	 * A frame's own line in a version 3 chunk is damage. */
+	assert_int_equal(tfs_chunk_encode_runs(TFS_CODEC_ZSTD, 1, frame, same, 2, raw, a + b, &obj),
+			 0);
+	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
+	assert_int_equal(h.version, 3);
+	assert_int_equal(tfs_frames_index_len(obj.data, TFS_FRAMES_PROBE, &ilen), 0);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &t), 0);
+	assert_true(t->f[0].delta && t->f[0].line == 288);
+	ix = obj.data + TFS_OBJ_HEADER_SIZE;
+	flags = 2 | 216u << 8;
+	memcpy(ix + 16 + 4, &flags, 4);
+	reseal(&obj, 16, t->n);
+	assert_int_equal(tfs_frames_parse(obj.data, ilen, obj.len, &u), -EIO);
+	free(t);
+	assert_int_equal(tfs_chunk_encode_runs(TFS_CODEC_ZSTD, 1, frame, none, 1, raw, len, &obj),
+			 0);
+	assert_int_equal(tfs_object_header(obj.data, obj.len, &h), 0);
+	assert_int_equal(h.version, 2);
+	tfs_buf_free(&obj);
+	free(raw);
+	free(dst);
+}
+
 /* The line of a column of rows of the given shape, uint8, zstd, as writers would filter it. */
 static uint64_t line_of(enum tfs_col_kind kind, enum tfs_codec_id codec, unsigned ndim,
 			const uint64_t *shape, uint32_t itemsize)
@@ -256,28 +363,63 @@ static uint64_t line_of(enum tfs_col_kind kind, enum tfs_codec_id codec, unsigne
 	return f.line;
 }
 
+/* The line of a ragged uint8 row of that shape, as writers would filter its chunk with. */
+static uint64_t row_line(enum tfs_col_kind kind, enum tfs_codec_id codec, unsigned ndim,
+			 const uint64_t *shape, uint32_t itemsize)
+{
+	struct tfs_column h = { .kind = kind, .codec = codec, .level = 3, .ndim = ndim };
+	uint64_t len = itemsize;
+
+	h.dtype.itemsize = itemsize;
+	for (unsigned i = 0; i < ndim; i++)
+		len *= shape[i];
+	return tfs_chunk_row_line(&h, shape, len);
+}
+
+/* A fixed column's rows (tfs_chunk_form_of) and a ragged column's row (tfs_chunk_row_line) have
+ * the same line: the last two dimensions' bytes of rows of three or more, the last one's of rows
+ * of two. Elements of 2 bytes and more (audio's float32, 16-bit images) are left alone, and so
+ * are rows with no line above another, no lines at all, no zstd; and nothing while the filter is
+ * off. Each function answers for its own kind only. */
 static void test_writers_filter_image_lines_when_told(void **state)
 {
-	const uint64_t hwc[] = { 224, 200, 3 }, hw[] = { 28, 28 }, thwc[] = { 16, 112, 100, 3 };
-	const uint64_t one_line[] = { 1, 200, 3 }, flat[] = { 4096 };
+	static const uint64_t hwc[] = { 224, 200, 3 }, hw[] = { 28, 30 },
+			      thwc[] = { 16, 112, 100, 3 }, one_line[] = { 1, 200, 3 },
+			      empty[] = { 0, 200, 3 }, flat[] = { 4096 };
+	static const struct {
+		enum tfs_codec_id codec;
+		unsigned ndim;
+		const uint64_t *shape;
+		uint32_t itemsize;
+		uint64_t line;
+	} cases[] = {
+		{ TFS_CODEC_ZSTD, 3, hwc, 1, 600 },  { TFS_CODEC_ZSTD, 2, hw, 1, 30 },
+		{ TFS_CODEC_ZSTD, 4, thwc, 1, 300 }, { TFS_CODEC_ZSTD, 2, hw, 2, 0 },
+		{ TFS_CODEC_ZSTD, 2, hw, 4, 0 },     { TFS_CODEC_ZSTD, 3, one_line, 1, 0 },
+		{ TFS_CODEC_ZSTD, 3, empty, 1, 0 },  { TFS_CODEC_ZSTD, 1, flat, 1, 0 },
+		{ TFS_CODEC_RAW, 3, hwc, 1, 0 },
+	};
 
 	(void)state;
 	assert_int_equal(tfs_chunk_delta_get(), 0);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, hwc, 1), 0);
-	tfs_chunk_delta_set(1);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, hwc, 1), 600);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 2, hw, 1), 28);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 4, thwc, 1), 300);
-	/* Elements of 2 bytes and more (audio's float32, 16-bit images) are left alone, and so
-	 * are rows with no line above another, no lines at all, no zstd, no fixed shape. */
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 2, hw, 2), 0);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 2, hw, 4), 0);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, one_line, 1), 0);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 1, flat, 1), 0);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_RAW, 3, hwc, 1), 0);
-	assert_int_equal(line_of(TFS_COL_RAGGED, TFS_CODEC_ZSTD, 3, hwc, 1), 0);
-	tfs_chunk_delta_set(0);
-	assert_int_equal(line_of(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, hwc, 1), 0);
+	for (int on = 1; on >= 0; on--) {
+		tfs_chunk_delta_set(on);
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			const uint64_t want = on ? cases[i].line : 0;
+
+			if (cases[i].shape != empty) /* a fixed column has no empty rows */
+				assert_int_equal(line_of(TFS_COL_FIXED, cases[i].codec,
+							 cases[i].ndim, cases[i].shape,
+							 cases[i].itemsize),
+						 want);
+			assert_int_equal(row_line(TFS_COL_RAGGED, cases[i].codec, cases[i].ndim,
+						  cases[i].shape, cases[i].itemsize),
+					 want);
+		}
+		assert_int_equal(line_of(TFS_COL_RAGGED, TFS_CODEC_ZSTD, 3, hwc, 1), 0);
+		assert_int_equal(row_line(TFS_COL_FIXED, TFS_CODEC_ZSTD, 3, hwc, 1), 0);
+		assert_int_equal(row_line(TFS_COL_TEXT, TFS_CODEC_ZSTD, 2, hw, 1), 0);
+	}
 }
 
 int main(void)
@@ -285,9 +427,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_delta_is_its_formula_and_inverts),
 		cmocka_unit_test(test_filtered_chunk_is_smaller_and_reads_back),
-		cmocka_unit_test(test_frames_the_filter_cannot_shrink_are_kept_as_they_are),
+		cmocka_unit_test(test_frames_the_filter_cannot_shrink_are_written_unfiltered),
 		cmocka_unit_test(test_no_filter_without_frames_or_zstd),
 		cmocka_unit_test(test_damage_to_a_filtered_chunk_is_eio),
+		cmocka_unit_test(test_frames_take_their_rows_lines),
 		cmocka_unit_test(test_writers_filter_image_lines_when_told),
 	};
 

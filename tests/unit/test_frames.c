@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "fill_fixture.h"
+#include "frames_fixture.h"
 #include "object.h"
 #include "util.h"
 
@@ -80,12 +81,7 @@ static void test_large_zstd_chunk_is_framed(void **state)
 	assert_int_equal(t->frame_raw, 64 * KIB);
 	assert_int_equal(t->raw_size, len);
 	assert_int_equal(t->f[t->n - 1].raw, len - (t->n - 1) * 64 * KIB);
-	memset(dst, 0, len);
-	for (uint32_t i = t->n; i-- > 0;)
-		assert_int_equal(tfs_frame_decode(t, i, obj.data + t->f[i].off,
-						  dst + (size_t)i * t->frame_raw),
-				 0);
-	assert_memory_equal(dst, raw, len);
+	assert_frames_decode(&obj, t, dst, raw, len);
 	assert_int_equal(tfs_frame_decode(t, t->n, obj.data, dst), -EIO);
 	free(t);
 	tfs_buf_free(&obj);
