@@ -188,9 +188,11 @@ static void render(struct screen *s, const char *title, const char *mnt, const s
 	add(s, "Stall    readers blocked on chunk loads: %.3f s total, %.0f ms/s %s",
 	    get(cur, "tensorfs_reader_wait_seconds_total"),
 	    1e3 * rate(cur, prev, "tensorfs_reader_wait_seconds_total"), now);
-	/* Seconds of load a second: how many threads were loading chunks, on average. */
+	/* Seconds of load a second: how many threads were loading chunks, on average; and how many
+	 * were in store reads, which loads make but also lookups and a run of frames' one read:
+	 * not a part of the loads. */
 	add(s,
-	    "Loads    %.2f threads loading chunks, %.2f of them in store reads %s; %.3f s and "
+	    "Loads    %.2f threads loading chunks, %.2f threads in store reads %s; %.3f s and "
 	    "%.3f s in all",
 	    rate(cur, prev, "tensorfs_cache_load_seconds_total"),
 	    rate(cur, prev, "tensorfs_store_read_seconds_total"), now,

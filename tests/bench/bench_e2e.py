@@ -37,7 +37,6 @@ asserted.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -47,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "packaging" / "python"))
 from bench_import import make_images, tree_bytes  # noqa: E402
-from benchkit import proc_cpu_total  # noqa: E402
+from benchkit import mount_stats, proc_cpu_total  # noqa: E402
 from tfscli import run, unmount, workdir  # noqa: E402
 
 import tensorfs  # noqa: E402
@@ -151,8 +150,7 @@ def load_times(mnt):
     """(seconds in chunk loads, seconds in store reads) so far, summed over the daemon's
     threads, from its stats; (0, 0) where it does not count them."""
     try:
-        with open(mnt / ".tensorfs" / "stats") as f:
-            st = json.load(f)
+        st = mount_stats(mnt)
         return st["cache"]["load_s"], st["store"]["read_s"]
     except (OSError, ValueError, KeyError):
         return 0.0, 0.0

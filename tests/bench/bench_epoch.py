@@ -12,12 +12,12 @@ misses it took.
 """
 
 import argparse
-import json
 import os
 import time
 
 import numpy as np
 
+from benchkit import mount_stats
 from tfscli import run, unmount, workdir
 
 
@@ -28,7 +28,7 @@ def read_all(path, bufsize=1 << 20):
 
 
 def misses(mnt):
-    return json.loads((mnt / ".tensorfs" / "stats").read_text())["cache"]["misses"]
+    return mount_stats(mnt)["cache"]["misses"]
 
 
 def one(lake, mnt, warm, evict, batch_bytes):

@@ -10,19 +10,19 @@ bytes_fetched and the cache's misses per epoch, averaged over epochs 1.. (epoch 
 """
 
 import argparse
-import json
 import os
 import time
 
 import numpy as np
 
+from benchkit import mount_stats
 from tfscli import run, unmount, workdir
 
 MiB = 1 << 20
 
 
 def stats(mnt):
-    s = json.loads((mnt / ".tensorfs" / "stats").read_text())
+    s = mount_stats(mnt)
     return s["store"]["bytes_fetched"], s["cache"]["misses"], s["cache"]["hits"]
 
 

@@ -16,6 +16,9 @@ with a .cls and a .txt each.
                      no thread count can pass (each image rate is printed as a share of it)
   import --jsonl     rows/s at 1, 2 and every CPU, and as a share of the disk's bound
   import --webdataset  rows/s at 1, 2 and every CPU (decoded images, ragged), the same
+  --filter none      images and WebDataset once more with their pixels stored as they are
+                     (the default delta-filters them): the bytes written and the rate at 1
+                     thread and every CPU, against the default's
 
 Prints each rate with its ratio to its baseline (PIL per core, the 1-thread import), run in this
 invocation, and the machine's cores as well as its CPUs: where two hardware threads share a core,
@@ -248,21 +251,26 @@ def images(a, work, files, few, counts, phys, shared, lake, best):
               f"{t0 * 1e3:.0f} ms for {few} images (past them "
               f"{(a.images - few) / max(t - t0, 1e-9):,.0f} images/s); "
               f"{cpu_note(tm, a.images, th, runs[1], 'image')}")
-    # The pixels as they are (the default filters them: README, "Ragged, text and images"):
-    # the bytes written and the rate at 1 thread and at every one, against the default's.
-    run("create", f"{lake}/size-images-none")
-    run("import", f"{lake}/size-images-none", "--images", work / "tree", *opts, "--filter",
-        "none", "-q")
-    plain = tree_bytes(work / "lake" / "size-images-none")
-    filtered = tree_bytes(work / "lake" / "size-images")
-    print(f"--filter none: writes {plain / 1e6:,.0f} MB against the default's "
+    unfiltered(work, lake, "images", a.images, "image", ["--images", work / "tree", *opts],
+               rates, runs, best)
+
+
+def unfiltered(work, lake, label, n, unit, args, rates, runs, best):
+    """The pixels as they are (the default filters them: README, "Ragged, text and images"):
+    the bytes written and the rate at 1 thread and at every one, against the default's (rates,
+    runs: its own by thread count; disk_bound imported it once as size-LABEL)."""
+    run("create", f"{lake}/size-{label}-none")
+    run("import", f"{lake}/size-{label}-none", *args, "--filter", "none", "-q")
+    plain = tree_bytes(work / "lake" / f"size-{label}-none")
+    filtered = tree_bytes(work / "lake" / f"size-{label}")
+    print(f"--{label} --filter none: writes {plain / 1e6:,.0f} MB against the default's "
           f"{filtered / 1e6:,.0f} ({plain / filtered:.2f}x)")
-    for th in sorted({1, cores}):
-        tm = best("--images", work / "tree", *opts, "--filter", "none", "--threads", th)
-        rate = a.images / tm.wall
-        print(f"import --images --filter none --threads {th:>2}: {rate:8,.0f} images/s; the "
+    for th in sorted({1, os.cpu_count() or 1}):
+        tm = best(*args, "--filter", "none", "--threads", th)
+        rate = n / tm.wall
+        print(f"import --{label} --filter none --threads {th:>2}: {rate:8,.0f} {unit}s/s; the "
               f"default (delta) is {rates[th] / rate:.2f}x that; "
-              f"{cpu_note(tm, a.images, th, runs[1], 'image')}")
+              f"{cpu_note(tm, n, th, runs[1], unit)}")
 
 
 def main():
@@ -328,6 +336,8 @@ def main():
                       f"{t0 * 1e3:.0f} ms for {fn} rows (past them "
                       f"{(n - fn) / max(tm.wall - t0, 1e-9):,.0f} rows/s); "
                       f"{cpu_note(tm, n, th, runs[1], 'row')}")
+            if label == "webdataset":  # decoded images: filtered unless told
+                unfiltered(work, lake, label, n, "row", args, rates, runs, best)
 
 
 def _timed(fn):

@@ -92,7 +92,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from benchkit import proc_cpu_total as cpu_s  # noqa: E402
+from benchkit import mount_stats, proc_cpu_total as cpu_s  # noqa: E402
 from netdelay import DelayedNet, _die_with_parent, remove_stale  # noqa: E402
 
 S3RVER = os.environ.get("TENSORFS_S3RVER") or str(REPO / "tests/s3/s3rver.js")
@@ -405,11 +405,11 @@ class Bench:
             wait_mount(mnt, p, "tensorfs mount", self.work / "tfs-mount.log")
             f = mnt / "ds" / "main" / rel
             os.stat(f)  # lookups (ref, version, schema) are not part of the scan
-            before = json.loads((mnt / ".tensorfs" / "stats").read_text())
+            before = mount_stats(mnt)
             s0 = self.snapshot(p)
             n, dt, lat = self.read(f, random, "tensorfs")
             s1 = self.snapshot(p)
-            after = json.loads((mnt / ".tensorfs" / "stats").read_text())
+            after = mount_stats(mnt)
             # Check the bytes (from the now warm cache): first, middle and last rows of the
             # column; for the view, that its rows are the column's (a sum is order-blind).
             mm = np.load(f, mmap_mode="r")

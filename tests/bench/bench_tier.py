@@ -23,7 +23,6 @@ Needs what bench_s3.py needs (root, s3rver, nsenter, ip); ~1 minute on 2 CPUs at
 """
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -38,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_s3 import (ACCESS, PORT, S3RVER, SECRET, TFS, wait_mount,  # noqa: E402
                       warm_server_files)
+from benchkit import mount_stats  # noqa: E402
 from netdelay import DelayedNet, _die_with_parent  # noqa: E402
 
 TIER_PORT = 9100  # in the client namespace
@@ -121,7 +121,7 @@ class Rig:
                  mnt / "ds" / "main" / "views" / "seed=1,epoch=0" / "x.npy"]
         for f in files:
             os.stat(f)
-        s0 = json.loads((mnt / ".tensorfs" / "stats").read_text())
+        s0 = mount_stats(mnt)
         l0 = self.net.stats()["bytes_b_to_a"]
         n, t = 0, time.perf_counter()
         for f in files:
@@ -132,7 +132,7 @@ class Rig:
                         break
                     n += len(b)
         dt = time.perf_counter() - t
-        s1 = json.loads((mnt / ".tensorfs" / "stats").read_text())
+        s1 = mount_stats(mnt)
         link = self.net.stats()["bytes_b_to_a"] - l0
         x = np.load(files[0], mmap_mode="r")
         for i in (0, len(self.arr) // 2, len(self.arr) - 1):
@@ -152,7 +152,7 @@ class Rig:
                 out[name] = self.epoch(mnt)
                 if tier:  # node B starts once A's writes to the tier have ended
                     for _ in range(600):
-                        t = json.loads((mnt / ".tensorfs" / "stats").read_text())["cache_tier"]
+                        t = mount_stats(mnt)["cache_tier"]
                         if t["pending_bytes"] == 0:
                             break
                         time.sleep(0.1)

@@ -193,16 +193,14 @@ class Mount:
         return self.path / DATASET / "main" / f"{col}.npy"
 
     def stats(self):
-        """The daemon's counters from MNT/.tensorfs/stats (JSON), or None when absent."""
-        p = self.path / ".tensorfs" / "stats"
+        """mount_stats of this mount for a report: None when absent, the start of the text
+        when it does not parse."""
         try:
-            with open(p, "rb") as f:
-                raw = f.read()
+            return mount_stats(self.path)
         except OSError:
             return None
-        try:
-            return json.loads(raw)
         except ValueError:
+            raw = (self.path / ".tensorfs" / "stats").read_bytes()
             return {"unparsed": raw[:4000].decode("utf-8", "replace")}
 
     def log_tail(self, n=4000):
@@ -270,6 +268,13 @@ class Mount:
     def __exit__(self, *exc):
         self.stop()
         return False
+
+
+def mount_stats(mnt):
+    """The daemon's counters from MNT/.tensorfs/stats (JSON): OSError where the mount is
+    gone, ValueError where they do not parse."""
+    with open(Path(mnt) / ".tensorfs" / "stats", "rb") as f:
+        return json.loads(f.read())
 
 
 def stop_all_mounts():
@@ -395,8 +400,9 @@ def random_pread(path, idx, row_bytes):
 
 def zstd_frames(blob):
     """A framed chunk's zstd frames concatenated, and their raw bytes (frames kept as they are
-    left out): core/FORMAT.md, framed chunks. The index has two more fields in version 3 (the
-    delta filter, whose inverse is left out: it runs at over 10 GB/s a core)."""
+    left out): core/FORMAT.md, framed chunks. The index has two more fields from version 3 (the
+    delta filter, whose inverse is left out: it runs at over 10 GB/s a core; version 4 keeps a
+    frame's own line in its flags' high bits)."""
     n, frame = struct.unpack_from("<II", blob, 48)
     raw_size = struct.unpack_from("<Q", blob, 16)[0]
     head = 16 if struct.unpack_from("<H", blob, 4)[0] >= 3 else 8
