@@ -65,15 +65,19 @@ int tfs_object_put_encoded_begin(struct tfs_store *s, const char *ds, const void
 	return rc;
 }
 
-/* The line of rows of a column like c of that shape and bytes, when the filter is on and the
- * column is of the kind given, of zstd chunks and 1-byte elements: 0 when none. */
+int tfs_chunk_filterable(enum tfs_codec_id codec, const struct tfs_dtype *dt, unsigned ndim)
+{
+	return tfs_chunk_delta_get() && codec == TFS_CODEC_ZSTD && ndim >= 2 && dt->itemsize == 1;
+}
+
+/* The line of rows of a column like c of that shape and bytes, when the column is of the kind
+ * given and filterable: 0 when none. */
 static uint64_t line_of(const struct tfs_column *c, enum tfs_col_kind kind, const uint64_t *shape,
 			uint64_t bytes)
 {
 	uint64_t line;
 
-	if (!tfs_chunk_delta_get() || c->kind != kind || c->codec != TFS_CODEC_ZSTD ||
-	    c->ndim < 2 || c->dtype.itemsize != 1)
+	if (c->kind != kind || !tfs_chunk_filterable(c->codec, &c->dtype, c->ndim))
 		return 0;
 	line = shape[c->ndim - 1];
 	if (c->ndim >= 3)

@@ -126,6 +126,10 @@ struct tfs_chunk_form {
 	const struct tfs_line_run *runs;
 	size_t nruns;
 };
+/* Whether this process's writers filter the rows of a column of that codec, dtype and row rank:
+ * tfs_chunk_delta_get is on, chunks are zstd, elements are 1 byte (pixels: the filter is
+ * bytewise) and rows have two dimensions or more. */
+int tfs_chunk_filterable(enum tfs_codec_id codec, const struct tfs_dtype *dt, unsigned ndim);
 /* Column c's form for this process's writers. Its line is an image line of its rows (the last
  * two dimensions' bytes of rows of three or more, the last one's of rows of two) when
  * tfs_chunk_delta_get is on and c is a fixed zstd column of 1-byte elements (pixels: the

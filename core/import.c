@@ -267,7 +267,7 @@ static int new_column(struct tfs_column *c, const struct source *src,
 	c->chunk_bytes = target;
 	c->rows_per_chunk = tfs_fixed_rows_per_chunk(target, c->row_bytes);
 	c->codec = o->codec;
-	c->level = o->level;
+	c->level = tfs_import_level(o, c->codec, &c->dtype, c->ndim);
 	return 0;
 }
 
@@ -279,6 +279,12 @@ static int same_row_shape(const struct tfs_column *c, const struct tfs_npy_info 
 		if (c->shape[d] != in->shape[d + 1])
 			return 0;
 	return 1;
+}
+
+int tfs_import_level(const struct tfs_import_opts *o, enum tfs_codec_id codec,
+		     const struct tfs_dtype *dt, unsigned ndim)
+{
+	return tfs_chunk_filterable(codec, dt, ndim) ? o->filter_level : o->level;
 }
 
 unsigned tfs_import_threads(const struct tfs_import_opts *o)

@@ -31,6 +31,9 @@ struct tfs_import_opts {
 	uint64_t chunk_bytes;	 /* chunk target for columns this import creates; 0: default */
 	enum tfs_codec_id codec; /* for columns this import creates */
 	int level;		 /* zstd level */
+	/* The zstd level of the columns this import creates whose rows are filtered
+	 * (tfs_chunk_filterable): pixels, which the filter leaves for zstd's entropy coder. */
+	int filter_level;
 	unsigned threads;	 /* threads of work, the caller's included; 0: one per CPU */
 	struct tfs_progress *progress; /* bytes and rows read from the sources, or NULL */
 	/* A part of a write session (session.h): the import starts from no columns and records
@@ -44,6 +47,10 @@ struct tfs_import_opts {
 };
 /* The threads an import works on: o->threads, or one per CPU. */
 unsigned tfs_import_threads(const struct tfs_import_opts *o);
+/* The zstd level of a column this import creates, of that codec, dtype and row rank:
+ * o->filter_level where its rows are filtered, else o->level. */
+int tfs_import_level(const struct tfs_import_opts *o, enum tfs_codec_id codec,
+		     const struct tfs_dtype *dt, unsigned ndim);
 
 /* Append the rows of every source to its column (creating it with the source's kind, dtype and
  * row shape if the branch has no such column) and commit the result on the branch.

@@ -151,7 +151,7 @@ int tfs_import_column(struct tfs_manifest *m, const char *name, enum tfs_col_kin
 	if (!c) {
 		*at = m->ncols;
 		return tfs_rowcol_new(m, name, kind, dt, ndim, shape, o->chunk_bytes, o->codec,
-				      o->level);
+				      tfs_import_level(o, o->codec, dt, ndim));
 	}
 	/* Rows of one shape go into a ragged column too. */
 	if (kind == TFS_COL_FIXED && c->kind == TFS_COL_RAGGED)

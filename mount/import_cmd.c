@@ -480,7 +480,8 @@ int tfs_cmd_import(int argc, char **argv)
 	/* Pixels decoded here are images by construction (--images, --video, WebDataset's
 	 * images, --jsonl's image and video fields): their lines are filtered unless told.
 	 * Filtered pixels at level 1 take 1.7-2% more bytes than at 3, in half the time (and
-	 * decode 1.1-1.4x faster): level 1 unless told. */
+	 * decode 1.1-1.4x faster): their columns are written at level 1 unless told, the others
+	 * (labels, paths, captions, offsets) at the import's level. */
 	if (delta > 0 && o.codec != TFS_CODEC_ZSTD) {
 		tfs_err("--filter delta: the filter is for zstd, and --codec raw stores rows as "
 			"they are");
@@ -489,8 +490,7 @@ int tfs_cmd_import(int argc, char **argv)
 	if (delta < 0)
 		delta = images || media == 'V' || webdataset || pixel_fields(&mf);
 	tfs_chunk_delta_set(delta);
-	if (delta && !level_given)
-		o.level = 1;
+	o.filter_level = level_given ? o.level : 1;
 	if (tokens && (images || npz || megatron || webdataset || media)) {
 		tfs_err("--tokens names --jsonl's field of token ids, or a COL=DIR/ source of "
 			"token "

@@ -427,7 +427,8 @@ def test_ragged_images_filtered_a_line_a_frame(lake, mount, tmp_path):
 
 def test_webdataset_and_jsonl_images_filtered_unless_told(lake, mount, tmp_path):
     """WebDataset's images and --jsonl's image fields are pixels by construction: filtered
-    unless told --filter none, and read back the same either way."""
+    unless told --filter none (at zstd level 1, the columns beside them at 3), and read back the
+    same either way."""
     import io
     import tarfile
 
@@ -453,6 +454,11 @@ def test_webdataset_and_jsonl_images_filtered_unless_told(lake, mount, tmp_path)
             lake.import_(name + suffix, {}, *src, "--frame-size", "8k", *opts)
             versions = {h["version"] for _, _, h, _ in chunk_objects(lake, name + suffix)}
             assert (3 in versions) == (suffix == "f"), (name + suffix, versions)
+            levels = {c["name"]: c["level"] for c in lake.info(name + suffix)["columns"]}
+            pixels = "png" if name == "w" else "img"
+            # the pixels at level 1 when filtered, the other columns at the default, 3
+            assert levels.pop(pixels) == (1 if suffix == "f" else 3), (name + suffix, levels)
+            assert levels and set(levels.values()) == {3}, (name + suffix, levels)
     m = mount(lake)
     for ds, col in (("wf", "png"), ("wn", "png"), ("jf", "img"), ("jn", "img")):
         cols = tensorfs.open(m.path / ds / "main")

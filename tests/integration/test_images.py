@@ -269,14 +269,16 @@ def test_images_delta_filtered_unless_told(lake, mount, tmp_path):
         chunks = [h for h in heads if h["type"] == 1]
         versions[name] = {h["version"] for h in chunks}
         sizes[name] = sum(48 + h["payload_size"] for h in chunks)
-        levels[name] = {c["name"]: c.get("level") for c in lake.info(name)["columns"]}["image"]
+        levels[name] = {c["name"]: c.get("level") for c in lake.info(name)["columns"]}
     assert 3 in versions["f"], versions  # the image chunk; path and label ones stay as before
     assert 3 not in versions["n"], versions
     assert 3 in versions["l"], versions
     assert sizes["f"] < sizes["n"], sizes
     # Filtered pixels are written at zstd level 1 unless told (as fast to write as level 3's
-    # unfiltered pixels, about as small as level 3's filtered ones); --level still rules.
-    assert levels == {"f": 1, "n": 3, "l": 5}, levels
+    # unfiltered pixels, about as small as level 3's filtered ones), the columns beside them
+    # (paths) at the import's level; --level still rules them all.
+    assert levels == {"f": {"image": 1, "path": 3}, "n": {"image": 3, "path": 3},
+                      "l": {"image": 5, "path": 5}}, levels
     m = mount(lake)
     a = np.load(m / "f" / "main" / "image.npy")
     b = np.load(m / "n" / "main" / "image.npy")
