@@ -31,11 +31,11 @@ struct tfs_import_opts {
 	uint64_t chunk_bytes;	 /* chunk target for columns this import creates; 0: default */
 	enum tfs_codec_id codec; /* for columns this import creates */
 	int level;		 /* zstd level */
+	unsigned threads;	 /* threads of work, the caller's included; 0: one per CPU */
+	struct tfs_progress *progress; /* bytes and rows read from the sources, or NULL */
 	/* The zstd level of the columns this import creates whose rows are filtered
 	 * (tfs_chunk_filterable): pixels, which the filter leaves for zstd's entropy coder. */
 	int filter_level;
-	unsigned threads;	 /* threads of work, the caller's included; 0: one per CPU */
-	struct tfs_progress *progress; /* bytes and rows read from the sources, or NULL */
 	/* A part of a write session (session.h): the import starts from no columns and records
 	 * its manifest as part `part` of `session` instead of committing; NULL: a commit. */
 	const char *session;
