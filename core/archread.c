@@ -71,14 +71,17 @@ static la_int64_t ar_seek(struct archive *a, void *arg, la_int64_t off, int when
 	return (la_int64_t)ar->off;
 }
 
-struct tfs_archive *tfs_archive_open_from(struct tfs_source *src, enum tfs_archive_kind kind)
+int tfs_archive_open_from(struct tfs_source *src, enum tfs_archive_kind kind,
+			  struct tfs_archive **out)
 {
 	const char *path = tfs_source_path(src);
 	struct tfs_archive *ar = calloc(1, sizeof(*ar));
+	int rc = -ENOMEM;
 
+	*out = NULL;
 	if (!ar) {
 		tfs_err("%s: out of memory", path);
-		return NULL;
+		return rc;
 	}
 	ar->src = src;
 	if (!(ar->buf = malloc(TFS_ARCHIVE_READ)) || !(ar->a = archive_read_new())) {
@@ -100,29 +103,35 @@ struct tfs_archive *tfs_archive_open_from(struct tfs_source *src, enum tfs_archi
 			kind == TFS_ARCHIVE_ZIP
 				? " (not a zip file, or cut short: no central directory)"
 				: "");
+		/* Bytes that could not be read (a URL's found damaged on the way among them)
+		 * say nothing of the archive. */
+		rc = ar->err ? ar->err : -EINVAL;
 		goto fail;
 	}
-	return ar;
+	*out = ar;
+	return 0;
 fail:
 	tfs_archive_close(ar);
-	return NULL;
+	return rc;
 }
 
-struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind)
+int tfs_archive_open(const char *path, enum tfs_archive_kind kind, struct tfs_archive **out)
 {
-	struct tfs_archive *ar;
 	struct tfs_source *src;
+	int rc;
 
 	/* A zip's directory is at its end: fetched first, so that its members are read as
 	 * they arrive. */
-	if (tfs_source_open(path, kind == TFS_ARCHIVE_ZIP ? TFS_SOURCE_TAIL_FIRST : 0, &src))
-		return NULL;
-	ar = tfs_archive_open_from(src, kind);
-	if (!ar)
+	*out = NULL;
+	rc = tfs_source_open(path, kind == TFS_ARCHIVE_ZIP ? TFS_SOURCE_TAIL_FIRST : 0, &src);
+	if (rc)
+		return rc;
+	rc = tfs_archive_open_from(src, kind, out);
+	if (rc)
 		tfs_source_close(src);
 	else
-		ar->own = 1;
-	return ar;
+		(*out)->own = 1;
+	return rc;
 }
 
 void tfs_archive_close(struct tfs_archive *ar)

@@ -37,12 +37,15 @@ struct tfs_archive {
 /* A zip is read through its central directory (libarchive's seekable reader, at the file's
  * end: a URL's end is fetched first, then its members as they arrive), so a file cut short, or
  * whose directory does not match its members, is refused before anything is imported; a tar
- * front to back, a header at a time (tfs_archive_next tells its end from damage). NULL on
- * failure (logged). */
-struct tfs_archive *tfs_archive_open(const char *path, enum tfs_archive_kind kind);
+ * front to back, a header at a time (tfs_archive_next tells its end from damage). 0 and *out,
+ * or (logged) -EINVAL for bytes that are no such archive, -ENOMEM, or the source's own error
+ * where its bytes could not be read: the open's or the fetch's -errno, -EBADMSG for a URL's
+ * found damaged on the way (tfs_source_verify), which an import runs again. */
+int tfs_archive_open(const char *path, enum tfs_archive_kind kind, struct tfs_archive **out);
 /* The same from a source opened already (its fetch perhaps under way), read from its start; the
  * caller closes the source after the archive, so that several readings share one fetch. */
-struct tfs_archive *tfs_archive_open_from(struct tfs_source *src, enum tfs_archive_kind kind);
+int tfs_archive_open_from(struct tfs_source *src, enum tfs_archive_kind kind,
+			  struct tfs_archive **out);
 /* Free the archive, and close its source when it was opened by path (a fetch still running is
  * cancelled). */
 void tfs_archive_close(struct tfs_archive *ar);

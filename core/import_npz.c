@@ -125,8 +125,8 @@ int tfs_import_npz(struct tfs_store *s, const char *ds, const char *path,
 	/* Members are read and split into rows on this thread, chunks encoded on the pool. */
 	if (!rc)
 		rc = tfs_import_pool(o, &pool);
-	if (!rc && !(ar = tfs_archive_open(path, TFS_ARCHIVE_ZIP)))
-		rc = -EINVAL;
+	if (!rc)
+		rc = tfs_archive_open(path, TFS_ARCHIVE_ZIP, &ar);
 	if (ar)
 		a = ar->a;
 	/* One pass: each member's rows go to its column as they are read. A damaged archive

@@ -293,16 +293,17 @@ static int damaged_tail(const char *shard, const char *after, int strict,
  * their columns. */
 static int first_fields(struct tfs_source *in, const char *shard, struct wfield *f, size_t *nf)
 {
-	struct tfs_archive *ar = tfs_archive_open_from(in, TFS_ARCHIVE_TAR);
-	struct archive *a = ar ? ar->a : NULL;
+	struct tfs_archive *ar;
+	struct archive *a;
 	struct archive_entry *e;
 	char key[1024], first[1024] = "";
 	const char *ext;
-	int r;
+	int r = tfs_archive_open_from(in, TFS_ARCHIVE_TAR, &ar);
 
 	*nf = 0;
-	if (!a)
-		return -EINVAL;
+	if (r)
+		return r;
+	a = ar->a;
 	while ((r = tfs_archive_next(a, shard, &e)) == 1) {
 		if (archive_entry_filetype(e) != AE_IFREG ||
 		    !split_name(archive_entry_pathname(e), key, sizeof(key), &ext))
@@ -319,9 +320,11 @@ static int first_fields(struct tfs_source *in, const char *shard, struct wfield 
 		f[*nf].kind = wkind_of(ext);
 		(*nf)++;
 	}
+	/* Damage after the first sample's members is the main pass's to name; bytes that could
+	 * not be read are the source's. */
+	r = *nf ? 0 : r < 0 && ar->err ? ar->err : r < 0 ? r : -EINVAL;
 	tfs_archive_close(ar); /* the source's fetch goes on, for the import's own reading */
-	/* Damage after the first sample's members is the main pass's to name. */
-	return *nf ? 0 : r < 0 ? r : -EINVAL;
+	return r;
 }
 
 int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const *shards,
@@ -356,7 +359,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	 * reads it again from the same fetch. */
 	if (!rc && tfs_source_open(shards[0], TFS_SOURCE_ONCE, &next))
 		rc = -EINVAL; /* logged, naming the shard */
-	if (!rc && (rc = first_fields(next, shards[0], f, &nf)))
+	if (!rc && (rc = first_fields(next, shards[0], f, &nf)) == -EINVAL)
 		tfs_err("%s: no sample (files named KEY.EXT) in it", shards[0]);
 	if (!rc)
 		rc = tfs_manifest_copy_extra(&t.old, 4 * (nf + 1), &m);
@@ -369,20 +372,24 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		struct tfs_dtype dt;
 
 		if (f[i].kind == W_NPY) {
-			struct tfs_archive *ar = tfs_archive_open_from(next, TFS_ARCHIVE_TAR);
-			struct archive *a = ar ? ar->a : NULL;
+			struct tfs_archive *ar;
 			struct archive_entry *e;
 			struct tfs_buf b = { 0 };
 			struct tfs_npy_info info;
 			const char *ext;
 
-			rc = a ? -ENOENT : -EINVAL;
-			while (a && rc == -ENOENT && tfs_archive_next(a, shards[0], &e) == 1)
+			rc = tfs_archive_open_from(next, TFS_ARCHIVE_TAR, &ar);
+			if (!rc)
+				rc = -ENOENT;
+			while (rc == -ENOENT && tfs_archive_next(ar->a, shards[0], &e) == 1)
 				if (split_name(archive_entry_pathname(e), key, sizeof(key), &ext) &&
 				    !strcmp(ext, f[i].ext))
-					rc = tfs_archive_read_member(a, shards[0], &b) ? -EIO
-					     : npy_in(&b, shards[0], &info)	       ? -EINVAL
-										       : 0;
+					rc = tfs_archive_read_member(ar->a, shards[0], &b) ? -EIO
+					     : npy_in(&b, shards[0], &info)		   ? -EINVAL
+											   : 0;
+			/* Not the shard's damage: its bytes could not be read. */
+			if (ar && ar->err)
+				rc = ar->err;
 			tfs_archive_close(ar);
 			tfs_buf_free(&b);
 			if (rc)
@@ -440,15 +447,13 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		 * not idle between them (a local shard has nothing to fetch). */
 		if (sh + 1 < nshards && tfs_source_is_url(shards[sh + 1]))
 			next_rc = tfs_source_open(shards[sh + 1], TFS_SOURCE_ONCE, &next);
-		ar = tfs_archive_open_from(in, TFS_ARCHIVE_TAR);
-		a = ar ? ar->a : NULL;
-		if (ar)
-			ar->once = 1; /* the shard's last reading: its room is given back as read */
-		if (!a) {
+		rc = tfs_archive_open_from(in, TFS_ARCHIVE_TAR, &ar);
+		if (rc) {
 			tfs_source_close(in);
-			rc = -EINVAL;
 			break;
 		}
+		a = ar->a;
+		ar->once = 1; /* the shard's last reading: its room is given back as read */
 		while (!rc && (r = tfs_archive_next(a, shards[sh], &e)) == 1) {
 			size_t i = 0;
 

@@ -155,6 +155,36 @@ def test_damage_that_persists_fails_the_import(lake, tmp_path, monkeypatch, buck
     assert os.listdir(tmp_path / "spool") == []
 
 
+def test_a_shard_found_damaged_before_it_is_opened(lake, tmp_path, monkeypatch, bucket):
+    """The second of two WebDataset shards is fetched beside the first one's import, and its
+    check against its ETag ends, damaged, before the import opens it: that open's failure is
+    the damage, so the import runs again (and fails again, naming the shard twice), not an
+    archive error that ends it at once."""
+    src = tmp_path / "src"
+    src.mkdir()
+    rng = np.random.default_rng(6)
+    for name, n in (("a.tar", 4000), ("b.tar", 200)):  # b: two ranges, checked as they come
+        write_tar(src / name, ((f"{name[0]}{i:05d}{ext}", data) for i in range(n)
+                               for ext, data in ((".cls", str(i).encode()),
+                                                 (".bin", rng.bytes(6000)))))
+    bucket(src, ["a.tar", "b.tar"])
+    lake.create("d")
+    before = lake.info("d")
+    proxy = FaultProxy(bucket.srv.port, corrupt_path="b.tar", workdir=tmp_path)
+    try:
+        through(monkeypatch, proxy, tmp_path / "spool")
+        p = lake.import_("d", {}, "--webdataset", "s3://src/a.tar", "s3://src/b.tar",
+                         check=False)
+    finally:
+        proxy.stop()
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.count("s3://src/b.tar: its bytes are not those its ETag's MD5") == 2, \
+        p.stderr
+    assert "reading them again from the start" in p.stderr, p.stderr
+    assert lake.info("d") == before
+    assert os.listdir(tmp_path / "spool") == []
+
+
 def test_an_etag_that_is_not_an_md5_checks_nothing(lake, mount, tmp_path, monkeypatch, bucket):
     """Replies as S3 gives them for an object encrypted with a KMS key: an ETag of 32 hex
     digits that is not the MD5 of the bytes. A source of one range (checked by the store) and
