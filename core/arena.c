@@ -9,6 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "workpool.h"
+
 #define REGION_ALIGN (2u << 20)
 
 #ifndef MADV_POPULATE_WRITE
@@ -199,33 +201,27 @@ void tfs_arena_stats(struct tfs_arena *a, struct tfs_arena_stats *out)
 	pthread_mutex_unlock(&a->lock);
 }
 
-/* A thread's share of a populate. */
-struct populate_part {
-	uint8_t *p;
-	uint64_t n;
-	int rc;
+/* A populate: shares of [from, from + bytes), one a task. */
+struct populate {
+	uint8_t *from;
+	uint64_t bytes, share;
 };
 
-static void *populate_part(void *arg)
+static int populate_share(void *arg, size_t i)
 {
-	struct populate_part *s = arg;
+	const struct populate *p = arg;
+	const uint64_t off = i * p->share;
+	const uint64_t n = p->bytes - off < p->share ? p->bytes - off : p->share;
 
 	/* Faults each page in as a write would, without writing: bytes there stay. */
-	s->rc = madvise(s->p, (size_t)s->n, MADV_POPULATE_WRITE) ? -errno : 0;
-	return NULL;
+	return madvise(p->from + off, (size_t)n, MADV_POPULATE_WRITE) ? -errno : 0;
 }
 
 int tfs_arena_populate(uint8_t *p, uint64_t len, unsigned threads)
 {
-	struct populate_part part[TFS_ARENA_POPULATE_THREADS];
-	pthread_t t[TFS_ARENA_POPULATE_THREADS];
-	int started[TFS_ARENA_POPULATE_THREADS] = { 0 };
 	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	const uintptr_t from = (uintptr_t)p / page * page;
-	const uint64_t bytes = (uint64_t)((uintptr_t)p - from) + len;
-	uint64_t share;
-	unsigned n = 0;
-	int rc = 0;
+	struct populate pp = { (uint8_t *)from, (uint64_t)((uintptr_t)p - from) + len, 0 };
 
 	if (!len)
 		return 0;
@@ -235,21 +231,8 @@ int tfs_arena_populate(uint8_t *p, uint64_t len, unsigned threads)
 		threads = TFS_ARENA_POPULATE_THREADS;
 	/* Shares of whole huge pages where the range starts on one (a region does, when the
 	 * kernel aligns it): a transparent huge page is then faulted in by one thread. */
-	share = (bytes + threads - 1) / threads;
-	share = (share + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
-	for (uint64_t off = 0; off < bytes; off += share, n++) {
-		part[n].p = (uint8_t *)from + off;
-		part[n].n = bytes - off < share ? bytes - off : share;
-		part[n].rc = 0;
-	}
-	for (unsigned i = 1; i < n; i++)
-		started[i] = !pthread_create(&t[i], NULL, populate_part, &part[i]);
-	for (unsigned i = 0; i < n; i++) {
-		if (started[i])
-			pthread_join(t[i], NULL);
-		else
-			populate_part(&part[i]); /* this thread's share, or one no thread took */
-		rc = rc ? rc : part[i].rc;
-	}
-	return rc;
+	pp.share = (pp.bytes + threads - 1) / threads;
+	pp.share = (pp.share + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
+	return tfs_parallel(NULL, TFS_WORK_NORMAL, (size_t)((pp.bytes + pp.share - 1) / pp.share),
+			    threads, populate_share, &pp);
 }

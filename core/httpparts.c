@@ -1,89 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* httpparts: requests run side by side, and whole objects fetched as ranges of one, many at
- * once (an object store caps what one connection brings). */
+/* httpparts: whole objects fetched as ranges of one, many at once (tfs_parallel: an object store
+ * caps what one connection brings). */
 #include "httpparts.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 
 #define SIZED_MIN (64u << 10) /* a smaller buffer says nothing of the object's size */
-
-/* tfs_http_parallel's shared state. */
-struct tasks {
-	int (*fn)(void *arg, size_t i);
-	void *arg;
-	size_t n;
-	atomic_size_t next; /* the next task to hand out */
-	atomic_int err;	    /* the first failure, 0 while none */
-};
-
-static void tasks_loop(struct tasks *t)
-{
-	size_t i;
-
-	while ((i = atomic_fetch_add(&t->next, 1)) < t->n && !atomic_load(&t->err)) {
-		int rc = t->fn(t->arg, i), zero = 0;
-
-		if (rc)
-			atomic_compare_exchange_strong(&t->err, &zero, rc);
-	}
-}
-
-static void *tasks_thread(void *arg)
-{
-	tasks_loop(arg);
-	return NULL;
-}
-
-/* One helper on the pool: it takes tasks from the same counter as the caller. */
-struct helper {
-	struct tfs_work work;
-	struct tasks *t;
-};
-
-static int helper_run(struct tfs_work *w)
-{
-	tasks_loop(((struct helper *)w)->t);
-	return 0;
-}
-
-int tfs_http_parallel(struct tfs_workpool *pool, enum tfs_work_prio prio, size_t n,
-		      unsigned parallel, int (*fn)(void *arg, size_t i), void *arg)
-{
-	struct tasks t = { .fn = fn, .arg = arg, .n = n };
-	struct helper helpers[64];
-	struct tfs_workgroup g;
-	pthread_t tids[64];
-	unsigned nt = 0;
-
-	atomic_init(&t.next, 0);
-	atomic_init(&t.err, 0);
-	if (parallel > 64)
-		parallel = 64;
-	if (pool) {
-		/* Helpers that a busy pool has not started by the time the caller is done find
-		 * nothing left, and are run (empty) by the caller's wait. */
-		tfs_workgroup_init(&g, pool);
-		for (unsigned i = 1; i < parallel && i < n; i++, nt++) {
-			helpers[nt] = (struct helper){ .work = { .run = helper_run }, .t = &t };
-			tfs_workgroup_submit(&g, &helpers[nt].work, prio);
-		}
-		tasks_loop(&t);
-		tfs_workgroup_wait(&g);
-		tfs_workgroup_destroy(&g);
-		return atomic_load(&t.err);
-	}
-	for (unsigned i = 1; i < parallel && i < n; i++)
-		if (!pthread_create(&tids[nt], NULL, tasks_thread, &t))
-			nt++;
-	tasks_loop(&t);
-	for (unsigned i = 0; i < nt; i++)
-		pthread_join(tids[i], NULL);
-	return atomic_load(&t.err);
-}
 
 struct parts {
 	tfs_http_range_fn fn;
@@ -122,8 +46,8 @@ static int fetch_parts(struct tfs_workpool *pool, enum tfs_work_prio prio, struc
 	if (rc)
 		return rc;
 	p->base = out->data;
-	rc = tfs_http_parallel(pool, prio, (size_t)((p->total - p->first + p->part - 1) / p->part),
-			       parallel, fetch_part, p);
+	rc = tfs_parallel(pool, prio, (size_t)((p->total - p->first + p->part - 1) / p->part),
+			  parallel, fetch_part, p);
 	if (rc)
 		return rc;
 	out->len = (size_t)p->total;

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* httpparts: requests run side by side on a pool, and a whole object fetched as ranges of it,
- * many at once. The ranges' requests are the caller's (tfs_http_range_fn): a store signs its
- * own. */
+/* httpparts: a whole object fetched as ranges of it, many at once (tfs_parallel). The ranges'
+ * requests are the caller's (tfs_http_range_fn): a store signs its own. */
 #ifndef TFS_HTTPPARTS_H
 #define TFS_HTTPPARTS_H
 
@@ -17,13 +16,6 @@
  * the object) and sets *total to the object size when the reply says it (-1 otherwise). */
 typedef ssize_t (*tfs_http_range_fn)(void *arg, uint64_t off, void *dst, size_t len,
 				     int64_t *total);
-
-/* Run fn(arg, i) for every i in [0, n), up to `parallel` (at most 64) at a time, the caller
- * among them: the others are tasks of priority prio on pool (NULL: threads of their own), which
- * a busy pool leaves to the caller. After a failure no further task starts. Returns 0 or the
- * first failure's -errno. */
-int tfs_http_parallel(struct tfs_workpool *pool, enum tfs_work_prio prio, size_t n,
-		      unsigned parallel, int (*fn)(void *arg, size_t i), void *arg);
 
 /* A whole object by ranges: the first part_size bytes first (or out's capacity less one, when
  * the caller sized out for the object and that is smaller); when the object is larger, the rest

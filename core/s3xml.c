@@ -108,8 +108,8 @@ int tfs_s3_multipart_put(struct tfs_s3_store *s, const char *key, const void *da
 		goto out;
 	}
 	/* The parts go up `parallel` at a time, as ranged GETs come down. */
-	rc = tfs_http_parallel(tfs_http_pool(s->http), TFS_WORK_NORMAL, u.nparts,
-			       tfs_http_config(s->http)->parallel, put_part, &u);
+	rc = tfs_parallel(tfs_http_pool(s->http), TFS_WORK_NORMAL, u.nparts,
+			  tfs_http_config(s->http)->parallel, put_part, &u);
 	if (!rc)
 		rc = tfs_buf_printf(&done, "<CompleteMultipartUpload>");
 	for (size_t i = 0; i < u.nparts && !rc; i++)

@@ -54,7 +54,7 @@ static int open_parent(const char *url, struct tfs_store **s, const char **key)
 }
 
 /* A source being read. A URL's object is fetched in pieces, `parallel` at once, by a thread of
- * its own (the driver, running tfs_http_parallel); its readers wait for the bytes they read. */
+ * its own (the driver, running tfs_parallel); its readers wait for the bytes they read. */
 struct tfs_source {
 	char *path;
 	int fd;
@@ -326,8 +326,8 @@ static int fetch_piece(void *arg, size_t nth)
 
 static void fetch_all(struct tfs_source *src)
 {
-	const int rc = tfs_http_parallel(NULL, TFS_WORK_NORMAL, src->npieces, src->parallel,
-					 fetch_piece, src);
+	const int rc =
+		tfs_parallel(NULL, TFS_WORK_NORMAL, src->npieces, src->parallel, fetch_piece, src);
 
 	pthread_mutex_lock(&src->lock);
 	src->finished = 1;

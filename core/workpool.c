@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* workpool: worker threads serving prioritised queues of intrusive tasks, in groups. */
+/* workpool: worker threads serving prioritised queues of intrusive tasks, in groups; and
+ * tfs_parallel, n calls side by side on a pool or on threads of their own. */
 #include "workpool.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 struct queue {
@@ -259,4 +261,78 @@ void tfs_workgroup_cancel(struct tfs_workgroup *g)
 	while (g->pending)
 		pthread_cond_wait(&g->changed, &p->lock);
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* tfs_parallel's shared state. */
+struct tasks {
+	int (*fn)(void *arg, size_t i);
+	void *arg;
+	size_t n;
+	atomic_size_t next; /* the next task to hand out */
+	atomic_int err;	    /* the first failure, 0 while none */
+};
+
+static void tasks_loop(struct tasks *t)
+{
+	size_t i;
+
+	while ((i = atomic_fetch_add(&t->next, 1)) < t->n && !atomic_load(&t->err)) {
+		int rc = t->fn(t->arg, i), zero = 0;
+
+		if (rc)
+			atomic_compare_exchange_strong(&t->err, &zero, rc);
+	}
+}
+
+static void *tasks_thread(void *arg)
+{
+	tasks_loop(arg);
+	return NULL;
+}
+
+/* One helper on the pool: it takes tasks from the same counter as the caller. */
+struct helper {
+	struct tfs_work work;
+	struct tasks *t;
+};
+
+static int helper_run(struct tfs_work *w)
+{
+	tasks_loop(((struct helper *)w)->t);
+	return 0;
+}
+
+int tfs_parallel(struct tfs_workpool *pool, enum tfs_work_prio prio, size_t n, unsigned parallel,
+		 int (*fn)(void *arg, size_t i), void *arg)
+{
+	struct tasks t = { .fn = fn, .arg = arg, .n = n };
+	struct helper helpers[64];
+	struct tfs_workgroup g;
+	pthread_t tids[64];
+	unsigned nt = 0;
+
+	atomic_init(&t.next, 0);
+	atomic_init(&t.err, 0);
+	if (parallel > 64)
+		parallel = 64;
+	if (pool) {
+		/* Helpers that a busy pool has not started by the time the caller is done find
+		 * nothing left, and are run (empty) by the caller's wait. */
+		tfs_workgroup_init(&g, pool);
+		for (unsigned i = 1; i < parallel && i < n; i++, nt++) {
+			helpers[nt] = (struct helper){ .work = { .run = helper_run }, .t = &t };
+			tfs_workgroup_submit(&g, &helpers[nt].work, prio);
+		}
+		tasks_loop(&t);
+		tfs_workgroup_wait(&g);
+		tfs_workgroup_destroy(&g);
+		return atomic_load(&t.err);
+	}
+	for (unsigned i = 1; i < parallel && i < n; i++)
+		if (!pthread_create(&tids[nt], NULL, tasks_thread, &t))
+			nt++;
+	tasks_loop(&t);
+	for (unsigned i = 0; i < nt; i++)
+		pthread_join(tids[i], NULL);
+	return atomic_load(&t.err);
 }

@@ -80,4 +80,11 @@ int tfs_workgroup_wait_own(struct tfs_workgroup *g);
 /* Drop g's tasks that have not started (their drop is called) and wait for the running ones. */
 void tfs_workgroup_cancel(struct tfs_workgroup *g);
 
+/* Run fn(arg, i) for every i in [0, n), up to `parallel` (at most 64) at a time, the caller
+ * among them: the others are tasks of priority prio on pool (NULL: threads of their own), which
+ * a busy pool leaves to the caller. After a failure no further task starts. Returns 0 or the
+ * first failure's -errno. */
+int tfs_parallel(struct tfs_workpool *pool, enum tfs_work_prio prio, size_t n, unsigned parallel,
+		 int (*fn)(void *arg, size_t i), void *arg);
+
 #endif
