@@ -481,7 +481,7 @@ int tfs_cmd_import(int argc, char **argv)
 	 * images, --jsonl's image and video fields): their lines are filtered unless told.
 	 * Filtered pixels at level 1 take 1.7-2% more bytes than at 3, in half the time (and
 	 * decode 1.1-1.4x faster): their columns are written at level 1 unless told, the others
-	 * (labels, paths, captions, offsets) at the import's level. */
+	 * (labels, paths, captions) at the import's level. */
 	if (delta > 0 && o.codec != TFS_CODEC_ZSTD) {
 		tfs_err("--filter delta: the filter is for zstd, and --codec raw stores rows as "
 			"they are");
