@@ -282,6 +282,95 @@ whole:
 	return tfs_version_chunk_get(v, cache, col, k, e);
 }
 
+/* Frame i's stored bytes src into dst: checked, and decoded unless kept as they are. */
+static int frame_into(const struct tfs_frames *t, uint32_t i, const uint8_t *src, uint8_t *dst)
+{
+	int rc;
+
+	if (!t->f[i].stored)
+		return tfs_frame_decode(t, i, src, dst);
+	rc = tfs_frame_check(t, i, src);
+	if (!rc)
+		memcpy(dst, src, t->f[i].raw);
+	return rc;
+}
+
+/* Copy the cached frames of p's chunk into dst, marking each in have; returns how many. */
+static uint32_t copy_cached_frames(const struct piece_ctx *p, uint8_t *dst, uint8_t *have)
+{
+	const struct tfs_frames *t = p->t;
+	uint32_t held = 0;
+
+	for (uint32_t i = 0; i < t->n; i++) {
+		struct tfs_cache_entry *e;
+		struct tfs_id key;
+
+		piece_key(&p->c->chunks[p->k].id, i, &key);
+		if (tfs_cache_get_ready(p->cache, &key, &e))
+			continue;
+		if (e->len == t->f[i].raw) {
+			memcpy(dst + (uint64_t)i * t->frame_raw, e->data, e->len);
+			have[i] = 1;
+			held++;
+		}
+		tfs_cache_put(p->cache, e);
+	}
+	return held;
+}
+
+int tfs_version_chunk_from_frames(struct tfs_version *v, struct tfs_cache *cache,
+				  const struct tfs_column *c, size_t k, uint8_t *dst, size_t raw)
+{
+	struct piece_ctx p = { v, cache, c, k, NULL, 0 };
+	struct tfs_cache_entry *ix;
+	uint8_t *have = NULL, *run = NULL;
+	size_t cap = 0;
+	struct tfs_id key;
+	int rc = 1;
+
+	if (!tfs_store_is_local(v->store))
+		return 1;
+	piece_key(&c->chunks[k].id, INDEX_PIECE, &key);
+	if (tfs_cache_get_ready(cache, &key, &ix))
+		return 1;
+	p.t = (const struct tfs_frames *)ix->data;
+	if (!p.t->n || p.t->raw_size != raw || !(have = calloc(p.t->n, 1)) ||
+	    !copy_cached_frames(&p, dst, have))
+		goto out;
+	rc = 0;
+	for (uint32_t i = 0, j; !rc && i < p.t->n; i = j + 1) {
+		const struct tfs_frame *f = p.t->f;
+		size_t bytes;
+		ssize_t got;
+
+		j = i;
+		if (have[i])
+			continue;
+		while (j + 1 < p.t->n && !have[j + 1] &&
+		       f[j + 1].off + f[j + 1].len - f[i].off <= RUN_MAX_BYTES)
+			j++;
+		bytes = (size_t)(f[j].off + f[j].len - f[i].off);
+		if (bytes > cap) {
+			tfs_cache_release(cache, run, cap);
+			cap = 0;
+			if (!(run = tfs_cache_alloc(cache, bytes, &cap))) {
+				rc = -ENOMEM;
+				break;
+			}
+		}
+		got = read_range(&p, f[i].off, run, bytes);
+		rc = got < 0 ? (int)got : 0;
+		for (uint32_t m = i; !rc && m <= j; m++)
+			rc = frame_into(p.t, m, run + (f[m].off - f[i].off),
+					dst + (uint64_t)m * p.t->frame_raw);
+	}
+out:
+	tfs_cache_release(cache, run, cap);
+	free(have);
+	tfs_cache_put(cache, ix);
+	return rc;
+}
+
 int tfs_version_index_prefetch(struct tfs_version *v, struct tfs_cache *cache, size_t col, size_t k)
 {
 	const struct tfs_column *c = &v->manifest.cols[col];

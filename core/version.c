@@ -115,6 +115,15 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 		goto out;
 	}
 	/* Both buffers come from the cache's pool: a steady scan reuses the same few. */
+	p = tfs_cache_alloc_decoded(l->cache, raw ? raw : 1, &pcap);
+	if (!p) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* Frames a reader that jumped left cached are not read again (a cold shuffled epoch reads
+	 * its first batches' rows as frames, and then their chunks whole). */
+	if (!tfs_version_chunk_from_frames(l->v, l->cache, c, l->k, p, raw))
+		goto done;
 	obj.data = tfs_cache_alloc(l->cache, (size_t)c->chunks[l->k].stored_size + 1, &obj.cap);
 	if (!obj.data) {
 		rc = -ENOMEM;
@@ -134,11 +143,6 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 		rc = rc == -ENOENT || rc == -EACCES || rc == -EBADMSG ? -EIO : rc;
 		goto out;
 	}
-	p = tfs_cache_alloc_decoded(l->cache, raw ? raw : 1, &pcap);
-	if (!p) {
-		rc = -ENOMEM;
-		goto out;
-	}
 	rc = tfs_object_decode(obj.data, obj.len, TFS_OBJ_CHUNK, p, raw);
 	if (rc) {
 		why = rc == -EPROTO ? "written by a newer tensorfs"
@@ -147,6 +151,7 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 		rc = -EIO;
 		goto out;
 	}
+done:
 	*data = p;
 	*len = raw;
 	*cap = pcap;

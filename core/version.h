@@ -50,6 +50,17 @@ int tfs_version_piece_get(struct tfs_version *v, struct tfs_cache *cache, struct
  * run is read with one request and each frame cached; pool (NULL: none) decodes the frames after
  * the first meanwhile, at TFS_WORK_WAITED. */
 
+/* Chunk k of column c whole, raw bytes into dst, from the frames of it that readers who jump
+ * left in the cache (copied, not read and decoded again) and ranged reads of the others, a run
+ * of them a request, each frame checked as tfs_version_piece_get checks it. For the chunk's
+ * loader (tfs_version_chunk_get), before it reads the object whole. Local stores only: on a
+ * remote one a request costs a round trip, and a disk cache in front of it keeps whole objects.
+ * Returns 0 done, 1 where it does not apply (not local, the chunk's index or every frame of it
+ * not cached, not framed), or -errno (the caller then reads the object whole, which finds and
+ * reports any damage). */
+int tfs_version_chunk_from_frames(struct tfs_version *v, struct tfs_cache *cache,
+				  const struct tfs_column *c, size_t k, uint8_t *dst, size_t raw);
+
 /* Load the frame index of chunk k of column col into the cache ahead of a reader that jumps
  * (a column's indexes are loaded together when it starts to), unless the chunk or its index is
  * cached. Returns 1 if it loaded, 0 if not needed, or -errno. */

@@ -18,9 +18,10 @@ noise, quality 90) in 10 class directories.
                batches() of image and label to the device: the first epoch cold (page cache
                dropped, empty chunk cache), then the best of --epochs warm. The cold epoch is
                also given in its phases (the Stager's opening, its first batch, the rest), with
-               the daemon's CPU seconds and its threads' time in chunk loads and in store reads
-               (.tensorfs/stats), against a cold read of the image column through a
-               fresh mount (the bytes that epoch must bring from the disk, read in order), and
+               the daemon's CPU seconds, its threads' time in chunk loads and in store reads
+               and the bytes it read from the store (.tensorfs/stats), against a cold read of
+               the image column through a fresh mount (the bytes that epoch must bring from
+               the disk, read in order, once), and
                with the daemon's log line saying what registering its cache's arena took (with
                -o cuda_init it runs from the mount on, beside the first epoch); on a GPU, the
                cold epoch once more, started after that set-up is over (as a job that builds
@@ -117,15 +118,16 @@ def cpu_s(pid):
 def cold_scan(lake, mnt, opts, ds="d"):
     """Seconds to read the image column once, front to back, through a fresh mount with the
     page cache dropped: the bytes a cold epoch must bring from the disk, at the pace a
-    sequential read gets them (what a cold epoch is judged against)."""
+    sequential read gets them (what a cold epoch is judged against); and those bytes, as the
+    daemon counted them."""
     drop_caches()
     run("mount", lake, mnt, "-o", opts)
     try:
-        t = time.perf_counter()
+        b0, t = load_times(mnt)[2], time.perf_counter()
         with open(mnt / ds / "main" / "image.npy", "rb") as f:
             while f.read(1 << 20):
                 pass
-        return time.perf_counter() - t
+        return time.perf_counter() - t, load_times(mnt)[2] - b0
     finally:
         unmount(mnt)
 
@@ -147,13 +149,14 @@ def wait_setup(log, limit=20.0):
 
 
 def load_times(mnt):
-    """(seconds in chunk loads, seconds in store reads) so far, summed over the daemon's
-    threads, from its stats; (0, 0) where it does not count them."""
+    """(seconds in chunk loads, seconds in store reads, bytes read from the store) so far, the
+    times summed over the daemon's threads, from its stats; zeros where it does not count
+    them."""
     try:
         st = mount_stats(mnt)
-        return st["cache"]["load_s"], st["store"]["read_s"]
+        return st["cache"]["load_s"], st["store"]["read_s"], st["store"]["bytes_fetched"]
     except (OSError, ValueError, KeyError):
-        return 0.0, 0.0
+        return 0.0, 0.0, 0
 
 
 def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False, ds="d"):
@@ -192,20 +195,24 @@ def stager_epochs(torch, lake, mnt, device, batch, epochs, log, settled=False, d
                 l1 = load_times(mnt)
                 phases.update(open=opened - t, first=first - opened, rest=end - first,
                               cpu=cpu_s(pid) - c0, wall=end - t, loads=l1[0] - l0[0],
-                              reads=l1[1] - l0[1])
+                              reads=l1[1] - l0[1], fetched=l1[2] - l0[2])
     finally:
         unmount(mnt)
     return rates[0], max(rates[1:]) if epochs else None, phases
 
 
 def phase_line(ph, scan):
+    """The cold epoch's phases against scan, cold_scan's (seconds, bytes read)."""
+    secs, scan_bytes = scan
     return (f"{ph['wall']:.3f} s = opening {ph['open'] * 1e3:.0f} ms + first batch "
             f"{ph['first'] * 1e3:.0f} ms + the other batches {ph['rest'] * 1e3:.0f} ms; daemon "
             f"CPU {ph['cpu']:.2f} s ({ph['cpu'] / ph['wall']:.1f} cores); chunk loads "
             f"{ph['loads']:.2f} s of its threads' time, store reads {ph['reads']:.2f} s of "
-            f"it; a cold read of "
-            f"image.npy through a fresh mount takes {scan:.3f} s ({scan / ph['wall']:.2f}x the "
-            f"epoch's time: the disk's part of it)")
+            f"it, {ph['fetched'] / 1e6:,.1f} MB read from the store "
+            f"({ph['fetched'] / max(scan_bytes, 1):.3f}x the bytes of a cold read of the "
+            f"image column, {scan_bytes / 1e6:,.1f} MB); that read, of image.npy through a "
+            f"fresh mount, takes {secs:.3f} s ({secs / ph['wall']:.2f}x the epoch's time: the "
+            f"disk's part of it)")
 
 
 def unfiltered(torch, work, lake, mnt, device, batch, log, cold, scan):
@@ -219,7 +226,7 @@ def unfiltered(torch, work, lake, mnt, device, batch, log, cold, scan):
     print(f"the delta filter (import's default for --images): {mb_f:,.0f} MB stored against "
           f"{mb_n:,.0f} MB with --filter none ({mb_n / mb_f:.2f}x fewer bytes); cold epoch "
           f"{cold:,.0f} images/s against {cold_n:,.0f} ({cold / cold_n:.2f}x); a cold read of "
-          f"image.npy {scan:.3f} s against {scan_n:.3f} s ({scan_n / scan:.2f}x)")
+          f"image.npy {scan[0]:.3f} s against {scan_n[0]:.3f} s ({scan_n[0] / scan[0]:.2f}x)")
     print(f"  --filter none's cold epoch: {phase_line(ph_n, scan_n)}")
 
 

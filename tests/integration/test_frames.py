@@ -464,3 +464,26 @@ def test_webdataset_and_jsonl_images_filtered_unless_told(lake, mount, tmp_path)
         cols = tensorfs.open(m.path / ds / "main")
         for i, a in enumerate(pics):
             assert np.array_equal(cols[col][i], a), (ds, i)
+
+
+def test_cold_shuffled_epoch_reads_each_frame_once(lake, mount):
+    """A stream's first batch, cold, reads its rows' frames (a few rows of every chunk); the
+    chunks read whole after it take those frames from the cache rather than reading them again,
+    so the epoch fetches the column's stored bytes about once (its first batch's frames are a
+    quarter of them here), and every batch holds the view's rows."""
+    import tensorfs
+
+    src = source(5)
+    lake.build("e", {"x": src}, "--chunk-size", "1M", "--frame-size", "16k")
+    stored = stored_bytes(lake, "e")
+    m = mount(lake, opts=("cache_mem=64M",))
+    vp = tensorfs.view_path(m.path / "e" / "main", seed=3)
+    before = stats(m)
+    with tensorfs.Stager(m.path, vp, ["x"], batch_size=256, depth=3) as g:
+        got = [np.array(b["x"]) for b in g.batches()]
+    after = stats(m)
+    fetched = after["store"]["bytes_fetched"] - before["store"]["bytes_fetched"]
+    assert after["store"]["ranged_gets"] > before["store"]["ranged_gets"]  # frames were read
+    # Each frame once, and the first batch's chunk indexes: a few KiB a chunk.
+    assert fetched < stored * 1.1, (fetched, stored)
+    assert np.array_equal(np.concatenate(got), np.array(tensorfs.open(vp)["x"]))

@@ -405,6 +405,89 @@ static void test_frame_runs(void **state)
 	tfs_workpool_destroy(pool);
 }
 
+/* Chunk k read whole, every byte against img. */
+static void check_chunk(const struct tfs_column *c, size_t k, struct tfs_cache *fresh, int want_rc)
+{
+	const uint64_t first = tfs_column_chunk_first(c, k);
+	struct tfs_cache_entry *e;
+
+	assert_int_equal(
+		tfs_version_chunk_get(vf, fresh, (size_t)tfs_version_column(vf, "img"), k, &e),
+		want_rc);
+	if (want_rc)
+		return;
+	assert_int_equal(e->len, tfs_column_chunk_rows(c, k) * FB);
+	for (size_t o = 0; o < e->len; o++)
+		if (e->data[o] != npyfile_byte(first + o / FB, o % FB))
+			fail_msg("chunk %zu byte %zu", k, o);
+	tfs_cache_put(fresh, e);
+}
+
+/* A chunk read whole after a reader that jumps left frames of it cached (frames 1 and 3 of its
+ * 4) reads only the others, a request a run, and copies the cached ones: every byte as stored.
+ * A chunk with none cached is one whole read. A missing frame damaged on the disk is EIO, not
+ * the cached frames with wrong bytes between them. */
+static void test_chunk_from_frames(void **state)
+{
+	const int col = tfs_version_column(vf, "img");
+	const struct tfs_column *c = &vf->manifest.cols[col];
+	const size_t k = 2, frame = 109 * FB; /* the most whole rows in 64 KiB */
+	struct tfs_store_counters s0, s1;
+	struct tfs_cache *fresh;
+	char key[TFS_KEY_MAX], path[1024];
+	FILE *f;
+	int ch;
+
+	(void)state;
+	assert_int_equal(tfs_column_chunk_rows(c, k) * FB, 4 * frame);
+	assert_int_equal(tfs_cache_create(64 << 20, &fresh), 0);
+	for (size_t i = 1; i < 4; i += 2) {
+		struct tfs_cache_entry *e;
+		uint64_t base;
+
+		assert_int_equal(tfs_version_piece_get(vf, fresh, NULL, (size_t)col, k,
+						       i * frame + 10, 1, &e, &base),
+				 0);
+		assert_int_equal(base, i * frame);
+		assert_int_equal(e->len, frame);
+		tfs_cache_put(fresh, e);
+	}
+	tfs_store_counters(store, &s0);
+	check_chunk(c, k, fresh, 0);
+	tfs_store_counters(store, &s1);
+	assert_int_equal(s1.gets - s0.gets, 0);
+	assert_int_equal(s1.ranged_gets - s0.ranged_gets, 2); /* frames 0 and 2 */
+	assert_true(s1.bytes_read - s0.bytes_read < c->chunks[k].stored_size * 3 / 4);
+
+	/* Nothing of chunk k + 1 cached: the object, whole. */
+	check_chunk(c, k + 1, fresh, 0);
+	tfs_store_counters(store, &s0);
+	assert_int_equal(s0.gets - s1.gets, 1);
+	assert_int_equal(s0.ranged_gets - s1.ranged_gets, 0);
+
+	/* Frame 0 of chunk k + 2 cached; a byte of frame 3 flipped on the disk. */
+	{
+		struct tfs_cache_entry *e;
+		uint64_t base;
+
+		assert_int_equal(
+			tfs_version_piece_get(vf, fresh, NULL, (size_t)col, k + 2, 5, 1, &e, &base),
+			0);
+		tfs_cache_put(fresh, e);
+	}
+	tfs_object_key(vf->ds, &c->chunks[k + 2].id, key);
+	snprintf(path, sizeof(path), "%s/lake/%s", tmpdir, key);
+	f = fopen(path, "r+b");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, -100, SEEK_END), 0);
+	ch = fgetc(f);
+	assert_int_equal(fseek(f, -100, SEEK_END), 0);
+	fputc(ch ^ 0x10, f);
+	fclose(f);
+	check_chunk(c, k + 2, fresh, -EIO);
+	tfs_cache_destroy(fresh);
+}
+
 /* A chunk is pinned once a list however the batch's rows alternate among chunks, as a shuffled
  * batch's do: here 100 chunks in turn, three times over (more than the last pins a frame is
  * looked for among). */
@@ -662,13 +745,14 @@ static void test_run_on_pool(void **state)
 
 int main(void)
 {
+	/* test_chunk_from_frames last: it damages a chunk, which the process records as bad. */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fixed),	     cmocka_unit_test(test_ragged),
 		cmocka_unit_test(test_text),	     cmocka_unit_test(test_bytes),
 		cmocka_unit_test(test_room),	     cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_pad_bad_rows), cmocka_unit_test(test_small_rows),
 		cmocka_unit_test(test_run_on_pool),  cmocka_unit_test(test_pins_once),
-		cmocka_unit_test(test_frame_runs),
+		cmocka_unit_test(test_frame_runs),   cmocka_unit_test(test_chunk_from_frames),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
