@@ -16,6 +16,10 @@
 
 #include "util.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older C libraries lack the name */
+#endif
+
 #define DEFAULT_SHM_DIR "/dev/shm"
 
 struct host {
@@ -223,7 +227,10 @@ static int host_reuse(void *b, const struct tfs_staging_config *cfg, char *err, 
 
 /* The slot's memory, reserved at its first fill (a slot is filled by one fill at a time): a
  * full tmpfs is then this batch's error, where a gather into a page it cannot back would kill
- * the daemon with SIGBUS. */
+ * the daemon with SIGBUS. Its pages are then mapped here at once: the gather would otherwise take
+ * a fault a 4 KiB page as it first writes each (tmpfs gives no huge pages unless its mount or
+ * the system says so), 56,000 of them for 6 slots of 256 images of 224x224, a fifth of the
+ * daemon's time in a cold epoch of a few thousand images on the 2-core machine. */
 static int host_begin(void *b, unsigned slot, uint8_t **mem)
 {
 	struct host *h = b;
@@ -242,6 +249,8 @@ static int host_begin(void *b, unsigned slot, uint8_t **mem)
 			 strerror(rc));
 		return rc == ENOSPC ? -ENOMEM : -rc;
 	}
+	/* Before Linux 5.14 (EINVAL) the gather's writes fault the pages in as before. */
+	(void)madvise(*mem, (size_t)h->slot_bytes, MADV_POPULATE_WRITE);
 	__atomic_or_fetch(&h->reserved, bit, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -551,6 +552,29 @@ static uint64_t held_bytes(const char *path)
 	return (uint64_t)sb.st_blocks * 512;
 }
 
+/* Bytes of path's pages mapped in this process (its mappings' Rss in /proc/self/smaps). */
+static uint64_t mapped_bytes(const char *path)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	const size_t plen = strlen(path);
+	uint64_t kb, sum = 0;
+	char line[1024];
+	int in = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		const size_t n = strcspn(line, "\n");
+		const char *dash = strchr(line, '-'), *space = strchr(line, ' ');
+
+		if (dash && space && dash < space) /* a mapping's first line: "from-to perms ..." */
+			in = n >= plen && !memcmp(line + n - plen, path, plen);
+		else if (in && sscanf(line, "Rss: %" SCNu64 " kB", &kb) == 1)
+			sum += kb << 10;
+	}
+	fclose(f);
+	return sum;
+}
+
 /* Whether files in dir can be given room ahead (posix_fallocate): what a slot's reservation
  * takes; a file system without it reserves nothing, and the tests below skip. */
 static int dir_reserves(const char *dir)
@@ -593,6 +617,9 @@ static void test_ring_reserved_a_slot_at_a_time(void **state)
 	/* The slot filled is reserved whole (its rows write only its first bytes); no other. */
 	assert_true(held_bytes(loc.path) >= slot_bytes);
 	assert_true(held_bytes(loc.path) < 2 * slot_bytes);
+	/* And mapped whole, so that no write of a gather takes a fault a page. */
+	assert_true(mapped_bytes(loc.path) >= slot_bytes);
+	assert_true(mapped_bytes(loc.path) < 2 * slot_bytes);
 	assert_int_equal(tfs_staging_release(st, (unsigned)slot), 0);
 	tfs_staging_destroy(st);
 }
