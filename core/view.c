@@ -81,7 +81,10 @@ const char tfs_view_readme[] =
 	"    392 MiB (98)          100.0 / 99                 100.0 / 99\n"
 	"\n"
 	"A window as large as the dataset mixes perfectly; each doubling of the window\n"
-	"doubles the classes a stretch can hold and the memory a reader needs. Every rank of\n"
+	"doubles the classes a stretch can hold and the memory a reader needs. Data sorted\n"
+	"by class mixes best stored mixed: import --images DIR --shuffle SEED. The widest\n"
+	"column may be ragged, text or bytes (its data's bytes a row): its rows are then\n"
+	"grouped by the data chunk they start in, read from its offsets. Every rank of\n"
 	"a job must build the same order: mounts with a different cache_mem (one not in the\n"
 	"same power of two) choose another default window, so give such ranks an explicit\n"
 	"block=.\n"
@@ -344,28 +347,123 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 
 /* --- shuffle -------------------------------------------------------------------------------- */
 
-/* The chunk geometry shuffles follow: the widest column's (it dominates what is read). */
-static const struct tfs_column *widest(const struct tfs_manifest *m)
-{
-	const struct tfs_column *best = NULL;
+/* The chunk geometry shuffles follow: the column whose rows hold the most bytes (it dominates
+ * what is read), a fixed column by its row's bytes, a column of another kind (ragged, text,
+ * bytes) by its data part's bytes a row. Rows of the second are grouped by the data chunk their
+ * bytes start in, from its offsets (data_groups); grouping them by the chunks of the offsets
+ * part itself (8 bytes a row: 524,288 rows a 4 MiB chunk, whatever the rows' bytes) made a window
+ * the whole column, and a reader of a view larger than the cache read each chunk many times. */
+struct shuffle_geometry {
+	const struct tfs_column *c; /* the fixed column, or the data part; NULL: none */
+	size_t header;		    /* with a data part: its column */
+	uint64_t chunk_bytes;	    /* a group's bytes */
+};
 
-	for (size_t i = 0; i < m->ncols; i++)
-		if (!best || m->cols[i].row_bytes > best->row_bytes)
-			best = &m->cols[i];
-	return best;
+static struct shuffle_geometry widest(const struct tfs_manifest *m)
+{
+	struct shuffle_geometry g = { NULL, 0, 0 };
+	uint64_t best = 0;
+
+	for (size_t i = 0; i < m->ncols; i++) {
+		const struct tfs_column *c = &m->cols[i], *d;
+		uint64_t bytes;
+
+		if (c->part != TFS_PART_NONE)
+			continue;
+		if (c->kind == TFS_COL_FIXED) {
+			if (g.c && c->row_bytes <= best)
+				continue;
+			g = (struct shuffle_geometry){ c, i,
+						       c->rows_per_chunk
+							       ? c->rows_per_chunk * c->row_bytes
+							       : tfs_column_max_chunk_bytes(c) };
+			best = c->row_bytes;
+			continue;
+		}
+		d = &m->cols[c->data];
+		bytes = m->rows ? d->rows * d->row_bytes / m->rows : 0;
+		if ((g.c && bytes <= best) || !d->nchunks)
+			continue;
+		g = (struct shuffle_geometry){
+			d, i, (d->rows * d->row_bytes + d->nchunks - 1) / d->nchunks
+		};
+		best = bytes;
+	}
+	return g;
 }
 
-/* The group of row r: its chunk in column w (every row its own group without one). */
-static uint64_t group_of(const struct tfs_column *w, uint64_t r)
+/* With a data part: every row's group, the data chunk its bytes start in (a row of no bytes at
+ * the very end: the last chunk), into *out (handed over). The offsets are read through the cache,
+ * a chunk of them at a time, as a reader of the view reads them. A chunk of them damaged for good
+ * (-EIO: every machine finds it so) puts its rows where they would start at the data's mean row
+ * size, and its rows read as bad rows; any other failure fails the view, whose order would
+ * otherwise differ from other machines'. */
+static int data_groups(struct tfs_version *v, struct tfs_cache *cache,
+		       const struct shuffle_geometry *g, uint32_t **out, char *err, size_t err_cap)
 {
-	if (!w)
+	const struct tfs_manifest *m = &v->manifest;
+	const size_t oc = m->cols[g->header].offsets;
+	const struct tfs_column *d = g->c, *o = &m->cols[oc];
+	uint32_t *gr = malloc((m->rows ? m->rows : 1) * sizeof(*gr));
+	int rc = 0;
+
+	*out = NULL;
+	if (!gr || d->nchunks > UINT32_MAX) {
+		free(gr);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < o->nchunks && !rc; k++) {
+		const uint64_t first = tfs_column_chunk_first(o, k);
+		const uint64_t end = first + tfs_column_chunk_rows(o, k) < m->rows
+					     ? first + tfs_column_chunk_rows(o, k)
+					     : m->rows;
+		struct tfs_cache_entry *e = NULL;
+
+		rc = tfs_version_chunk_get(v, cache, oc, k, &e);
+		if (!rc && e->len < (end - first) * sizeof(uint64_t))
+			rc = -EIO;
+		for (uint64_t r = first; r < end && (!rc || rc == -EIO); r++) {
+			uint64_t a;
+
+			if (rc) /* where row r starts at the mean size */
+				a = (uint64_t)((unsigned __int128)r * d->rows / m->rows);
+			else
+				memcpy(&a, e->data + (r - first) * sizeof(a), sizeof(a));
+			a /= d->row_bytes ? d->row_bytes : 1;
+			gr[r] = (uint32_t)(a < d->rows ? tfs_column_chunk_of(d, a)
+						       : d->nchunks - 1);
+		}
+		if (e)
+			tfs_cache_put(cache, e);
+		rc = rc == -EIO ? 0 : rc;
+	}
+	if (rc) {
+		SET_ERR("shuffle: cannot read the offsets of column %s: %s",
+			m->cols[g->header].name, strerror(-rc));
+		free(gr);
+		return rc;
+	}
+	*out = gr;
+	return 0;
+}
+
+/* The group of row r: from groups (a data part's), or its chunk of the fixed column (every row
+ * its own group without a column). */
+static uint64_t group_of(const struct shuffle_geometry *g, const uint32_t *groups, uint64_t r)
+{
+	const struct tfs_column *c = g->c;
+
+	if (groups)
+		return groups[r];
+	if (!c)
 		return r;
-	return w->rows_per_chunk ? r / w->rows_per_chunk : tfs_column_chunk_of(w, r);
+	return c->rows_per_chunk ? r / c->rows_per_chunk : tfs_column_chunk_of(c, r);
 }
 
 /* Block shuffle of rows (ascending on entry) grouped by their chunk of `by`, into out. */
-static int block_shuffle(const uint64_t *rows, uint64_t n, const struct tfs_column *by,
-			 uint64_t block, uint64_t seed, uint64_t epoch, uint64_t *out)
+static int block_shuffle(const uint64_t *rows, uint64_t n, const struct shuffle_geometry *by,
+			 const uint32_t *groups, uint64_t block, uint64_t seed, uint64_t epoch,
+			 uint64_t *out)
 {
 	uint64_t ngroups = 0, *start = NULL, *order = NULL, k = 0, nwin;
 	struct tfs_rng r;
@@ -375,7 +473,7 @@ static int block_shuffle(const uint64_t *rows, uint64_t n, const struct tfs_colu
 	if (!start)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < n; i++)
-		if (i == 0 || group_of(by, rows[i]) != group_of(by, rows[i - 1]))
+		if (i == 0 || group_of(by, groups, rows[i]) != group_of(by, groups, rows[i - 1]))
 			start[ngroups++] = i;
 	start[ngroups] = n;
 	order = malloc((ngroups ? ngroups : 1) * sizeof(*order));
@@ -552,7 +650,8 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 	const uint64_t total = v->manifest.rows;
 	uint64_t *rows = NULL, *order = NULL, n;
 	struct tfs_view *view = NULL;
-	int rc;
+	uint32_t *groups = NULL;
+	int rc = 0;
 
 	if (p->pack)
 		return build_pack(v, cache, p, out, err, err_cap);
@@ -573,15 +672,12 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 			rows[i] = i;
 	}
 	if (p->shuffle) {
-		const struct tfs_column *w = widest(&v->manifest);
-		const uint64_t chunk_bytes = !w			 ? 0
-					     : w->rows_per_chunk ? w->rows_per_chunk * w->row_bytes
-								 : tfs_column_max_chunk_bytes(w);
+		const struct shuffle_geometry w = widest(&v->manifest);
 		uint64_t block = p->block;
 
 		if (!block) {
-			block = chunk_bytes ? default_window(cache) / chunk_bytes
-					    : TFS_VIEW_MAX_BLOCK;
+			block = w.chunk_bytes ? default_window(cache) / w.chunk_bytes
+					      : TFS_VIEW_MAX_BLOCK;
 			block = block < TFS_VIEW_MIN_BLOCK ? TFS_VIEW_MIN_BLOCK : block;
 			block = block > TFS_VIEW_MAX_BLOCK ? TFS_VIEW_MAX_BLOCK : block;
 		}
@@ -590,7 +686,10 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 			rc = -ENOMEM;
 			goto out;
 		}
-		rc = block_shuffle(rows, n, w, block, p->seed, p->epoch, order);
+		if (w.c && w.c->part == TFS_PART_DATA)
+			rc = data_groups(v, cache, &w, &groups, err, err_cap);
+		if (!rc)
+			rc = block_shuffle(rows, n, &w, groups, block, p->seed, p->epoch, order);
 		if (rc)
 			goto out;
 		free(rows);
@@ -605,6 +704,7 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 	}
 out:
 	tfs_view_free(view);
+	free(groups);
 	free(order);
 	free(rows);
 	return rc;
