@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
 #include "source.h"
 #include "util.h"
 
@@ -170,6 +171,29 @@ int tfs_filetree_list(const char *top, int classes, int (*want)(const char *name
 	out->f = w.f; /* freed with it, whatever rc */
 	out->n = w.n;
 	return rc;
+}
+
+int tfs_filetree_shuffle(struct tfs_filetree *t, uint64_t seed)
+{
+	struct tfs_filetree_file *f = malloc(t->n * sizeof(*f) + 1);
+	uint64_t *order = malloc(t->n * sizeof(*order) + 1);
+	struct tfs_rng r;
+
+	if (!f || !order) {
+		free(f);
+		free(order);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->n; i++)
+		order[i] = i;
+	tfs_rng_seed(&r, seed, 0);
+	tfs_rng_shuffle(&r, order, t->n);
+	for (size_t i = 0; i < t->n; i++)
+		f[i] = t->f[order[i]];
+	free(t->f);
+	free(order);
+	t->f = f;
+	return 0;
 }
 
 void tfs_filetree_free(struct tfs_filetree *t)

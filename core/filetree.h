@@ -31,5 +31,8 @@ struct tfs_filetree {
 int tfs_filetree_list(const char *top, int classes, int (*want)(const char *name, const void *arg),
 		      const void *arg, struct tfs_filetree *out);
 void tfs_filetree_free(struct tfs_filetree *t);
+/* Put the files in a random order fixed by seed (tfs_rng_shuffle of their sorted order, epoch 0):
+ * the same tree and seed give the same order on every machine. 0, or -ENOMEM (order unchanged). */
+int tfs_filetree_shuffle(struct tfs_filetree *t, uint64_t seed);
 
 #endif

@@ -86,6 +86,11 @@ struct tfs_images_opts {
 	/* With w and a fit other than pad: a large JPEG is decoded smaller in the DCT domain, as
 	 * PIL's draft("RGB", (w, h)) (tfs_image_decode_draft). Faster; not the exact pixels. */
 	int draft;
+	/* Rows in a random order of the files fixed by shuffle_seed (tfs_filetree_shuffle), not
+	 * sorted: an ImageFolder tree's classes then mix in every chunk, so a view's block shuffle
+	 * mixes them whatever its window. */
+	int shuffle;
+	uint64_t shuffle_seed;
 };
 
 #define TFS_IMPORT_SKIPS_KEPT 8

@@ -162,6 +162,8 @@ int tfs_import_images(struct tfs_store *s, const char *ds, const char *dir,
 	if (rc)
 		goto out;
 	rc = tfs_filetree_list(dir, io->labels, is_image_name, NULL, &ft);
+	if (!rc && io->shuffle)
+		rc = tfs_filetree_shuffle(&ft, io->shuffle_seed);
 	if (rc)
 		goto out;
 	if (!ft.n) {

@@ -18,6 +18,8 @@ static const char usage_text[] =
 	"                                  COL=DIR/ of 1-D integer arrays: token documents\n"
 	"  import URL --images DIR         decode JPEG/PNG files into image, path (and label)\n"
 	"         [--size HxW [--resize | --crop | --pad]] [--labels-from-dirs] [--strict]\n"
+	"         [--shuffle SEED]         rows in a random order of the files (fixed by\n"
+	"                                  SEED), not sorted: classes mixed in every chunk\n"
 	"  import URL --jsonl FILE         JSON Lines: a column per field\n"
 	"         [--fixed COL] [--tokens FIELD[:uint16|uint32] [--eos ID]]\n"
 	"         [--media FIELD=image|video|audio] [--strict]\n"

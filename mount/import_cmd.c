@@ -163,6 +163,7 @@ int tfs_cmd_import(int argc, char **argv)
 		{ "pad", no_argument, NULL, 'D' },
 		{ "draft", no_argument, NULL, 'd' },
 		{ "labels-from-dirs", no_argument, NULL, 'L' },
+		{ "shuffle", required_argument, NULL, 'u' },
 		{ "strict", no_argument, NULL, 's' },
 		{ "jsonl", required_argument, NULL, 'J' },
 		{ "fixed", required_argument, NULL, 'F' },
@@ -321,6 +322,18 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'L':
 			io.labels = 1;
 			break;
+		case 'u': {
+			char *end;
+
+			errno = 0;
+			io.shuffle_seed = strtoull(optarg, &end, 10);
+			if (*end || end == optarg || optarg[0] == '-' || errno) {
+				tfs_err("--shuffle %s: expected a seed, 0 to 2^64 - 1", optarg);
+				return 2;
+			}
+			io.shuffle = 1;
+			break;
+		}
 		case 's':
 			io.strict = 1;
 			break;
@@ -424,6 +437,11 @@ int tfs_cmd_import(int argc, char **argv)
 	if (!o.session != !have_part || (o.session && (o.branch || o.message))) {
 		tfs_err("--session ID and --part I go together, without --branch or -m (they are "
 			"the commit's: tensorfs commit URL --session ID)");
+		return 2;
+	}
+	if (io.shuffle && !images) {
+		tfs_err("--shuffle SEED imports an image tree's files in a random order: give it "
+			"with --images DIR");
 		return 2;
 	}
 	if (io.draft && (!images || !io.w || io.fit == TFS_FIT_PAD)) {

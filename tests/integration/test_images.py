@@ -310,3 +310,42 @@ def test_classes_through_a_write_session(lake, tmp_path):
     p = run_proc(["commit", lake.ds_url("d"), "--session", "t", "--parts", "1"])
     assert p.returncode != 0 and "label 0 is class 'cat' there, 'bee' here" in p.stderr, p.stderr
     assert lake.snapshot("d") == before
+
+
+def test_images_shuffled_by_seed(lake, mount, tmp_path):
+    """--shuffle SEED: rows in a random order of the files, the same for the same seed whatever
+    the threads, another for another seed; each row the image, path and label the sorted import
+    gives that file, and an ImageFolder tree's classes mixed from the first rows on. A bad seed,
+    or --shuffle without --images, is refused and changes nothing."""
+    root = tmp_path / "tree"
+    rng = np.random.default_rng(4)
+    for c in range(6):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(8):
+            Image.fromarray(synthetic(rng, 20 + i, 24)).save(root / f"class{c}" / f"{i}.jpg")
+    opts = ("--images", root, "--size", "16x16", "--labels-from-dirs", "--chunk-size", "4k")
+    for name, more in (("s", ()), ("h1", ("--threads", "1")), ("h3", ("--threads", "3")),
+                       ("h9", ("--threads", "2"))):
+        lake.create(name)
+        lake.import_(name, {}, *opts, *more, *(("--shuffle", "9" if name == "h9" else "7")
+                                               if name != "s" else ()))
+    assert lake.chunk_ids("h1") == lake.chunk_ids("h3")
+    m = mount(lake)
+    s, h, h9 = (tensorfs.open(m.path / d / "main") for d in ("s", "h1", "h9"))
+    ps, ph = list(s["path"]), list(h["path"])
+    assert ps == sorted(ps) and ph != ps and sorted(ph) == ps
+    assert list(h9["path"]) != ph and sorted(h9["path"]) == ps
+    at = {p: i for i, p in enumerate(ps)}
+    for i, p in enumerate(ph):
+        assert h["label"][i] == s["label"][at[p]], p
+        assert np.array_equal(h["image"][i], s["image"][at[p]]), p
+    assert len(set(s["label"][:12].tolist())) == 2  # sorted: class by class
+    assert len(set(h["label"][:12].tolist())) >= 4  # shuffled: most classes at once
+
+    before = lake.snapshot("s")
+    for bad, says in ((("--images", root, "--shuffle", "7x"), "--shuffle 7x: expected a seed"),
+                      (("x=" + str(tmp_path / "none.npy"), "--shuffle", "7"),
+                       "give it with --images DIR")):
+        p = run_proc(["import", lake.ds_url("s"), *map(str, bad)])
+        assert p.returncode == 2 and says in p.stderr, p.stderr
+    assert lake.snapshot("s") == before
