@@ -140,6 +140,20 @@ static int import_one(const char *url, const struct one_source *src,
 	return rc;
 }
 
+/* An option's value that must be a decimal number of 64 bits; -1 (said) when it is not. */
+static int u64_arg(const char *opt, const char *arg, const char *what, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(arg, &end, 10);
+	if (*end || end == arg || arg[0] == '-' || errno) {
+		tfs_err("%s %s: expected %s", opt, arg, what);
+		return -1;
+	}
+	return 0;
+}
+
 /* Whether --jsonl's --media fields decode pixels (images or video frames). */
 static int pixel_fields(const struct tfs_media_fields *mf)
 {
@@ -322,18 +336,11 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'L':
 			io.labels = 1;
 			break;
-		case 'u': {
-			char *end;
-
-			errno = 0;
-			io.shuffle_seed = strtoull(optarg, &end, 10);
-			if (*end || end == optarg || optarg[0] == '-' || errno) {
-				tfs_err("--shuffle %s: expected a seed, 0 to 2^64 - 1", optarg);
+		case 'u':
+			if (u64_arg("--shuffle", optarg, "a seed, 0 to 2^64 - 1", &io.shuffle_seed))
 				return 2;
-			}
 			io.shuffle = 1;
 			break;
-		}
 		case 's':
 			io.strict = 1;
 			break;
@@ -355,18 +362,11 @@ int tfs_cmd_import(int argc, char **argv)
 		case 'T':
 			tokens = optarg;
 			break;
-		case 'O': {
-			char *end;
-
-			errno = 0;
-			o.eos = strtoull(optarg, &end, 10);
-			if (*end || end == optarg || optarg[0] == '-' || errno) {
-				tfs_err("--eos %s: expected a token id", optarg);
+		case 'O':
+			if (u64_arg("--eos", optarg, "a token id", &o.eos))
 				return 2;
-			}
 			have_eos = 1;
 			break;
-		}
 		case 'V':
 		case 'A':
 			media = opt;
