@@ -157,6 +157,10 @@ struct tfs_media_opts {
 	double clip_s, stride_s;  /* audio: seconds a clip (0: a file a row), seconds between */
 	int labels;		  /* one tree of class directories: a label column */
 	int strict;
+	/* One tree's files in a random order fixed by shuffle_seed (tfs_filetree_shuffle), as
+	 * tfs_images_opts's: each file's rows (its clips) stay together. */
+	int shuffle;
+	uint64_t shuffle_seed;
 };
 
 /* Import video (or audio) files: the sources are files or directories walked in sorted order

@@ -305,14 +305,21 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 		}
 		ad.root = sources[0];
 		rc = tfs_filetree_list(sources[0], 1, wanted, &mo->video, &ft);
+		if (!rc && mo->shuffle)
+			rc = tfs_filetree_shuffle(&ft, mo->shuffle_seed);
 		if (!rc)
 			rc = add_tree(&ft, sources[0], &fs);
 		res->classes = ft.nclasses;
 	} else if (nsources == 1 && is_tree(sources[0], mo->video)) {
 		ad.root = sources[0];
 		rc = tfs_filetree_list(sources[0], 0, wanted, &mo->video, &ft);
+		if (!rc && mo->shuffle)
+			rc = tfs_filetree_shuffle(&ft, mo->shuffle_seed);
 		if (!rc)
 			rc = add_tree(&ft, sources[0], &fs);
+	} else if (mo->shuffle) {
+		tfs_err("--shuffle orders one directory's files: give one directory");
+		rc = -EINVAL;
 	} else {
 		for (size_t i = 0; !rc && i < nsources; i++)
 			rc = walk(sources[i], mo->video, &fs);

@@ -439,9 +439,9 @@ int tfs_cmd_import(int argc, char **argv)
 			"the commit's: tensorfs commit URL --session ID)");
 		return 2;
 	}
-	if (io.shuffle && !images) {
-		tfs_err("--shuffle SEED imports an image tree's files in a random order: give it "
-			"with --images DIR");
+	if (io.shuffle && !images && !media) {
+		tfs_err("--shuffle SEED imports a tree's files in a random order: give it with "
+			"--images DIR, --video DIR or --audio DIR");
 		return 2;
 	}
 	if (io.draft && (!images || !io.w || io.fit == TFS_FIT_PAD)) {
@@ -457,6 +457,8 @@ int tfs_cmd_import(int argc, char **argv)
 		mo.vo.fit = io.fit;
 		mo.labels = io.labels;
 		mo.strict = io.strict;
+		mo.shuffle = io.shuffle;
+		mo.shuffle_seed = io.shuffle_seed;
 		if (mo.video) {
 			mo.clip = (uint64_t)clip;
 			mo.stride = stride ? (uint64_t)stride : mo.clip;

@@ -382,3 +382,23 @@ def test_long_files_equal_ffmpeg_from_their_spool(lake, mount, tmp_path):
     assert clips.shape == (119, 72000, 2)
     for i in range(len(clips)):
         assert np.array_equal(clips[i], samples[i * 48000:i * 48000 + 72000]), i
+
+
+def test_video_tree_shuffled_by_seed(lake, mount, media):
+    """--video DIR --shuffle SEED: the tree's files in a random order fixed by the seed (each
+    file's rows as the sorted import has them); several sources cannot be shuffled."""
+    opts = ("--video", media / "turned", "--size", "16x16")
+    for ds, more in (("s", ()), ("h", ("--shuffle", "3"))):
+        lake.create(ds)
+        lake.import_(ds, {}, *opts, *more)
+    m = mount(lake)
+    s, h = (tensorfs.open(m.path / ds / "main") for ds in ("s", "h"))
+    ps, ph = list(s["path"]), list(h["path"])
+    assert ps == sorted(ps) and ph != ps and sorted(ph) == ps
+    for i, p in enumerate(ph):
+        assert np.array_equal(h["video"][i], s["video"][ps.index(p)]), p
+    before = lake.snapshot("s")
+    p = lake.import_("s", {}, "--video", media / "turned", media / "mkv", "--shuffle", "3",
+                     check=False)
+    assert p.returncode != 0 and "--shuffle orders one directory's files" in p.stderr, p.stderr
+    assert lake.snapshot("s") == before
