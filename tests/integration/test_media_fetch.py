@@ -208,10 +208,13 @@ def quick_to_fail(monkeypatch):
     monkeypatch.setenv("TENSORFS_HTTP_RETRIES", "1")
 
 
-def stop_once_answering(web, p, what):
-    """Stop web once it has answered a GET of the running import p."""
+def stop_once_answering(web, p, what, suffix):
+    """Stop web once it has answered a GET of a file whose name ends in suffix, for the running
+    import p: not the tree's listing or the JSON Lines file before it, whose reply may still be
+    on its way when the server stops (the import then fails there, before any media file)."""
     end = time.monotonic() + 30
-    while not any(req.startswith("GET") for _, _, _, _, req, _ in web.access_log()):
+    while not any(req.startswith("GET") and req.split(" ")[1].endswith(suffix)
+                  for _, _, _, _, req, _ in web.access_log()):
         assert p.poll() is None and time.monotonic() < end, f"no GET of {what} was answered"
         time.sleep(0.005)
     web.stop()
@@ -248,7 +251,7 @@ def test_a_fetch_that_fails_fails_the_import(lake, tmp_path, monkeypatch, kind):
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
-        stop_once_answering(web, p, kind)
+        stop_once_answering(web, p, kind, ".mp4" if kind == "video" else ".png")
     finally:
         web.stop()
     _, err = p.communicate(timeout=60)
