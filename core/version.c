@@ -122,7 +122,8 @@ static int load_chunk(void *arg, const struct tfs_id *id, uint8_t **data, size_t
 	}
 	/* Frames a reader that jumped left cached are not read again (a cold shuffled epoch reads
 	 * its first batches' rows as frames, and then their chunks whole). */
-	if (!tfs_version_chunk_from_frames(l->v, l->cache, c, l->k, p, raw))
+	rc = tfs_version_chunk_from_frames(l->v, l->cache, c, l->k, p, raw);
+	if (!rc)
 		goto done;
 	obj.data = tfs_cache_alloc(l->cache, (size_t)c->chunks[l->k].stored_size + 1, &obj.cap);
 	if (!obj.data) {
