@@ -282,19 +282,6 @@ whole:
 	return tfs_version_chunk_get(v, cache, col, k, e);
 }
 
-/* Frame i's stored bytes src into dst: checked, and decoded unless kept as they are. */
-static int frame_into(const struct tfs_frames *t, uint32_t i, const uint8_t *src, uint8_t *dst)
-{
-	int rc;
-
-	if (!t->f[i].stored)
-		return tfs_frame_decode(t, i, src, dst);
-	rc = tfs_frame_check(t, i, src);
-	if (!rc)
-		memcpy(dst, src, t->f[i].raw);
-	return rc;
-}
-
 /* Copy the cached frames of p's chunk into dst, marking each in have; returns how many. */
 static uint32_t copy_cached_frames(const struct piece_ctx *p, uint8_t *dst, uint8_t *have)
 {
@@ -361,8 +348,8 @@ int tfs_version_chunk_from_frames(struct tfs_version *v, struct tfs_cache *cache
 		got = read_range(&p, f[i].off, run, bytes);
 		rc = got < 0 ? (int)got : 0;
 		for (uint32_t m = i; !rc && m <= j; m++)
-			rc = frame_into(p.t, m, run + (f[m].off - f[i].off),
-					dst + (uint64_t)m * p.t->frame_raw);
+			rc = tfs_frame_decode(p.t, m, run + (f[m].off - f[i].off),
+					      dst + (uint64_t)m * p.t->frame_raw);
 	}
 out:
 	tfs_cache_release(cache, run, cap);
