@@ -296,27 +296,21 @@ int tfs_import_media(struct tfs_store *s, const char *ds, const char *const *sou
 	rc = tfs_txn_begin(&t, s, ds, o);
 	if (rc)
 		goto out;
-	if (mo->labels) {
-		/* One tree of class directories, numbered as torchvision's DatasetFolder does. */
-		if (nsources != 1) {
-			tfs_err("--labels-from-dirs takes one directory of class directories");
-			rc = -EINVAL;
-			goto out;
-		}
+	if (mo->labels && nsources != 1) {
+		tfs_err("--labels-from-dirs takes one directory of class directories");
+		rc = -EINVAL;
+		goto out;
+	}
+	if (mo->labels || (nsources == 1 && is_tree(sources[0], mo->video))) {
+		/* One tree; with labels, of class directories numbered as torchvision's
+		 * DatasetFolder does. */
 		ad.root = sources[0];
-		rc = tfs_filetree_list(sources[0], 1, wanted, &mo->video, &ft);
+		rc = tfs_filetree_list(sources[0], mo->labels, wanted, &mo->video, &ft);
 		if (!rc && mo->shuffle)
 			rc = tfs_filetree_shuffle(&ft, mo->shuffle_seed);
 		if (!rc)
 			rc = add_tree(&ft, sources[0], &fs);
 		res->classes = ft.nclasses;
-	} else if (nsources == 1 && is_tree(sources[0], mo->video)) {
-		ad.root = sources[0];
-		rc = tfs_filetree_list(sources[0], 0, wanted, &mo->video, &ft);
-		if (!rc && mo->shuffle)
-			rc = tfs_filetree_shuffle(&ft, mo->shuffle_seed);
-		if (!rc)
-			rc = add_tree(&ft, sources[0], &fs);
 	} else if (mo->shuffle) {
 		tfs_err("--shuffle orders one directory's files: give one directory");
 		rc = -EINVAL;
