@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* cache: a byte-budgeted memory cache of decoded chunks with refcounted get/put, sharded locking,
- * LRU eviction, one load per key however many readers miss on it at once, and prefetch loads. */
+ * LRU eviction, one load per key however many readers miss on it at once, and prefetch loads.
+ * What stays is decided here; the buffers come from cachebuf.c. */
 #include "cache.h"
 
 #include <assert.h>
@@ -8,12 +9,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
-#include "arena.h"
+#include "cachebuf.h"
 #include "cacheplan.h"
 #include "idmap.h"
-#include "slab.h"
 
 #define NSHARDS 16
 
@@ -41,8 +40,8 @@ struct shard {
 	struct tfs_idmap map;  /* protected by lock */
 	struct entry lru;      /* sentinel: lru.lru_next is the most recently used */
 	uint64_t bytes;	       /* protected by lock */
-	uint64_t cold;	       /* tick of its least recently used entry, UINT64_MAX for none; written
-				* under lock, read without (atomic) */
+	uint64_t cold; /* tick of its least recently used entry, UINT64_MAX for none; written
+			* under lock, read without (atomic) */
 };
 
 /* Counters, updated with relaxed atomics outside any lock. */
@@ -51,28 +50,13 @@ struct counters {
 	uint64_t prefetch_loads, prefetch_hits, prefetch_wasted, prefetch_pending;
 };
 
-/* A free buffer in the pool; the header lives in the buffer itself. */
-struct pbuf {
-	struct pbuf *next;
-	size_t cap;
-};
-
 struct tfs_cache {
 	struct shard shards[NSHARDS];
-	pthread_mutex_t pool_lock;
-	struct pbuf *pool;   /* protected by pool_lock */
-	uint64_t pool_bytes; /* protected by pool_lock */
-	uint64_t pool_max;
-	uint64_t pool_reuses;	 /* protected by pool_lock */
-	struct tfs_slabs *slabs; /* buffers of tfs_cache_alloc_small; locks itself */
-	/* Decoded chunks' buffers once started (tfs_cache_arena_start); set once, then read
-	 * without a lock (atomic); locks itself. */
-	struct tfs_arena *arena;
-	pthread_mutex_t arena_lock; /* serialises tfs_cache_arena_start */
+	struct tfs_cachebuf *buf; /* the entries' buffers; locks itself */
 	uint64_t budget;
-	uint64_t total;	       /* bytes over all shards; atomic */
-	uint64_t clock;	       /* twice the loads finished: entries' time of last use; atomic */
-	struct counters n;     /* atomic */
+	uint64_t total;	   /* bytes over all shards; atomic */
+	uint64_t clock;	   /* twice the loads finished: entries' time of last use; atomic */
+	struct counters n; /* atomic */
 	/* Eviction by readers' plans (cacheplan.c). Lock order: a shard's lock, then plans_lock. */
 	int by_plans; /* atomic */
 	pthread_mutex_t plans_lock;
@@ -101,147 +85,46 @@ int tfs_cache_create(uint64_t budget, struct tfs_cache **out)
 		s->lru.lru_next = s->lru.lru_prev = &s->lru;
 		s->cold = UINT64_MAX;
 	}
-	if (tfs_slabs_create(&c->slabs)) {
+	if (tfs_cachebuf_create(budget, &c->buf)) {
 		for (unsigned i = 0; i < NSHARDS; i++)
 			tfs_idmap_free(&c->shards[i].map);
 		free(c);
 		return -ENOMEM;
 	}
 	c->budget = budget;
-	pthread_mutex_init(&c->pool_lock, NULL);
 	pthread_mutex_init(&c->plans_lock, NULL);
-	pthread_mutex_init(&c->arena_lock, NULL);
-	c->pool_max = budget / 8 < (32u << 20) ? budget / 8 : (32u << 20);
 	*out = c;
 	return 0;
 }
 
-/* Size classes: 64 KiB steps below 1 MiB, 1 MiB steps above, so chunks of one column (and their
- * compressed objects, give or take) share buffers. */
-static size_t size_class(size_t len)
-{
-	size_t step = len < (1u << 20) ? (64u << 10) : (1u << 20);
-
-	return (len + step - 1) / step * step;
-}
-
-#define HUGE_PAGE (2u << 20)
-
-/* Buffers of whole huge pages are aligned and marked for transparent huge pages: a cold scan
- * faults in every chunk buffer once, and 2 MiB pages take 512 times fewer faults than 4 KiB. */
-static void *alloc_huge(size_t len)
-{
-	void *p;
-
-	if (len < HUGE_PAGE)
-		return malloc(len);
-	if (posix_memalign(&p, HUGE_PAGE, len))
-		return NULL;
-	(void)madvise(p, len & ~((size_t)HUGE_PAGE - 1), MADV_HUGEPAGE);
-	return p;
-}
-
 void *tfs_cache_alloc(struct tfs_cache *c, size_t len, size_t *cap)
 {
-	const size_t want = size_class(len ? len : 1);
-	struct pbuf **pp, *b = NULL;
-
-	pthread_mutex_lock(&c->pool_lock);
-	for (pp = &c->pool; *pp; pp = &(*pp)->next)
-		if ((*pp)->cap == want) {
-			b = *pp;
-			*pp = b->next;
-			c->pool_bytes -= b->cap;
-			c->pool_reuses++;
-			break;
-		}
-	pthread_mutex_unlock(&c->pool_lock);
-	if (!b)
-		b = alloc_huge(want);
-	if (b && cap)
-		*cap = want;
-	return b;
+	return tfs_cachebuf_alloc(c->buf, len, cap);
 }
-
-/* The capacity tfs_cache_alloc_small reports for a slab buffer: its size with this bit set. */
-#define CAP_SLAB ((size_t)1 << (sizeof(size_t) * 8 - 1))
 
 void *tfs_cache_alloc_small(struct tfs_cache *c, size_t len, size_t *cap)
 {
-	const size_t size = tfs_slab_size(len);
-	void *p;
-
-	if (!size)
-		return tfs_cache_alloc(c, len, cap);
-	p = tfs_slab_alloc(c->slabs, size);
-	if (p && cap)
-		*cap = size | CAP_SLAB;
-	return p;
+	return tfs_cachebuf_alloc_small(c->buf, len, cap);
 }
 
 void *tfs_cache_alloc_decoded(struct tfs_cache *c, size_t len, size_t *cap)
 {
-	struct tfs_arena *a = __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
-	void *p = a ? tfs_arena_alloc(a, len, cap) : NULL;
-
-	return p ? p : tfs_cache_alloc_small(c, len, cap);
+	return tfs_cachebuf_alloc_decoded(c->buf, len, cap);
 }
 
 int tfs_cache_arena_start(struct tfs_cache *c, uint64_t bytes, uint8_t **base, uint64_t *len)
 {
-	struct tfs_arena *a;
-	int rc = 0;
-
-	pthread_mutex_lock(&c->arena_lock);
-	a = __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
-	if (!a) {
-		if (!bytes)
-			bytes = c->budget + c->budget / 4 + (64u << 20);
-		rc = tfs_arena_create(bytes, &a);
-		if (!rc)
-			__atomic_store_n(&c->arena, a, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&c->arena_lock);
-	if (!rc)
-		tfs_arena_span(a, base, len);
-	return rc;
+	return tfs_cachebuf_arena_start(c->buf, bytes, base, len);
 }
 
 int tfs_cache_in_arena(const struct tfs_cache *c, const void *p)
 {
-	return tfs_arena_owns(__atomic_load_n(&c->arena, __ATOMIC_ACQUIRE), p);
+	return tfs_cachebuf_in_arena(c->buf, p);
 }
 
 void tfs_cache_release(struct tfs_cache *c, void *p, size_t cap)
 {
-	struct tfs_arena *a = __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
-	struct pbuf *b = p;
-
-	if (!p)
-		return;
-	if (tfs_arena_owns(a, p)) {
-		tfs_arena_free(a, p);
-		return;
-	}
-	if (cap & CAP_SLAB) {
-		tfs_slab_free(c->slabs, p);
-		return;
-	}
-	/* Only whole size classes go back: anything else came from elsewhere. */
-	if (cap < sizeof(*b) || cap != size_class(cap)) {
-		free(p);
-		return;
-	}
-	pthread_mutex_lock(&c->pool_lock);
-	if (c->pool_bytes + cap <= c->pool_max) {
-		b->cap = cap;
-		b->next = c->pool;
-		c->pool = b;
-		c->pool_bytes += cap;
-		b = NULL;
-	}
-	pthread_mutex_unlock(&c->pool_lock);
-	free(b);
+	tfs_cachebuf_release(c->buf, p, cap);
 }
 
 static void free_entry(struct tfs_cache *c, struct entry *e)
@@ -272,16 +155,7 @@ void tfs_cache_destroy(struct tfs_cache *c)
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->loaded);
 	}
-	while (c->pool) {
-		struct pbuf *b = c->pool;
-
-		c->pool = b->next;
-		free(b);
-	}
-	tfs_slabs_destroy(c->slabs); /* after the entries, whose buffers go back to it */
-	tfs_arena_destroy(c->arena);
-	pthread_mutex_destroy(&c->arena_lock);
-	pthread_mutex_destroy(&c->pool_lock);
+	tfs_cachebuf_destroy(c->buf); /* after the entries, whose buffers go back to it */
 	pthread_mutex_destroy(&c->plans_lock);
 	free(c);
 }
@@ -760,6 +634,8 @@ uint64_t tfs_cache_budget(const struct tfs_cache *c)
 
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 {
+	struct tfs_cachebuf_stats bs;
+
 	memset(st, 0, sizeof(*st));
 	st->hits = __atomic_load_n(&c->n.hits, __ATOMIC_RELAXED);
 	st->misses = __atomic_load_n(&c->n.misses, __ATOMIC_RELAXED);
@@ -784,16 +660,10 @@ void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 	for (struct tfs_cache_plan *p = c->plans; p; p = tfs_cache_plan_next(p))
 		st->plans++;
 	pthread_mutex_unlock(&c->plans_lock);
-	pthread_mutex_lock(&c->pool_lock);
-	st->pool_bytes = c->pool_bytes;
-	st->pool_reuses = c->pool_reuses;
-	pthread_mutex_unlock(&c->pool_lock);
-	if (__atomic_load_n(&c->arena, __ATOMIC_ACQUIRE)) {
-		struct tfs_arena_stats as;
-
-		tfs_arena_stats(c->arena, &as);
-		st->arena_bytes = as.bytes;
-		st->arena_used = as.used;
-		st->arena_full = as.full;
-	}
+	tfs_cachebuf_stats(c->buf, &bs);
+	st->pool_bytes = bs.pool_bytes;
+	st->pool_reuses = bs.pool_reuses;
+	st->arena_bytes = bs.arena_bytes;
+	st->arena_used = bs.arena_used;
+	st->arena_full = bs.arena_full;
 }
