@@ -55,6 +55,7 @@ struct tfs_cache {
 	struct tfs_cachebuf *buf; /* the entries' buffers; locks itself */
 	uint64_t budget;
 	uint64_t total;	   /* bytes over all shards; atomic */
+	uint64_t pinned;   /* bytes of loaded entries a reader holds; atomic */
 	uint64_t clock;	   /* twice the loads finished: entries' time of last use; atomic */
 	struct counters n; /* atomic */
 	/* Eviction by readers' plans (cacheplan.c). Lock order: a shard's lock, then plans_lock. */
@@ -428,6 +429,13 @@ static void shrink(struct tfs_cache *c)
 	free_list(c, freed);
 }
 
+/* A reference to e dropped, under its shard's lock. */
+static void unref(struct tfs_cache *c, struct entry *e)
+{
+	if (--e->refs == 0 && e->state == READY)
+		__atomic_sub_fetch(&c->pinned, e->pub.len, __ATOMIC_RELAXED);
+}
+
 /* Mark a reader's first use of an entry; called with its shard lock held. */
 static void first_use(struct tfs_cache *c, struct entry *e)
 {
@@ -460,6 +468,7 @@ static int finish_load(struct tfs_cache *c, struct shard *s, struct entry *e, in
 	e->state = READY;
 	s->bytes += len;
 	__atomic_add_fetch(&c->total, len, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&c->pinned, len, __ATOMIC_RELAXED); /* the loader's reference */
 	COUNT(c, bytes_loaded, len);
 	if (e->prefetched)
 		__atomic_add_fetch(&c->n.prefetch_pending, len, __ATOMIC_RELAXED);
@@ -485,7 +494,7 @@ static int run_load(struct tfs_cache *c, unsigned idx, struct entry *e, tfs_cach
 	pthread_mutex_lock(&s->lock);
 	over = finish_load(c, s, e, rc, data, len, cap, &freed);
 	if (!rc && !keep_ref)
-		e->refs--; /* readers that joined the load hold their own */
+		unref(c, e); /* readers that joined the load hold their own */
 	pthread_mutex_unlock(&s->lock);
 	if (freed)
 		free_entry(c, freed);
@@ -501,7 +510,8 @@ static int pin_found(struct tfs_cache *c, struct shard *s, struct entry *e,
 	struct entry *freed = NULL;
 	int rc;
 
-	e->refs++;
+	if (e->refs++ == 0 && e->state == READY)
+		__atomic_add_fetch(&c->pinned, e->pub.len, __ATOMIC_RELAXED);
 	first_use(c, e);
 	if (e->state == LOADING) {
 		const uint64_t w0 = tfs_now_ns();
@@ -578,7 +588,7 @@ void tfs_cache_put(struct tfs_cache *c, struct tfs_cache_entry *pub)
 
 	pthread_mutex_lock(&s->lock);
 	assert(e->refs > 0 && e->state == READY);
-	e->refs--;
+	unref(c, e);
 	over = e->refs == 0 && __atomic_load_n(&c->total, __ATOMIC_RELAXED) > c->budget;
 	pthread_mutex_unlock(&s->lock);
 	/* e may be evicted and freed by another thread from here on. */
@@ -625,6 +635,13 @@ int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key)
 uint64_t tfs_cache_prefetch_pending(struct tfs_cache *c)
 {
 	return __atomic_load_n(&c->n.prefetch_pending, __ATOMIC_RELAXED);
+}
+
+int tfs_cache_room_ahead(struct tfs_cache *c, uint64_t bytes)
+{
+	return __atomic_load_n(&c->pinned, __ATOMIC_RELAXED) +
+		       __atomic_load_n(&c->n.prefetch_pending, __ATOMIC_RELAXED) + bytes <=
+	       c->budget;
 }
 
 uint64_t tfs_cache_budget(const struct tfs_cache *c)

@@ -81,6 +81,11 @@ void tfs_cache_plan_end(struct tfs_cache *c, struct tfs_cache_plan *p);
 /* Bytes loaded ahead and not used yet (tfs_cache_stats's prefetch_pending) without the shard
  * locks tfs_cache_stats takes to count entries: cheap enough for every prefetch decision. */
 uint64_t tfs_cache_prefetch_pending(struct tfs_cache *c);
+/* Whether bytes more loaded ahead fit beside the entries readers hold (pinned) and those loaded
+ * ahead and not used yet; likewise without the shard locks. Past that, a load ahead can only make
+ * room by evicting what a reader holds next or another load ahead, to be loaded again: a view's
+ * reader holds a chunk of every row of its window, and at a window's end those of two. */
+int tfs_cache_room_ahead(struct tfs_cache *c, uint64_t bytes);
 
 /* Buffers for decoded chunks and fetched objects. Freed buffers are kept in a small bounded pool
  * (an eighth of the budget, at most 32 MiB) and handed out again, so steady-state loads neither

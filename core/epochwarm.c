@@ -142,7 +142,13 @@ static int warm_run(struct tfs_work *work)
 	if (!rc && w->l->evict_min)
 		warm_plan(w, lv, header != SIZE_MAX ? sp : NULL);
 	for (size_t i = 0; !rc && i < n && bytes < budget && w->l->prefetch; i++) {
-		bytes += tfs_column_chunk_rows(c, ks[i]) * c->row_bytes;
+		const uint64_t chunk = tfs_column_chunk_rows(c, ks[i]) * c->row_bytes;
+
+		/* This epoch's reader holds its last window: the next one's loads stop where they
+		 * would evict it. */
+		if (!tfs_cache_room_ahead(w->l->cache, chunk))
+			break;
+		bytes += chunk;
 		if (tfs_version_chunk_prefetch(w->v, w->l->cache, w->col, ks[i]) == 1)
 			loaded++;
 	}

@@ -209,7 +209,8 @@ static int schedule(struct tfs_stream *st, size_t k, int index)
 	struct job *j;
 
 	pthread_mutex_lock(&pf->lock);
-	if (pf->queued_bytes + pending + bytes > pf->max_ahead) {
+	if (pf->queued_bytes + pending + bytes > pf->max_ahead ||
+	    !tfs_cache_room_ahead(pf->cache, pf->queued_bytes + bytes)) {
 		pf->st.throttled++;
 		pthread_mutex_unlock(&pf->lock);
 		return -ENOSPC;
@@ -322,6 +323,22 @@ static struct run *run_new(struct tfs_stream *st)
 	return r;
 }
 
+/* Chunks to keep loading ahead of a run at most window, and for a view as many as fit the cache
+ * beside those its read holds: a read of a view takes rows of every chunk of its shuffle window,
+ * first to last, and at a window's end of two windows. Loads past that would evict chunks the
+ * reader needs before them (one chunk is left for frame indexes and other columns). */
+static size_t ahead_of(const struct tfs_stream *st, size_t window, size_t first, size_t last,
+		       uint64_t chunk_bytes)
+{
+	uint64_t fit, held;
+
+	if (!st->order || last < first || !chunk_bytes)
+		return window;
+	fit = tfs_cache_budget(st->pf->cache) / chunk_bytes;
+	held = last - first + 2;
+	return fit <= held ? 0 : fit - held < window ? (size_t)(fit - held) : window;
+}
+
 /* Run r is sequential: whole chunks serve it. window chunks ahead load from now on (0: from its
  * next chunk on). */
 static void run_sequential(struct tfs_stream *st, struct run *r, size_t window)
@@ -426,7 +443,7 @@ int tfs_stream_access(struct tfs_stream *st, uint64_t first_row, uint64_t last_r
 		       !schedule(st, chunk_at(st, r->scheduled_lo - 1), 0))
 			r->scheduled_lo--;
 	} else {
-		end = r->pos + 1 + r->window;
+		end = r->pos + 1 + ahead_of(st, r->window, first, last, chunk_bytes);
 		if (end > st->n)
 			end = st->n;
 		/* Positions after the first that this read touches are needed now too: a read of

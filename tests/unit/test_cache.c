@@ -324,6 +324,43 @@ static void test_prefetch_counters(void **state)
 	tfs_cache_destroy(c);
 }
 
+/* Room ahead: the budget less the entries readers hold and those loaded ahead and not used yet.
+ * A hold counts once however many readers hold the entry, a failed load adds nothing, and the
+ * last put gives it back. */
+static void test_room_ahead(void **state)
+{
+	struct tfs_cache *c;
+	struct tfs_cache_entry *e1, *e2, *again;
+	struct loader l = { 0 }, bad = { .fail = 1 };
+	struct tfs_id k1 = key_of(1), k2 = key_of(2), k3 = key_of(3);
+
+	(void)state;
+	assert_int_equal(tfs_cache_create(4 * CHUNK, &c), 0);
+	assert_true(tfs_cache_room_ahead(c, 4 * CHUNK));
+	assert_false(tfs_cache_room_ahead(c, 4 * CHUNK + 1));
+	assert_int_equal(tfs_cache_get(c, &k1, load, &l, &e1), 0);
+	assert_true(tfs_cache_room_ahead(c, 3 * CHUNK));
+	assert_false(tfs_cache_room_ahead(c, 3 * CHUNK + 1));
+	assert_int_equal(tfs_cache_get(c, &k1, load, &l, &again), 0); /* a second hold */
+	assert_false(tfs_cache_room_ahead(c, 3 * CHUNK + 1));
+	assert_int_equal(tfs_cache_prefetch(c, &k2, load, &l), 1);
+	assert_true(tfs_cache_room_ahead(c, 2 * CHUNK));
+	assert_false(tfs_cache_room_ahead(c, 2 * CHUNK + 1));
+	assert_int_equal(tfs_cache_get(c, &k3, load, &bad, &e2), -EIO);
+	assert_true(tfs_cache_room_ahead(c, 2 * CHUNK));
+	tfs_cache_put(c, again);
+	assert_false(tfs_cache_room_ahead(c, 2 * CHUNK + 1)); /* k1 is still held */
+	tfs_cache_put(c, e1);
+	assert_true(tfs_cache_room_ahead(c, 3 * CHUNK));
+	/* Used at last: no longer ahead, held instead. */
+	assert_int_equal(tfs_cache_get(c, &k2, load, &l, &e2), 0);
+	assert_false(tfs_cache_room_ahead(c, 3 * CHUNK + 1));
+	tfs_cache_put(c, e2);
+	assert_true(tfs_cache_room_ahead(c, 4 * CHUNK));
+	assert_int_equal(l.loads, 2);
+	tfs_cache_destroy(c);
+}
+
 /* Pool buffers are reused, bounded, and entries loaded into them go back on eviction. */
 static void test_buffer_pool(void **state)
 {
@@ -487,6 +524,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_readers_under_pressure),
 		cmocka_unit_test(test_one_load_per_key),
 		cmocka_unit_test(test_prefetch_counters),
+		cmocka_unit_test(test_room_ahead),
 		cmocka_unit_test(test_buffer_pool),
 		cmocka_unit_test(test_evict_by_plan),
 		cmocka_unit_test(test_evict_by_plan_in_batches),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of core/prefetch's runs against a real lake: a scan's parallel reads that arrive out
  * of order are served whole chunks and load no frame index; a column's frame indexes are asked
- * for, once, when its reader reads at random. */
+ * for, once, when its reader reads at random; a view's loads ahead fit the cache beside what its
+ * read holds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "cache.h"
 #include "import.h"
 #include "prefetch.h"
 #include "store.h"
@@ -132,6 +134,55 @@ static void test_reader_at_random_loads_every_index_once(void **state)
 	tfs_stream_destroy(st);
 }
 
+static uint64_t scheduled(struct tfs_prefetcher *p)
+{
+	struct tfs_prefetch_stats s;
+
+	tfs_prefetcher_stats(p, &s);
+	return s.scheduled;
+}
+
+/* A view's read takes rows of every chunk of its window (two at a window's end): on a cache of 8
+ * chunks, a read over 7 loads nothing past them, which could only evict a chunk it needs before;
+ * a read over 2 loads 5 ahead (one chunk left over); a scan's read loads its whole window. */
+static void test_view_loads_ahead_what_fits_beside_its_read(void **state)
+{
+	const size_t nchunks = v->manifest.cols[0].nchunks;
+	const uint64_t chunk = per * RB;
+	uint32_t *order = calloc(nchunks, sizeof(*order));
+	struct tfs_cache *small;
+	struct tfs_prefetcher *p;
+	struct tfs_stream *st;
+
+	(void)state;
+	assert_non_null(order);
+	for (size_t i = 0; i < nchunks; i++)
+		order[i] = (uint32_t)(nchunks - 1 - i); /* a view's order of the chunks */
+	for (int held = 7; held >= 2; held -= 5) {
+		assert_int_equal(tfs_cache_create(8 * chunk, &small), 0);
+		assert_int_equal(tfs_prefetcher_create(small, pool, 8, 64 << 20, &p), 0);
+		assert_int_equal(tfs_stream_create(p, v, 0, order, nchunks, &st), 0);
+		tfs_stream_expect_sequential(st);
+		tfs_stream_access(st, 0, (uint64_t)held * per - 1, 0, (size_t)held - 1);
+		/* The read's own chunks after its first, and what fits past them. */
+		assert_int_equal(scheduled(p), (uint64_t)(held - 1) + (held == 7 ? 0 : 5));
+		tfs_stream_destroy(st);
+		tfs_prefetcher_destroy(p);
+		tfs_cache_destroy(small);
+	}
+	/* The same read of a scan (no order): its window of 8 ahead. */
+	assert_int_equal(tfs_cache_create(64 * chunk, &small), 0);
+	assert_int_equal(tfs_prefetcher_create(small, pool, 8, 64 << 20, &p), 0);
+	assert_int_equal(tfs_stream_create(p, v, 0, NULL, nchunks, &st), 0);
+	tfs_stream_expect_sequential(st);
+	tfs_stream_access(st, 0, 2 * per - 1, 0, 1);
+	assert_int_equal(scheduled(p), 1 + 8);
+	tfs_stream_destroy(st);
+	tfs_prefetcher_destroy(p);
+	tfs_cache_destroy(small);
+	free(order);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -139,6 +190,7 @@ int main(void)
 						pf_setup, pf_teardown),
 		cmocka_unit_test_setup_teardown(test_reader_at_random_loads_every_index_once,
 						pf_setup, pf_teardown),
+		cmocka_unit_test(test_view_loads_ahead_what_fits_beside_its_read),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
