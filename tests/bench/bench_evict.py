@@ -7,6 +7,11 @@ shuffled view whose data is 1.5x and 4x cache_mem, over several epochs.
 
 Each epoch reads views/seed=1,epoch=E/image.npy front to back; the figures are the store's
 bytes_fetched and the cache's misses per epoch, averaged over epochs 1.. (epoch 0 starts cold).
+
+Then the cache at the default shuffle window's edge (--edge-rows rows of 3 KiB of random bytes, in
+256 KiB chunks, cache_mem=16M: the window is half the cache, so a reader's window and the next one
+loading ahead fill it): the bytes fetched per epoch against the column's stored bytes (1.00: each
+stored byte fetched once an epoch), over --edge-runs fresh mounts of --epochs epochs.
 """
 
 import argparse
@@ -52,6 +57,8 @@ def main():
     ap.add_argument("--ratios", default="1.5,4")
     ap.add_argument("--chunk-size", default="4M",
                     help="import --chunk-size (small chunks: many entries for MIN to rank)")
+    ap.add_argument("--edge-rows", type=int, default=20000)
+    ap.add_argument("--edge-runs", type=int, default=4)
     a = ap.parse_args()
     with workdir("tfs-evict-") as work:
         mnt = work / "mnt"
@@ -76,6 +83,29 @@ def main():
                 print(f"  data {ratio}x ({mb} MiB), {policy}: {fetched:.0f} MiB fetched "
                       f"({fetched / mb:.2f} of the data), {misses:.0f} misses, {secs:.2f} s "
                       f"per epoch")
+
+        edge(a, work, mnt)
+
+
+def edge(a, work, mnt):
+    """The default window at its cache: fetched/stored per epoch, each run on a fresh mount."""
+    rng = np.random.default_rng(2)
+    np.save(work / "edge.npy", rng.integers(0, 256, size=(a.edge_rows, 3072), dtype=np.uint8))
+    lake = f"file://{work}/edge"
+    run("create", f"{lake}/d")
+    run("import", f"{lake}/d", f"image={work}/edge.npy", "--quiet", "--chunk-size", "256k")
+    os.unlink(work / "edge.npy")
+    stored = sum(p.stat().st_size for p in (work / "edge").rglob("*")
+                 if p.is_file() and "objects" in p.parts)
+    runs = [[x[0] / stored for x in epochs(lake, mnt, "min", 16, a.epochs)]
+            for _ in range(a.edge_runs)]
+    first = [r[0] for r in runs]
+    later = [x for r in runs for x in r[1:]]
+    print(f"default window at its cache ({stored / MiB:.0f} MiB stored, cache_mem=16M, "
+          f"{a.edge_runs} mounts of {a.epochs} epochs): fetched / stored per epoch: first "
+          f"{np.median(first):.2f} (range {min(first):.2f}-{max(first):.2f}), later "
+          f"{np.median(later) if later else float('nan'):.2f} "
+          f"(range {min(later, default=0):.2f}-{max(later, default=0):.2f})")
 
 
 if __name__ == "__main__":
