@@ -29,7 +29,8 @@ struct tfs_prefetch_stats {
 
 /* Loads run on pool at read-ahead priority, as many at once as the pool lets them; nthreads is
  * how many loaders a sequential stream keeps busy. At most max_ahead bytes of chunks are queued,
- * loading, or loaded and not yet used (the memory cache's prefetch_pending) at any time. */
+ * loading, or loaded and not yet used (the memory cache's prefetch_pending) at any time, and no
+ * more than fit the cache beside the chunks readers hold (tfs_cache_room_ahead). */
 int tfs_prefetcher_create(struct tfs_cache *cache, struct tfs_workpool *pool, unsigned nthreads,
 			  uint64_t max_ahead, struct tfs_prefetcher **out);
 /* Drops queued loads and waits for those under way. */
