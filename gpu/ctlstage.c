@@ -32,16 +32,29 @@ static void take_error(struct tfs_ctl_stream *s, unsigned slot, int rc, char *er
 		need, tfs_ctl_col(s, c)->name);
 }
 
+/* Whether the batch staged now reads single frames of the chunks not cached. A stream's first
+ * batch, cold: its rows are a few of each chunk, which single frames serve for less than whole
+ * chunks, from a local lake (a remote one pays a round trip a piece, and a frame takes two: its
+ * chunk's index, then itself). Later batches read whole chunks. Not once half the cache is full
+ * (a later epoch of data larger than the cache): the frames, which no reader's plan knows, would
+ * be evicted before the chunks the view's next windows need, and read again whole by the batches
+ * after. */
+static int first_frames(const struct tfs_ctl_stream *s)
+{
+	struct tfs_cache_stats st;
+
+	if (s->staged || !tfs_store_is_local(tfs_lake_store(s->lake)))
+		return 0;
+	tfs_cache_stats(tfs_lake_cache(s->lake), &st);
+	return st.bytes <= st.budget / 2;
+}
+
 /* Fill a slot with s->rows[0..n) synchronously and lease it. A slot taken by a batch made ahead
  * is reclaimed (youngest first) rather than refusing. */
 static int stage_now(struct tfs_ctl_stream *s, int slot, size_t n, uint64_t pos, unsigned *out,
 		     char *err)
 {
-	/* A stream's first batch, cold: its rows are a few of each chunk, which single frames
-	 * serve for less than whole chunks, from a local lake (a remote one pays a round trip a
-	 * piece, and a frame takes two: its chunk's index, then itself). Later batches read whole
-	 * chunks. */
-	const int frames = !s->staged && tfs_store_is_local(tfs_lake_store(s->lake));
+	const int frames = first_frames(s);
 	int rc;
 
 	if (frames)

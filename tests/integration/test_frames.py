@@ -487,3 +487,27 @@ def test_cold_shuffled_epoch_reads_each_frame_once(lake, mount):
     # Each frame once, and the first batch's chunk indexes: a few KiB a chunk.
     assert fetched < stored * 1.1, (fetched, stored)
     assert np.array_equal(np.concatenate(got), np.array(tensorfs.open(vp)["x"]))
+
+
+def test_first_batch_reads_whole_chunks_on_a_full_cache(lake, mount):
+    """A stream's first batch reads frames only while at most half the cache is full. On a
+    cache that other reads filled (as in a later epoch of data larger than the cache) the
+    frames, which no reader's plan knows, would be evicted before the chunks the plan needs
+    and read again when the batches after read their chunks whole: there every batch reads
+    whole chunks, and the rows are the view's all the same."""
+    import tensorfs
+
+    lake.build("e", {"x": source(5)}, "--chunk-size", "1M", "--frame-size", "16k")
+    lake.build("f", {"y": source(6)}, "--chunk-size", "1M")
+    m = mount(lake, opts=("cache_mem=16M",))
+    with open(m.path / "f" / "main" / "y.npy", "rb") as f:
+        while f.read(1 << 20):  # 12 MB of chunks cached: more than half the cache
+            pass
+    vp = tensorfs.view_path(m.path / "e" / "main", seed=3)
+    before = stats(m)
+    with tensorfs.Stager(m.path, vp, ["x"], batch_size=256, depth=3) as g:
+        got = [np.array(b["x"]) for b in g.batches()]
+    after = stats(m)
+    assert after["store"]["ranged_gets"] == before["store"]["ranged_gets"], after["store"]
+    assert after["store"]["gets"] - before["store"]["gets"] >= 12
+    assert np.array_equal(np.concatenate(got), np.array(tensorfs.open(vp)["x"]))
