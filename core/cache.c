@@ -649,6 +649,11 @@ uint64_t tfs_cache_budget(const struct tfs_cache *c)
 	return c->budget;
 }
 
+uint64_t tfs_cache_bytes(struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->total, __ATOMIC_RELAXED);
+}
+
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st)
 {
 	struct tfs_cachebuf_stats bs;

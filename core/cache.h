@@ -70,6 +70,8 @@ int tfs_cache_contains(struct tfs_cache *c, const struct tfs_id *key);
 void tfs_cache_stats(struct tfs_cache *c, struct tfs_cache_stats *st);
 /* The budget the cache was created with. */
 uint64_t tfs_cache_budget(const struct tfs_cache *c);
+/* Bytes of the entries cached (tfs_cache_stats's bytes) without the shard locks. */
+uint64_t tfs_cache_bytes(struct tfs_cache *c);
 
 /* Evict by the readers' plans (cacheplan.h: MIN) while any is published, instead of LRU. */
 void tfs_cache_evict_by_plans(struct tfs_cache *c, int on);

@@ -41,12 +41,12 @@ static void take_error(struct tfs_ctl_stream *s, unsigned slot, int rc, char *er
  * after. */
 static int first_frames(const struct tfs_ctl_stream *s)
 {
-	struct tfs_cache_stats st;
+	struct tfs_cache *c;
 
 	if (s->staged || !tfs_store_is_local(tfs_lake_store(s->lake)))
 		return 0;
-	tfs_cache_stats(tfs_lake_cache(s->lake), &st);
-	return st.bytes <= st.budget / 2;
+	c = tfs_lake_cache(s->lake);
+	return tfs_cache_bytes(c) <= tfs_cache_budget(c) / 2;
 }
 
 /* Fill a slot with s->rows[0..n) synchronously and lease it. A slot taken by a batch made ahead

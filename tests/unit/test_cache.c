@@ -326,10 +326,11 @@ static void test_prefetch_counters(void **state)
 
 /* Room ahead: the budget less the entries readers hold and those loaded ahead and not used yet.
  * A hold counts once however many readers hold the entry, a failed load adds nothing, and the
- * last put gives it back. */
+ * last put gives it back. The bytes cached, held or not, are tfs_cache_stats's. */
 static void test_room_ahead(void **state)
 {
 	struct tfs_cache *c;
+	struct tfs_cache_stats st;
 	struct tfs_cache_entry *e1, *e2, *again;
 	struct loader l = { 0 }, bad = { .fail = 1 };
 	struct tfs_id k1 = key_of(1), k2 = key_of(2), k3 = key_of(3);
@@ -348,6 +349,7 @@ static void test_room_ahead(void **state)
 	assert_false(tfs_cache_room_ahead(c, 2 * CHUNK + 1));
 	assert_int_equal(tfs_cache_get(c, &k3, load, &bad, &e2), -EIO);
 	assert_true(tfs_cache_room_ahead(c, 2 * CHUNK));
+	assert_int_equal(tfs_cache_bytes(c), 2 * CHUNK);
 	tfs_cache_put(c, again);
 	assert_false(tfs_cache_room_ahead(c, 2 * CHUNK + 1)); /* k1 is still held */
 	tfs_cache_put(c, e1);
@@ -358,6 +360,9 @@ static void test_room_ahead(void **state)
 	tfs_cache_put(c, e2);
 	assert_true(tfs_cache_room_ahead(c, 4 * CHUNK));
 	assert_int_equal(l.loads, 2);
+	tfs_cache_stats(c, &st);
+	assert_int_equal(tfs_cache_bytes(c), st.bytes);
+	assert_int_equal(st.bytes, 2 * CHUNK); /* none held, both kept */
 	tfs_cache_destroy(c);
 }
 
