@@ -670,6 +670,9 @@ int tfs_sql_open(struct tfs_version *v, struct tfs_cache *cache, struct tfs_sql 
 	q->v = v;
 	q->cache = cache;
 	rc = sqlite3_open_v2(":memory:", &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	/* The version's columns and nothing else: ATTACH would open (or create) any file. */
+	if (rc == SQLITE_OK)
+		sqlite3_limit(q->db, SQLITE_LIMIT_ATTACHED, 0);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_module_v2(q->db, "tensorfs", &module, q, NULL);
 	if (rc == SQLITE_OK)

@@ -235,6 +235,45 @@ static int bind_vector(sqlite3_stmt *st, const char *arg)
 	return rc;
 }
 
+/* The user's SQL, prepared: exactly one statement, and one that reads; *len: its text's length
+ * (what follows it is whitespace and comments). A second statement would otherwise go unrun
+ * without a word, and one that writes (DROP TABLE t, CREATE ...) would change nothing but this
+ * process's in-memory database and print "(0 rows)". */
+static int prepare_query(sqlite3 *db, const char *sql, sqlite3_stmt **st, size_t *len)
+{
+	const char *tail = NULL;
+	sqlite3_stmt *more = NULL;
+	int rc = -EINVAL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, st, &tail) != SQLITE_OK) {
+		tfs_err("sql: %s", sqlite3_errmsg(db));
+		goto out;
+	}
+	if (!*st) {
+		tfs_err("sql: no statement to run");
+		goto out;
+	}
+	if (sqlite3_prepare_v2(db, tail, -1, &more, NULL) != SQLITE_OK || more) {
+		tail += strspn(tail, " \t\r\n;");
+		tfs_err("sql: one statement at a time: \"%.60s%s\" follows the first", tail,
+			strlen(tail) > 60 ? "..." : "");
+		goto out;
+	}
+	if (!sqlite3_stmt_readonly(*st)) {
+		tfs_err("sql: a statement that reads (SELECT, WITH, VALUES): this one writes");
+		goto out;
+	}
+	*len = (size_t)(tail - sql);
+	rc = 0;
+out:
+	sqlite3_finalize(more);
+	if (rc) {
+		sqlite3_finalize(*st);
+		*st = NULL;
+	}
+	return rc;
+}
+
 /* The user's statement as a subquery: no trailing semicolons. */
 static char *as_subquery(const char *sql)
 {
@@ -348,17 +387,19 @@ searched:
 		}
 	sub = as_subquery(sql);
 	if (!rc && sub) {
-		/* Without --per-query: every row once, at its best score of all the queries. */
+		/* Without --per-query: every row once, at its best score of all the queries. The
+		 * statement ends its line: a line comment at its end cannot take the ")". */
 		const char *fmt =
 			per_query ? "SELECT k.query AS query, k.score AS score, r.* FROM knn AS k "
-				    "JOIN (%s) AS r ON r.rowid = k.rowid_ ORDER BY k.query, k.rank"
+				    "JOIN (%s\n) AS r ON r.rowid = k.rowid_ "
+				    "ORDER BY k.query, k.rank"
 			: metric == TFS_KNN_L2
 				? "SELECT k.query AS query, min(k.score) AS score, r.* FROM knn AS "
-				  "k JOIN (%s) AS r ON r.rowid = k.rowid_ GROUP BY k.rowid_ ORDER "
-				  "BY score, k.rowid_"
+				  "k JOIN (%s\n) AS r ON r.rowid = k.rowid_ GROUP BY k.rowid_ "
+				  "ORDER BY score, k.rowid_"
 				: "SELECT k.query AS query, max(k.score) AS score, r.* FROM knn AS "
-				  "k JOIN (%s) AS r ON r.rowid = k.rowid_ GROUP BY k.rowid_ ORDER "
-				  "BY score DESC, k.rowid_";
+				  "k JOIN (%s\n) AS r ON r.rowid = k.rowid_ GROUP BY k.rowid_ "
+				  "ORDER BY score DESC, k.rowid_";
 
 		text = sqlite3_mprintf(fmt, sub);
 	}
@@ -502,7 +543,8 @@ int tfs_cmd_sql(int argc, char **argv)
 	enum fmt f = TABLE;
 	int opt, stats = 0, rc = 0, ncols, step;
 	const char *ref;
-	char *url, *ds = NULL, err[512];
+	char *url, *ds = NULL, *text = NULL, err[512];
+	size_t len = 0;
 	struct tfs_store *s = NULL;
 	struct tfs_version *v = NULL;
 	struct tfs_cache *cache = NULL;
@@ -563,19 +605,18 @@ int tfs_cmd_sql(int argc, char **argv)
 		tfs_err("sql: %s", err);
 		rc = -EINVAL;
 	}
-	if (!rc &&
-	    sqlite3_prepare_v2(tfs_sql_db(q), argv[optind + 1], -1, &st, NULL) != SQLITE_OK) {
-		tfs_err("sql: %s", sqlite3_errmsg(tfs_sql_db(q)));
-		rc = -EINVAL;
-	}
+	if (!rc)
+		rc = prepare_query(tfs_sql_db(q), argv[optind + 1], &st, &len);
+	if (!rc && !(text = strndup(argv[optind + 1], len)))
+		rc = -ENOMEM;
 	for (size_t i = 0; !rc && i < nvectors; i++)
 		rc = bind_vector(st, vectors[i]);
 	if (!rc && near)
-		rc = near_statement(tfs_sql_db(q), s, ds, v, cache, argv[optind + 1], near, k,
-				    metric, per_query, nprobe, &st);
+		rc = near_statement(tfs_sql_db(q), s, ds, v, cache, text, near, k, metric,
+				    per_query, nprobe, &st);
 	if (!rc && save) {
-		rc = save_query(s, ds, v, st, tfs_sql_db(q), save, argv[optind + 1], near, k,
-				metric, per_query);
+		rc = save_query(s, ds, v, st, tfs_sql_db(q), save, text, near, k, metric,
+				per_query);
 		goto done;
 	}
 	ncols = st ? sqlite3_column_count(st) : 0;
@@ -644,6 +685,7 @@ done:
 	tfs_buf_free(&val);
 	tfs_buf_free(&t.cells);
 	free(t.width);
+	free(text);
 	free(ds);
 	free(url);
 	tfs_store_close(s);

@@ -85,6 +85,15 @@ def test_union_and_filter_first(emb):
     assert [r["rowid"] for r in got] == brute(x, q[1], 6, "ip", np.flatnonzero(labels == 2))[0]
 
 
+def test_statement_ending_in_a_comment(emb):
+    """The statement becomes a subquery of the ranking one: a line comment at its end once
+    took the subquery's closing parenthesis with it ("incomplete input")."""
+    lake, x, labels, q, tmp = emb
+    got = near(lake, "SELECT rowid, label FROM t WHERE label = 2 -- twos only", "--near",
+               f"emb={tmp / 'q1.npy'}", "--k", "4", "--metric", "ip")
+    assert [r["rowid"] for r in got] == brute(x, q[1], 4, "ip", np.flatnonzero(labels == 2))[0]
+
+
 def test_distance_function_orders_as_near(emb):
     lake, x, _, q, tmp = emb
     got = near(lake, "SELECT rowid, distance(emb, :q, 'l2') AS d FROM t ORDER BY d, rowid "

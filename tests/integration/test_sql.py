@@ -114,11 +114,35 @@ def test_empty_result_and_formats(ds):
     ("SELEKT 1", "syntax error"),
     ("SELECT nope FROM t", "no such column: nope"),
     ("SELECT * FROM missing", "no such table: missing"),
+    ("", "no statement to run"),
+    (" ;\n", "no statement to run"),
+    # A statement after the first was left unrun without a word.
+    ("SELECT count(*) FROM t; SELECT 1", 'one statement at a time: "SELECT 1" follows'),
+    ("SELECT 1; garbage", 'one statement at a time: "garbage" follows'),
+    # Writes changed nothing but the process's in-memory database and printed "(0 rows)".
+    ("DROP TABLE t", "this one writes"),
+    ("CREATE TABLE x(a)", "this one writes"),
 ])
 def test_errors_are_named(ds, query, why):
     lake, _ = ds
     p = sql(lake, query, check=False)
     assert p.returncode == 1 and why in p.stderr, p.stderr
+    assert p.stdout == ""
+
+
+def test_one_statement_with_trailing_separators_and_comments(ds):
+    lake, df = ds
+    for q in ("SELECT count(*) FROM t;", "SELECT count(*) FROM t ; -- all rows\n",
+              "SELECT count(*) FROM t /* all */;;"):
+        assert json.loads(sql(lake, q, "--json").stdout) == {"count(*)": len(df)}
+
+
+def test_attach_opens_no_file(ds, tmp_path):
+    lake, _ = ds
+    target = tmp_path / "other.db"
+    p = sql(lake, f"ATTACH DATABASE '{target}' AS o", check=False)
+    assert p.returncode == 1 and "attached databases" in p.stderr, p.stderr
+    assert not target.exists()
 
 
 def test_filter_on_one_column_reads_no_chunk_of_another(lake, tmp_path):
