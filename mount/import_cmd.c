@@ -54,9 +54,9 @@ static int report(const char *url, const char *ds, int rc, const struct tfs_impo
 		return rc == -EAGAIN ? TFS_EXIT_RETRY : 1;
 	}
 	tfs_id_hex(commit, hex);
-	printf("imported %" PRIu64 " rows", res->rows);
+	printf("imported %" PRIu64 " row%s", res->rows, res->rows == 1 ? "" : "s");
 	if (res->classes)
-		printf(" of %zu classes", res->classes);
+		printf(" of %zu class%s", res->classes, res->classes == 1 ? "" : "es");
 	if (res->skipped)
 		printf(", skipped %" PRIu64, res->skipped);
 	for (uint64_t i = 0; i < res->skipped && i < TFS_IMPORT_SKIPS_KEPT; i++)
@@ -65,7 +65,8 @@ static int report(const char *url, const char *ds, int rc, const struct tfs_impo
 		printf("; ...");
 	printf("\n");
 	if (res->busy_peak)
-		printf("worked on %u threads at once at most\n", res->busy_peak);
+		printf("worked on %u thread%s at once at most\n", res->busy_peak,
+		       res->busy_peak == 1 ? "" : "s");
 	print_done(hex, ds, o);
 	return 0;
 }

@@ -17,7 +17,7 @@ THREADS = (1, 2, 3)
 
 
 def busy(stdout):
-    m = re.search(r"worked on (\d+) threads at once at most", stdout)
+    m = re.search(r"worked on (\d+) threads? at once at most", stdout)
     return int(m.group(1)) if m else None
 
 
