@@ -27,15 +27,14 @@ void tfs_mix_free(struct tfs_mix *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* A weight: a positive finite decimal number. */
-static int weight_value(const char *s, double *w)
+int tfs_mix_weight(const char *s, double *w)
 {
 	char *end;
 
 	if (!*s || strspn(s, "0123456789.eE+-") != strlen(s))
-		return -1;
+		return -EINVAL;
 	*w = strtod(s, &end);
-	return *end || !(*w > 0) || *w > 1e300 ? -1 : 0;
+	return *end || !(*w > 0) || *w > 1e300 ? -EINVAL : 0;
 }
 
 int tfs_mix_parse(const char *text, size_t len, const char *what, struct tfs_mix *m)
@@ -82,7 +81,7 @@ int tfs_mix_parse(const char *text, size_t len, const char *what, struct tfs_mix
 			x->weight = strdup(d);
 			if (!x->dataset || !x->weight || (strcmp(c, "-") && !x->column) ||
 			    !tfs_name_valid(a) || tfs_id_parse(b, &x->commit) ||
-			    weight_value(d, &x->w))
+			    tfs_mix_weight(d, &x->w))
 				goto bad;
 		} else if (!strcmp(line, "end")) {
 			ended = 1;
@@ -169,6 +168,10 @@ int tfs_mix_commit(struct tfs_store *s, struct tfs_mix *m, int create)
 		return -EEXIST;
 	if (!create && rc)
 		return rc;
+	/* What tfs_mix_parse would refuse is never written: the mixture would be unreadable. */
+	for (size_t i = 0; i < m->n; i++)
+		if (tfs_mix_weight(m->src[i].weight, &m->src[i].w))
+			return -EINVAL;
 	m->has_parent = !create;
 	m->parent = head;
 	m->time = (uint64_t)time(NULL);

@@ -44,6 +44,9 @@ struct tfs_mix {
 	struct tfs_mix_source *src;
 };
 
+/* A source's weight as written, *w its value: a positive decimal number, at most 1e300 (no
+ * infinity, no NaN, no hexadecimal); -EINVAL otherwise. */
+int tfs_mix_weight(const char *s, double *w);
 /* Parse text (len bytes) into m; -EIO with a message logged (naming what) for anything else. */
 int tfs_mix_parse(const char *text, size_t len, const char *what, struct tfs_mix *m);
 /* m's text (id, time and parent as they are). */

@@ -49,14 +49,15 @@ static int parse_source(struct tfs_store *s, const char *arg, struct tfs_mix_sou
 		rc = -ENOMEM;
 		goto out;
 	}
-	out->w = strtod(out->weight, NULL);
-	if (!(out->w > 0) || strspn(out->weight, "0123456789.eE+-") != strlen(out->weight)) {
-		tfs_err("'%s': the weight must be a positive number", arg);
+	if (tfs_mix_weight(out->weight, &out->w)) {
+		tfs_err("'%s': the weight must be a positive number, at most 1e300", arg);
 		goto out;
 	}
 	rc = tfs_dataset_check(s, spec);
-	if (rc == -ENOENT)
+	if (rc == -ENOENT) {
 		tfs_err("'%s': no dataset %s in the lake", arg, spec);
+		goto out;
+	}
 	if (!rc)
 		rc = tfs_ref_resolve(s, spec, ref, &out->commit);
 	if (rc == -ENOENT)
@@ -116,8 +117,12 @@ static int write_version(int argc, char **argv, int create)
 		m.seed = head.seed;
 		tfs_mix_free(&head);
 	}
-	if (!rc)
+	if (!rc) {
 		rc = tfs_mix_commit(s, &m, create);
+		if (rc == -EINVAL)
+			tfs_err("mixture %s: a weight it would not read back; nothing was written",
+				m.name);
+	}
 	if (rc == -EEXIST)
 		tfs_err("mixture %s exists: tensorfs mix update makes a new version", m.name);
 	else if (rc == -ENOENT && !create)
@@ -126,7 +131,8 @@ static int write_version(int argc, char **argv, int create)
 		tfs_err("mixture %s moved meanwhile: nothing was written; run again", m.name);
 	else if (!rc) {
 		tfs_id_hex(&m.id, hex);
-		printf("mixture %s: version %s of %zu sources\n", m.name, hex, m.n);
+		printf("mixture %s: version %s of %zu source%s\n", m.name, hex, m.n,
+		       m.n == 1 ? "" : "s");
 	}
 	tfs_mix_free(&m);
 	tfs_store_close(s);

@@ -109,6 +109,10 @@ def test_versions_are_pinned_and_kept(mixed, mount, tmp_path):
 @pytest.mark.parametrize("args,why", [
     (["create", "bad", "nope=1"], "no dataset nope"),
     (["create", "bad", "web=-1"], "positive number"),
+    # Past a double's range: written as infinity once, and the mixture unreadable after.
+    (["create", "bad", "web=1e999", "code=1"], "at most 1e300"),
+    (["create", "bad", "web=inf"], "positive number"),
+    (["create", "bad", "web=0x10"], "positive number"),
     (["create", "bad", "web@zzz=1"], "no branch, tag or commit"),
     (["create", "bad", "web:nope=1"], "no column nope"),
     (["update", "none", "web=1"], "no mixture none"),
@@ -117,6 +121,7 @@ def test_bad_mixtures_are_refused(mixed, args, why):
     lake, _ = mixed
     p = mix(lake, *args, check=False)
     assert p.returncode != 0 and why in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr  # the cause, once
     assert mix(lake, "ls").stdout.strip() == ""
 
 
