@@ -26,9 +26,10 @@
 #             import + a Stager an epoch (cold, warm)
 #   cases     bench.py cases 1 and 10 on 2 GiB: the cold scan against N `zstd -d` of cold
 #             input, cold random rows against a local .npy
-#   frames    the same on data imported with 16 KiB and with 32 KiB frames (the default is
-#             64 KiB): what smaller frames give cold random rows, and take from the cold scan,
-#             on a real disk
+#   frames    the same on data imported with 12 KiB, 16 KiB and 32 KiB frames (the default is
+#             64 KiB; 12 KiB is one of the bench's 12,288-byte rows a frame, where 16 KiB
+#             splits most rows between two): what smaller frames give cold random rows, and
+#             take from the cold scan, on a real disk (FRAMES="16K 32K" picks sizes)
 #   raw       bench.py case 10 on 2 GiB written --codec raw: cold random rows from framed raw
 #             chunks (a frame a row's read, no decode) against a local .npy, on a real disk
 #
@@ -134,7 +135,7 @@ for step in "$@"; do
 			tee "$o/cases.txt" | tail -30
 		;;
 	frames)
-		for f in 16K 32K; do
+		for f in ${FRAMES:-12K 16K 32K}; do
 			echo "== --frame-size $f"
 			timeout "$(lim "${CT:-150}")" python3 tests/bench/bench.py --cases 1,10 --size-mb 2048 \
 				--frame-size "$f" 2>&1 | tee "$o/frames$f.txt" | grep -E "^(1|10) "
