@@ -7,8 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* help.c: print the usage text (to stdout for rc 0, else stderr); returns rc. */
+/* help.c: print the usage text, or the command's lines of it once one is known (to stdout for
+ * rc 0, else stderr); returns rc. */
 int tfs_cli_usage(int rc);
+/* The command being run (its name as the usage text spells it): tfs_cli_usage prints its lines
+ * alone from then on. */
+void tfs_cli_command(const char *name);
 /* `tensorfs help [COMMAND]`, `tensorfs COMMAND --help`: the command's lines of the usage text,
  * an example, and the notes for every command. */
 int tfs_cmd_help(const char *name);

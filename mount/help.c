@@ -320,8 +320,24 @@ void tfs_cmd_help_man(FILE *out)
 	fputs(".hy\n", out);
 }
 
+/* The command being run, for its usage errors; NULL before one is known. */
+static const char *command;
+
+void tfs_cli_command(const char *name)
+{
+	command = name;
+}
+
 int tfs_cli_usage(int rc)
 {
-	fputs(usage_text, rc ? stderr : stdout);
+	FILE *out = rc ? stderr : stdout;
+
+	if (command && command_lines(command, NULL)) {
+		fputs("usage:\n", out);
+		command_lines(command, out);
+		fputs("(tensorfs help: every command)\n", out);
+		return rc;
+	}
+	fputs(usage_text, out);
 	return rc;
 }

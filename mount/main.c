@@ -566,6 +566,45 @@ out:
 	return rc;
 }
 
+static int cmd_branch(int argc, char **argv)
+{
+	return cmd_ref(argc, argv, TFS_REF_BRANCH);
+}
+
+static int cmd_tag(int argc, char **argv)
+{
+	return cmd_ref(argc, argv, TFS_REF_TAG);
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("tensorfs %s (format %d)\n", TFS_VERSION_STRING, TFS_FORMAT_VERSION);
+	return 0;
+}
+
+/* The commands, by the word that names them (git's commands[]); `help` and `--config` are
+ * taken before. A command's usage errors print its own lines of the usage text. */
+static const struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+} commands[] = {
+	{ "create", cmd_create },     { "import", tfs_cmd_import },
+	{ "export", tfs_cmd_export }, { "mix", tfs_cmd_mix },
+	{ "sql", tfs_cmd_sql },	      { "query", tfs_cmd_query },
+	{ "vector", tfs_cmd_vector }, { "ls", cmd_ls },
+	{ "info", cmd_info },	      { "mount", tfs_cmd_mount },
+	{ "branch", cmd_branch },     { "tag", cmd_tag },
+	{ "log", cmd_log },	      { "diff", cmd_diff },
+	{ "update", cmd_update },     { "drop", cmd_drop },
+	{ "view", cmd_view },	      { "verify", tfs_cmd_verify },
+	{ "index", tfs_cmd_index },   { "gc", tfs_cmd_gc },
+	{ "commit", tfs_cmd_commit }, { "session", tfs_cmd_session },
+	{ "top", tfs_cmd_top },	      { "stats", tfs_cmd_stats },
+	{ "version", cmd_version },   { "--version", cmd_version },
+};
+
 /* $TENSORFS_LOG: how much goes to the log (error, warn, info: the default, debug). */
 static void log_level_from_env(void)
 {
@@ -613,63 +652,14 @@ int main(int argc, char **argv)
 		argc -= used;
 		argv += used;
 	}
-	if (!strcmp(argv[0], "create"))
-		return cmd_create(argc, argv);
-	if (!strcmp(argv[0], "import"))
-		return tfs_cmd_import(argc, argv);
-	if (!strcmp(argv[0], "export"))
-		return tfs_cmd_export(argc, argv);
-	if (!strcmp(argv[0], "mix"))
-		return tfs_cmd_mix(argc, argv);
-	if (!strcmp(argv[0], "sql"))
-		return tfs_cmd_sql(argc, argv);
-	if (!strcmp(argv[0], "query"))
-		return tfs_cmd_query(argc, argv);
-	if (!strcmp(argv[0], "vector"))
-		return tfs_cmd_vector(argc, argv);
-	if (!strcmp(argv[0], "ls"))
-		return cmd_ls(argc, argv);
-	if (!strcmp(argv[0], "info"))
-		return cmd_info(argc, argv);
-	if (!strcmp(argv[0], "mount"))
-		return tfs_cmd_mount(argc, argv);
 	/* mount -t fuse.tensorfs (mount.fuse3) runs `tensorfs SOURCE MOUNTPOINT -o OPTIONS`. */
 	if (strstr(argv[0], "://"))
 		return tfs_cmd_mount(argc + 1, argv - 1);
-	if (!strcmp(argv[0], "branch"))
-		return cmd_ref(argc, argv, TFS_REF_BRANCH);
-	if (!strcmp(argv[0], "tag"))
-		return cmd_ref(argc, argv, TFS_REF_TAG);
-	if (!strcmp(argv[0], "log"))
-		return cmd_log(argc, argv);
-	if (!strcmp(argv[0], "diff"))
-		return cmd_diff(argc, argv);
-	if (!strcmp(argv[0], "update"))
-		return cmd_update(argc, argv);
-	if (!strcmp(argv[0], "drop"))
-		return cmd_drop(argc, argv);
-	if (!strcmp(argv[0], "view"))
-		return cmd_view(argc, argv);
-	if (!strcmp(argv[0], "verify"))
-		return tfs_cmd_verify(argc, argv);
-	if (!strcmp(argv[0], "index"))
-		return tfs_cmd_index(argc, argv);
-	if (!strcmp(argv[0], "gc"))
-		return tfs_cmd_gc(argc, argv);
-	if (!strcmp(argv[0], "commit"))
-		return tfs_cmd_commit(argc, argv);
-	if (!strcmp(argv[0], "session"))
-		return tfs_cmd_session(argc, argv);
-	if (!strcmp(argv[0], "top"))
-		return tfs_cmd_top(argc, argv);
-	if (!strcmp(argv[0], "stats"))
-		return tfs_cmd_stats(argc, argv);
-	if (!strcmp(argv[0], "version") || !strcmp(argv[0], "--version")) {
-		printf("tensorfs %s (format %d)\n", TFS_VERSION_STRING, TFS_FORMAT_VERSION);
-		return 0;
-	}
-	if (!strcmp(argv[0], "help") || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
-		return tfs_cli_usage(0);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[0], commands[i].name)) {
+			tfs_cli_command(commands[i].name);
+			return commands[i].run(argc, argv);
+		}
 	tfs_err("unknown command '%s'", argv[0]);
 	return tfs_cli_usage(2);
 }

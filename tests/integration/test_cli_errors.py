@@ -206,6 +206,12 @@ def test_help():
     # after `--` a --help is an argument, not a request for help
     rc, out, err = tfs("sql", "file:///nowhere/x", "--", "--help")
     assert rc != 0 and "example:" not in out
+    # a command's usage error: its own lines of the usage text, not every command's
+    for argv, mine in ((["update", "file:///nowhere/x", "y", "-1=u.npy"], "  update URL COL"),
+                       (["mix"], "  mix create|update"), (["sql"], "  sql URL[@REF]")):
+        rc, out, err = tfs(*argv)
+        assert rc == 2 and not out, (argv, out)
+        assert "usage:" in err and mine in err and "  mount LAKE_URL" not in err, (argv, err)
 
 
 def test_man_page_is_the_usage_text():
