@@ -473,6 +473,14 @@ BAD = [
 ]
 
 
+def test_stager_on_a_path_that_is_not_a_mount(tmp_path):
+    """Named as such, not as a missing file the user never asked for."""
+    with pytest.raises(FileNotFoundError, match="is not a tensorfs mount") as e:
+        tensorfs.Stager(tmp_path, "d/main", ["label"], batch_size=8)
+    assert e.value.errno == errno.ENOENT
+    assert e.value.filename == str(tmp_path / ".tensorfs" / "control")
+
+
 def test_bad_requests_get_error_replies(lake, mount):
     cols = build(lake)
     m = mount(lake)

@@ -323,7 +323,12 @@ class Stager:
             columns = [columns]
         self.columns = list(columns)
         self.device = device
-        self._fd = os.open(_control_path(mountpoint), os.O_RDWR | os.O_CLOEXEC)
+        try:
+            self._fd = os.open(_control_path(mountpoint), os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                _errno.ENOENT, f"{os.fspath(mountpoint)!r} is not a tensorfs mount (it has no "
+                ".tensorfs/control)", _control_path(mountpoint)) from None
         self._mm = None
         self._cuda = None
         self._dev = None  # the CUDA device of the batches, as this process numbers it
