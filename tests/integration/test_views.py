@@ -157,6 +157,24 @@ def test_bad_views_are_enoent_with_a_reason(lake, mount, name, reason):
     assert len(np.load(m.path / "d" / "main" / "rid.npy")) == N
 
 
+@pytest.mark.parametrize("kw", [dict(rank=2, world=2), dict(rank=0, world=0),
+                                dict(rank=1), dict(seed=-1)])
+def test_view_path_refuses_what_no_mount_serves(tmp_path, kw):
+    """Refused where the parameters are given, not as an ENOENT from the mount later."""
+    with pytest.raises(ValueError):
+        tensorfs.view_path(tmp_path, **kw)
+    with pytest.raises(ValueError):
+        tensorfs.elastic_view(tmp_path, 3, 2, 16)
+
+
+def test_open_of_a_directory_that_is_no_version(tmp_path):
+    """A directory without schema.json (a wrong path, the mount's root) was an empty Columns."""
+    np.save(tmp_path / "x.npy", np.arange(3))
+    with pytest.raises(FileNotFoundError, match="no schema.json") as ei:
+        tensorfs.open(tmp_path)
+    assert ei.value.errno == errno.ENOENT
+
+
 def test_views_dir_lists_readme_only(lake, mount):
     build(lake)
     m = mount(lake)

@@ -9,6 +9,7 @@ sequences (:class:`Ragged`, :class:`Text`, :class:`Bytes`) whose items come stra
 mapped files; :func:`view_path` spells a view's directory name from its parameters.
 """
 
+import errno
 import json
 import os
 import urllib.parse
@@ -111,14 +112,15 @@ class Bytes(_Rows):
 
 
 def _schema_columns(path):
-    """The columns of schema.json (or of the version directory's, for a view)."""
+    """The columns of schema.json (or of the version directory's, for a view); None when neither
+    has one: path is no version or view directory of a mount."""
     for p in (path, os.path.dirname(os.path.dirname(path))):
         try:
             with builtins_open(os.path.join(p, "schema.json"), "rb") as f:
                 return json.load(f)["columns"]
         except OSError:
             continue
-    return []
+    return None
 
 
 class Columns(dict):
@@ -174,6 +176,10 @@ def open(path, columns=None):  # noqa: A001 - the package's entry point, as tens
     directory. columns: names to map (default: every column). A missing column is a KeyError."""
     path = pin(path)
     entries = os.listdir(path)
+    schema = _schema_columns(path)
+    if schema is None:
+        raise FileNotFoundError(errno.ENOENT, "not a version or view directory of a tensorfs "
+                                "mount (no schema.json)", path)
     names = {n[:-4] for n in entries if n.endswith(".npy")}
     dirs = {n for n in entries if n not in ("views",) and
             os.path.isfile(os.path.join(path, n, "offsets.npy"))}
@@ -183,7 +189,6 @@ def open(path, columns=None):  # noqa: A001 - the package's entry point, as tens
         if missing:
             raise KeyError(f"{path}: no column {', '.join(missing)} (has {', '.join(every)})")
         every = list(columns)
-    schema = _schema_columns(path)
     kinds = {c["name"]: (c.get("kind", "fixed"), c["dtype"]) for c in schema}
     classes = {c["name"]: c["classes"] for c in schema if "classes" in c and c["name"] in every}
     out = {}
@@ -233,6 +238,8 @@ def view_path(version_dir, seed=None, epoch=None, rank=None, world=None, block=N
         parts.append(f"{key}={int(v)}")
     if (rank is None) != (world is None):
         raise ValueError("give rank and world together")
+    if world is not None and not 0 <= int(rank) < int(world):
+        raise ValueError(f"rank={rank}, world={world}: a rank is 0 to world - 1")
     if on_error is not None:
         if on_error not in ("fail", "pad", "skip"):
             raise ValueError(f"on_error={on_error}: expected fail, pad or skip")
