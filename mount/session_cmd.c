@@ -68,8 +68,8 @@ int tfs_cmd_commit(int argc, char **argv)
 		rc = rc == -EAGAIN ? TFS_EXIT_RETRY : 1;
 	} else {
 		tfs_id_hex(&commit, hex);
-		printf("committed %s to %s/%s: session %s, %" PRIu64 " rows\n", hex, ds,
-		       branch ? branch : "main", session, rows);
+		printf("committed %s to %s/%s: session %s, %" PRIu64 " row%s\n", hex, ds,
+		       branch ? branch : "main", session, rows, rows == 1 ? "" : "s");
 	}
 	free(ds);
 	tfs_store_close(s);

@@ -492,8 +492,8 @@ static int save_query(struct tfs_store *s, const char *ds, struct tfs_version *v
 
 		tfs_id_hex(&qr.id, hex);
 		tfs_id_hex(&v->commit.id, commit);
-		printf("saved query %s of %s: version %s, %" PRIu64 " rows at commit %.12s\n", name,
-		       ds, hex, n, commit);
+		printf("saved query %s of %s: version %s, %" PRIu64 " row%s at commit %.12s\n",
+		       name, ds, hex, n, n == 1 ? "" : "s", commit);
 	}
 	sqlite3_free(text);
 	free(rows);
