@@ -235,7 +235,7 @@ def test_ffmpeg_that_cannot_load_fails_the_import_clearly(lake, media, tmp_path)
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "img" / "c" / "0.png")
     lake.create("im")
     p = tfs_env("import", lake.ds_url("im"), "--images", tmp_path / "img")
-    assert p.returncode == 0 and "imported 1 rows" in p.stdout, p.stderr
+    assert p.returncode == 0 and "imported 1 row\n" in p.stdout, p.stderr
 
 
 @pytest.mark.parametrize("name", ["a.wav", "b.flac", "c.mp3"])
