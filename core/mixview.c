@@ -101,6 +101,11 @@ int tfs_mixview_build(struct tfs_lake *l, const struct tfs_mix *m, const char *n
 		rc = -EINVAL;
 		goto out;
 	}
+	if (p.where) {
+		snprintf(err, err_cap, "where=: a mixture packs every document of its sources");
+		rc = -EINVAL;
+		goto out;
+	}
 	if (p.shuffle && (p.seed || !p.epoch)) {
 		snprintf(err, err_cap, "seed=: the mixture holds its seed (epoch= is the view's)");
 		rc = -EINVAL;

@@ -22,9 +22,10 @@ struct tfs_pack {
 	uint64_t seq; /* S */
 	int has_eos;
 	uint64_t eos;
-	uint64_t ndocs;
-	uint64_t *offs;	 /* ndocs + 1 byte offsets into the data part */
-	uint64_t *docs;	 /* the documents in stream order */
+	uint64_t nrows;	 /* the column's rows */
+	uint64_t ndocs;	 /* documents packed */
+	uint64_t *offs;	 /* nrows + 1 byte offsets into the data part */
+	uint64_t *docs;	 /* the documents (rows) in stream order */
 	uint64_t n;	 /* samples */
 	uint64_t *first; /* per sample: the position in docs of its first document */
 	uint64_t *skip;	 /* per sample: its first token's offset in that document */
@@ -124,7 +125,8 @@ int tfs_pack_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 	/* The view's eos=, else the one recorded on the column at import. */
 	p->has_eos = pp->has_eos || c->has_eos;
 	p->eos = pp->has_eos ? pp->eos : c->eos;
-	p->ndocs = c->rows;
+	p->nrows = c->rows;
+	p->ndocs = pp->docs ? pp->ndocs : c->rows;
 	if (p->has_eos && !tfs_dtype_holds(&p->dtype, p->eos)) {
 		set_err(err, err_cap, "pack: eos=%" PRIu64 " does not fit column %s's dtype %s",
 			p->eos, c->name, p->dtype.descr);
@@ -132,25 +134,34 @@ int tfs_pack_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 		goto fail;
 	}
 	/* The documents' offsets, read whole: 8 bytes a document. */
-	rc = alloc_u64(&p->offs, p->ndocs + 1);
+	rc = alloc_u64(&p->offs, p->nrows + 1);
 	if (!rc)
 		rc = alloc_u64(&p->docs, p->ndocs);
 	if (rc)
 		goto fail;
-	got = tfs_version_read(v, cache, c->offsets, 0, p->offs, (p->ndocs + 1) * sizeof(uint64_t));
-	if (got != (ssize_t)((p->ndocs + 1) * sizeof(uint64_t))) {
+	got = tfs_version_read(v, cache, c->offsets, 0, p->offs, (p->nrows + 1) * sizeof(uint64_t));
+	if (got != (ssize_t)((p->nrows + 1) * sizeof(uint64_t))) {
 		set_err(err, err_cap, "pack: the offsets of column %s cannot be read", c->name);
 		rc = got < 0 ? (int)got : -EIO;
 		goto fail;
 	}
-	for (uint64_t d = 0; d < p->ndocs; d++) {
+	for (uint64_t d = 0; d < p->nrows; d++)
 		if (p->offs[d + 1] < p->offs[d] ||
 		    (p->offs[d + 1] - p->offs[d]) % p->dtype.itemsize) {
 			set_err(err, err_cap, "pack: column %s's offsets are damaged", c->name);
 			rc = -EIO;
 			goto fail;
 		}
-		p->docs[d] = d;
+	for (uint64_t i = 0; i < p->ndocs; i++) {
+		const uint64_t d = pp->docs ? pp->docs[i] : i;
+
+		if (d >= p->nrows) {
+			set_err(err, err_cap,
+				"pack: document %" PRIu64 " is not a row of column %s", d, c->name);
+			rc = -EINVAL;
+			goto fail;
+		}
+		p->docs[i] = d;
 		total += doc_tokens(p, d);
 	}
 	/* The document order, then the samples' starts: one walk over both. */
@@ -211,7 +222,7 @@ const uint64_t *tfs_pack_order(const struct tfs_pack *p)
 
 uint64_t tfs_pack_bytes(const struct tfs_pack *p)
 {
-	return sizeof(*p) + (2 * p->ndocs + 1 + 3 * p->n) * sizeof(uint64_t);
+	return sizeof(*p) + (p->nrows + 1 + p->ndocs + 3 * p->n) * sizeof(uint64_t);
 }
 
 size_t tfs_pack_column(const struct tfs_pack *p)

@@ -2,9 +2,9 @@
 /* pack: a token column's documents packed into samples of S + 1 tokens, Megatron-LM's way, as
  * the rows of a view (views/pack=S,...).
  *
- * The documents are the rows of a ragged column of rank 1 and integer dtype. Their order is the
- * column's, or with seed= (or epoch=) a Fisher-Yates shuffle by rng.h's generator seeded from
- * (seed, epoch). The stream is every document in that order, each followed by the eos token when
+ * The documents are the rows of a ragged column of rank 1 and integer dtype: all of them, or
+ * those a where= filter or a saved query selects. Their order is the column's (the query's), or
+ * with seed= (or epoch=) a Fisher-Yates shuffle by rng.h's generator seeded from (seed, epoch). The stream is every document in that order, each followed by the eos token when
  * one is given. Sample k is stream tokens [k S, k S + S + 1): consecutive samples share one
  * token, so x = row[:-1] and y = row[1:]. There are (T - 1) / S samples of a stream of T >= 1
  * tokens (none of an empty one): the tail too short for a sample is left out. With seed= the
@@ -32,6 +32,10 @@ struct tfs_pack_params {
 	uint64_t eos;
 	int shuffle;
 	uint64_t seed, epoch;
+	/* The documents to pack, in this order (rows of the column, each below its row count; a
+	 * row given twice is packed twice); NULL: every row, in the column's order. */
+	const uint64_t *docs;
+	uint64_t ndocs;
 };
 
 struct tfs_pack;
@@ -41,7 +45,7 @@ struct tfs_pack;
 int tfs_pack_find_column(const struct tfs_manifest *m, const char *name, size_t *at, char *err,
 			 size_t cap);
 /* -EINVAL with the reason in err: no such column, not a token column, or no single one; an eos
- * the dtype cannot hold. -EIO: the offsets cannot be read. */
+ * the dtype cannot hold; a document past the column's rows. -EIO: the offsets cannot be read. */
 int tfs_pack_build(struct tfs_version *v, struct tfs_cache *cache, const struct tfs_pack_params *p,
 		   struct tfs_pack **out, char *err, size_t err_cap);
 void tfs_pack_free(struct tfs_pack *p);

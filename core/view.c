@@ -112,19 +112,23 @@ const char tfs_view_readme[] =
 	"                                                            the sample starts at\n"
 	"\n"
 	"  eos=ID       a token appended to every document in the stream (none by default)\n"
+	"  where=EXPR   pack only the documents (rows) where EXPR holds, e.g.\n"
+	"               pack=2048,where=quality>0.8,seed=1; a saved query's views\n"
+	"               (queries/NAME/views/pack=S,...) pack the rows it selected\n"
 	"\n"
-	"The documents are taken in the column's order or, with seed= or epoch=, in a\n"
-	"Fisher-Yates shuffle by the generator above. The stream is every document in that\n"
-	"order, each followed by the eos. Sample k is stream tokens [k S, k S + S + 1), so\n"
-	"consecutive samples share a token; a stream of T tokens makes (T - 1) / S samples and\n"
-	"the tail too short for one is left out. With a seed the samples then take an order of\n"
-	"their own from the same generator (continuing after the documents' shuffle), and\n"
-	"rank, world, stride, start and drop_last shard that order as they shard rows: any\n"
-	"rank computes any sample from the commit and the name alone, and a job resumes at\n"
-	"another world size with start=. where= and block= do not apply. The index arrays\n"
-	"(document order, each sample's first document and offset, sample order) are built\n"
-	"when the view is first opened, in O(documents + samples) time and memory (8 bytes a\n"
-	"document twice, 24 a sample), and kept with the view.\n";
+	"The documents are taken in the column's order (a saved query's: its order) or, with\n"
+	"seed= or epoch=, in a Fisher-Yates shuffle by the generator above. The stream is\n"
+	"every document in that order, each followed by the eos. Sample k is stream tokens\n"
+	"[k S, k S + S + 1), so consecutive samples share a token; a stream of T tokens makes\n"
+	"(T - 1) / S samples and the tail too short for one is left out. With a seed the\n"
+	"samples then take an order of their own from the same generator (continuing after\n"
+	"the documents' shuffle), and rank, world, stride, start and drop_last shard that\n"
+	"order as they shard rows: any rank computes any sample from the commit and the name\n"
+	"alone, and a job resumes at another world size with start=. block= does not apply.\n"
+	"The index arrays (document order, each sample's first document and offset, sample\n"
+	"order) are built when the view is first opened, in O(documents + samples) time and\n"
+	"memory (8 bytes a row of the column and a document packed, 24 a sample), and kept\n"
+	"with the view.\n";
 
 /* --- parameters ----------------------------------------------------------------------------- */
 
@@ -332,12 +336,12 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 		SET_ERR("col= and eos= belong to pack= views");
 		rc = -EINVAL;
 	}
-	if (!rc && p->query && (p->where || p->pack)) {
-		SET_ERR("a saved query's view takes no where= or pack=");
+	if (!rc && p->query && p->where) {
+		SET_ERR("a saved query's view takes no where= (the query chose its rows)");
 		rc = -EINVAL;
 	}
-	if (!rc && p->pack && (p->where || p->block)) {
-		SET_ERR("a pack= view takes every document: no where= or block=");
+	if (!rc && p->pack && p->block) {
+		SET_ERR("block= does not apply to a pack= view (its documents are shuffled whole)");
 		rc = -EINVAL;
 	}
 	if (rc)
@@ -624,16 +628,33 @@ static int query_rows(struct tfs_version *v, const struct tfs_view_params *p, ui
 	return rc;
 }
 
-/* A pack= view: the samples (pack.h), in their order, sharded. */
+/* A pack= view: the samples (pack.h) of every document, of those where= keeps or of a saved
+ * query's, in their order, sharded. */
 static int build_pack(struct tfs_version *v, struct tfs_cache *cache,
 		      const struct tfs_view_params *p, struct tfs_view **out, char *err,
 		      size_t err_cap)
 {
-	struct tfs_pack_params pp = { p->pack,	  p->col,  p->has_eos, p->eos,
-				      p->shuffle, p->seed, p->epoch };
-	struct tfs_view *view = calloc(1, sizeof(*view));
-	int rc = view ? tfs_pack_build(v, cache, &pp, &view->pack, err, err_cap) : -ENOMEM;
+	struct tfs_pack_params pp = { .seq = p->pack,
+				      .col = p->col,
+				      .has_eos = p->has_eos,
+				      .eos = p->eos,
+				      .shuffle = p->shuffle,
+				      .seed = p->seed,
+				      .epoch = p->epoch };
+	struct tfs_view *view = NULL;
+	uint64_t *docs = NULL;
+	int rc = 0;
 
+	if (p->query)
+		rc = query_rows(v, p, &docs, &pp.ndocs, err, err_cap);
+	else if (p->where)
+		rc = tfs_view_filter_rows(v, cache, p->where, &docs, &pp.ndocs, err, err_cap);
+	if (rc)
+		return rc;
+	pp.docs = docs;
+	view = calloc(1, sizeof(*view));
+	rc = view ? tfs_pack_build(v, cache, &pp, &view->pack, err, err_cap) : -ENOMEM;
+	free(docs);
 	if (!rc)
 		rc = shard(p, tfs_pack_order(view->pack), tfs_pack_rows(view->pack), view);
 	if (rc) {

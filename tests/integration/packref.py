@@ -78,11 +78,12 @@ def shard(order, rank=0, world=1, start=0, stride=0, drop_last=False):
     return [order[(rank * per + first + i) % n] for i in range(per - first)]
 
 
-def pack(docs, seq, eos=None, seed=None, epoch=None, **shard_args):
-    """(tokens, segments, doc) of views/pack=seq,... over documents docs (1-D int arrays)."""
+def pack(docs, seq, eos=None, seed=None, epoch=None, rows=None, **shard_args):
+    """(tokens, segments, doc) of views/pack=seq,... over documents docs (1-D int arrays): all
+    of them, or those numbered in rows, in that order (where=, a saved query)."""
     shuffle = seed is not None or epoch is not None
     rng = Rng(seed or 0, epoch or 0)
-    order = list(range(len(docs)))
+    order = list(range(len(docs))) if rows is None else [int(r) for r in rows]
     if shuffle:
         rng.shuffle(order)
     stream, owner = [], []

@@ -130,7 +130,8 @@ def test_bad_mixture_view_names(mixed, mount):
     mix(lake, "create", "b", "web=1", "code=1")
     m = mount(lake)
     for name, why in (("seed=3", "pack= views"), ("pack=8,seed=3", "holds its seed"),
-                      ("pack=8,col=tok", "names each source's column")):
+                      ("pack=8,col=tok", "names each source's column"),
+                      ("pack=8,where=tok<3", "every document of its sources")):
         with pytest.raises(FileNotFoundError):
             (m.path / "mixes" / "b" / "views" / name / "tokens.npy").stat()
         assert why in (m.path / ".tensorfs" / "errors").read_text()

@@ -112,7 +112,9 @@ def test_resume_at_another_world_size_reads_every_sample_once(tokens_lake, mount
     ("pack=8,col=nope", "no column nope"),
     ("pack=8", "token columns; name one"),
     ("pack=8,col=tok,eos=70000", "does not fit"),
-    ("pack=8,col=tok,where=x<3", "no where="),
+    ("pack=8,col=tok,block=2", "block= does not apply"),
+    ("pack=8,col=tok,where=tok<3", "not a real scalar"),
+    ("pack=8,col=tok,where=nope<3", "no column 'nope'"),
     ("seed=1,eos=3", "belong to pack="),
 ])
 def test_bad_pack_names_are_refused_with_the_reason(tokens_lake, mount, name, why):
@@ -163,6 +165,69 @@ def test_jsonl_tokens_refused_with_the_reason(lake, tmp_path, rows, why):
     lake.create("b")
     p = lake.import_("b", {}, "--jsonl", tmp_path / "b.jsonl", "--tokens", "ids", check=False)
     assert p.returncode != 0 and why in p.stderr, p.stderr
+
+
+@pytest.fixture
+def scored_lake(lake, tmp_path):
+    """Documents with a quality score per document, as a filter or a query would pick them."""
+    docs = documents(7, 120, np.uint16)
+    quality = np.random.default_rng(8).random(len(docs))
+    lake.build("q", {"tok": write_dir(tmp_path / "dq", docs), "quality": quality})
+    return lake, docs, quality
+
+
+@pytest.mark.parametrize("where,keep,kw", [
+    ("quality>0.5", lambda q: q > 0.5, {}),
+    ("quality>0.5", lambda q: q > 0.5, {"seed": 3, "eos": 0}),
+    ("quality<0.3", lambda q: q < 0.3, {"seed": 2, "epoch": 1, "eos": 1, "rank": 1,
+                                        "world": 2}),
+    ("quality>2", lambda q: q > 2, {"eos": 0}),
+])
+def test_pack_where_packs_only_the_documents_it_keeps(scored_lake, mount, where, keep, kw):
+    """where= over a scalar column picks the documents before the pack: the files equal the
+    reference packing those rows alone, doc.npy names rows of the column, none kept is empty."""
+    lake, docs, quality = scored_lake
+    m = mount(lake)
+    rows = np.flatnonzero(keep(quality))
+    want = pack(docs, 10, rows=rows, **kw)[:3]
+    got = load(m, "q", view_name(10, where=where, **kw))
+    for name, w, g in zip(VIEW_FILES, want, got):
+        assert g.dtype == w.dtype and g.shape == w.shape, (name, g.shape, w.shape)
+        assert np.array_equal(g, w), name
+    assert set(got[2][:, 0]) <= set(rows)
+    if not len(rows):
+        assert got[0].shape == (0, 11)
+
+
+def test_pack_a_saved_query(scored_lake, mount):
+    """queries/NAME/views/pack=S,...: the documents a saved query selected, in its order (or
+    shuffled), packed; the control file stages them; where= there is refused."""
+    from tensorfs.staging import Stager
+
+    lake, docs, quality = scored_lake
+    run_proc(["query", "save", lake.ds_url("q"), "best",
+              "SELECT rowid FROM t WHERE quality > 0.6 ORDER BY quality DESC"], check=True)
+    rows = sorted(np.flatnonzero(quality > 0.6), key=lambda i: -quality[i])
+    m = mount(lake)
+    views = m.path / "q" / "main" / "queries" / "best" / "views"
+    for kw in ({"eos": 0}, {"eos": 0, "seed": 5, "rank": 1, "world": 2}):
+        name = view_name(9, **kw)
+        want = pack(docs, 9, rows=rows, **kw)[:3]
+        got = [np.load(views / name / f) for f in VIEW_FILES]
+        for f, w, g in zip(VIEW_FILES, want, got):
+            assert g.shape == w.shape and np.array_equal(g, w), (name, f)
+    st = Stager(m.path, "q/main/queries/best/views/pack=9,eos=0,seed=5", ["tokens", "doc"],
+                batch_size=4)
+    try:
+        want = pack(docs, 9, rows=rows, eos=0, seed=5)
+        b = next(iter(st.batches()))
+        assert np.array_equal(b["tokens"], want[0][:4]) and np.array_equal(b["doc"], want[2][:4])
+        b.release()
+    finally:
+        st.close()
+    with pytest.raises(FileNotFoundError):
+        (views / "pack=9,where=quality>0.9" / "tokens.npy").stat()
+    assert "takes no where=" in (m.path / ".tensorfs" / "errors").read_text()
 
 
 @pytest.mark.parametrize("dtype,np_dtype", [(None, np.uint16), ("int32", np.int32),
