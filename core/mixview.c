@@ -15,6 +15,78 @@ const struct tfs_pack *tfs_mixview_pack(const struct tfs_mixview *mv, size_t i)
 	return mv->pv[i]->view->pack;
 }
 
+void tfs_mixview_file_type(const struct tfs_mixview *mv, enum tfs_pack_file f, struct tfs_dtype *dt,
+			   uint64_t *row_len)
+{
+	tfs_pack_file_type(tfs_mixview_pack(mv, 0), f, dt, row_len);
+	if (f == TFS_PACK_TOKENS)
+		*dt = mv->dtype;
+}
+
+/* The dtype that holds every source's tokens, into mv->dtype (mixview.h). */
+static int common_dtype(struct tfs_mixview *mv, char *err, size_t err_cap)
+{
+	unsigned u = 0, i = 0, size;
+	struct tfs_dtype dt;
+	uint64_t len;
+
+	for (size_t k = 0; k < mv->nsrc; k++) {
+		tfs_pack_file_type(tfs_mixview_pack(mv, k), TFS_PACK_TOKENS, &dt, &len);
+		if (dt.kind == 'u')
+			u = dt.itemsize > u ? dt.itemsize : u;
+		else
+			i = dt.itemsize > i ? dt.itemsize : i;
+	}
+	if (u == 8 && i) {
+		snprintf(err, err_cap,
+			 "the sources' tokens are uint64 and int%u: no integer dtype holds both",
+			 8 * i);
+		return -EINVAL;
+	}
+	size = !i ? u : !u ? i : 2 * u > i ? 2 * u : i;
+	mv->dtype.kind = i ? 'i' : 'u';
+	mv->dtype.itemsize = size;
+	snprintf(mv->dtype.descr, sizeof(mv->dtype.descr), "%c%c%u", size == 1 ? '|' : '<',
+		 mv->dtype.kind, size);
+	return 0;
+}
+
+/* n little-endian integers of dtype from at buf, widened in place to dtype to (as wide or
+ * wider, and holding every value of from): the last first, so none is overwritten unread. */
+static void widen(const struct tfs_dtype *from, const struct tfs_dtype *to, uint8_t *buf,
+		  uint64_t n)
+{
+	const unsigned fs = from->itemsize, ts = to->itemsize;
+
+	for (uint64_t k = n; k-- > 0;) {
+		uint64_t x = 0;
+
+		for (unsigned b = 0; b < fs; b++)
+			x |= (uint64_t)buf[k * fs + b] << (8 * b);
+		if (from->kind == 'i' && fs < 8 && (x >> (8 * fs - 1)) & 1)
+			x |= ~0ull << (8 * fs); /* sign-extend */
+		for (unsigned b = 0; b < ts; b++)
+			buf[k * ts + b] = (uint8_t)(x >> (8 * b));
+	}
+}
+
+int tfs_mixview_sample(const struct tfs_mixview *mv, struct tfs_reader **r, uint64_t j,
+		       enum tfs_pack_file f, uint8_t *out, struct tfs_gather_list *l)
+{
+	const struct tfs_pack *p = tfs_mixview_pack(mv, mv->src[j]);
+	struct tfs_dtype dt;
+	uint64_t len;
+	int padded, rc;
+
+	rc = tfs_pack_sample(p, r[mv->src[j]], tfs_pack_order(p)[mv->at[j]], f, out, l, &padded);
+	if (rc || f != TFS_PACK_TOKENS)
+		return rc;
+	tfs_pack_file_type(p, f, &dt, &len);
+	if (dt.itemsize != mv->dtype.itemsize || dt.kind != mv->dtype.kind)
+		widen(&dt, &mv->dtype, out, len);
+	return 0;
+}
+
 void tfs_mixview_free(struct tfs_lake *l, struct tfs_mixview *mv)
 {
 	if (!mv)
@@ -154,6 +226,8 @@ int tfs_mixview_build(struct tfs_lake *l, const struct tfs_mix *m, const char *n
 	}
 	for (size_t i = 0; !rc && i < m->n; i++)
 		w[i] = m->src[i].w / total;
+	if (!rc)
+		rc = common_dtype(mv, err, err_cap);
 	if (!rc)
 		rc = blend(mv, w, p.epoch);
 	if (!rc) {

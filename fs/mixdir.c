@@ -174,9 +174,13 @@ static int file_of(const char *name)
 
 static uint64_t row_bytes(const struct tfs_mixview *mv, int f)
 {
-	return f == SOURCE_FILE
-		       ? 1
-		       : tfs_pack_row_bytes(tfs_mixview_pack(mv, 0), (enum tfs_pack_file)f);
+	struct tfs_dtype dt;
+	uint64_t len;
+
+	if (f == SOURCE_FILE)
+		return 1;
+	tfs_mixview_file_type(mv, (enum tfs_pack_file)f, &dt, &len);
+	return len * dt.itemsize;
 }
 
 static uint64_t file_size(const struct tfs_mixview *mv, int f)
@@ -240,7 +244,7 @@ static int mixfile_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct f
 	h->size = file_size(mv, (int)h->col);
 	h->hdr_len = TFS_NPY_ALIGN;
 	if (h->col != SOURCE_FILE)
-		tfs_pack_file_type(tfs_mixview_pack(mv, 0), (enum tfs_pack_file)h->col, &dt, &len);
+		tfs_mixview_file_type(mv, (enum tfs_pack_file)h->col, &dt, &len);
 	rc = tfs_npy_header_build(&dt, mv->view->n, len ? 1 : 0, &len, h->header);
 	o->r = calloc(mv->nsrc, sizeof(*o->r));
 	if (!rc && !o->r)
@@ -262,15 +266,12 @@ static int make_row(void *arg, uint64_t r, uint8_t *out)
 	struct made *m = arg;
 	const struct tfs_mixview *mv = m->o->k->mv;
 	const uint64_t j = mv->view->rows[r];
-	const struct tfs_pack *p = tfs_mixview_pack(mv, mv->src[j]);
-	int padded;
 
 	if (m->f == SOURCE_FILE) {
 		*out = mv->src[j];
 		return 0;
 	}
-	return tfs_pack_sample(p, m->o->r[mv->src[j]], tfs_pack_order(p)[mv->at[j]],
-			       (enum tfs_pack_file)m->f, out, &m->l, &padded);
+	return tfs_mixview_sample(mv, m->o->r, j, (enum tfs_pack_file)m->f, out, &m->l);
 }
 
 static void mixfile_read(fuse_req_t req, struct tfs_fs *fs, struct tfs_fs_handle *h, size_t size,

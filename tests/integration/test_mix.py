@@ -58,6 +58,50 @@ def test_mixture_equals_the_reference(mixed, mount):
             assert g.dtype == w.dtype and np.array_equal(g, w), view
 
 
+@pytest.mark.parametrize("dtypes,want", [
+    ((np.uint16, np.uint32), np.uint32),
+    ((np.uint16, np.int32), np.int32),
+    ((np.int16, np.uint32), np.int64),
+    ((np.uint8, np.uint16), np.uint16),
+])
+def test_sources_of_other_token_dtypes_are_widened(lake, mount, tmp_path, dtypes, want):
+    """Sources whose token columns differ in dtype (uint16 where every id fits, uint32 or int32
+    elsewhere) mix into the dtype numpy promotes them to, every value kept, per the reference;
+    uint64 with a signed source has none and the view is refused with the reason."""
+    vocab = {np.uint8: 200, np.uint16: 60000, np.int16: 30000, np.uint32: 100000,
+             np.int32: 100000}
+    srcs = {}
+    for k, dt in enumerate(dtypes):
+        rng = np.random.default_rng(k)
+        d = [rng.integers(vocab[dt] // 2, vocab[dt], int(rng.integers(1, 40))).astype(dt)
+             for _ in range(30)]
+        srcs[f"s{k}"] = d
+        lake.create(f"s{k}")
+        lake.import_(f"s{k}", {"tok": write_dir(tmp_path / f"s{k}", d)})
+        assert [c for c in lake.info(f"s{k}")["columns"] if c["name"] == "tok"][0]["dtype"] \
+            .endswith(np.dtype(dt).str[1:])
+    mix(lake, "create", "x", "s0=0.5", "s1=0.5", "--seed", "4")
+    m = mount(lake)
+    got = load(m, "x", "pack=12,eos=0")
+    per = [pack(srcs[f"s{k}"], 12, eos=0, seed=4) for k in range(2)]
+    order = blend([0.5, 0.5], [p[3] for p in per])
+    want_tok = np.stack([per[s][0][i].astype(want) for s, i in order])
+    assert got[0].dtype == want and np.array_equal(got[0], want_tok)
+    assert np.array_equal(got[3], [s for s, _ in order])
+
+
+def test_uint64_and_signed_sources_have_no_common_dtype(lake, mount, tmp_path):
+    for name, dt in (("a", np.uint64), ("b", np.int32)):
+        lake.create(name)
+        lake.import_(name, {"tok": write_dir(tmp_path / name,
+                                             [np.arange(1, 9 + i, dtype=dt) for i in range(4)])})
+    mix(lake, "create", "y", "a=1", "b=1")
+    m = mount(lake)
+    with pytest.raises(FileNotFoundError):
+        (m.path / "mixes" / "y" / "views" / "pack=4" / "tokens.npy").stat()
+    assert "no integer dtype holds both" in (m.path / ".tensorfs" / "errors").read_text()
+
+
 def test_shares_follow_the_weights_and_small_sources_repeat(mixed, mount):
     lake, srcs = mixed
     mix(lake, "create", "w", "web=1", "code=1", "math=2")
