@@ -10,6 +10,39 @@
 
 #include "view.h"
 
+const char tfs_mixview_readme[] =
+	"Mixture views: the sources' packed samples blended by their weights, as a directory\n"
+	"name.\n"
+	"\n"
+	"  mixes/NAME/views/pack=S,<key>=<value>,.../<file>.npy\n"
+	"\n"
+	"  pack=S       tokens a sample, and one more (required)\n"
+	"  eos=ID       a token after every document (default: the one each source column\n"
+	"               records, or none)\n"
+	"  epoch=N      the mixture epoch (default 0): each source goes on in its own pack\n"
+	"               order from where the epoch before left it\n"
+	"  rank=R, world=W, stride=B, start=N, drop_last=1, on_error=fail|pad|skip\n"
+	"               shard the mixed order as they shard any view's rows (views/README of\n"
+	"               a dataset version)\n"
+	"\n"
+	"The mixture holds its seed and each source's dataset, commit, column and weight\n"
+	"(mix.txt; tensorfs mix create|update): seed=, col=, where= and block= are refused.\n"
+	"\n"
+	"  tokens.npy    (N, S+1) the samples' tokens, in the dtype that holds every source's\n"
+	"                (numpy's promotion: uint16 and uint32 make uint32)\n"
+	"  segments.npy  (N, S+1) each token's document within its sample, from 0\n"
+	"  doc.npy       (N, 2) int64: the document (row of its source) and token offset the\n"
+	"                sample starts at\n"
+	"  source.npy    (N,) uint8: the sample's source, numbered as in mix.txt\n"
+	"\n"
+	"Each source is packed as its own views/pack=S,seed=<the mixture's>/ is. Mixed sample\n"
+	"j comes from the source i whose w_i * max(j, 1) - c_i is largest (w_i: its weight over\n"
+	"the sum of the weights; c_i: samples taken from it so far; the first on a tie), which is\n"
+	"Megatron-LM's blending rule: at every prefix each source's count is within one sample of\n"
+	"its share. An epoch is as many samples as the sources hold together; a small source with\n"
+	"a large weight is read several times in it. Unknown keys or bad values make the\n"
+	"directory not exist (ENOENT); the daemon's log and .tensorfs/errors say why.\n";
+
 const struct tfs_pack *tfs_mixview_pack(const struct tfs_mixview *mv, size_t i)
 {
 	return mv->pv[i]->view->pack;

@@ -52,4 +52,7 @@ void tfs_mixview_file_type(const struct tfs_mixview *mv, enum tfs_pack_file f,
 int tfs_mixview_sample(const struct tfs_mixview *mv, struct tfs_reader **r, uint64_t j,
 		       enum tfs_pack_file f, uint8_t *out, struct tfs_gather_list *l);
 
+/* The text of mixes/NAME/views/README. */
+extern const char tfs_mixview_readme[];
+
 #endif

@@ -250,7 +250,8 @@ static int mixfile_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct f
 	if (!rc && !o->r)
 		rc = -ENOMEM;
 	for (size_t i = 0; !rc && i < mv->nsrc; i++)
-		rc = tfs_reader_open(mv->ver[i], tfs_lake_cache(fs->lake), 0, &o->r[i]);
+		rc = tfs_reader_open(mv->ver[i], tfs_lake_cache(fs->lake),
+				     mv->view->on_error != TFS_ON_ERROR_FAIL, &o->r[i]);
 	fi->keep_cache = 1;
 	return rc;
 }
@@ -344,6 +345,33 @@ static const struct tfs_fs_kind mixview_kind = {
 	.getattr = mixview_getattr,
 };
 
+/* --- mixes/NAME/views/README ------------------------------------------------------------------
+ */
+
+static int mixreadme_getattr(struct tfs_fs *fs, struct tfs_fs_node *n, struct tfs_fs_attr *a)
+{
+	(void)fs, (void)n;
+	a->size = strlen(tfs_mixview_readme);
+	return 0;
+}
+
+static int mixreadme_open(struct tfs_fs *fs, struct tfs_fs_node *n, const struct fuse_ctx *who,
+			  struct tfs_fs_handle *h, struct fuse_file_info *fi)
+{
+	(void)fs, (void)n, (void)who;
+	fi->direct_io = 1;
+	h->size = strlen(tfs_mixview_readme);
+	return tfs_buf_append(&h->text, tfs_mixview_readme, h->size);
+}
+
+static const struct tfs_fs_kind mixreadme_kind = {
+	.name = "mixture views README",
+	.mode = S_IFREG | 0444,
+	.getattr = mixreadme_getattr,
+	.open = mixreadme_open,
+	.read = tfs_fs_read_text,
+};
+
 /* --- mixes/NAME/views/ -------------------------------------------------------------------------
  */
 
@@ -354,7 +382,7 @@ static int mixviews_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const cha
 	int rc;
 
 	if (!strcmp(name, "README")) {
-		*child = tfs_fs_node_child(fs, dir, name, &tfs_fs_view_readme_kind, NULL);
+		*child = tfs_fs_node_child(fs, dir, name, &mixreadme_kind, NULL);
 		return *child ? 0 : -ENOMEM;
 	}
 	*child = tfs_fs_node_child(fs, dir, name, &mixview_kind, NULL);
@@ -366,11 +394,16 @@ static int mixviews_lookup(struct tfs_fs *fs, struct tfs_fs_node *dir, const cha
 	return rc;
 }
 
+static int mixviews_list(struct tfs_fs *fs, struct tfs_fs_node *dir, struct tfs_fs_dir *d)
+{
+	return tfs_fs_dir_add_child(fs, d, dir, "README", "README", &mixreadme_kind, NULL);
+}
+
 static const struct tfs_fs_kind mixviews_kind = {
 	.name = "mixture views",
 	.mode = S_IFDIR | 0555,
 	.lookup = mixviews_lookup,
-	.list = tfs_fs_views_list,
+	.list = mixviews_list,
 };
 
 /* --- mixes/NAME/mix.txt: the newest version's text ---------------------------------------------

@@ -7,7 +7,7 @@ sample across ranks; a small source repeats."""
 import numpy as np
 import pytest
 
-from conftest import run_proc, write_dir
+from conftest import flip_byte, parse_object_header, run_proc, write_dir
 from packref import blend, pack
 
 FILES = ("tokens.npy", "segments.npy", "doc.npy", "source.npy")
@@ -102,6 +102,32 @@ def test_uint64_and_signed_sources_have_no_common_dtype(lake, mount, tmp_path):
     assert "no integer dtype holds both" in (m.path / ".tensorfs" / "errors").read_text()
 
 
+def test_on_error_pad_reaches_a_mixtures_sources(mixed, mount):
+    """A source's damaged token chunk: the mixture's tokens.npy is EIO by default; with
+    on_error=pad that source's tokens read as zeros and every other sample is exact."""
+    import errno
+
+    lake, srcs = mixed
+    mix(lake, "create", "d", "web=0.5", "code=0.5", "--seed", "2")
+    chunks = [(len(f.read_bytes()), f) for _, f in lake.object_files("code")
+              if parse_object_header(f.read_bytes())["type"] == 1]
+    flip_byte(max(chunks)[1], 48 + 40, 0x5A)  # the data part's chunk: the largest
+    m = mount(lake)
+    views = m.path / "mixes" / "d" / "views"
+    with pytest.raises(OSError) as e:
+        (views / "pack=8,eos=0" / "tokens.npy").read_bytes()
+    assert e.value.errno == errno.EIO
+    got, _, _, src = load(m, "d", "pack=8,eos=0,on_error=pad")
+    per = {k: pack(srcs[k], 8, eos=0, seed=2) for k in ("web", "code")}
+    order = blend([0.5, 0.5], [per["web"][3], per["code"][3]])
+    for j, (s, i) in enumerate(order):
+        if s == 0:
+            assert np.array_equal(got[j], per["web"][0][i]), j
+        else:
+            assert not got[j].any(), j
+    assert (src == 1).sum() > 0
+
+
 def test_shares_follow_the_weights_and_small_sources_repeat(mixed, mount):
     lake, srcs = mixed
     mix(lake, "create", "w", "web=1", "code=1", "math=2")
@@ -179,3 +205,7 @@ def test_bad_mixture_view_names(mixed, mount):
         with pytest.raises(FileNotFoundError):
             (m.path / "mixes" / "b" / "views" / name / "tokens.npy").stat()
         assert why in (m.path / ".tensorfs" / "errors").read_text()
+    # the views' README is the mixture's: its keys, its files, what it refuses
+    text = (m.path / "mixes" / "b" / "views" / "README").read_text()
+    assert "Mixture views" in text and "source.npy" in text and "seed=, col=, where=" in text
+    assert [p.name for p in (m.path / "mixes" / "b" / "views").iterdir()] == ["README"]
