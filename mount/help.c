@@ -123,6 +123,8 @@ static const char usage_text[] =
 	"\n"
 	"LAKE_URL: file:///absolute/path, s3://[REMOTE@]BUCKET[/PREFIX] or http(s)://HOST/PATH\n"
 	"(read-only). Unmount with `fusermount3 -u MOUNTPOINT`.\n"
+	"REF: a branch, a tag, a commit id or its first 4+ hex digits, then any ~N (N-th\n"
+	"parent) and ^ (parent): main~2, v1^, 3fa9c2e1~1.\n"
 	"import, verify and gc show a progress line when stderr is a terminal; --progress\n"
 	"shows it anyway (a line a second), --quiet never.\n";
 

@@ -16,6 +16,7 @@
 
 #include "format.h"
 #include "history.h"
+#include "refspec.h"
 #include "import.h"
 #include "store.h"
 #include "util.h"
@@ -223,14 +224,7 @@ static int cmd_info(int argc, char **argv)
 		return tfs_cli_usage(2);
 	if (tfs_cli_open_dataset(argv[optind], 0, &s, &ds))
 		return 1;
-	rc = tfs_dataset_check(s, ds);
-	if (rc == -ENOENT)
-		tfs_err("%s: no such dataset", argv[optind]);
-	if (!rc) {
-		rc = tfs_ref_resolve(s, ds, ref, &id);
-		if (rc == -ENOENT)
-			tfs_err("%s: no branch, tag or commit '%s'", argv[optind], ref);
-	}
+	rc = tfs_cli_resolve(s, argv[optind], ds, ref, &id);
 	if (!rc)
 		rc = tfs_version_open(s, ds, &id, &v);
 	if (!rc) {
@@ -329,10 +323,12 @@ static int cmd_drop(int argc, char **argv)
 	return rc;
 }
 
-/* Resolve REF of a dataset with a message when it does not exist. */
+/* Resolve REF of a dataset (refspec.h: main~2, an abbreviated id) with a message when it names
+ * nothing. */
 int tfs_cli_resolve(struct tfs_store *s, const char *url, const char *ds, const char *ref,
 		    struct tfs_id *id)
 {
+	char err[256] = "";
 	int rc = tfs_dataset_check(s, ds);
 
 	if (rc == -ENOENT) {
@@ -340,9 +336,9 @@ int tfs_cli_resolve(struct tfs_store *s, const char *url, const char *ds, const 
 		return rc;
 	}
 	if (!rc)
-		rc = tfs_ref_resolve(s, ds, ref, id);
-	if (rc == -ENOENT)
-		tfs_err("%s: no branch, tag or commit '%s'", url, ref);
+		rc = tfs_refspec_resolve(s, ds, ref, id, err, sizeof(err));
+	if (rc && *err)
+		tfs_err("%s: %s", url, err);
 	return rc;
 }
 

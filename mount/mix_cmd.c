@@ -12,6 +12,7 @@
 #include "format.h"
 #include "mix.h"
 #include "pack.h"
+#include "refspec.h"
 #include "store.h"
 #include "util.h"
 #include "version.h"
@@ -22,7 +23,7 @@ static int parse_source(struct tfs_store *s, const char *arg, struct tfs_mix_sou
 	char *spec = strdup(arg), *eq = spec ? strrchr(spec, '=') : NULL, *at, *colon;
 	const char *ref = "main";
 	struct tfs_version *v = NULL;
-	char err[256];
+	char err[256] = "";
 	size_t col;
 	int rc = -EINVAL;
 
@@ -58,10 +59,11 @@ static int parse_source(struct tfs_store *s, const char *arg, struct tfs_mix_sou
 		tfs_err("'%s': no dataset %s in the lake", arg, spec);
 		goto out;
 	}
-	if (!rc)
-		rc = tfs_ref_resolve(s, spec, ref, &out->commit);
-	if (rc == -ENOENT)
-		tfs_err("'%s': no branch, tag or commit '%s'", arg, ref);
+	if (!rc) {
+		rc = tfs_refspec_resolve(s, spec, ref, &out->commit, err, sizeof(err));
+		if (rc && *err)
+			tfs_err("'%s': %s", arg, err);
+	}
 	if (!rc)
 		rc = tfs_version_open(s, spec, &out->commit, &v);
 	if (!rc && tfs_pack_find_column(&v->manifest, out->column, &col, err, sizeof(err))) {

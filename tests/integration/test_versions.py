@@ -189,6 +189,39 @@ def test_branch_tag_log_diff(lake):
 # 2. update correctness (read back through the mount)
 # ------------------------------------------------------------------------------------------------
 
+def test_refs_with_ancestors_and_abbreviated_ids(lake):
+    """Every command that takes a ref takes main~N, main^ and the first digits of a commit id
+    (as `log` and `query save` print them); too few digits, an ambiguous or unknown prefix, an
+    ancestor past the first commit and a malformed suffix are refused with the reason."""
+    ds = "refs"
+    url = lake.ds_url(ds)
+    lake.create(ds)
+    ids = [head(lake, ds)]
+    for i in range(3):
+        ids.append(import_(lake, ds, {"x": np.full(10, i, np.int64)}, "-m", f"c{i}"))
+    assert ids[-1] == head(lake, ds)
+    for spec, want in (("main", 3), ("main~1", 2), ("main^", 2), ("main~3", 0), ("main^^", 1),
+                       (ids[2][:7], 2), (ids[2][:12].upper(), 2), (ids[3][:8] + "~2", 1)):
+        rc, out, err = tfs("info", url, "--ref", spec, "--json")
+        assert rc == 0, (spec, err)
+        assert f'"{ids[want]}"' in out, spec
+    rc, out, err = tfs("log", url, "main~1", "-n", "1")
+    assert rc == 0 and out.startswith(f"commit {ids[2]}"), (out, err)
+    rc, out, err = tfs("diff", url, ids[1][:6], "main")
+    assert rc == 0 and "rows 10..29 added" in out, (out, err)
+    rc, out, err = tfs("branch", url, "old", "--from", "main~2")
+    assert rc == 0 and head(lake, ds, "old") == ids[1], err
+    rc, out, err = tfs("sql", url + "@main~1", "SELECT count(*) FROM t", "--csv")
+    assert rc == 0 and out.split()[-1] == "20", (out, err)
+    for spec, why in (("main~4", "main has only 3 ancestors"),
+                      ("main~x", "expected ~N or ^"),
+                      (ids[2][:3], f"no branch, tag or commit '{ids[2][:3]}'"),
+                      ("beefbeef", "no branch, tag or commit 'beefbeef'"),
+                      ("nope^", "no branch, tag or commit 'nope'")):
+        rc, out, err = tfs("info", url, "--ref", spec)
+        assert rc != 0 and why in err, (spec, err)
+
+
 def test_update_values(lake, mount):
     rng = np.random.default_rng(12)
     ds = "upd"
