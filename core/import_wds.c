@@ -289,6 +289,49 @@ static int damaged_tail(const char *shard, const char *after, int strict,
 	return 0;
 }
 
+/* Members whose extension is not a field of the first sample: left out of the rows, and named
+ * once an extension when the import ends (a few extensions; the rest counted). */
+#define EXTRAS_KEPT 8
+
+struct extras {
+	struct {
+		char ext[64];
+		char first[128]; /* the first sample that had it */
+		uint64_t n;	 /* samples that had it */
+	} x[EXTRAS_KEPT];
+	size_t n;
+	uint64_t more; /* members of other extensions yet */
+};
+
+static void extra_seen(struct extras *x, const char *ext, const char *key)
+{
+	size_t i = 0;
+
+	while (i < x->n && strcmp(x->x[i].ext, ext))
+		i++;
+	if (i == x->n && x->n == EXTRAS_KEPT) {
+		x->more++;
+		return;
+	}
+	if (i == x->n) {
+		snprintf(x->x[i].ext, sizeof(x->x[i].ext), "%s", ext);
+		snprintf(x->x[i].first, sizeof(x->x[i].first), "%s", key);
+		x->n++;
+	}
+	x->x[i].n++;
+}
+
+static void extras_report(const struct extras *x)
+{
+	for (size_t i = 0; i < x->n; i++)
+		tfs_warn("field '%s' of %" PRIu64 " sample%s (the first: %s) is not a field of the "
+			 "first sample: left out (--strict refuses it)",
+			 x->x[i].ext, x->x[i].n, x->x[i].n == 1 ? "" : "s", x->x[i].first);
+	if (x->more)
+		tfs_warn("%" PRIu64 " members of other fields not in the first sample: left out",
+			 x->more);
+}
+
 /* The fields of the first sample of the first shard (in, read from its start), and the kinds of
  * their columns. */
 static int first_fields(struct tfs_source *in, const char *shard, struct wfield *f, size_t *nf)
@@ -347,6 +390,7 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 	struct tfs_source *next = NULL; /* the next shard, its fetch begun */
 	int next_rc = 0;		/* its opening's error (logged) */
 	struct wadder adder = { NULL, strict, res };
+	struct extras extra = { 0 };
 	char err[128], key[1024] = "";
 	struct tfs_txn t;
 	int big, rc;
@@ -470,7 +514,14 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 			}
 			while (i < nf && strcmp(f[i].ext, ext))
 				i++;
-			if (i < nf) {
+			if (i == nf && strict) {
+				tfs_err("%s: sample %s: field '%s' is not a field of the first "
+					"sample (--strict)",
+					shards[sh], key, ext);
+				rc = -EINVAL;
+			} else if (i == nf) {
+				extra_seen(&extra, ext, key);
+			} else {
 				rc = tfs_archive_read_member(a, shards[sh], &cur->v[i].val);
 				cur->v[i].have = 1;
 				tfs_progress_add(o->progress, cur->v[i].val.len, 0);
@@ -513,6 +564,8 @@ int tfs_import_webdataset(struct tfs_store *s, const char *ds, const char *const
 		rc = tfs_rowcol_finish(f[i].w);
 	if (!rc)
 		rc = tfs_rowcol_finish(keyw);
+	if (!rc)
+		extras_report(&extra);
 	if (!rc && !res->rows) {
 		tfs_err("no whole sample in the shards; nothing to commit");
 		rc = -EINVAL;

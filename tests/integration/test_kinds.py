@@ -572,6 +572,23 @@ def test_npz_and_webdataset(lake, mount, tmp_path):
     p = lake.import_("w3", {}, "--webdataset", tmp_path / "s0.tar", tmp_path / "bad.tar",
                      "--strict", check=False)
     assert p.returncode != 0 and lake.snapshot("w3") == before
+    # a field the first sample lacks: the samples are kept without it, and it is named once
+    # with its count; --strict refuses it and changes nothing
+    write_tar(tmp_path / "extra.tar",
+              [(f"e/{i}.{ext}", data) for i in range(3)
+               for ext, data in (("cls", b"1"), ("txt", b"t"))
+               if ext != "txt" or i > 0] + [("e/1.json", b"{}"), ("e/2.json", b"{}")])
+    lake.create("w4")
+    p = lake.import_("w4", {}, "--webdataset", tmp_path / "extra.tar")
+    assert "imported 3 rows" in p.stdout, p.stdout
+    assert "field 'txt' of 2 samples (the first: e/1) is not a field of the first sample" \
+        in p.stderr, p.stderr
+    assert "field 'json' of 2 samples" in p.stderr, p.stderr
+    assert sorted(c["name"] for c in lake.info("w4")["columns"]) == ["cls", "key"]
+    before = lake.snapshot("w4")
+    p = lake.import_("w4", {}, "--webdataset", tmp_path / "extra.tar", "--strict", check=False)
+    assert p.returncode != 0 and "sample e/1: field 'txt' is not a field" in p.stderr
+    assert lake.snapshot("w4") == before
 
 
 def test_c_client_reads_rows(lake, mount, tmp_path):
