@@ -40,9 +40,20 @@ static const char *bad_row(const json_t *obj, struct tfs_jfield *f, size_t nf, c
 {
 	if (!json_is_object(obj))
 		return "not a JSON object";
-	if (json_object_size(obj) != nf) {
-		snprintf(why, cap, "%zu fields, the first row has %zu", json_object_size(obj), nf);
-		return why;
+	if (json_object_size(obj) > nf) {
+		json_t *o = (json_t *)obj; /* jansson's iterators take no const */
+
+		for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
+			const char *key = json_object_iter_key(it);
+			size_t i = 0;
+
+			while (i < nf && strcmp(f[i].name, key))
+				i++;
+			if (i == nf) {
+				snprintf(why, cap, "field '%s' is not one of the first row's", key);
+				return why;
+			}
+		}
 	}
 	for (size_t i = 0; i < nf; i++) {
 		const json_t *v = json_object_get(obj, f[i].name);

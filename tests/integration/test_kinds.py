@@ -375,7 +375,8 @@ def test_jsonl(lake, mount, tmp_path):
     lines = [json.dumps(r, ensure_ascii=False) for r in rows]
     bad = {3: "{not json", 7: json.dumps({**rows[0], "id": "seven"}),
            11: json.dumps({k: v for k, v in rows[0].items() if k != "vec"}),
-           15: json.dumps({**rows[0], "emb": [1, 2, 3]})}
+           15: json.dumps({**rows[0], "emb": [1, 2, 3]}),
+           19: json.dumps({**rows[0], "extra": 1})}
     text = []
     for i, line in enumerate(lines):
         if i in bad:
@@ -385,9 +386,10 @@ def test_jsonl(lake, mount, tmp_path):
     src.write_text("\n".join(text) + "\n\n", encoding="utf-8")
     lake.create("d")
     p = lake.import_("d", {}, "--jsonl", src, "--fixed", "emb")
-    assert "imported 200 rows, skipped 4" in p.stdout, p.stdout
+    assert "imported 200 rows, skipped 5" in p.stdout, p.stdout
+    assert "field 'extra' is not one of the first row's" in p.stdout, p.stdout
     assert "line 4: " in p.stdout and "field 'id' holds another kind of value" in p.stdout
-    assert "no field 'vec'" in p.stdout or "6 fields, the first row has 7" in p.stdout
+    assert "no field 'vec'" in p.stdout, p.stdout
     assert "--fixed wants 2" in p.stdout, p.stdout
     m = mount(lake)
     cols = tensorfs.open(m / "d" / "main")
