@@ -4,6 +4,8 @@ S + 1 tokens, equal byte for byte to a plain-Python reference (packref.py) for s
 eos, shards and resumes; every token of every document once per epoch; a bad request refused
 with its reason."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -197,6 +199,25 @@ def test_pack_where_packs_only_the_documents_it_keeps(scored_lake, mount, where,
     assert set(got[2][:, 0]) <= set(rows)
     if not len(rows):
         assert got[0].shape == (0, 11)
+
+
+def test_view_path_names_pack_views(scored_lake, mount):
+    """tensorfs.view_path(..., pack=S, eos=, col=, where=) names the same view as the mount's
+    grammar; keys that do not go with pack= are refused before the mount is asked."""
+    import tensorfs
+
+    lake, docs, quality = scored_lake
+    m = mount(lake)
+    main = m.path / "q" / "main"
+    vp = tensorfs.view_path(main, pack=10, eos=0, col="tok", seed=3, rank=1, world=2,
+                            where="quality > 0.5")
+    got = np.load(os.path.join(vp, "tokens.npy"))
+    want = pack(docs, 10, rows=np.flatnonzero(quality > 0.5), eos=0, seed=3, rank=1, world=2)
+    assert np.array_equal(got, want[0])
+    for kw in ({"pack": 0}, {"pack": 8, "block": 2}, {"eos": 0}, {"col": "tok"},
+               {"pack": 8, "col": "a/b"}, {"pack": 8, "eos": -1}):
+        with pytest.raises(ValueError):
+            tensorfs.view_path(main, **kw)
 
 
 def test_pack_a_saved_query(scored_lake, mount):

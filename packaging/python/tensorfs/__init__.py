@@ -12,6 +12,7 @@ mapped files; :func:`view_path` spells a view's directory name from its paramete
 import errno
 import json
 import os
+import re
 import urllib.parse
 from builtins import open as builtins_open
 
@@ -219,9 +220,11 @@ _KEYS = ("seed", "epoch", "block", "rank", "world", "drop_last", "start", "strid
 
 
 def view_path(version_dir, seed=None, epoch=None, rank=None, world=None, block=None,
-              start=None, drop_last=None, where=None, stride=None, on_error=None):
+              start=None, drop_last=None, where=None, stride=None, on_error=None, pack=None,
+              eos=None, col=None):
     """The directory of a view of version_dir with these parameters (None: left out).
-    ``on_error`` is "fail", "pad" or "skip" (bad rows: README).
+    ``on_error`` is "fail", "pad" or "skip" (bad rows: README). ``pack=S`` makes a packed view
+    of a token column's documents (samples of S + 1 tokens; ``eos``, ``col``: views/README).
 
     The name is the same on every machine for the same parameters, so every rank of a job and
     every restart sees the same order. ``where`` is %-encoded where a file name needs it."""
@@ -229,6 +232,22 @@ def view_path(version_dir, seed=None, epoch=None, rank=None, world=None, block=N
                   drop_last=None if drop_last is None else int(bool(drop_last)), start=start,
                   stride=stride)
     parts = []
+    if pack is not None:
+        if int(pack) < 1:
+            raise ValueError(f"pack={pack}: at least 1 token a sample")
+        if block is not None:
+            raise ValueError("block= does not apply to a pack= view")
+        parts.append(f"pack={int(pack)}")
+        if col is not None:
+            if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", str(col)):
+                raise ValueError(f"col={col!r}: not a column name")
+            parts.append(f"col={col}")
+        if eos is not None:
+            if int(eos) < 0:
+                raise ValueError(f"eos={eos}: a token id is not negative")
+            parts.append(f"eos={int(eos)}")
+    elif eos is not None or col is not None:
+        raise ValueError("eos= and col= belong to pack= views")
     for key in _KEYS[:-1]:
         v = params[key]
         if v is None:
