@@ -397,8 +397,10 @@ static int write_all(int fd, const void *p, size_t n)
 }
 
 /* Copy column part `part`'s bytes [0, n) to fd, a MiB at a time. */
+/* n bytes of data part `part` into fd. With as_int32 (uint32 ids, which Megatron-LM reads as
+ * its int32), an id past INT32_MAX is -EINVAL, logged: it would read as a negative id. */
 static int copy_part(struct tfs_version *v, struct tfs_cache *cache, size_t part, uint64_t n,
-		     int fd)
+		     int as_int32, int fd)
 {
 	enum { STEP = 1 << 20 };
 	uint8_t *buf = malloc(STEP);
@@ -408,7 +410,19 @@ static int copy_part(struct tfs_version *v, struct tfs_cache *cache, size_t part
 		const size_t want = n - at < STEP ? (size_t)(n - at) : STEP;
 		const ssize_t got = tfs_version_read(v, cache, part, at, buf, want);
 
-		rc = got < 0 ? (int)got : got != (ssize_t)want ? -EIO : write_all(fd, buf, want);
+		rc = got < 0 ? (int)got : got != (ssize_t)want ? -EIO : 0;
+		for (size_t i = 3; !rc && as_int32 && i < want; i += 4)
+			if (buf[i] & 0x80) {
+				uint32_t id;
+
+				memcpy(&id, buf + i - 3, 4);
+				tfs_err("token id %" PRIu32 " (token %" PRIu64 ") does not fit "
+					"Megatron-LM's int32 ids",
+					id, (at + i) / 4);
+				rc = -EINVAL;
+			}
+		if (!rc)
+			rc = write_all(fd, buf, want);
 		at += want;
 	}
 	free(buf);
@@ -533,7 +547,7 @@ int tfs_export_megatron(struct tfs_version *v, struct tfs_cache *cache, const ch
 		rc = fb < 0 ? fb : fi;
 		goto out;
 	}
-	rc = copy_part(v, cache, c->data, offs[nseq] - offs[0], fb);
+	rc = copy_part(v, cache, c->data, offs[nseq] - offs[0], !strcmp(c->dtype.descr, "<u4"), fb);
 	if (!rc)
 		rc = write_all(fi, idx.data, idx.len);
 	if (!rc && (fsync(fb) || fsync(fi)))

@@ -106,6 +106,15 @@ def test_int64_ids_are_narrowed_when_they_fit(lake, tmp_path):
     lake.create("x")
     p = lake.import_("x", {}, "--megatron", tmp_path / "b", check=False)
     assert p.returncode != 0 and "does not fit uint32" in p.stderr, p.stderr
+    # uint32 ids are exported as Megatron-LM's int32: one past 2^31 - 1 is refused, no file left
+    write_megatron(tmp_path / "c", [np.array([1, 2], np.int64), np.array([7, 2**31], np.int64)],
+                   np.int64)
+    lake.create("y")
+    lake.import_("y", {}, "--megatron", tmp_path / "c")
+    p = run_proc(["export", lake.ds_url("y"), "tokens", "--megatron", tmp_path / "out"])
+    assert p.returncode != 0 and "token id 2147483648 (token 3) does not fit" in p.stderr, \
+        p.stderr
+    assert not list(tmp_path.glob("out*")), list(tmp_path.glob("out*"))
 
 
 @pytest.mark.parametrize("damage,why", [
