@@ -22,6 +22,11 @@ static void take_error(struct tfs_ctl_stream *s, unsigned slot, int rc, char *er
 	size_t c;
 	uint64_t need;
 
+	if (rc == -ERANGE) {
+		SET_ERR("a token id of the batch does not fit the dtype asked for (dtype=int64 "
+			"holds every id)");
+		return;
+	}
 	if (rc != -E2BIG) {
 		SET_ERR("cannot gather the rows: %s", strerror(-rc));
 		return;

@@ -166,8 +166,32 @@ static uint64_t used_bytes(const struct tfs_staging *st, const struct slot *s)
 	return st->data_off[last] + s->used[last];
 }
 
-/* A pack file's samples, made on the host into the slot's layout (widened to the dtype staged)
- * and copied from there by one op. */
+/* n integers of dtype from at in into dtype to at out (int32 or int64): each value kept, or
+ * -ERANGE when one does not fit to (a uint32 id past INT32_MAX staged as int32). */
+static int convert_ids(const struct tfs_dtype *from, const struct tfs_dtype *to, const uint8_t *in,
+		       uint8_t *out, uint64_t n)
+{
+	const unsigned fs = from->itemsize, ts = to->itemsize;
+
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t x = 0;
+
+		for (unsigned b = 0; b < fs; b++)
+			x |= (uint64_t)in[k * fs + b] << (8 * b);
+		if (from->kind == 'i' && fs < 8 && (x >> (8 * fs - 1)) & 1)
+			x |= ~0ull << (8 * fs); /* sign-extend */
+		if (ts == 4 && (from->kind == 'i' ? (int64_t)x != (int32_t)x : x > INT32_MAX))
+			return -ERANGE;
+		if (ts == 8 && from->kind == 'u' && x > INT64_MAX)
+			return -ERANGE;
+		for (unsigned b = 0; b < ts; b++)
+			out[k * ts + b] = (uint8_t)(x >> (8 * b));
+	}
+	return 0;
+}
+
+/* A pack file's samples, made on the host into the slot's layout (converted to the dtype
+ * staged) and copied from there by one op. */
 static int fill_pack_column(struct tfs_staging *st, struct slot *s, size_t c, uint8_t *mem)
 {
 	const struct tfs_column *col = &st->cfg.pack_cols[c];
@@ -177,25 +201,20 @@ static int fill_pack_column(struct tfs_staging *st, struct slot *s, size_t c, ui
 	struct tfs_gather_list l;
 	uint64_t len;
 	uint8_t *tmp = malloc(native);
-	int rc = tmp ? 0 : -ENOMEM;
+	int rc = tmp ? 0 : -ENOMEM, same;
 
 	tfs_pack_file_type(st->cfg.pack, f, &dt, &len);
+	same = dt.itemsize == col->dtype.itemsize && dt.kind == col->dtype.kind;
 	tfs_gather_list_init(&l, st->cfg.cache);
 	for (size_t i = 0; !rc && i < s->nrows; i++) {
 		uint8_t *row = mem + st->col_off[c] + i * col->row_bytes;
 		int padded;
 
-		rc = tfs_pack_sample(st->cfg.pack, st->reader, s->rows[i], f,
-				     dt.itemsize == col->dtype.itemsize ? row : tmp, &l, &padded);
+		rc = tfs_pack_sample(st->cfg.pack, st->reader, s->rows[i], f, same ? row : tmp, &l,
+				     &padded);
 		s->padded += (size_t)padded;
-		for (uint64_t k = 0; !rc && dt.itemsize != col->dtype.itemsize && k < len; k++) {
-			uint64_t x = 0;
-			int64_t y;
-
-			memcpy(&x, tmp + k * dt.itemsize, dt.itemsize); /* little-endian */
-			y = (int64_t)x;
-			memcpy(row + k * col->dtype.itemsize, &y, col->dtype.itemsize);
-		}
+		if (!rc && !same)
+			rc = convert_ids(&dt, &col->dtype, tmp, row, len);
 	}
 	tfs_gather_list_free(&l);
 	free(tmp);

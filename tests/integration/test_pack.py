@@ -281,6 +281,33 @@ def test_pack_view_staged_by_the_control_file(tokens_lake, mount, dtype, np_dtyp
         st.close()
 
 
+def test_pack_stream_converts_ids_exactly_or_refuses(lake, mount, tmp_path):
+    """Tokens staged as int32 or int64 keep every value: negative int16 ids stay negative, and a
+    uint32 id past 2^31 - 1 staged as int32 is an error naming the fix (int64 holds it)."""
+    from tensorfs.staging import Stager, StagingError
+
+    neg = [np.array([-5, 3, -32768, 7][: 1 + i % 4], np.int16) for i in range(20)]
+    big = [np.array([1, 2**31 + i, 4][: 1 + i % 3], np.uint32) for i in range(20)]
+    lake.build("neg", {"tok": write_dir(tmp_path / "neg", neg)})
+    lake.build("big", {"tok": write_dir(tmp_path / "big", big)})
+    m = mount(lake)
+    for ds, docs in (("neg", neg), ("big", big)):
+        for dtype in ("int32", "int64"):
+            st = Stager(m.path, f"{ds}/main/views/pack=6,eos=0", ["tokens"], batch_size=4,
+                        dtype=dtype)
+            try:
+                if ds == "big" and dtype == "int32":
+                    with pytest.raises(StagingError, match="dtype=int64 holds every id"):
+                        next(iter(st.batches()))
+                    continue
+                b = next(iter(st.batches()))
+                want = pack([d.astype(np.int64) for d in docs], 6, eos=0)[0][:4]
+                assert np.array_equal(np.asarray(b["tokens"], np.int64), want), (ds, dtype)
+                b.release()
+            finally:
+                st.close()
+
+
 def test_pack_stream_refuses_unknown_columns_and_dtypes(tokens_lake, mount):
     from tensorfs.staging import Stager, StagingError
 
