@@ -308,6 +308,28 @@ def test_pack_stream_converts_ids_exactly_or_refuses(lake, mount, tmp_path):
                 st.close()
 
 
+def test_torch_dataset_widens_unsigned_token_ids(lake, mount, tmp_path):
+    """tensorfs.torch.Dataset over pack views: uint16 tokens come as int32 tensors and uint32
+    as int64 (torch has no such unsigned tensors, and embeddings take signed ids), every value
+    kept, through a DataLoader."""
+    torch = pytest.importorskip("torch")
+    import tensorfs
+    import tensorfs.torch
+
+    d16 = documents(9, 40, np.uint16)
+    d32 = [np.array([1, 2**32 - 1 - i, 5], np.uint32)[: 1 + i % 3] for i in range(40)]
+    lake.build("a", {"tok": write_dir(tmp_path / "a", d16)})
+    lake.build("b", {"tok": write_dir(tmp_path / "b", d32)})
+    m = mount(lake)
+    for ds, dtype in (("a", torch.int32), ("b", torch.int64)):
+        vp = tensorfs.view_path(m.path / ds / "main", pack=8, eos=0, seed=1)
+        loader = torch.utils.data.DataLoader(tensorfs.torch.Dataset(vp, ["tokens", "doc"]),
+                                             batch_size=5)
+        got = torch.cat([b["tokens"] for b in loader])
+        want = np.load(os.path.join(vp, "tokens.npy"))
+        assert got.dtype == dtype and np.array_equal(got.numpy(), want.astype(np.int64)), ds
+
+
 def test_pack_stream_refuses_unknown_columns_and_dtypes(tokens_lake, mount):
     from tensorfs.staging import Stager, StagingError
 

@@ -91,10 +91,24 @@ def _zeros(row):
     return not np.asarray(row).any()
 
 
+# Unsigned dtypes torch has no tensors of (or only in name: no indexing, no embedding lookup):
+# widened to the signed dtype that holds every value. uint16 is how token ids are stored.
+_WIDER = {np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64,
+          np.dtype(np.uint64): np.int64}
+
+
 def _item(row):
-    """A row as a DataLoader passes it on: arrays as tensors (copied out of the mapping), str and
-    bytes as they are."""
-    return torch.from_numpy(np.array(row)) if isinstance(row, (np.ndarray, np.generic)) else row
+    """A row as a DataLoader passes it on: arrays as tensors (copied out of the mapping; uint16
+    as int32, uint32 and uint64 as int64), str and bytes as they are."""
+    if not isinstance(row, (np.ndarray, np.generic)):
+        return row
+    a = np.array(row)
+    wider = _WIDER.get(a.dtype)
+    if wider is not None:
+        if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
+            raise ValueError(f"a uint64 value {a.max()} does not fit torch's int64")
+        a = a.astype(wider)
+    return torch.from_numpy(a)
 
 
 def _collate_one(rows, pad):
