@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,29 @@ static void put_json_string(const unsigned char *p, size_t n)
 	putchar('"');
 }
 
+/* A float as JSON: the shortest text that reads back as the same double; infinities as
+ * +-9e999 (JSON has no infinity; every JSON reader reads that as one, as SQLite's json()
+ * writes it), NaN as null. */
+static void put_json_double(double x)
+{
+	char b[40];
+
+	if (isnan(x)) {
+		printf("null");
+		return;
+	}
+	if (isinf(x)) {
+		printf("%s9e999", x < 0 ? "-" : "");
+		return;
+	}
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(b, sizeof(b), "%.*g", prec, x);
+		if (strtod(b, NULL) == x)
+			break;
+	}
+	printf("%s", b);
+}
+
 static void put_json_row(sqlite3_stmt *st, int ncols, struct tfs_buf *v)
 {
 	putchar('{');
@@ -102,7 +126,7 @@ static void put_json_row(sqlite3_stmt *st, int ncols, struct tfs_buf *v)
 		} else if (t == SQLITE_INTEGER) {
 			printf("%lld", (long long)sqlite3_column_int64(st, i));
 		} else if (t == SQLITE_FLOAT) {
-			printf("%.17g", sqlite3_column_double(st, i));
+			put_json_double(sqlite3_column_double(st, i));
 		} else {
 			value_text(st, i, JSONL, v);
 			put_json_string(v->data ? v->data : (const unsigned char *)"", v->len);

@@ -72,6 +72,20 @@ def test_filters_and_groups_equal_pandas(ds):
     assert np.allclose([r["m"] for r in got], want["mean"])
 
 
+def test_json_output_is_json_with_exact_floats(ds):
+    """--json is strict JSON that reads back every float exactly: the shortest text of each
+    double, infinities as +-9e999 (as SQLite's json() writes them), no bare inf or nan."""
+    lake, df = ds
+    p = sql(lake, "SELECT rowid, score, 0.1 AS x, 1e308 * 10 AS big, -1e308 * 10 AS small, "
+                  "1.0 / 3 AS third FROM t ORDER BY rowid LIMIT 50", "--json")
+    got = [json.loads(line, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+           for line in p.stdout.splitlines()]
+    assert [r["score"] for r in got] == list(df.score[:50])  # exact, not close
+    assert all(r["x"] == 0.1 and r["third"] == 1.0 / 3 for r in got)
+    assert all(r["big"] == float("inf") and r["small"] == float("-inf") for r in got)
+    assert '"x":0.1,' in p.stdout and "inf" not in p.stdout
+
+
 def test_json_in_text_bool_and_rowid(ds):
     lake, df = ds
     got = rows_json(sql(lake, "SELECT rowid FROM t WHERE json_extract(meta, '$.quality') = "
