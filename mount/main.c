@@ -543,10 +543,13 @@ static int cmd_view(int argc, char **argv)
 			tfs_err("%s", err);
 	}
 	if (!rc) {
-		printf("view %s of %s@%s: %" PRIu64 " rows (%" PRIu64 " of %" PRIu64
-		       " rows match the filter)\n",
-		       name.len ? (char *)name.data : "(all rows)", ds, ref, view->n, view->matched,
-		       v->manifest.rows);
+		printf("view %s of %s@%s: %" PRIu64 " row%s",
+		       name.len ? (char *)name.data : "(all rows)", ds, ref, view->n,
+		       view->n == 1 ? "" : "s");
+		if (p.where)
+			printf(" (%" PRIu64 " of %" PRIu64 " match the filter)", view->matched,
+			       v->manifest.rows);
+		putchar('\n');
 		for (uint64_t i = 0; i < view->n && (show < 0 || i < (uint64_t)show); i++)
 			printf("%" PRIu64 "\n", view->rows[i]);
 	}
