@@ -57,6 +57,12 @@ def test_s3_create_import_ls_info_log_mount(s3, tmp_path, mount):
     rc, out, err = tfs("log", lk.ds_url("ds"))
     assert rc == 0, err
     assert "second" in out and "first" in out and "create dataset" in out
+    # refs as users write them: an abbreviated id (listed from the bucket) and ancestors
+    ids = re.findall(r"^commit ([0-9a-f]{64})$", out, re.M)
+    rc, out, err = tfs("log", lk.ds_url("ds"), ids[0][:6] + "~1", "-n", "1")
+    assert rc == 0 and out.startswith(f"commit {ids[1]}"), (out, err)
+    rc, out, err = tfs("info", lk.ds_url("ds"), "--ref", "main^^", "--json")
+    assert rc == 0 and ids[2] in out, err
     # Nothing but the lake's objects in the bucket, under the prefix.
     keys = [p.relative_to(s3.root / "lake") for p in (s3.root / "lake").rglob("*")
             if p.is_file()]
