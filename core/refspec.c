@@ -175,6 +175,16 @@ int tfs_refspec_resolve(struct tfs_store *s, const char *ds, const char *spec, s
 		back = back + n < back ? UINT64_MAX : back + n;
 	}
 	rc = tfs_ref_resolve(s, ds, base, id);
+	if (!rc && blen == TFS_ID_HEX - 1 && all_hex(base, blen)) {
+		/* A full id names an object: a commit, or a chunk or manifest (no version). */
+		rc = is_commit(s, ds, id);
+		if (!rc) {
+			set_err(err, err_cap, "'%s' is an object of the dataset but not a commit",
+				base);
+			return -ENOENT;
+		}
+		rc = rc < 0 ? rc : 0;
+	}
 	if (rc == -ENOENT && blen >= PREFIX_MIN && blen < TFS_ID_HEX - 1 && all_hex(base, blen))
 		rc = by_prefix(s, ds, base, id, err, err_cap);
 	else if (rc == -ENOENT)

@@ -19,7 +19,8 @@
 #include "format.h"
 
 /* Resolve spec in dataset ds into *id. 0; -ENOENT with the reason in err when nothing is so
- * named (no such ref or commit, an ancestor past the first commit, a malformed suffix);
+ * named (no such ref or commit, the id of an object that is no commit, an ancestor past the
+ * first commit, a malformed suffix);
  * -EINVAL with the reason in err for an ambiguous prefix; another -errno when the store fails. */
 int tfs_refspec_resolve(struct tfs_store *s, const char *ds, const char *spec, struct tfs_id *id,
 			char *err, size_t err_cap);

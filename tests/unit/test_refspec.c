@@ -141,6 +141,7 @@ static void test_abbreviated_ids(void **state)
 	tfs_id_hex(&chunk, hex);
 	snprintf(spec, sizeof(spec), "%.12s", hex);
 	refused(&l, spec, -ENOENT, "no branch, tag or commit");
+	refused(&l, hex, -ENOENT, "is an object of the dataset but not a commit");
 	tfs_buf_free(&obj);
 	tfs_store_close(l.s);
 }
