@@ -159,6 +159,18 @@ int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,
 		rc = -EIO;
 		goto out;
 	}
+	{
+		static const char *const names[] = { "?", "chunk", "manifest", "commit" };
+		struct tfs_obj_header h;
+
+		if (!tfs_object_header(obj.data, obj.len, &h) && h.type != type && h.type >= 1 &&
+		    h.type <= 3) {
+			/* intact (its id matched), but another kind of object */
+			tfs_err("%s/%s: a %s, not a %s", s->url, key, names[h.type], names[type]);
+			rc = -EIO;
+			goto out;
+		}
+	}
 	rc = tfs_object_decode_alloc(obj.data, obj.len, type, raw, len);
 	if (rc == -EPROTO)
 		tfs_err("%s/%s: object written by a newer tensorfs (format version too new)",
