@@ -288,6 +288,12 @@ static int resolve_target(struct tfs_ctlfile *ctl, const char *target, struct tf
 		}
 		rel = target + ml + 1;
 	}
+	if (!strncmp(rel, "mixes/", 6)) {
+		SET_ERR("%s: a mixture's views are read as files (views/PARAMS/tokens.npy ...); "
+			"streams stage a dataset's versions and views",
+			target);
+		return -EINVAL;
+	}
 	/* The same version and view the mount's directories show, shared through the lake. */
 	rc = tfs_lake_resolve(ctl->lake, rel, &v, &vparams, err, ERR_MAX);
 	if (!rc && vparams)

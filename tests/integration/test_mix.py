@@ -205,6 +205,10 @@ def test_bad_mixture_view_names(mixed, mount):
         with pytest.raises(FileNotFoundError):
             (m.path / "mixes" / "b" / "views" / name / "tokens.npy").stat()
         assert why in (m.path / ".tensorfs" / "errors").read_text()
+    # the control file says where a mixture's samples are (its files), not "no dataset"
+    from tensorfs.staging import Stager, StagingError
+    with pytest.raises(StagingError, match="a mixture's views are read as files"):
+        Stager(m.path, "mixes/b/views/pack=8", ["tokens"])
     # the views' README is the mixture's: its keys, its files, what it refuses
     text = (m.path / "mixes" / "b" / "views" / "README").read_text()
     assert "Mixture views" in text and "source.npy" in text and "seed=, col=, where=" in text
