@@ -128,6 +128,30 @@ def test_on_error_pad_reaches_a_mixtures_sources(mixed, mount):
     assert (src == 1).sum() > 0
 
 
+def test_python_opens_a_mixture_view(mixed, mount):
+    """tensorfs.open and tensorfs.torch.Dataset read a mixture's view as they read a dataset's
+    (its .npy files), uint16 tokens as int32 tensors."""
+    import tensorfs
+
+    lake, _ = mixed
+    mix(lake, "create", "p", "web=0.5", "code=0.5")
+    m = mount(lake)
+    view = m.path / "mixes" / "p" / "views" / "pack=8,eos=0,epoch=1"
+    cols = tensorfs.open(view)
+    assert sorted(cols) == ["doc", "segments", "source", "tokens"]
+    for name in cols:
+        assert np.array_equal(cols[name], np.load(view / f"{name}.npy")), name
+    with pytest.raises(FileNotFoundError):
+        tensorfs.open(m.path / "mixes" / "p")
+    torch = pytest.importorskip("torch")
+    import tensorfs.torch
+
+    loader = torch.utils.data.DataLoader(tensorfs.torch.Dataset(view, ["tokens", "source"]),
+                                         batch_size=7)
+    got = torch.cat([b["tokens"] for b in loader])
+    assert got.dtype == torch.int32 and np.array_equal(got.numpy(), cols["tokens"])
+
+
 def test_shares_follow_the_weights_and_small_sources_repeat(mixed, mount):
     lake, srcs = mixed
     mix(lake, "create", "w", "web=1", "code=1", "math=2")

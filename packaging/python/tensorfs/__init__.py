@@ -113,14 +113,16 @@ class Bytes(_Rows):
 
 
 def _schema_columns(path):
-    """The columns of schema.json (or of the version directory's, for a view); None when neither
-    has one: path is no version or view directory of a mount."""
+    """The columns of schema.json (or of the version directory's, for a view); [] for a
+    mixture's view (mixes/NAME/views/PARAMS: .npy files only); None when none of these: path
+    is no version or view directory of a mount."""
     for p in (path, os.path.dirname(os.path.dirname(path))):
         try:
             with builtins_open(os.path.join(p, "schema.json"), "rb") as f:
                 return json.load(f)["columns"]
         except OSError:
-            continue
+            if p != path and os.path.isfile(os.path.join(p, "mix.txt")):
+                return []
     return None
 
 
