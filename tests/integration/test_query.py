@@ -51,6 +51,24 @@ def test_saved_query_is_a_directory_of_its_rows(qlake, mount):
     assert {tuple(v) for v in both} <= want and len({tuple(v) for v in both}) == len(both)
 
 
+def test_python_opens_a_saved_query_and_its_views(qlake, mount):
+    """tensorfs.open reads queries/NAME/ and queries/NAME/views/PARAMS/ as it reads a version
+    and its views: every column, of the kinds the version's schema names."""
+    import tensorfs
+
+    lake, label, x, tmp = qlake
+    query(lake, "save", "threes", "SELECT rowid FROM t WHERE label = 3")
+    rows = np.flatnonzero(label == 3)
+    m = mount(lake)
+    qd = m.path / "d" / "main" / "queries" / "threes"
+    cols = tensorfs.open(qd)
+    assert sorted(cols) == ["cap", "label", "x"]
+    assert np.array_equal(cols["x"], x[rows]) and list(cols["cap"])[:2] == [
+        f"caption {i}" for i in rows[:2]]
+    view = tensorfs.open(qd / "views" / "seed=4,rank=1,world=2")
+    assert sorted(view) == ["cap", "label", "x"] and set(view["label"].tolist()) == {3}
+
+
 def test_saved_result_stays_when_the_branch_moves(qlake, mount, tmp_path):
     lake, label, x, tmp = qlake
     query(lake, "save", "ones", "SELECT rowid FROM t WHERE label = 1")

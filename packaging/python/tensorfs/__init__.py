@@ -113,15 +113,25 @@ class Bytes(_Rows):
 
 
 def _schema_columns(path):
-    """The columns of schema.json (or of the version directory's, for a view); [] for a
-    mixture's view (mixes/NAME/views/PARAMS: .npy files only); None when none of these: path
-    is no version or view directory of a mount."""
-    for p in (path, os.path.dirname(os.path.dirname(path))):
+    """The columns of schema.json of the version directory path is or is under (a view:
+    REF/views/PARAMS; a saved query: REF/queries/NAME[/views/PARAMS]); [] for a mixture's view
+    (mixes/NAME/views/PARAMS: .npy files only); None when none of these: path is no version or
+    view directory of a mount."""
+    up = [os.fspath(path)]
+    for _ in range(4):
+        up.append(os.path.dirname(up[-1]))
+    for depth in (0, 2, 4):
+        p = up[depth]
+        if depth == 2 and os.path.basename(up[1]) not in ("views", "queries"):
+            continue
+        if depth == 4 and (os.path.basename(up[1]) != "views"
+                           or os.path.basename(up[3]) != "queries"):
+            continue
         try:
             with builtins_open(os.path.join(p, "schema.json"), "rb") as f:
                 return json.load(f)["columns"]
         except OSError:
-            if p != path and os.path.isfile(os.path.join(p, "mix.txt")):
+            if depth == 2 and os.path.isfile(os.path.join(p, "mix.txt")):
                 return []
     return None
 
