@@ -276,6 +276,7 @@ int tfs_view_parse(const char *name, struct tfs_view_params *p, char *err, size_
 			} else if (!strcmp(key, "seed")) {
 				p->seed = x;
 				p->shuffle = 1;
+				p->has_seed = 1;
 			} else if (!strcmp(key, "epoch")) {
 				p->epoch = x;
 				p->shuffle = 1;

@@ -29,7 +29,8 @@ enum tfs_view_on_error {
 };
 
 struct tfs_view_params {
-	int shuffle; /* seed= given */
+	int shuffle;  /* seed= or epoch= given */
+	int has_seed; /* seed= given */
 	uint64_t seed, epoch;
 	uint64_t rank, world; /* world 1: no sharding */
 	uint64_t block;	      /* shuffle window in chunks; 0: the default for the dataset */
