@@ -341,7 +341,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
 	struct tfs_view_params p;
-	struct tfs_view *v = NULL, *again = NULL, *neg = NULL;
+	struct tfs_view *v = NULL, *again = NULL, *neg = NULL, *rows = NULL, *all = NULL;
 	char *name, err[256];
 	int rc;
 
@@ -370,25 +370,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	FUZZ_CHECK(build(&p, &again) == 0);
 	FUZZ_CHECK(again->n == v->n && again->matched == v->matched);
 	FUZZ_CHECK(v->n == 0 || !memcmp(again->rows, v->rows, v->n * sizeof(v->rows[0])));
-	/* A filter and its negation split the rows between them. */
+	/* A filter and its negation split the rows between them (of a pack view: the documents
+	 * it packs, so the rows views of the same filter are compared). */
 	if (p.where) {
-		struct tfs_view_params np = p;
+		struct tfs_view_params rp = p, np;
 		size_t n = strlen(p.where) + 8;
 
+		rp.pack = 0;
+		rp.col = NULL; /* p's, freed with p */
+		rp.has_eos = 0;
+		np = rp;
 		np.where = malloc(n);
 		FUZZ_CHECK(np.where);
 		snprintf(np.where, n, "not (%s)", p.where);
+		FUZZ_CHECK(build(&rp, &rows) == 0);
 		rc = build(&np, &neg);
 		if (rc)
 			fprintf(stderr, "'%s' builds but '%s' does not\n", p.where, np.where);
 		FUZZ_CHECK(rc == 0);
-		FUZZ_CHECK(v->matched + neg->matched == version->manifest.rows);
+		FUZZ_CHECK(rows->matched + neg->matched == version->manifest.rows);
 		free(np.where);
+		/* Packing some of the documents makes no more samples than packing them all. */
+		if (p.pack) {
+			struct tfs_view_params ap = p;
+
+			ap.where = NULL;
+			FUZZ_CHECK(build(&ap, &all) == 0);
+			FUZZ_CHECK(v->matched <= all->matched);
+		}
 	}
 out:
 	tfs_view_free(v);
 	tfs_view_free(again);
 	tfs_view_free(neg);
+	tfs_view_free(rows);
+	tfs_view_free(all);
 	tfs_view_params_free(&p);
 	free(name);
 	return 0;
