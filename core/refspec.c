@@ -5,23 +5,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PREFIX_MIN 4 /* hex digits an abbreviated id needs, as git */
 
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-}
+#define SET_ERR(...) snprintf(err, err_cap, __VA_ARGS__)
 
 /* An abbreviated id's search: the objects of one fan-out directory whose names continue the
  * prefix, and of them the commits. */
@@ -82,18 +72,16 @@ static int by_prefix(struct tfs_store *s, const char *ds, const char *base, stru
 	snprintf(dir, sizeof(dir), "%s/objects/%.2s", ds, q.hex);
 	rc = tfs_store_list(s, dir, match_one, &q);
 	if (rc && rc != -ENOENT) {
-		set_err(err, err_cap, "'%s': the commits cannot be listed (%s)", base,
-			strerror(-rc));
+		SET_ERR("'%s': the commits cannot be listed (%s)", base, strerror(-rc));
 		return rc;
 	}
 	if (q.found > 1) {
-		set_err(err, err_cap,
-			"'%s' is ambiguous: %u commits start with it; give more digits", base,
+		SET_ERR("'%s' is ambiguous: %u commits start with it; give more digits", base,
 			q.found);
 		return -EINVAL;
 	}
 	if (!q.found) {
-		set_err(err, err_cap, "no branch, tag or commit '%s'", base);
+		SET_ERR("no branch, tag or commit '%s'", base);
 		return -ENOENT;
 	}
 	*id = q.id;
@@ -117,16 +105,16 @@ static int ancestor(struct tfs_store *s, const char *ds, const char *spec, const
 		int rc = tfs_commit_load(s, ds, id, &c);
 
 		if (rc) {
-			set_err(err, err_cap, "'%s': a commit of its history cannot be read (%s)",
-				spec, strerror(-rc));
+			SET_ERR("'%s': a commit of its history cannot be read (%s)", spec,
+				strerror(-rc));
 			return rc == -ENOENT ? -EIO : rc;
 		}
 		if (!c.nparents) {
 			if (k)
-				set_err(err, err_cap, "'%s': %s has only %" PRIu64 " ancestor%s",
-					spec, base, k, k == 1 ? "" : "s");
+				SET_ERR("'%s': %s has only %" PRIu64 " ancestor%s", spec, base, k,
+					k == 1 ? "" : "s");
 			else
-				set_err(err, err_cap, "'%s': %s has no parent", spec, base);
+				SET_ERR("'%s': %s has no parent", spec, base);
 			tfs_commit_free(&c);
 			return -ENOENT;
 		}
@@ -146,7 +134,7 @@ int tfs_refspec_resolve(struct tfs_store *s, const char *ds, const char *spec, s
 	int rc;
 
 	if (!blen || blen >= sizeof(base)) {
-		set_err(err, err_cap, "no branch, tag or commit '%s'", spec);
+		SET_ERR("no branch, tag or commit '%s'", spec);
 		return -ENOENT;
 	}
 	memcpy(base, spec, blen);
@@ -161,15 +149,14 @@ int tfs_refspec_resolve(struct tfs_store *s, const char *ds, const char *spec, s
 			errno = 0;
 			n = strtoull(p + 1, &end, 10);
 			if (errno) {
-				set_err(err, err_cap, "'%s': %s", spec, strerror(errno));
+				SET_ERR("'%s': %s", spec, strerror(errno));
 				return -ENOENT;
 			}
 			p = end;
 		} else if (*p == '~' || *p == '^') {
 			p++;
 		} else {
-			set_err(err, err_cap, "'%s': expected ~N or ^ after '%.*s'", spec,
-				(int)(p - spec), spec);
+			SET_ERR("'%s': expected ~N or ^ after '%.*s'", spec, (int)(p - spec), spec);
 			return -ENOENT;
 		}
 		back = back + n < back ? UINT64_MAX : back + n;
@@ -179,8 +166,7 @@ int tfs_refspec_resolve(struct tfs_store *s, const char *ds, const char *spec, s
 		/* A full id names an object: a commit, or a chunk or manifest (no version). */
 		rc = is_commit(s, ds, id);
 		if (!rc) {
-			set_err(err, err_cap, "'%s' is an object of the dataset but not a commit",
-				base);
+			SET_ERR("'%s' is an object of the dataset but not a commit", base);
 			return -ENOENT;
 		}
 		rc = rc < 0 ? rc : 0;
@@ -188,9 +174,9 @@ int tfs_refspec_resolve(struct tfs_store *s, const char *ds, const char *spec, s
 	if (rc == -ENOENT && blen >= PREFIX_MIN && blen < TFS_ID_HEX - 1 && all_hex(base, blen))
 		rc = by_prefix(s, ds, base, id, err, err_cap);
 	else if (rc == -ENOENT)
-		set_err(err, err_cap, "no branch, tag or commit '%s'", base);
+		SET_ERR("no branch, tag or commit '%s'", base);
 	else if (rc)
-		set_err(err, err_cap, "'%s' cannot be read: %s", base, strerror(-rc));
+		SET_ERR("'%s' cannot be read: %s", base, strerror(-rc));
 	if (rc)
 		return rc;
 	return ancestor(s, ds, spec, base, back, id, err, err_cap);
