@@ -72,9 +72,11 @@ int tfs_mountpoint_prepare(const char *path, int force, int nonempty, char abs[P
 	int rc, n;
 
 	/* Every request to a FUSE mount whose daemon is gone fails with ENOTCONN (ECONNABORTED
-	 * while the kernel is still tearing the connection down); statfs is one
-	 * the kernel never answers from its caches (stat may). */
-	if (statfs(path, &sf) && (errno == ENOTCONN || errno == ECONNABORTED)) {
+	 * while the kernel is still tearing the connection down; ECONNREFUSED when the daemon
+	 * died before it answered the kernel's INIT); statfs is one the kernel never answers from
+	 * its caches (stat may). */
+	if (statfs(path, &sf) &&
+	    (errno == ENOTCONN || errno == ECONNABORTED || errno == ECONNREFUSED)) {
 		rc = absolute(path, abs);
 		if (rc)
 			return rc;
