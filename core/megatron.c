@@ -396,14 +396,16 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-/* Copy column part `part`'s bytes [0, n) to fd, a MiB at a time. */
-/* n bytes of data part `part` into fd. With as_int32 (uint32 ids, which Megatron-LM reads as
- * its int32), an id past INT32_MAX is -EINVAL, logged: it would read as a negative id. */
+/* Copy column part `part`'s bytes [0, n) to fd, a MiB at a time. With as_int32 (uint32 ids,
+ * which Megatron-LM reads as its int32), an id past INT32_MAX is -EINVAL, logged: it would read
+ * as a negative id. */
 static int copy_part(struct tfs_version *v, struct tfs_cache *cache, size_t part, uint64_t n,
 		     int as_int32, int fd)
 {
+	static const struct tfs_dtype u4 = { "<u4", 'u', 4 }, i4 = { "<i4", 'i', 4 };
 	enum { STEP = 1 << 20 };
 	uint8_t *buf = malloc(STEP);
+	uint64_t bad;
 	int rc = buf ? 0 : -ENOMEM;
 
 	for (uint64_t at = 0; !rc && at < n;) {
@@ -411,16 +413,17 @@ static int copy_part(struct tfs_version *v, struct tfs_cache *cache, size_t part
 		const ssize_t got = tfs_version_read(v, cache, part, at, buf, want);
 
 		rc = got < 0 ? (int)got : got != (ssize_t)want ? -EIO : 0;
-		for (size_t i = 3; !rc && as_int32 && i < want; i += 4)
-			if (buf[i] & 0x80) {
-				uint32_t id;
+		/* uint32 to int32 in place: the bytes of every id that fits stay as they are */
+		if (!rc && as_int32 &&
+		    tfs_dtype_convert_ints(&u4, &i4, buf, buf, want / 4, &bad) == -ERANGE) {
+			uint32_t id;
 
-				memcpy(&id, buf + i - 3, 4);
-				tfs_err("token id %" PRIu32 " (token %" PRIu64 ") does not fit "
-					"Megatron-LM's int32 ids",
-					id, (at + i) / 4);
-				rc = -EINVAL;
-			}
+			memcpy(&id, buf + bad * 4, 4);
+			tfs_err("token id %" PRIu32 " (token %" PRIu64 ") does not fit "
+				"Megatron-LM's int32 ids",
+				id, at / 4 + bad);
+			rc = -EINVAL;
+		}
 		if (!rc)
 			rc = write_all(fd, buf, want);
 		at += want;

@@ -84,89 +84,6 @@ static int common_dtype(struct tfs_mixview *mv, char *err, size_t err_cap)
 	return 0;
 }
 
-/* Typed loops over n values at p: into x[], and back out of it (converted by the cast). */
-#define LOAD(T)                                           \
-	for (size_t k = 0; k < n; k++) {                  \
-		T v;                                      \
-                                                          \
-		memcpy(&v, p + k * sizeof(T), sizeof(T)); \
-		x[k] = (int64_t)v;                        \
-	}                                                 \
-	return
-
-#define STORE(T)                                          \
-	for (size_t k = 0; k < n; k++) {                  \
-		const T v = (T)x[k];                      \
-                                                          \
-		memcpy(p + k * sizeof(T), &v, sizeof(T)); \
-	}                                                 \
-	return
-
-/* n integers of dtype d at p, as int64 (a uint64 past INT64_MAX wraps, and wraps back when
- * stored: no common dtype holds uint64 with a signed one, so uint64 is only ever copied). */
-static void load_ids(const struct tfs_dtype *d, const uint8_t *p, int64_t *x, size_t n)
-{
-	const int u = d->kind == 'u';
-
-	switch (d->itemsize) {
-	case 1:
-		if (u) {
-			LOAD(uint8_t);
-		}
-		LOAD(int8_t);
-	case 2:
-		if (u) {
-			LOAD(uint16_t);
-		}
-		LOAD(int16_t);
-	case 4:
-		if (u) {
-			LOAD(uint32_t);
-		}
-		LOAD(int32_t);
-	default:
-		LOAD(int64_t);
-	}
-}
-
-static void store_ids(const struct tfs_dtype *d, const int64_t *x, uint8_t *p, size_t n)
-{
-	switch (d->itemsize) {
-	case 1:
-		STORE(uint8_t);
-	case 2:
-		STORE(uint16_t);
-	case 4:
-		STORE(uint32_t);
-	default:
-		STORE(uint64_t);
-	}
-}
-
-#undef LOAD
-#undef STORE
-
-/* n little-endian integers of dtype from at buf, widened in place to dtype to (as wide or
- * wider, and holding every value of from), in blocks from the last: a block is read whole
- * before it is written, and writes land at or past where their block was read, so nothing is
- * overwritten unread. Typed loops: a loop that assembled each value from its bytes cost several
- * ns a token, as much as reading the sample. */
-static void widen(const struct tfs_dtype *from, const struct tfs_dtype *to, uint8_t *buf,
-		  uint64_t n)
-{
-	enum { BLOCK = 512 };
-	int64_t x[BLOCK];
-
-	for (uint64_t end = n; end > 0;) {
-		const size_t m = end < BLOCK ? (size_t)end : BLOCK;
-		const uint64_t at = end - m;
-
-		load_ids(from, buf + at * from->itemsize, x, m);
-		store_ids(to, x, buf + at * to->itemsize, m);
-		end = at;
-	}
-}
-
 int tfs_mixview_sample(const struct tfs_mixview *mv, struct tfs_reader **r, uint64_t j,
 		       enum tfs_pack_file f, uint8_t *out, struct tfs_gather_list *l)
 {
@@ -179,9 +96,8 @@ int tfs_mixview_sample(const struct tfs_mixview *mv, struct tfs_reader **r, uint
 	if (rc || f != TFS_PACK_TOKENS)
 		return rc;
 	tfs_pack_file_type(p, f, &dt, &len);
-	if (dt.itemsize != mv->dtype.itemsize || dt.kind != mv->dtype.kind)
-		widen(&dt, &mv->dtype, out, len);
-	return 0;
+	/* In place: mv->dtype is as wide or wider, and holds every value (common_dtype). */
+	return tfs_dtype_convert_ints(&dt, &mv->dtype, out, out, len, NULL);
 }
 
 void tfs_mixview_free(struct tfs_lake *l, struct tfs_mixview *mv)

@@ -386,3 +386,183 @@ int tfs_npy_header_build(const struct tfs_dtype *dt, uint64_t rows, unsigned row
 	out[TFS_NPY_ALIGN - 1] = '\n';
 	return 0;
 }
+
+/* Typed loops over n values: into x[] as int64 (a uint64 past INT64_MAX comes out negative),
+ * and back out of it, converted by the cast. */
+#define LOAD(T)                                           \
+	for (size_t k = 0; k < n; k++) {                  \
+		T v;                                      \
+                                                          \
+		memcpy(&v, p + k * sizeof(T), sizeof(T)); \
+		x[k] = (int64_t)v;                        \
+		out |= (x[k] < lo) | (x[k] > hi);         \
+	}                                                 \
+	return out
+
+#define STORE(T)                                          \
+	for (size_t k = 0; k < n; k++) {                  \
+		const T v = (T)x[k];                      \
+                                                          \
+		memcpy(p + k * sizeof(T), &v, sizeof(T)); \
+	}                                                 \
+	return
+
+/* Whether any value loaded lies outside [lo, hi]. */
+static int load_ints(const struct tfs_dtype *d, const uint8_t *p, int64_t *x, size_t n, int64_t lo,
+		     int64_t hi)
+{
+	const int u = d->kind == 'u';
+	int out = 0;
+
+	switch (d->itemsize) {
+	case 1:
+		if (u) {
+			LOAD(uint8_t);
+		}
+		LOAD(int8_t);
+	case 2:
+		if (u) {
+			LOAD(uint16_t);
+		}
+		LOAD(int16_t);
+	case 4:
+		if (u) {
+			LOAD(uint32_t);
+		}
+		LOAD(int32_t);
+	default:
+		LOAD(int64_t);
+	}
+}
+
+static void store_ints(const struct tfs_dtype *d, const int64_t *x, uint8_t *p, size_t n)
+{
+	switch (d->itemsize) {
+	case 1:
+		STORE(uint8_t);
+	case 2:
+		STORE(uint16_t);
+	case 4:
+		STORE(uint32_t);
+	default:
+		STORE(uint64_t);
+	}
+}
+
+#undef LOAD
+#undef STORE
+
+/* The same, fused into one loop a pair for the conversions token batches are staged with
+ * (into int32 or int64), out of place or narrowing: n values of TI into TO, -ERANGE (the index
+ * in *bad) at the first for which BAD(v) holds. */
+#define CONVERT(TI, TO, BAD)                                         \
+	do {                                                         \
+		for (uint64_t k = 0; k < n; k++) {                   \
+			TI v;                                        \
+			TO o;                                        \
+                                                                     \
+			memcpy(&v, pi + k * sizeof(TI), sizeof(TI)); \
+			if (BAD) {                                   \
+				if (bad)                             \
+					*bad = k;                    \
+				return -ERANGE;                      \
+			}                                            \
+			o = (TO)v;                                   \
+			memcpy(po + k * sizeof(TO), &o, sizeof(TO)); \
+		}                                                    \
+		return 0;                                            \
+	} while (0)
+
+static int to_int32(const struct tfs_dtype *from, const uint8_t *pi, uint8_t *po, uint64_t n,
+		    uint64_t *bad)
+{
+	const int u = from->kind == 'u';
+
+	switch (from->itemsize) {
+	case 1:
+		if (u)
+			CONVERT(uint8_t, int32_t, 0);
+		CONVERT(int8_t, int32_t, 0);
+	case 2:
+		if (u)
+			CONVERT(uint16_t, int32_t, 0);
+		CONVERT(int16_t, int32_t, 0);
+	case 4:
+		if (u)
+			CONVERT(uint32_t, int32_t, v > INT32_MAX);
+		CONVERT(int32_t, int32_t, 0);
+	default:
+		if (u)
+			CONVERT(uint64_t, int32_t, v > INT32_MAX);
+		CONVERT(int64_t, int32_t, v < INT32_MIN || v > INT32_MAX);
+	}
+}
+
+static int to_int64(const struct tfs_dtype *from, const uint8_t *pi, uint8_t *po, uint64_t n,
+		    uint64_t *bad)
+{
+	const int u = from->kind == 'u';
+
+	switch (from->itemsize) {
+	case 1:
+		if (u)
+			CONVERT(uint8_t, int64_t, 0);
+		CONVERT(int8_t, int64_t, 0);
+	case 2:
+		if (u)
+			CONVERT(uint16_t, int64_t, 0);
+		CONVERT(int16_t, int64_t, 0);
+	case 4:
+		if (u)
+			CONVERT(uint32_t, int64_t, 0);
+		CONVERT(int32_t, int64_t, 0);
+	default:
+		if (u)
+			CONVERT(uint64_t, int64_t, v > INT64_MAX);
+		CONVERT(int64_t, int64_t, 0);
+	}
+}
+
+#undef CONVERT
+
+int tfs_dtype_convert_ints(const struct tfs_dtype *from, const struct tfs_dtype *to, const void *in,
+			   void *out, uint64_t n, uint64_t *bad)
+{
+	enum { BLOCK = 512 };
+	const unsigned bits = 8 * to->itemsize;
+	/* A uint64 is never negative: one that loads as negative is past INT64_MAX. */
+	const int64_t lo = to->kind == 'u' || (from->kind == 'u' && from->itemsize == 8) ? 0
+			   : bits == 64							 ? INT64_MIN
+					: -(INT64_C(1) << (bits - 1));
+	const int64_t hi = bits == 64	     ? INT64_MAX
+			   : to->kind == 'u' ? (INT64_C(1) << bits) - 1
+					     : (INT64_C(1) << (bits - 1)) - 1;
+	const int backward = to->itemsize > from->itemsize;
+	int64_t x[BLOCK];
+
+	if (from->kind == to->kind && from->itemsize == to->itemsize) {
+		memmove(out, in, n * from->itemsize);
+		return 0;
+	}
+	/* One pass where a front-to-back loop cannot overwrite a value it has yet to read. */
+	if (to->kind == 'i' && (to->itemsize == 4 || to->itemsize == 8) && (in != out || !backward))
+		return to->itemsize == 4 ? to_int32(from, in, out, n, bad)
+					 : to_int64(from, in, out, n, bad);
+	for (uint64_t done = 0; done < n;) {
+		const size_t m = n - done < BLOCK ? (size_t)(n - done) : BLOCK;
+		const uint64_t at = backward ? n - done - m : done;
+
+		if (load_ints(from, (const uint8_t *)in + at * from->itemsize, x, m, lo, hi)) {
+			size_t k = 0;
+
+			while (x[k] >= lo && x[k] <= hi)
+				k++;
+			if (bad)
+				*bad = at + k;
+			return -ERANGE;
+		}
+		store_ints(to, x, (uint8_t *)out + at * to->itemsize, m);
+		done += m;
+	}
+	return 0;
+}

@@ -166,73 +166,6 @@ static uint64_t used_bytes(const struct tfs_staging *st, const struct slot *s)
 	return st->data_off[last] + s->used[last];
 }
 
-/* One typed loop of convert_ids: n values of TI into TO, -ERANGE when BAD(v) holds for one. */
-#define CONVERT(TI, TO, BAD)                                          \
-	do {                                                          \
-		for (uint64_t k = 0; k < n; k++) {                    \
-			TI v;                                         \
-			TO o;                                         \
-                                                                      \
-			memcpy(&v, in + k * sizeof(TI), sizeof(TI));  \
-			if (BAD)                                      \
-				return -ERANGE;                       \
-			o = (TO)v;                                    \
-			memcpy(out + k * sizeof(TO), &o, sizeof(TO)); \
-		}                                                     \
-		return 0;                                             \
-	} while (0)
-
-/* n integers of dtype from at in into dtype to at out (int32 or int64; both little-endian, as
- * the host): each value kept, or -ERANGE when one does not fit to (a uint32 id past INT32_MAX
- * staged as int32). A typed loop a pair of dtypes: 0.4-0.5 ns a token here, where a loop that
- * assembled each value from its bytes took 4-7. */
-static int convert_ids(const struct tfs_dtype *from, const struct tfs_dtype *to, const uint8_t *in,
-		       uint8_t *out, uint64_t n)
-{
-	const int u = from->kind == 'u';
-
-	if (to->itemsize == 4) {
-		switch (from->itemsize) {
-		case 1:
-			if (u)
-				CONVERT(uint8_t, int32_t, 0);
-			CONVERT(int8_t, int32_t, 0);
-		case 2:
-			if (u)
-				CONVERT(uint16_t, int32_t, 0);
-			CONVERT(int16_t, int32_t, 0);
-		case 4:
-			if (u)
-				CONVERT(uint32_t, int32_t, v > INT32_MAX);
-			CONVERT(int32_t, int32_t, 0);
-		default:
-			if (u)
-				CONVERT(uint64_t, int32_t, v > INT32_MAX);
-			CONVERT(int64_t, int32_t, v < INT32_MIN || v > INT32_MAX);
-		}
-	}
-	switch (from->itemsize) {
-	case 1:
-		if (u)
-			CONVERT(uint8_t, int64_t, 0);
-		CONVERT(int8_t, int64_t, 0);
-	case 2:
-		if (u)
-			CONVERT(uint16_t, int64_t, 0);
-		CONVERT(int16_t, int64_t, 0);
-	case 4:
-		if (u)
-			CONVERT(uint32_t, int64_t, 0);
-		CONVERT(int32_t, int64_t, 0);
-	default:
-		if (u)
-			CONVERT(uint64_t, int64_t, v > INT64_MAX);
-		CONVERT(int64_t, int64_t, 0);
-	}
-}
-
-#undef CONVERT
-
 /* A pack file's samples, made on the host into the slot's layout (converted to the dtype
  * staged) and copied from there by one op. */
 static int fill_pack_column(struct tfs_staging *st, struct slot *s, size_t c, uint8_t *mem)
@@ -257,7 +190,7 @@ static int fill_pack_column(struct tfs_staging *st, struct slot *s, size_t c, ui
 				     &padded);
 		s->padded += (size_t)padded;
 		if (!rc && !same)
-			rc = convert_ids(&dt, &col->dtype, tmp, row, len);
+			rc = tfs_dtype_convert_ints(&dt, &col->dtype, tmp, row, len, NULL);
 	}
 	tfs_gather_list_free(&l);
 	free(tmp);

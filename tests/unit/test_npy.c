@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core/npy: NPY headers parsed from memory, numpy's own and damaged ones. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -407,9 +408,115 @@ static void test_npy_parse_header_ending_in_digits_no_overread(void **state)
 	assert_int_equal(parse_exact(buf, 10 + n, &info, &need, err, sizeof(err)), -EINVAL);
 }
 
+/* --- integer conversion --------------------------------------------------------------------- */
+
+static const struct tfs_dtype ints[] = {
+	{ "|u1", 'u', 1 }, { "|i1", 'i', 1 }, { "<u2", 'u', 2 }, { "<i2", 'i', 2 },
+	{ "<u4", 'u', 4 }, { "<i4", 'i', 4 }, { "<u8", 'u', 8 }, { "<i8", 'i', 8 },
+};
+
+/* The range of d, as [lo, hi] (u8's hi kept at INT64_MAX: the test's values stay below). */
+static void range_of(const struct tfs_dtype *d, int64_t *lo, int64_t *hi)
+{
+	const unsigned bits = 8 * d->itemsize;
+
+	*lo = d->kind == 'u' ? 0 : bits == 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1));
+	*hi = bits == 64       ? INT64_MAX
+	      : d->kind == 'u' ? (INT64_C(1) << bits) - 1
+			       : (INT64_C(1) << (bits - 1)) - 1;
+}
+
+static void put_int(const struct tfs_dtype *d, uint8_t *p, uint64_t k, int64_t x)
+{
+	memcpy(p + k * d->itemsize, &x, d->itemsize); /* little-endian host */
+}
+
+static int64_t get_int(const struct tfs_dtype *d, const uint8_t *p, uint64_t k)
+{
+	int64_t x = 0;
+
+	memcpy(&x, p + k * d->itemsize, d->itemsize);
+	if (d->kind == 'i' && d->itemsize < 8 && (x >> (8 * d->itemsize - 1)) & 1)
+		x |= (int64_t)(~UINT64_C(0) << (8 * d->itemsize)); /* sign-extend */
+	return x;
+}
+
+/* Every pair of integer dtypes, over more values than a block: each value both can hold comes
+ * through exact, out of place and in place; one value only from can hold is -ERANGE at its
+ * index, wherever the conversion starts. */
+static void test_convert_ints_every_pair(void **state)
+{
+	enum { N = 1500 };
+	static uint8_t in[N * 8], out[N * 8], both[N * 8];
+	uint64_t seed = 88172645463325252ull;
+
+	(void)state;
+	for (size_t a = 0; a < sizeof(ints) / sizeof(ints[0]); a++)
+		for (size_t b = 0; b < sizeof(ints) / sizeof(ints[0]); b++) {
+			const struct tfs_dtype *f = &ints[a], *t = &ints[b];
+			int64_t flo, fhi, tlo, thi, lo, hi, x;
+			uint64_t bad = UINT64_MAX;
+
+			range_of(f, &flo, &fhi);
+			range_of(t, &tlo, &thi);
+			lo = flo > tlo ? flo : tlo;
+			hi = fhi < thi ? fhi : thi;
+			for (uint64_t k = 0; k < N; k++) {
+				seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+				x = k < 4 ? (k & 1 ? lo : hi)
+					  : (int64_t)((uint64_t)lo +
+						      seed % (((uint64_t)hi - (uint64_t)lo + 1)
+								      ?: UINT64_MAX));
+				put_int(f, in, k, x);
+			}
+			memset(out, 0xa5, sizeof(out));
+			assert_int_equal(tfs_dtype_convert_ints(f, t, in, out, N, &bad), 0);
+			memcpy(both, in, N * f->itemsize);
+			assert_int_equal(tfs_dtype_convert_ints(f, t, both, both, N, NULL), 0);
+			for (uint64_t k = 0; k < N; k++) {
+				if (get_int(t, out, k) != get_int(f, in, k))
+					fail_msg("%s -> %s: value %" PRIu64, f->descr, t->descr, k);
+				assert_true(get_int(t, both, k) == get_int(f, in, k));
+			}
+			/* one value out of to's range, where from has one */
+			x = flo < tlo ? tlo - 1 : fhi > thi ? thi + 1 : 0;
+			if (flo < tlo || fhi > thi) {
+				put_int(f, in, 1000, x);
+				assert_int_equal(tfs_dtype_convert_ints(f, t, in, out, N, &bad),
+						 -ERANGE);
+				assert_int_equal(bad, 1000);
+			}
+		}
+}
+
+/* A uint64 past INT64_MAX fits no signed dtype, and only uint64 holds it. */
+static void test_convert_ints_uint64_past_int64(void **state)
+{
+	const uint64_t big = (UINT64_C(1) << 63) + 5;
+	uint8_t in[3 * 8], out[3 * 8];
+	uint64_t bad = 0;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	memcpy(in + 8, &big, 8);
+	for (size_t b = 0; b < sizeof(ints) / sizeof(ints[0]); b++) {
+		const int rc = tfs_dtype_convert_ints(&ints[6], &ints[b], in, out, 3, &bad);
+
+		if (b == 6) {
+			assert_int_equal(rc, 0);
+			assert_memory_equal(in, out, sizeof(in));
+		} else {
+			assert_int_equal(rc, -ERANGE);
+			assert_int_equal(bad, 1);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_convert_ints_every_pair),
+		cmocka_unit_test(test_convert_ints_uint64_past_int64),
 		cmocka_unit_test(test_npy_parse_numpy_headers),
 		cmocka_unit_test(test_npy_parse_with_data_following),
 		cmocka_unit_test(test_npy_parse_32_dims),
