@@ -24,6 +24,7 @@ struct search {
 	struct tfs_id id; /* the first commit found */
 };
 
+/* 1: the object id is a commit; 0: another kind of object; -ENOENT: no such object. */
 static int is_commit(struct tfs_store *s, const char *ds, const struct tfs_id *id)
 {
 	uint8_t head[TFS_OBJ_HEADER_SIZE];
@@ -34,7 +35,7 @@ static int is_commit(struct tfs_store *s, const char *ds, const struct tfs_id *i
 	tfs_object_key(ds, id, key);
 	got = tfs_store_get_range(s, key, 0, head, sizeof(head));
 	if (got < 0)
-		return got == -ENOENT ? 0 : (int)got;
+		return (int)got;
 	return got == (ssize_t)sizeof(head) && !tfs_object_header(head, sizeof(head), &h) &&
 	       h.type == TFS_OBJ_COMMIT;
 }
@@ -53,6 +54,8 @@ static int match_one(void *arg, const char *name, int is_dir)
 	if (tfs_id_parse(full, &id))
 		return 0;
 	rc = is_commit(q->s, q->ds, &id);
+	if (rc == -ENOENT)
+		return 0; /* listed, then removed (gc) */
 	if (rc < 0)
 		return rc;
 	if (rc && q->found++ == 0)
@@ -161,15 +164,17 @@ int tfs_refspec_resolve(struct tfs_store *s, const char *ds, const char *spec, s
 		}
 		back = back + n < back ? UINT64_MAX : back + n;
 	}
-	rc = tfs_ref_resolve(s, ds, base, id);
-	if (!rc && blen == TFS_ID_HEX - 1 && all_hex(base, blen)) {
-		/* A full id names an object: a commit, or a chunk or manifest (no version). */
+	if (blen == TFS_ID_HEX - 1 && !tfs_id_parse(base, id)) {
+		/* A full id (no branch or tag is so named: tfs_ref_name_ok) names an object: a
+		 * commit, or a chunk or manifest (no version). One read of its header tells. */
 		rc = is_commit(s, ds, id);
 		if (!rc) {
 			SET_ERR("'%s' is an object of the dataset but not a commit", base);
 			return -ENOENT;
 		}
 		rc = rc < 0 ? rc : 0;
+	} else {
+		rc = tfs_ref_resolve(s, ds, base, id);
 	}
 	if (rc == -ENOENT && blen >= PREFIX_MIN && blen < TFS_ID_HEX - 1 && all_hex(base, blen))
 		rc = by_prefix(s, ds, base, id, err, err_cap);

@@ -142,6 +142,8 @@ static void test_abbreviated_ids(void **state)
 	snprintf(spec, sizeof(spec), "%.12s", hex);
 	refused(&l, spec, -ENOENT, "no branch, tag or commit");
 	refused(&l, hex, -ENOENT, "is an object of the dataset but not a commit");
+	refused(&l, "00000000000000000000000000000000000000000000000000000000000000ff", -ENOENT,
+		"no branch, tag or commit");
 	tfs_buf_free(&obj);
 	tfs_store_close(l.s);
 }
