@@ -102,13 +102,11 @@ def _item(row):
     as int32, uint32 and uint64 as int64), str and bytes as they are."""
     if not isinstance(row, (np.ndarray, np.generic)):
         return row
-    a = np.array(row)
+    a = np.asarray(row)
     wider = _WIDER.get(a.dtype)
-    if wider is not None:
-        if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
-            raise ValueError(f"a uint64 value {a.max()} does not fit torch's int64")
-        a = a.astype(wider)
-    return torch.from_numpy(a)
+    if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"a uint64 value {a.max()} does not fit torch's int64")
+    return torch.from_numpy(np.array(a, dtype=wider))  # one copy, widened as it is made
 
 
 def _collate_one(rows, pad):
