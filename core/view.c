@@ -629,6 +629,21 @@ static int query_rows(struct tfs_version *v, const struct tfs_view_params *p, ui
 	return rc;
 }
 
+/* The rows a saved query or a where= filter chooses, in their order; *rows NULL (every row)
+ * when the view names neither. */
+static int chosen_rows(struct tfs_version *v, struct tfs_cache *cache,
+		       const struct tfs_view_params *p, uint64_t **rows, uint64_t *n, char *err,
+		       size_t err_cap)
+{
+	*rows = NULL;
+	*n = 0;
+	if (p->query)
+		return query_rows(v, p, rows, n, err, err_cap);
+	if (p->where)
+		return tfs_view_filter_rows(v, cache, p->where, rows, n, err, err_cap);
+	return 0;
+}
+
 /* A pack= view: the samples (pack.h) of every document, of those where= keeps or of a saved
  * query's, in their order, sharded. */
 static int build_pack(struct tfs_version *v, struct tfs_cache *cache,
@@ -643,13 +658,9 @@ static int build_pack(struct tfs_version *v, struct tfs_cache *cache,
 				      .seed = p->seed,
 				      .epoch = p->epoch };
 	struct tfs_view *view = NULL;
-	uint64_t *docs = NULL;
-	int rc = 0;
+	uint64_t *docs;
+	int rc = chosen_rows(v, cache, p, &docs, &pp.ndocs, err, err_cap);
 
-	if (p->query)
-		rc = query_rows(v, p, &docs, &pp.ndocs, err, err_cap);
-	else if (p->where)
-		rc = tfs_view_filter_rows(v, cache, p->where, &docs, &pp.ndocs, err, err_cap);
 	if (rc)
 		return rc;
 	pp.docs = docs;
@@ -677,15 +688,10 @@ int tfs_view_build(struct tfs_version *v, struct tfs_cache *cache, const struct 
 
 	if (p->pack)
 		return build_pack(v, cache, p, out, err, err_cap);
-	if (p->query) {
-		rc = query_rows(v, p, &rows, &n, err, err_cap);
-		if (rc)
-			return rc;
-	} else if (p->where) {
-		rc = tfs_view_filter_rows(v, cache, p->where, &rows, &n, err, err_cap);
-		if (rc)
-			return rc;
-	} else {
+	rc = chosen_rows(v, cache, p, &rows, &n, err, err_cap);
+	if (rc)
+		return rc;
+	if (!p->query && !p->where) {
 		n = total;
 		rows = malloc((n ? n : 1) * sizeof(*rows));
 		if (!rows)
