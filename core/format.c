@@ -136,9 +136,25 @@ int tfs_object_put(struct tfs_store *s, const char *ds, enum tfs_obj_type type,
 	return rc;
 }
 
+/* Whether obj is a whole object of another type than want; its type's name and want's in
+ * names[0] and names[1]. */
+static int wrong_type(const struct tfs_buf *obj, enum tfs_obj_type want, const char *names[2])
+{
+	static const char *const kinds[] = { "?", "chunk", "manifest", "commit" };
+	struct tfs_obj_header h;
+
+	if (tfs_object_header(obj->data, obj->len, &h) || h.type == want || h.type < 1 ||
+	    h.type > 3)
+		return 0;
+	names[0] = kinds[h.type];
+	names[1] = kinds[want];
+	return 1;
+}
+
 int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,
 		   enum tfs_obj_type type, uint8_t **raw, size_t *len)
 {
+	const char *names[2];
 	struct tfs_buf obj = { 0 };
 	char key[TFS_KEY_MAX];
 	struct tfs_id got;
@@ -159,22 +175,13 @@ int tfs_object_get(struct tfs_store *s, const char *ds, const struct tfs_id *id,
 		rc = -EIO;
 		goto out;
 	}
-	{
-		static const char *const names[] = { "?", "chunk", "manifest", "commit" };
-		struct tfs_obj_header h;
-
-		if (!tfs_object_header(obj.data, obj.len, &h) && h.type != type && h.type >= 1 &&
-		    h.type <= 3) {
-			/* intact (its id matched), but another kind of object */
-			tfs_err("%s/%s: a %s, not a %s", s->url, key, names[h.type], names[type]);
-			rc = -EIO;
-			goto out;
-		}
-	}
 	rc = tfs_object_decode_alloc(obj.data, obj.len, type, raw, len);
 	if (rc == -EPROTO)
 		tfs_err("%s/%s: object written by a newer tensorfs (format version too new)",
 			s->url, key);
+	else if (rc && wrong_type(&obj, type, names))
+		/* intact (its id matched), but another kind of object */
+		tfs_err("%s/%s: a %s, not a %s", s->url, key, names[0], names[1]);
 	else if (rc)
 		tfs_err("%s/%s: object is damaged (%s)", s->url, key, strerror(-rc));
 out:
